@@ -1,0 +1,5 @@
+//! Bursts (placeholder, being written).
+/// Burst.
+pub struct Burst;
+/// Packet.
+pub struct Packet;

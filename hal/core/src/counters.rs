@@ -1,0 +1,5 @@
+//! Counters (placeholder, being written).
+/// Drop reason.
+pub enum DropReason {}
+/// Counters.
+pub struct QueueCounters;

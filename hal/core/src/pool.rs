@@ -1,0 +1,5 @@
+//! Buffer pool (placeholder, being written).
+/// Pool.
+pub struct BufferPool;
+/// Buffer.
+pub struct Buf;

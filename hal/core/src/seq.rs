@@ -1,0 +1,3 @@
+//! Sequence tracker (placeholder, being written).
+/// Tracker.
+pub struct SeqTracker;

@@ -1,0 +1,1 @@
+//! Wire parse/emit (placeholder, being written).
