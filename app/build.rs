@@ -1,1 +1,184 @@
-fn main() {}
+//! Build script of the `rtdaq` appliance binary.
+//!
+//! 1. Enforces exactly one `engine-*` and exactly one `platform-*` cargo feature and turns them
+//!    into `cfg(rtdaq_engine = "...")` / `cfg(rtdaq_platform = "...")`.
+//! 2. Reads the deployment config named by `RTDAQ_CONFIG` (default
+//!    `configs/host-loopback-udp.toml`, relative to the workspace root), validates it with the
+//!    same `rtdaq-config` crate the CLI uses (a bad config fails the build with the same message),
+//!    checks that it asks for this binary's engine and platform, and embeds its text with its
+//!    SHA-256 into `$OUT_DIR/embedded.rs`.
+
+use sha2::{Digest, Sha256};
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ENGINES: &[&str] = &["socket", "afpacket", "afxdp", "dpdk", "ibverbs"];
+const PLATFORMS: &[&str] = &["host", "igx-orin", "igx-thor", "dgx-spark"];
+const DEFAULT_CONFIG: &str = "configs/host-loopback-udp.toml";
+
+fn feature_on(prefix: &str, name: &str) -> bool {
+    let var = format!(
+        "CARGO_FEATURE_{}_{}",
+        prefix.to_uppercase(),
+        name.to_uppercase().replace('-', "_")
+    );
+    env::var_os(var).is_some()
+}
+
+fn exactly_one(prefix: &str, names: &[&'static str]) -> Result<&'static str, String> {
+    let on: Vec<&str> = names.iter().copied().filter(|n| feature_on(prefix, n)).collect();
+    match on.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!(
+            "no {prefix} selected: enable exactly one of {} (e.g. `--features {prefix}-{}`)",
+            names.iter().map(|n| format!("{prefix}-{n}")).collect::<Vec<_>>().join(", "),
+            names[0]
+        )),
+        many => Err(format!(
+            "more than one {prefix} selected ({}): an rtdaq binary has exactly one; \
+             build with `--no-default-features --features {prefix}-<one>,...`",
+            many.iter().map(|n| format!("{prefix}-{n}")).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+fn fail(lines: &[String]) -> ! {
+    for l in lines {
+        println!("cargo::error={l}");
+    }
+    std::process::exit(1);
+}
+
+fn git_commit(root: &Path) -> String {
+    let out = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(root)
+        .output();
+    let Ok(out) = out.filter(|o| o.status.success()) else {
+        return "unknown".into();
+    };
+    let mut commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let dirty = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .current_dir(root)
+        .output()
+        .map(|o| !o.stdout.is_empty())
+        .unwrap_or(false);
+    if dirty {
+        commit.push_str("-dirty");
+    }
+    commit
+}
+
+fn main() {
+    println!("cargo::rerun-if-env-changed=RTDAQ_CONFIG");
+    println!("cargo::rerun-if-changed=build.rs");
+    let engine_cfg = ENGINES.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(",");
+    let platform_cfg = PLATFORMS.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(",");
+    println!("cargo::rustc-check-cfg=cfg(rtdaq_engine, values({engine_cfg}))");
+    println!("cargo::rustc-check-cfg=cfg(rtdaq_platform, values({platform_cfg}))");
+
+    let engine = exactly_one("engine", ENGINES);
+    let platform = exactly_one("platform", PLATFORMS);
+    let (engine, platform) = match (engine, platform) {
+        (Ok(e), Ok(p)) => (e, p),
+        (e, p) => fail(&[e.err(), p.err()].into_iter().flatten().collect::<Vec<_>>()),
+    };
+    println!("cargo::rustc-cfg=rtdaq_engine=\"{engine}\"");
+    println!("cargo::rustc-cfg=rtdaq_platform=\"{platform}\"");
+
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest.parent().expect("app/ lives in the workspace root").to_path_buf();
+    let requested = env::var("RTDAQ_CONFIG").unwrap_or_else(|_| DEFAULT_CONFIG.to_string());
+    let path = if Path::new(&requested).is_absolute() {
+        PathBuf::from(&requested)
+    } else {
+        root.join(&requested)
+    };
+    println!("cargo::rerun-if-changed={}", path.display());
+    for head in [".git/HEAD", ".git/index"] {
+        if root.join(head).exists() {
+            println!("cargo::rerun-if-changed={}", root.join(head).display());
+        }
+    }
+
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => fail(&[format!(
+            "RTDAQ_CONFIG={requested}: cannot read {}: {e} (set RTDAQ_CONFIG to a file under configs/)",
+            path.display()
+        )]),
+    };
+    let config = match rtdaq_config::load_str(&text) {
+        Ok(c) => c,
+        Err(errors) => {
+            let mut lines = vec![format!(
+                "invalid deployment config {} (RTDAQ_CONFIG={requested}):",
+                path.display()
+            )];
+            lines.extend(errors.0.iter().map(|e| format!("  {e}")));
+            fail(&lines)
+        }
+    };
+    let mut mismatch = Vec::new();
+    if config.engine_kind().as_str() != engine {
+        mismatch.push(format!(
+            "{}: engine.kind = \"{}\" but this binary is built with engine-{engine}; \
+             build with `--no-default-features --features engine-{},platform-{}`",
+            path.display(),
+            config.engine_kind().as_str(),
+            config.engine_kind().as_str(),
+            config.platform().as_str()
+        ));
+    }
+    if config.platform().as_str() != platform {
+        mismatch.push(format!(
+            "{}: platform = \"{}\" but this binary is built with platform-{platform}; \
+             build with `--no-default-features --features engine-{},platform-{}`",
+            path.display(),
+            config.platform().as_str(),
+            config.engine_kind().as_str(),
+            config.platform().as_str()
+        ));
+    }
+    if !mismatch.is_empty() {
+        fail(&mismatch);
+    }
+
+    let sha = Sha256::digest(text.as_bytes());
+    let sha_hex = sha.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    });
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    fs::write(out.join("embedded.toml"), &text).expect("write embedded.toml");
+    let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut features: Vec<String> = env::vars()
+        .filter_map(|(k, _)| k.strip_prefix("CARGO_FEATURE_").map(|f| f.to_lowercase().replace('_', "-")))
+        .collect();
+    features.sort();
+    let code = format!(
+        "/// Text of the embedded deployment config (validated at build time).\n\
+         pub const CONFIG_TOML: &str = include_str!(concat!(env!(\"OUT_DIR\"), \"/embedded.toml\"));\n\
+         /// SHA-256 of [`CONFIG_TOML`], lowercase hex.\n\
+         pub const CONFIG_SHA256: &str = {sha_hex:?};\n\
+         /// File name the config was embedded from.\n\
+         pub const CONFIG_FILE: &str = {file_name:?};\n\
+         /// The config's `name`.\n\
+         pub const CONFIG_NAME: &str = {name:?};\n\
+         /// Engine compiled into this binary.\n\
+         pub const ENGINE: &str = {engine:?};\n\
+         /// Platform compiled into this binary.\n\
+         pub const PLATFORM: &str = {platform:?};\n\
+         /// Cargo features enabled for this binary.\n\
+         pub const FEATURES: &[&str] = &{features:?};\n\
+         /// Git commit the binary was built from (`-dirty` when the tree had changes).\n\
+         pub const GIT_COMMIT: &str = {commit:?};\n",
+        name = config.name(),
+        commit = git_commit(&root),
+    );
+    fs::write(out.join("embedded.rs"), code).expect("write embedded.rs");
+}

@@ -1,0 +1,150 @@
+//! End-to-end tests of the `rtdaq` binary's command line: identity of the sealed binary,
+//! `config check` on every shipped config and every invalid fixture, `config show`.
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn rtdaq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtdaq"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run rtdaq")
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn embedded_path() -> PathBuf {
+    let requested =
+        option_env!("RTDAQ_CONFIG").unwrap_or("configs/host-loopback-udp.toml").to_string();
+    let p = PathBuf::from(&requested);
+    if p.is_absolute() {
+        p
+    } else {
+        root().join(p)
+    }
+}
+
+#[test]
+fn version_names_engine_platform_and_config_sha256() {
+    let out = rtdaq(&["version"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let cfg = std::fs::read(embedded_path()).unwrap();
+    let sha: String = Sha256::digest(&cfg).iter().map(|b| format!("{b:02x}")).collect();
+    assert!(stdout.contains(&format!("config sha256: {sha}")), "{stdout}");
+    assert!(stdout.contains("engine:   socket"), "{stdout}");
+    assert!(stdout.contains("platform: host"), "{stdout}");
+    assert!(stdout.contains("commit:   "), "{stdout}");
+    assert!(stdout.contains("features: ") && stdout.contains("engine-socket"), "{stdout}");
+}
+
+#[test]
+fn config_show_prints_the_embedded_file_verbatim() {
+    let out = rtdaq(&["config", "show"]);
+    assert!(out.status.success());
+    assert_eq!(out.stdout, std::fs::read(embedded_path()).unwrap());
+}
+
+#[test]
+fn embedded_config_checks_with_a_summary() {
+    let out = rtdaq(&["config", "check"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("valid"), "{stdout}");
+    assert!(stdout.to_lowercase().contains("total"), "summary has a memory total: {stdout}");
+}
+
+#[test]
+fn every_shipped_config_checks_ok() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(root().join("configs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = rtdaq(&["config", "check", path.to_str().unwrap()]);
+            assert!(
+                out.status.success(),
+                "{}: {}{}",
+                path.display(),
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 5, "expected the shipped configs, found {n}");
+}
+
+#[test]
+fn every_invalid_fixture_exits_2_naming_the_key_path() {
+    let dir = root().join("tests/fixtures/config-invalid");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let body = std::fs::read_to_string(&path).unwrap();
+        let want_path = body
+            .lines()
+            .find_map(|l| l.strip_prefix("# expect-path: "))
+            .unwrap_or_else(|| panic!("{}: no `# expect-path:` line", path.display()));
+        let want_msg = body.lines().find_map(|l| l.strip_prefix("# expect-message: "));
+        let out = rtdaq(&["config", "check", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", path.display());
+        assert!(
+            stderr.lines().any(|l| l.trim_start().starts_with(&format!("{want_path}: "))),
+            "{}: no error line for `{want_path}` in:\n{stderr}",
+            path.display()
+        );
+        if let Some(m) = want_msg {
+            assert!(stderr.contains(m.trim()), "{}: `{m}` not in:\n{stderr}", path.display());
+        }
+        n += 1;
+    }
+    assert!(n >= 15, "expected one fixture per validation rule, found {n}");
+}
+
+#[test]
+fn unknown_key_gets_a_suggestion() {
+    let dir = tempdir();
+    let f = dir.join("typo.toml");
+    let mut cfg = std::fs::read_to_string(embedded_path()).unwrap();
+    cfg = cfg.replacen("\n[run]\n", "\n[run]\nduraton_s = 3\n", 1);
+    assert!(cfg.contains("duraton_s"), "default config has a [run] table");
+    std::fs::write(&f, cfg).unwrap();
+    let out = rtdaq(&["config", "check", f.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("run.duraton_s"), "{stderr}");
+    assert!(stderr.contains("did you mean `duration_s`"), "{stderr}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn missing_file_is_a_clear_exit_2() {
+    let out = rtdaq(&["config", "check", "/nonexistent/rtdaq.toml"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("/nonexistent/rtdaq.toml"), "{stderr}");
+}
+
+#[test]
+fn bad_command_line_exits_2() {
+    let out = rtdaq(&["config", "frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+fn tempdir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rtdaq-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Checks the build-time rules of the appliance binary (app/build.rs):
+# exactly one engine and one platform feature, and the embedded config validated at build
+# time with the same messages as `rtdaq config check`. Each case must fail with its message.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+expect_build_error() { # name, expected substring, cargo args...
+    local name=$1 want=$2; shift 2
+    local out
+    out=$("$@" 2>&1)
+    local rc=$?
+    if [ $rc -eq 0 ]; then
+        echo "FAIL $name: build succeeded, expected an error containing: $want"; fail=1
+    elif ! grep -qF -- "$want" <<<"$out"; then
+        echo "FAIL $name: error does not mention: $want"; echo "$out" | tail -20; fail=1
+    else
+        echo "ok   $name"
+    fi
+}
+CHECK=(cargo check -q -p rtdaq --target-dir target/build-rules)
+
+expect_build_error "no engine" "no engine selected" \
+    "${CHECK[@]}" --no-default-features --features platform-host
+expect_build_error "two engines" "more than one engine selected" \
+    "${CHECK[@]}" --no-default-features --features engine-socket,engine-dpdk,platform-host
+expect_build_error "no platform" "no platform selected" \
+    "${CHECK[@]}" --no-default-features --features engine-socket
+expect_build_error "engine differs from the config" 'engine.kind = "socket" but this binary is built with engine-dpdk' \
+    "${CHECK[@]}" --no-default-features --features engine-dpdk,platform-host
+expect_build_error "missing config file" "cannot read" \
+    env RTDAQ_CONFIG=configs/does-not-exist.toml "${CHECK[@]}"
+
+# Every invalid fixture fails the build with the same key path `rtdaq config check` reports.
+for f in tests/fixtures/config-invalid/*.toml; do
+    want=$(sed -n 's/^# expect-path: //p' "$f" | head -1)
+    expect_build_error "invalid config $(basename "$f")" "$want" \
+        env RTDAQ_CONFIG="$f" "${CHECK[@]}"
+done
+
+# Every shipped config builds into a binary of the engine/platform it names.
+for f in configs/*.toml; do
+    read -r kind plat < <(python3 -c 'import sys, tomllib
+c = tomllib.load(open(sys.argv[1], "rb")); print(c["engine"]["kind"], c["platform"])' "$f")
+    if RTDAQ_CONFIG="$f" "${CHECK[@]}" --no-default-features \
+        --features "engine-$kind,platform-$plat" >/dev/null 2>&1; then
+        echo "ok   $(basename "$f") builds with engine-$kind,platform-$plat"
+    else
+        echo "FAIL $(basename "$f") does not build with engine-$kind,platform-$plat"; fail=1
+    fi
+done
+exit $fail

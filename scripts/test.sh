@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Runs every rtdaq test, installing what the tests need first (apt packages, rust components).
+# Usage: scripts/test.sh            (as root on Debian/Ubuntu; CI calls exactly this)
+# Env:   RTDAQ_TEST_SKIP_INSTALL=1  skip the apt/rustup step
+#        RTDAQ_TEST_QUICK=1         skip the loom model and the feature-matrix build checks
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+step() { printf '\n==== %s\n' "$*"; }
+fail=0
+failed_steps=()
+passed_steps=0
+run() {
+    local name=$1; shift
+    step "$name"
+    if "$@"; then passed_steps=$((passed_steps + 1)); else fail=1; failed_steps+=("$name"); fi
+}
+
+# ---- 1. what the tests need -------------------------------------------------------------
+# Debian packages: util-linux (setpriv: privilege-drop tests), iproute2, procps.
+APT_PACKAGES=(util-linux iproute2 procps git ca-certificates)
+install_deps() {
+    local missing=()
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        if [ "$(id -u)" -ne 0 ]; then
+            echo "missing packages: ${missing[*]} (run as root, or install them: apt-get install ${missing[*]})" >&2
+            return 1
+        fi
+        apt-get update -o DPkg::Lock::Timeout=600
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 "${missing[@]}"
+    fi
+    for c in rustfmt clippy; do
+        rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+    done
+}
+if [ "${RTDAQ_TEST_SKIP_INSTALL:-0}" != 1 ]; then
+    step "install test dependencies"
+    install_deps
+fi
+
+# ---- 2. static checks ---------------------------------------------------------------------
+run "cargo fmt --check" cargo fmt --all -- --check
+run "cargo clippy (workspace, all targets, default features)" \
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# ---- 3. the tests -------------------------------------------------------------------------
+run "cargo test (workspace)" cargo test --workspace
+run "rtdaq-core builds as no_std" cargo build -p rtdaq-core --no-default-features
+run "rtdaq-core builds with alloc only" cargo build -p rtdaq-core --no-default-features --features alloc
+
+if [ "${RTDAQ_TEST_QUICK:-0}" != 1 ]; then
+    run "loom model of the SPSC ring" env RUSTFLAGS="--cfg loom" \
+        cargo test -p rtdaq-core --test ring_loom --release --target-dir target/loom
+    run "feature matrix and build-time config validation" scripts/check-build-rules.sh
+fi
+
+# ---- 4. the release binary ------------------------------------------------------------------
+release_checks() {
+    cargo build --release -p rtdaq
+    local bin=target/release/rtdaq
+    "$bin" version
+    for f in configs/*.toml; do
+        "$bin" config check "$f" >/dev/null || { echo "config check failed on $f" >&2; return 1; }
+    done
+    "$bin" config check
+}
+run "release build + rtdaq version + config check on configs/" release_checks
+
+# ---- summary --------------------------------------------------------------------------------
+echo
+if [ $fail -ne 0 ]; then
+    echo "FAILED steps: ${failed_steps[*]}"
+    echo "test steps: ${passed_steps} passed, ${#failed_steps[@]} failed"
+    exit 1
+fi
+echo "test steps: ${passed_steps} passed, 0 failed"
