@@ -29,18 +29,29 @@ fn feature_on(prefix: &str, name: &str) -> bool {
 }
 
 fn exactly_one(prefix: &str, names: &[&'static str]) -> Result<&'static str, String> {
-    let on: Vec<&str> = names.iter().copied().filter(|n| feature_on(prefix, n)).collect();
+    let on: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| feature_on(prefix, n))
+        .collect();
     match on.as_slice() {
         [one] => Ok(one),
         [] => Err(format!(
             "no {prefix} selected: enable exactly one of {} (e.g. `--features {prefix}-{}`)",
-            names.iter().map(|n| format!("{prefix}-{n}")).collect::<Vec<_>>().join(", "),
+            names
+                .iter()
+                .map(|n| format!("{prefix}-{n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
             names[0]
         )),
         many => Err(format!(
             "more than one {prefix} selected ({}): an rtdaq binary has exactly one; \
              build with `--no-default-features --features {prefix}-<one>,...`",
-            many.iter().map(|n| format!("{prefix}-{n}")).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(|n| format!("{prefix}-{n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
@@ -57,7 +68,7 @@ fn git_commit(root: &Path) -> String {
         .args(["rev-parse", "--short=12", "HEAD"])
         .current_dir(root)
         .output();
-    let Ok(out) = out.filter(|o| o.status.success()) else {
+    let Some(out) = out.ok().filter(|o| o.status.success()) else {
         return "unknown".into();
     };
     let mut commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -76,8 +87,16 @@ fn git_commit(root: &Path) -> String {
 fn main() {
     println!("cargo::rerun-if-env-changed=RTDAQ_CONFIG");
     println!("cargo::rerun-if-changed=build.rs");
-    let engine_cfg = ENGINES.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(",");
-    let platform_cfg = PLATFORMS.iter().map(|e| format!("\"{e}\"")).collect::<Vec<_>>().join(",");
+    let engine_cfg = ENGINES
+        .iter()
+        .map(|e| format!("\"{e}\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    let platform_cfg = PLATFORMS
+        .iter()
+        .map(|e| format!("\"{e}\""))
+        .collect::<Vec<_>>()
+        .join(",");
     println!("cargo::rustc-check-cfg=cfg(rtdaq_engine, values({engine_cfg}))");
     println!("cargo::rustc-check-cfg=cfg(rtdaq_platform, values({platform_cfg}))");
 
@@ -90,8 +109,12 @@ fn main() {
     println!("cargo::rustc-cfg=rtdaq_engine=\"{engine}\"");
     println!("cargo::rustc-cfg=rtdaq_platform=\"{platform}\"");
 
-    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest.parent().expect("app/ lives in the workspace root").to_path_buf();
+    let manifest =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .parent()
+        .expect("app/ lives in the workspace root")
+        .to_path_buf();
     let requested = env::var("RTDAQ_CONFIG").unwrap_or_else(|_| DEFAULT_CONFIG.to_string());
     let path = if Path::new(&requested).is_absolute() {
         PathBuf::from(&requested)
@@ -155,9 +178,15 @@ fn main() {
     });
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     fs::write(out.join("embedded.toml"), &text).expect("write embedded.toml");
-    let file_name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let file_name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let mut features: Vec<String> = env::vars()
-        .filter_map(|(k, _)| k.strip_prefix("CARGO_FEATURE_").map(|f| f.to_lowercase().replace('_', "-")))
+        .filter_map(|(k, _)| {
+            k.strip_prefix("CARGO_FEATURE_")
+                .map(|f| f.to_lowercase().replace('_', "-"))
+        })
         .collect();
     features.sort();
     let code = format!(

@@ -42,6 +42,10 @@ done
 for f in configs/*.toml; do
     read -r kind plat < <(python3 -c 'import sys, tomllib
 c = tomllib.load(open(sys.argv[1], "rb")); print(c["engine"]["kind"], c["platform"])' "$f")
+    if ! grep -q "^platform-$plat *=" app/Cargo.toml; then
+        echo "skip $(basename "$f"): platform-$plat is not a feature of this tree yet (board platforms: issue #7)"
+        continue
+    fi
     if RTDAQ_CONFIG="$f" "${CHECK[@]}" --no-default-features \
         --features "engine-$kind,platform-$plat" >/dev/null 2>&1; then
         echo "ok   $(basename "$f") builds with engine-$kind,platform-$plat"

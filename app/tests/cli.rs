@@ -14,7 +14,10 @@ fn rtdaq(args: &[&str]) -> Output {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn text(b: &[u8]) -> String {
@@ -22,8 +25,9 @@ fn text(b: &[u8]) -> String {
 }
 
 fn embedded_path() -> PathBuf {
-    let requested =
-        option_env!("RTDAQ_CONFIG").unwrap_or("configs/host-loopback-udp.toml").to_string();
+    let requested = option_env!("RTDAQ_CONFIG")
+        .unwrap_or("configs/host-loopback-udp.toml")
+        .to_string();
     let p = PathBuf::from(&requested);
     if p.is_absolute() {
         p
@@ -38,12 +42,21 @@ fn version_names_engine_platform_and_config_sha256() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let cfg = std::fs::read(embedded_path()).unwrap();
-    let sha: String = Sha256::digest(&cfg).iter().map(|b| format!("{b:02x}")).collect();
-    assert!(stdout.contains(&format!("config sha256: {sha}")), "{stdout}");
+    let sha: String = Sha256::digest(&cfg)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(
+        stdout.contains(&format!("config sha256: {sha}")),
+        "{stdout}"
+    );
     assert!(stdout.contains("engine:   socket"), "{stdout}");
     assert!(stdout.contains("platform: host"), "{stdout}");
     assert!(stdout.contains("commit:   "), "{stdout}");
-    assert!(stdout.contains("features: ") && stdout.contains("engine-socket"), "{stdout}");
+    assert!(
+        stdout.contains("features: ") && stdout.contains("engine-socket"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -59,7 +72,10 @@ fn embedded_config_checks_with_a_summary() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("valid"), "{stdout}");
-    assert!(stdout.to_lowercase().contains("total"), "summary has a memory total: {stdout}");
+    assert!(
+        stdout.to_lowercase().contains("total"),
+        "summary has a memory total: {stdout}"
+    );
 }
 
 #[test]
@@ -96,21 +112,32 @@ fn every_invalid_fixture_exits_2_naming_the_key_path() {
             .lines()
             .find_map(|l| l.strip_prefix("# expect-path: "))
             .unwrap_or_else(|| panic!("{}: no `# expect-path:` line", path.display()));
-        let want_msg = body.lines().find_map(|l| l.strip_prefix("# expect-message: "));
+        let want_msg = body
+            .lines()
+            .find_map(|l| l.strip_prefix("# expect-message: "));
         let out = rtdaq(&["config", "check", path.to_str().unwrap()]);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{}: {stderr}", path.display());
         assert!(
-            stderr.lines().any(|l| l.trim_start().starts_with(&format!("{want_path}: "))),
+            stderr
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{want_path}: "))),
             "{}: no error line for `{want_path}` in:\n{stderr}",
             path.display()
         );
         if let Some(m) = want_msg {
-            assert!(stderr.contains(m.trim()), "{}: `{m}` not in:\n{stderr}", path.display());
+            assert!(
+                stderr.contains(m.trim()),
+                "{}: `{m}` not in:\n{stderr}",
+                path.display()
+            );
         }
         n += 1;
     }
-    assert!(n >= 15, "expected one fixture per validation rule, found {n}");
+    assert!(
+        n >= 15,
+        "expected one fixture per validation rule, found {n}"
+    );
 }
 
 #[test]
@@ -119,7 +146,10 @@ fn unknown_key_gets_a_suggestion() {
     let f = dir.join("typo.toml");
     let mut cfg = std::fs::read_to_string(embedded_path()).unwrap();
     cfg = cfg.replacen("\n[run]\n", "\n[run]\nduraton_s = 3\n", 1);
-    assert!(cfg.contains("duraton_s"), "default config has a [run] table");
+    assert!(
+        cfg.contains("duraton_s"),
+        "default config has a [run] table"
+    );
     std::fs::write(&f, cfg).unwrap();
     let out = rtdaq(&["config", "check", f.to_str().unwrap()]);
     let stderr = text(&out.stderr);

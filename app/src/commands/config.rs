@@ -1,7 +1,9 @@
 //! `rtdaq config check` and `rtdaq config show`.
 
-use super::EXIT_CONFIG;
+use super::{out, EXIT_CONFIG};
 use crate::embedded;
+use rtdaq_platform::hugepages::{self, HugePageSize};
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -10,46 +12,75 @@ pub fn check(file: Option<&Path>) -> anyhow::Result<ExitCode> {
     let (label, loaded) = match file {
         Some(f) => (f.display().to_string(), rtdaq_config::load_file(f)),
         None => (
-            format!("embedded config {} ({})", embedded::CONFIG_NAME, embedded::CONFIG_FILE),
+            format!(
+                "embedded config {} ({})",
+                embedded::CONFIG_NAME,
+                embedded::CONFIG_FILE
+            ),
             rtdaq_config::load_str(embedded::CONFIG_TOML),
         ),
     };
     let config = match loaded {
         Ok(c) => c,
         Err(errors) => {
-            eprintln!("{label}: invalid ({} error{}):", errors.0.len(), plural(errors.0.len()));
+            let n = errors.0.len();
+            eprintln!(
+                "{label}: invalid ({n} error{}):",
+                if n == 1 { "" } else { "s" }
+            );
             for e in &errors.0 {
                 eprintln!("  {e}");
             }
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
-    println!("{label}: valid");
-    if config.engine_kind().as_str() != embedded::ENGINE || config.platform().as_str() != embedded::PLATFORM {
-        println!(
-            "note: this binary runs engine {} on platform {}; this config needs a binary built with \
-             `--no-default-features --features engine-{},platform-{}` (RTDAQ_CONFIG={})",
+    let summary = config.summary();
+    let mut text = format!("{label}: valid\n");
+    let (kind, platform) = (config.engine_kind().as_str(), config.platform().as_str());
+    if kind != embedded::ENGINE || platform != embedded::PLATFORM {
+        let _ = writeln!(
+            text,
+            "note: this binary runs engine {} on platform {}; this config needs a binary built \
+             with `--no-default-features --features engine-{kind},platform-{platform}`",
             embedded::ENGINE,
             embedded::PLATFORM,
-            config.engine_kind().as_str(),
-            config.platform().as_str(),
-            file.map(|f| f.display().to_string()).unwrap_or_default(),
         );
     }
-    print!("{}", config.summary());
+    let _ = write!(text, "{summary}");
+    for (size, needed) in [
+        (HugePageSize::Size2M, summary.hugepages_2m),
+        (HugePageSize::Size1G, summary.hugepages_1g),
+    ] {
+        if needed > 0 {
+            let _ = writeln!(text, "{}", hugepage_note(size, needed));
+        }
+    }
+    out(&text);
     Ok(ExitCode::SUCCESS)
+}
+
+/// How this host's hugepage pool compares with what the config needs (informational: the
+/// config may be checked on a build machine, not the target).
+fn hugepage_note(size: HugePageSize, needed: u64) -> String {
+    let mib = size.bytes() >> 20;
+    match hugepages::status(Path::new("/"), size) {
+        Ok(st) if st.available() >= needed => format!(
+            "this host: {} of {needed} needed {mib} MiB hugepages available",
+            st.available()
+        ),
+        Ok(st) => format!(
+            "this host: only {} of {needed} needed {mib} MiB hugepages available; before running \
+             here reserve them as root: echo {} > {}",
+            st.available(),
+            st.total_for(needed),
+            st.sysfs_path.display()
+        ),
+        Err(e) => format!("this host: cannot read the {mib} MiB hugepage pool ({e})"),
+    }
 }
 
 /// Prints the embedded config verbatim.
 pub fn show() -> anyhow::Result<ExitCode> {
-    print!("{}", embedded::CONFIG_TOML);
+    out(embedded::CONFIG_TOML);
     Ok(ExitCode::SUCCESS)
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
 }

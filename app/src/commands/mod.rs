@@ -4,6 +4,7 @@ mod config;
 mod version;
 
 use crate::cli::{Cli, Command, ConfigCommand};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Exit code for configuration or environment errors.
@@ -16,4 +17,12 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Config(ConfigCommand::Check { file }) => config::check(file.as_deref()),
         Command::Config(ConfigCommand::Show) => config::show(),
     }
+}
+
+/// Writes to stdout; a closed pipe (`rtdaq config show | head`) is not an error.
+pub fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
 }

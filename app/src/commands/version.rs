@@ -1,20 +1,29 @@
 //! `rtdaq version`.
 
+use super::out;
 use crate::embedded;
 use std::process::ExitCode;
 
 pub fn run() -> anyhow::Result<ExitCode> {
-    println!("rtdaq {}", env!("CARGO_PKG_VERSION"));
-    println!("commit:   {}", embedded::GIT_COMMIT);
-    println!("engine:   {}", embedded::ENGINE);
-    println!("platform: {}", embedded::PLATFORM);
-    println!("features: {}", embedded::FEATURES.join(", "));
-    println!("config:   {} ({})", embedded::CONFIG_NAME, embedded::CONFIG_FILE);
-    println!("config sha256: {}", embedded::CONFIG_SHA256);
-    println!(
-        "target:   {}-{}",
-        std::env::consts::ARCH,
-        std::env::consts::OS
-    );
+    out(&format!(
+        "rtdaq {version}\n\
+         commit:   {commit}\n\
+         engine:   {engine}\n\
+         platform: {platform}\n\
+         features: {features}\n\
+         config:   {name} ({file})\n\
+         config sha256: {sha}\n\
+         target:   {arch}-{os}\n",
+        version = env!("CARGO_PKG_VERSION"),
+        commit = embedded::GIT_COMMIT,
+        engine = embedded::ENGINE,
+        platform = embedded::PLATFORM,
+        features = embedded::FEATURES.join(", "),
+        name = embedded::CONFIG_NAME,
+        file = embedded::CONFIG_FILE,
+        sha = embedded::CONFIG_SHA256,
+        arch = std::env::consts::ARCH,
+        os = std::env::consts::OS,
+    ));
     Ok(ExitCode::SUCCESS)
 }

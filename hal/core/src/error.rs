@@ -36,10 +36,8 @@ copy_error!(
         Empty => "buffer pool empty",
         /// The memory or link storage given to the pool is too small for the slot layout.
         TooSmall => "memory too small for the requested slots",
-        /// Slot size is zero, not a multiple of the alignment, or the count exceeds `u32`.
+        /// Slot size is zero or too large, or the slot count exceeds the pool's maximum.
         BadLayout => "invalid slot size or count",
-        /// The memory region is not aligned as requested.
-        Misaligned => "memory not aligned to the slot alignment",
     }
 );
 

@@ -50,12 +50,12 @@ pub mod traits;
 pub mod wire;
 
 pub use burst::{Burst, Packet};
-pub use counters::{DropReason, QueueCounters};
+pub use counters::{CounterSnapshot, DropReason, QueueCounters};
 pub use error::{ParseError, PoolError, RingError, TxError};
 pub use meta::{ConnId, FlowId, PacketMeta, QueueId};
 pub use pool::{Buf, BufferPool};
-pub use ring::Ring;
-pub use seq::SeqTracker;
+pub use ring::{Consumer, Producer, Ring, RingStorage};
+pub use seq::{SeqEvent, SeqStats, SeqTracker};
 
 /// Largest number of segments one packet may have (header-data split: header, payload, ...).
 pub const MAX_SEGMENTS: usize = 4;

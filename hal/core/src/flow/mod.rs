@@ -4,6 +4,10 @@
 //! Packets that match nothing get the table's [`DefaultAction`]: a queue, or drop and count.
 //! An RSS action spreads a flow over several queues with a symmetric Toeplitz hash of the
 //! IPv4/UDP 5-tuple, so both directions of one flow land on the same queue.
+//!
+//! Match semantics, RSS input order and the socket-engine variant
+//! ([`FlowTable::classify_udp`]) are described in the `table` docs and in
+//! `docs/wire-format.md`.
 
 mod rule;
 mod table;
@@ -14,4 +18,4 @@ pub use rule::{
     MAX_RSS_QUEUES,
 };
 pub use table::{Classified, FlowTable};
-pub use toeplitz::{toeplitz_hash, RSS_KEY_SYMMETRIC};
+pub use toeplitz::{hash_ipv4, hash_ipv4_udp, toeplitz_hash, RSS_KEY_MICROSOFT, RSS_KEY_SYMMETRIC};

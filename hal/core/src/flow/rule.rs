@@ -98,3 +98,109 @@ pub enum DefaultAction {
     /// Drop and count as `no_flow`.
     Drop,
 }
+
+impl Ipv4Prefix {
+    /// Matches every address (`0.0.0.0/0`).
+    pub const ANY: Self = Self {
+        addr: [0; 4],
+        len: 0,
+    };
+
+    /// A prefix `addr/len`.
+    pub const fn new(addr: [u8; 4], len: u8) -> Self {
+        Self { addr, len }
+    }
+
+    /// A single host (`addr/32`).
+    pub const fn host(addr: [u8; 4]) -> Self {
+        Self { addr, len: 32 }
+    }
+
+    /// Network mask of the prefix; lengths above 32 count as 32.
+    pub const fn mask(&self) -> u32 {
+        if self.len == 0 {
+            0
+        } else if self.len >= 32 {
+            u32::MAX
+        } else {
+            u32::MAX << (32 - self.len)
+        }
+    }
+
+    /// True when `addr` lies in the prefix (host bits of `self.addr` are ignored).
+    pub const fn contains(&self, addr: [u8; 4]) -> bool {
+        let m = self.mask();
+        u32::from_be_bytes(addr) & m == u32::from_be_bytes(self.addr) & m
+    }
+}
+
+impl PortRange {
+    /// Every port.
+    pub const ANY: Self = Self {
+        lo: 0,
+        hi: u16::MAX,
+    };
+
+    /// A single port.
+    pub const fn single(port: u16) -> Self {
+        Self { lo: port, hi: port }
+    }
+
+    /// The inclusive range `lo..=hi` (empty, matching nothing, when `lo > hi`).
+    pub const fn new(lo: u16, hi: u16) -> Self {
+        Self { lo, hi }
+    }
+
+    /// True when `port` is in `lo..=hi`.
+    pub const fn contains(&self, port: u16) -> bool {
+        self.lo <= port && port <= self.hi
+    }
+}
+
+impl WordMatch {
+    /// True when the big-endian word at `offset` in `bytes`, masked, equals
+    /// `value & mask`. False when the word does not lie entirely inside `bytes`.
+    pub fn matches_bytes(&self, bytes: &[u8]) -> bool {
+        let off = usize::from(self.offset);
+        match bytes.get(off..off + 4) {
+            Some(&[a, b, c, d]) => {
+                u32::from_be_bytes([a, b, c, d]) & self.mask == self.value & self.mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl FlowMatch {
+    /// Matches every packet.
+    pub const ANY: Self = Self {
+        ethertype: None,
+        vlan_id: None,
+        ipv4_src: None,
+        ipv4_dst: None,
+        ipv4_total_len: None,
+        udp_src: None,
+        udp_dst: None,
+        ecpri_msg_type: None,
+        word: None,
+    };
+
+    /// True when some field needs the L2 frame (EtherType other than IPv4, VLAN id, or a
+    /// word relative to the frame): such rules never match in
+    /// [`FlowTable::classify_udp`](super::FlowTable::classify_udp).
+    pub fn needs_l2(&self) -> bool {
+        self.vlan_id.is_some()
+            || self
+                .ethertype
+                .is_some_and(|e| e != crate::wire::ETHERTYPE_IPV4)
+            || self.word.is_some_and(|w| w.base == WordBase::Frame)
+    }
+}
+
+impl FlowRule {
+    /// True when the rule can be put in a table: its id is not [`FlowId::NONE`], and an
+    /// RSS action lists at least one queue.
+    pub fn is_valid(&self) -> bool {
+        self.id != FlowId::NONE && !matches!(&self.action, FlowAction::Rss(q) if q.is_empty())
+    }
+}

@@ -84,7 +84,9 @@ mod tests {
 
     #[test]
     fn grouping_does_not_matter() {
-        let d: [u8; 11] = [0xff, 0xff, 0xff, 0xff, 0x80, 0x01, 0x7f, 0xfe, 0x00, 0x10, 0x33];
+        let d: [u8; 11] = [
+            0xff, 0xff, 0xff, 0xff, 0x80, 0x01, 0x7f, 0xfe, 0x00, 0x10, 0x33,
+        ];
         let mut by16 = 0u64;
         for w in d.chunks(2) {
             by16 += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));

@@ -81,10 +81,7 @@ mod tests {
         assert_eq!(h.emit(&mut b), Ok(14));
         assert_eq!(&b[12..], &[0x08, 0x00]);
         assert_eq!(EthernetHeader::parse(&b), Ok(h));
-        assert_eq!(
-            EthernetHeader::parse(&b[..13]),
-            Err(ParseError::Truncated)
-        );
+        assert_eq!(EthernetHeader::parse(&b[..13]), Err(ParseError::Truncated));
         assert_eq!(h.emit(&mut [0u8; 13]), Err(ParseError::Truncated));
     }
 }

@@ -1,0 +1,230 @@
+//! Packet engines (`[engine]`) and their settings.
+
+use serde::Deserialize;
+
+/// Which packet engine the binary runs (`engine.kind`); matches the `engine-*` cargo features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Kernel UDP/TCP sockets (`socket`).
+    Socket,
+    /// Linux `AF_PACKET` with `TPACKET_V3` rings (`afpacket`).
+    Afpacket,
+    /// Linux `AF_XDP` sockets (`afxdp`).
+    Afxdp,
+    /// DPDK poll-mode drivers (`dpdk`).
+    Dpdk,
+    /// RDMA verbs: raw Ethernet QPs or RoCE (`ibverbs`).
+    Ibverbs,
+}
+
+impl EngineKind {
+    /// Every engine, in documentation order.
+    pub const ALL: [EngineKind; 5] = [
+        EngineKind::Socket,
+        EngineKind::Afpacket,
+        EngineKind::Afxdp,
+        EngineKind::Dpdk,
+        EngineKind::Ibverbs,
+    ];
+
+    /// The config spelling (`"socket"`, ...), also the cargo feature suffix (`engine-socket`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Socket => "socket",
+            EngineKind::Afpacket => "afpacket",
+            EngineKind::Afxdp => "afxdp",
+            EngineKind::Dpdk => "dpdk",
+            EngineKind::Ibverbs => "ibverbs",
+        }
+    }
+
+    /// True for engines that see whole Ethernet frames (everything but `socket`).
+    pub fn is_raw(self) -> bool {
+        !matches!(self, EngineKind::Socket)
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The engine with its settings (`[engine]` plus the sub-table named by `kind`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Engine {
+    /// `kind = "socket"`, `[engine.socket]`.
+    Socket(SocketEngine),
+    /// `kind = "afpacket"`, `[engine.afpacket]`.
+    Afpacket(AfpacketEngine),
+    /// `kind = "afxdp"`, `[engine.afxdp]`.
+    Afxdp(AfxdpEngine),
+    /// `kind = "dpdk"`, `[engine.dpdk]`.
+    Dpdk(DpdkEngine),
+    /// `kind = "ibverbs"`, `[engine.ibverbs]`.
+    Ibverbs(IbverbsEngine),
+}
+
+impl Engine {
+    /// The engine kind.
+    pub fn kind(&self) -> EngineKind {
+        match self {
+            Engine::Socket(_) => EngineKind::Socket,
+            Engine::Afpacket(_) => EngineKind::Afpacket,
+            Engine::Afxdp(_) => EngineKind::Afxdp,
+            Engine::Dpdk(_) => EngineKind::Dpdk,
+            Engine::Ibverbs(_) => EngineKind::Ibverbs,
+        }
+    }
+}
+
+/// `[engine.socket]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SocketEngine {
+    /// `SO_RCVBUF` in bytes; `None` keeps the kernel default.
+    pub rcvbuf: Option<u32>,
+    /// `SO_SNDBUF` in bytes; `None` keeps the kernel default.
+    pub sndbuf: Option<u32>,
+    /// `UDP_GRO` on RX sockets.
+    pub gro: bool,
+    /// UDP GSO (`UDP_SEGMENT`) on TX sockets.
+    pub gso: bool,
+    /// `SO_REUSEPORT` so several RX queues share one UDP port.
+    pub reuseport: bool,
+    /// Extra integer `setsockopt` calls, applied in order after the ones above.
+    pub sockopts: Vec<Sockopt>,
+}
+
+/// One integer `setsockopt(level, option, &value)` passthrough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sockopt {
+    /// Protocol level (`SOL_SOCKET` = 1, `IPPROTO_UDP` = 17, ...).
+    pub level: i32,
+    /// Option name (`SO_PRIORITY` = 12, ...).
+    pub option: i32,
+    /// Integer value.
+    pub value: i32,
+}
+
+/// `AF_PACKET` fanout mode (`engine.afpacket.fanout`) spreading one port over RX queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FanoutMode {
+    /// `PACKET_FANOUT_HASH`: by flow hash (default).
+    Hash,
+    /// `PACKET_FANOUT_LB`: round robin.
+    Lb,
+    /// `PACKET_FANOUT_CPU`: by receiving CPU.
+    Cpu,
+    /// `PACKET_FANOUT_QM`: by NIC RX queue.
+    Qm,
+    /// `PACKET_FANOUT_ROLLOVER`: fill one socket, then the next.
+    Rollover,
+    /// No fanout group (only valid with a single RX queue).
+    None,
+}
+
+impl FanoutMode {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FanoutMode::Hash => "hash",
+            FanoutMode::Lb => "lb",
+            FanoutMode::Cpu => "cpu",
+            FanoutMode::Qm => "qm",
+            FanoutMode::Rollover => "rollover",
+            FanoutMode::None => "none",
+        }
+    }
+}
+
+/// `[engine.afpacket]` (`TPACKET_V3` ring geometry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfpacketEngine {
+    /// Bytes per ring block (power of two, multiple of 4096).
+    pub block_size: u32,
+    /// Nominal frame slot size (multiple of 16).
+    pub frame_size: u32,
+    /// Blocks per RX ring.
+    pub block_count: u32,
+    /// Block retire timeout in ms (0 = kernel default).
+    pub block_timeout_ms: u32,
+    /// Fanout mode across RX queues.
+    pub fanout: FanoutMode,
+}
+
+/// `AF_XDP` zero-copy policy (`engine.afxdp.zero_copy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ZeroCopy {
+    /// Try zero-copy, fall back to copy mode with a warning (default).
+    Auto,
+    /// Require zero-copy (`XDP_ZEROCOPY`); fail if the driver lacks it.
+    On,
+    /// Force copy mode (`XDP_COPY`).
+    Off,
+}
+
+impl ZeroCopy {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ZeroCopy::Auto => "auto",
+            ZeroCopy::On => "on",
+            ZeroCopy::Off => "off",
+        }
+    }
+}
+
+/// `[engine.afxdp]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfxdpEngine {
+    /// UMEM frame size: 2048 or 4096.
+    pub frame_size: u32,
+    /// Zero-copy policy.
+    pub zero_copy: ZeroCopy,
+    /// `XDP_USE_NEED_WAKEUP`.
+    pub need_wakeup: bool,
+}
+
+/// `[engine.dpdk]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DpdkEngine {
+    /// Extra EAL arguments (cores and devices come from the queue and interface tables).
+    pub eal_args: Vec<String>,
+    /// EAL main lcore (housekeeping); `None` = the lowest core no queue uses.
+    pub main_core: Option<u32>,
+}
+
+/// Verbs transport (`engine.ibverbs.transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IbTransport {
+    /// Raw packet QPs (`IBV_QPT_RAW_PACKET`) with flow steering (default).
+    RawEthernet,
+    /// RoCE v2 reliable connections.
+    Roce,
+}
+
+impl IbTransport {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IbTransport::RawEthernet => "raw_ethernet",
+            IbTransport::Roce => "roce",
+        }
+    }
+}
+
+/// `[engine.ibverbs]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IbverbsEngine {
+    /// Transport.
+    pub transport: IbTransport,
+    /// HCA port number (1-based).
+    pub port: u8,
+    /// RoCE GID index; `None` = pick the RoCE v2 IPv4 GID automatically.
+    pub gid_index: Option<u8>,
+}

@@ -1,0 +1,188 @@
+//! Interfaces (`[[interfaces]]`), their addresses and their RX/TX queues.
+
+use super::RegionId;
+use rtdaq_core::flow::DefaultAction;
+use serde::Deserialize;
+use std::fmt;
+use std::net::Ipv4Addr;
+
+/// A PCI address `domain:bus:device.function`, e.g. `0000:17:00.0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PciAddress {
+    /// PCI domain (segment).
+    pub domain: u16,
+    /// Bus number.
+    pub bus: u8,
+    /// Device number, 0..=0x1f.
+    pub device: u8,
+    /// Function number, 0..=7.
+    pub function: u8,
+}
+
+impl fmt::Display for PciAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
+}
+
+/// Socket transport of a [`SocketUri`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// `udp://`
+    Udp,
+    /// `tcp://`
+    Tcp,
+}
+
+impl Transport {
+    /// The URI scheme.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Udp => "udp",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
+
+/// A socket endpoint `udp://a.b.c.d:port` or `tcp://a.b.c.d:port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SocketUri {
+    /// Transport.
+    pub transport: Transport,
+    /// IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Port (non-zero).
+    pub port: u16,
+}
+
+impl fmt::Display for SocketUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}:{}", self.transport.as_str(), self.ip, self.port)
+    }
+}
+
+/// Where an interface is (`interfaces[].address`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Address {
+    /// A Linux network device name (`eth0`, `enp23s0f0np0`); raw engines.
+    Netdev(String),
+    /// A PCI address; raw engines.
+    Pci(PciAddress),
+    /// A socket endpoint; socket engine.
+    Socket(SocketUri),
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Netdev(n) => f.write_str(n),
+            Address::Pci(p) => p.fmt(f),
+            Address::Socket(u) => u.fmt(f),
+        }
+    }
+}
+
+/// TCP role of a socket interface (`interfaces[].role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TcpRole {
+    /// Listen on the address and accept `connections` peers.
+    Server,
+    /// Open `connections` connections to the address.
+    Client,
+}
+
+impl TcpRole {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TcpRole::Server => "server",
+            TcpRole::Client => "client",
+        }
+    }
+}
+
+/// How an RX queue delivers bursts (`rx_queues[].mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RxMode {
+    /// The I/O thread hands bursts over an SPSC ring to a consumer thread on `consumer_core`.
+    Indirect {
+        /// Core of the consumer thread.
+        consumer_core: u32,
+    },
+    /// The consumer runs inside the I/O thread.
+    Direct,
+}
+
+/// One RX queue: an I/O thread pinned to `cpu_core` at `SCHED_FIFO` `rt_priority`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxQueue {
+    /// Queue id, unique per interface (flows and `default_action` refer to it).
+    pub id: u16,
+    /// Core of the I/O thread.
+    pub cpu_core: u32,
+    /// `SCHED_FIFO` priority, 1..=99.
+    pub rt_priority: u8,
+    /// Most packets per burst.
+    pub batch_size: u32,
+    /// Longest wait for a full burst before handing over a partial one, in µs (0 = never wait).
+    pub timeout_us: u32,
+    /// Ring depth in packets (power of two).
+    pub ring_depth: u32,
+    /// Regions receiving the segments of each packet (header first when split).
+    pub memory_regions: Vec<RegionId>,
+    /// Header-data split: header bytes placed in `memory_regions[0]`.
+    pub hds_split: Option<u32>,
+    /// Delivery mode.
+    pub mode: RxMode,
+    /// Busy-poll (the I/O thread, and the consumer thread in indirect mode, never sleep).
+    pub busy_poll: bool,
+}
+
+/// One TX queue: an I/O thread pinned to `cpu_core` at `SCHED_FIFO` `rt_priority`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxQueue {
+    /// Queue id, unique per interface (the generator refers to it).
+    pub id: u16,
+    /// Core of the I/O thread.
+    pub cpu_core: u32,
+    /// `SCHED_FIFO` priority, 1..=99.
+    pub rt_priority: u8,
+    /// Most packets per burst.
+    pub batch_size: u32,
+    /// Ring depth in packets (power of two).
+    pub ring_depth: u32,
+    /// Regions the segments of each packet come from (gathered in order).
+    pub memory_regions: Vec<RegionId>,
+    /// Rate limit in Gb/s of Ethernet frame bytes; `None` = unpaced.
+    pub pacing_gbps: Option<f64>,
+    /// Busy-poll (the I/O thread never sleeps).
+    pub busy_poll: bool,
+}
+
+/// One interface: an address plus its queues.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interface {
+    /// Unique name.
+    pub name: String,
+    /// Where it is.
+    pub address: Address,
+    /// Link MTU (IP packet bytes).
+    pub mtu: u32,
+    /// TCP role (`Some` exactly for `tcp://` addresses).
+    pub role: Option<TcpRole>,
+    /// TCP connections accepted (server) or opened (client); 0 for UDP and raw interfaces.
+    pub connections: u32,
+    /// Socket engine: largest message the interface receives, if set explicitly.
+    pub max_message_size: Option<u32>,
+    /// RX queues in file order (index = `QueueId`).
+    pub rx_queues: Vec<RxQueue>,
+    /// TX queues in file order (index = `QueueId`).
+    pub tx_queues: Vec<TxQueue>,
+    /// What happens to RX traffic no flow matched (queue index, or drop).
+    pub default_action: DefaultAction,
+}

@@ -1,0 +1,179 @@
+//! The validated, typed deployment model returned by [`load_str`](crate::load_str).
+//!
+//! Everything here has passed validation: references between items are resolved to
+//! indices ([`RegionId`], [`InterfaceId`], [`QueueId`](rtdaq_core::QueueId)), ranges are
+//! checked, and numbers fit their use. Fields are public so `app/build.rs` can turn them
+//! into constants; the types carry no behaviour beyond small derived quantities.
+
+mod engine;
+mod interface;
+mod memory;
+mod run;
+
+pub use engine::{
+    AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, IbTransport,
+    IbverbsEngine, SocketEngine, Sockopt, ZeroCopy,
+};
+pub use interface::{
+    Address, Interface, PciAddress, RxMode, RxQueue, SocketUri, TcpRole, Transport, TxQueue,
+};
+pub use memory::{MemoryRegion, PageSize, Placement, RegionKind};
+pub use run::{Generator, GeneratorLimit, GeneratorRate, Rt, Run};
+
+use serde::Deserialize;
+
+/// Index of a memory region in [`Config::memory_regions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RegionId(pub usize);
+
+/// Index of an interface in [`Config::interfaces`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InterfaceId(pub usize);
+
+/// The board the appliance runs on (`platform` key); matches the `platform-*` cargo features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+pub enum Platform {
+    /// A development or CI machine (`host`): no board-specific checks.
+    #[serde(rename = "host")]
+    Host,
+    /// NVIDIA IGX Orin (`igx-orin`): 12 Arm Cortex-A78AE cores, 64 GB.
+    #[serde(rename = "igx-orin")]
+    IgxOrin,
+    /// NVIDIA IGX Thor (`igx-thor`): 14 Arm Neoverse-V3AE cores, 128 GB.
+    #[serde(rename = "igx-thor")]
+    IgxThor,
+    /// NVIDIA DGX Spark (`dgx-spark`): 20 Arm cores (10 X925 + 10 A725), 128 GB unified memory.
+    #[serde(rename = "dgx-spark")]
+    DgxSpark,
+}
+
+impl Platform {
+    /// Every platform, in documentation order.
+    pub const ALL: [Platform; 4] = [
+        Platform::Host,
+        Platform::IgxOrin,
+        Platform::IgxThor,
+        Platform::DgxSpark,
+    ];
+
+    /// The config spelling (`"host"`, `"igx-orin"`, ...), also the cargo feature suffix.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Host => "host",
+            Platform::IgxOrin => "igx-orin",
+            Platform::IgxThor => "igx-thor",
+            Platform::DgxSpark => "dgx-spark",
+        }
+    }
+
+    /// Number of CPU cores (numbered `0..n`), or `None` when unknown (`host`).
+    pub fn cpu_count(self) -> Option<u32> {
+        match self {
+            Platform::Host => None,
+            Platform::IgxOrin => Some(12),
+            Platform::IgxThor => Some(14),
+            Platform::DgxSpark => Some(20),
+        }
+    }
+
+    /// Installed memory in bytes, or `None` when unknown (`host`).
+    pub fn memory_bytes(self) -> Option<u64> {
+        const GIB: u64 = 1 << 30;
+        match self {
+            Platform::Host => None,
+            Platform::IgxOrin => Some(64 * GIB),
+            Platform::IgxThor | Platform::DgxSpark => Some(128 * GIB),
+        }
+    }
+
+    /// Number of NUMA nodes, or `None` when unknown (`host`). The boards have one.
+    pub fn numa_nodes(self) -> Option<u32> {
+        match self {
+            Platform::Host => None,
+            _ => Some(1),
+        }
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A validated deployment config. Build one with [`load_str`](crate::load_str) or
+/// [`load_file`](crate::load_file).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Appliance name (`name`).
+    pub name: String,
+    /// Board (`platform`).
+    pub platform: Platform,
+    /// Free text (`description`).
+    pub description: Option<String>,
+    /// Packet engine and its settings (`[engine]`).
+    pub engine: Engine,
+    /// Memory regions, in file order (`[[memory_regions]]`).
+    pub memory_regions: Vec<MemoryRegion>,
+    /// Interfaces with their queues, in file order (`[[interfaces]]`).
+    pub interfaces: Vec<Interface>,
+    /// Flow rules, in file order (`[[flows]]`); first match wins per interface.
+    pub flows: Vec<Flow>,
+    /// Traffic generator (`[generator]`).
+    pub generator: Option<Generator>,
+    /// Run parameters (`[run]`).
+    pub run: Run,
+    /// Real-time policy (`[rt]`).
+    pub rt: Rt,
+}
+
+/// One flow rule bound to an interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flow {
+    /// The interface whose RX traffic it classifies.
+    pub interface: InterfaceId,
+    /// The rule, with queue ids already translated to queue indices (`QueueId(i)` is
+    /// `interfaces[..].rx_queues[i]`).
+    pub rule: rtdaq_core::flow::FlowRule,
+}
+
+impl Config {
+    /// Appliance name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Board the config is for.
+    pub fn platform(&self) -> Platform {
+        self.platform
+    }
+
+    /// Packet engine the config is for (the binary must be built with `engine-<kind>`).
+    pub fn engine_kind(&self) -> EngineKind {
+        self.engine.kind()
+    }
+
+    /// Index of the interface with this name.
+    pub fn interface_by_name(&self, name: &str) -> Option<InterfaceId> {
+        self.interfaces
+            .iter()
+            .position(|i| i.name == name)
+            .map(InterfaceId)
+    }
+
+    /// Index of the memory region with this name.
+    pub fn region_by_name(&self, name: &str) -> Option<RegionId> {
+        self.memory_regions
+            .iter()
+            .position(|r| r.name == name)
+            .map(RegionId)
+    }
+
+    /// The memory region behind an id.
+    ///
+    /// # Panics
+    /// If `id` did not come from this config.
+    pub fn region(&self, id: RegionId) -> &MemoryRegion {
+        &self.memory_regions[id.0]
+    }
+}

@@ -1,0 +1,75 @@
+//! Traffic generator (`[generator]`), run parameters (`[run]`), real-time policy (`[rt]`).
+
+use super::{InterfaceId, SocketUri};
+use rtdaq_core::QueueId;
+use std::path::PathBuf;
+
+/// Generator send rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GeneratorRate {
+    /// `rate_gbps`: Gb/s of payload bytes.
+    Gbps(f64),
+    /// `rate_pps`: packets per second.
+    Pps(u64),
+    /// `unpaced = true`: as fast as the queue takes them.
+    Unpaced,
+}
+
+/// When the generator stops.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GeneratorLimit {
+    /// `duration_s`: after this many seconds.
+    Duration(f64),
+    /// `count`: after this many packets.
+    Count(u64),
+    /// Neither set: at the end of the run.
+    Run,
+}
+
+/// `[generator]`: synthetic traffic on one TX queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generator {
+    /// Interface of the TX queue.
+    pub interface: InterfaceId,
+    /// TX queue index on that interface.
+    pub tx_queue: QueueId,
+    /// Where packets go: a UDP endpoint (`None` on TCP interfaces, which send on their
+    /// connections).
+    pub destination: Option<SocketUri>,
+    /// Raw engines: destination MAC address.
+    pub dst_mac: Option<[u8; 6]>,
+    /// Raw engines: source IPv4 address and UDP port written into each packet.
+    pub source: Option<SocketUri>,
+    /// UDP payload bytes per packet (includes the rtdaq sequence header).
+    pub payload_size: u32,
+    /// Send rate.
+    pub rate: GeneratorRate,
+    /// Stop condition.
+    pub limit: GeneratorLimit,
+    /// Stream id written into every packet's sequence header.
+    pub stream_id: u16,
+}
+
+/// `[run]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// Run length in seconds; 0 = until SIGINT/SIGTERM.
+    pub duration_s: f64,
+    /// Where to write the JSON report.
+    pub report_json: Option<PathBuf>,
+    /// Packets that may be lost before the run counts as failed.
+    pub loss_tolerance: u64,
+    /// How long RX keeps draining after TX stops, in ms.
+    pub drain_ms: u32,
+}
+
+/// `[rt]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rt {
+    /// Refuse to start without real-time privileges (else degrade with a warning).
+    pub required: bool,
+    /// `mlockall(MCL_CURRENT | MCL_FUTURE)` at start.
+    pub lock_memory: bool,
+    /// Stack bytes (KiB) each queue thread touches at start.
+    pub prefault_stack_kib: u32,
+}

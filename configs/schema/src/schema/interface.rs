@@ -1,0 +1,130 @@
+//! `[[memory_regions]]` and `[[interfaces]]` with their queues.
+
+use super::IntOrStr;
+use crate::model::{PageSize, RegionKind, TcpRole};
+use serde::Deserialize;
+
+/// `[[memory_regions]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRegion {
+    pub name: String,
+    pub kind: RegionKind,
+    pub buf_size: i64,
+    pub buf_count: i64,
+    #[serde(default)]
+    pub numa_node: Option<i64>,
+    #[serde(default)]
+    pub gpu: Option<i64>,
+    #[serde(default)]
+    pub page_size: Option<PageSize>,
+}
+
+/// Default `mtu`.
+pub(crate) const DEFAULT_MTU: i64 = 1500;
+
+/// `[[interfaces]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawInterface {
+    pub name: String,
+    pub address: String,
+    #[serde(default = "default_mtu")]
+    pub mtu: i64,
+    #[serde(default)]
+    pub role: Option<TcpRole>,
+    #[serde(default)]
+    pub connections: Option<i64>,
+    #[serde(default)]
+    pub max_message_size: Option<i64>,
+    #[serde(default)]
+    pub rx_queues: Vec<RawRxQueue>,
+    #[serde(default)]
+    pub tx_queues: Vec<RawTxQueue>,
+    #[serde(default)]
+    pub default_action: Option<IntOrStr>,
+}
+
+fn default_mtu() -> i64 {
+    DEFAULT_MTU
+}
+
+/// Queue defaults shared by RX and TX.
+pub(crate) mod queue_defaults {
+    /// `rt_priority`.
+    pub const RT_PRIORITY: i64 = 50;
+    /// `batch_size`.
+    pub const BATCH_SIZE: i64 = 64;
+    /// `ring_depth`.
+    pub const RING_DEPTH: i64 = 1024;
+    /// `timeout_us` (RX).
+    pub const TIMEOUT_US: i64 = 100;
+}
+
+/// RX delivery mode as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawRxMode {
+    Indirect,
+    Direct,
+}
+
+/// `[[interfaces.rx_queues]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRxQueue {
+    pub id: i64,
+    pub cpu_core: i64,
+    #[serde(default = "default_prio")]
+    pub rt_priority: i64,
+    #[serde(default = "default_batch")]
+    pub batch_size: i64,
+    #[serde(default = "default_timeout")]
+    pub timeout_us: i64,
+    #[serde(default = "default_ring")]
+    pub ring_depth: i64,
+    pub memory_regions: Vec<String>,
+    #[serde(default)]
+    pub hds_split: Option<i64>,
+    #[serde(default = "default_mode")]
+    pub mode: RawRxMode,
+    #[serde(default)]
+    pub consumer_core: Option<i64>,
+    #[serde(default)]
+    pub busy_poll: bool,
+}
+
+/// `[[interfaces.tx_queues]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTxQueue {
+    pub id: i64,
+    pub cpu_core: i64,
+    #[serde(default = "default_prio")]
+    pub rt_priority: i64,
+    #[serde(default = "default_batch")]
+    pub batch_size: i64,
+    #[serde(default = "default_ring")]
+    pub ring_depth: i64,
+    pub memory_regions: Vec<String>,
+    #[serde(default)]
+    pub pacing_gbps: Option<f64>,
+    #[serde(default)]
+    pub busy_poll: bool,
+}
+
+fn default_prio() -> i64 {
+    queue_defaults::RT_PRIORITY
+}
+fn default_batch() -> i64 {
+    queue_defaults::BATCH_SIZE
+}
+fn default_timeout() -> i64 {
+    queue_defaults::TIMEOUT_US
+}
+fn default_ring() -> i64 {
+    queue_defaults::RING_DEPTH
+}
+fn default_mode() -> RawRxMode {
+    RawRxMode::Indirect
+}

@@ -1,0 +1,361 @@
+//! [`Summary`]: what a config asks of the machine — threads, cores, memory, hugepages.
+
+use crate::model::{
+    Config, EngineKind, GeneratorLimit, GeneratorRate, PageSize, Platform, RegionKind, RxMode,
+};
+use crate::validate::human_bytes;
+use rtdaq_core::flow::DefaultAction;
+use std::fmt;
+
+/// Queue direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Receive.
+    Rx,
+    /// Transmit.
+    Tx,
+}
+
+impl Direction {
+    /// `"rx"` or `"tx"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Rx => "rx",
+            Direction::Tx => "tx",
+        }
+    }
+}
+
+/// One interface in a [`Summary`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceSummary {
+    /// Name.
+    pub name: String,
+    /// Address as written back (`udp://127.0.0.1:5000`, `0000:17:00.0`, `eth0`).
+    pub address: String,
+    /// MTU.
+    pub mtu: u32,
+    /// Number of RX queues.
+    pub rx_queues: usize,
+    /// Number of TX queues.
+    pub tx_queues: usize,
+    /// Number of flow rules.
+    pub flows: usize,
+    /// Unmatched traffic: `"rx queue <id>"` or `"drop"`.
+    pub default_action: String,
+}
+
+/// One queue (one I/O thread, plus a consumer thread for indirect RX) in a [`Summary`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSummary {
+    /// Interface name.
+    pub interface: String,
+    /// Direction.
+    pub direction: Direction,
+    /// Queue id.
+    pub id: u16,
+    /// Core of the I/O thread.
+    pub cpu_core: u32,
+    /// Core of the consumer thread (indirect RX only).
+    pub consumer_core: Option<u32>,
+    /// `SCHED_FIFO` priority.
+    pub rt_priority: u8,
+    /// Packets per burst.
+    pub batch_size: u32,
+    /// Ring depth.
+    pub ring_depth: u32,
+    /// Region names, in segment order.
+    pub regions: Vec<String>,
+    /// Busy-polling.
+    pub busy_poll: bool,
+}
+
+/// One memory region's footprint in a [`Summary`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionSummary {
+    /// Name.
+    pub name: String,
+    /// Kind.
+    pub kind: RegionKind,
+    /// Bytes per buffer as configured.
+    pub buf_size: u32,
+    /// Number of buffers.
+    pub buf_count: u32,
+    /// Bytes per buffer after alignment.
+    pub stride: u64,
+    /// Bytes allocated: `stride × buf_count` rounded up to the page / granule.
+    pub bytes: u64,
+    /// Hugepage size (`huge` only).
+    pub page_size: Option<PageSize>,
+    /// Hugepages needed (`huge` only, else 0).
+    pub hugepages: u64,
+}
+
+/// What a config needs: threads, cores, memory. Displays as a human-readable report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Appliance name.
+    pub name: String,
+    /// Platform.
+    pub platform: Platform,
+    /// Engine.
+    pub engine: EngineKind,
+    /// Interfaces in file order.
+    pub interfaces: Vec<InterfaceSummary>,
+    /// Every queue (RX then TX per interface).
+    pub queues: Vec<QueueSummary>,
+    /// Cores used by any queue thread, ascending, without repeats.
+    pub cores: Vec<u32>,
+    /// Per-region footprint in file order.
+    pub regions: Vec<RegionSummary>,
+    /// Sum of all region bytes.
+    pub total_bytes: u64,
+    /// 2 MiB hugepages needed.
+    pub hugepages_2m: u64,
+    /// 1 GiB hugepages needed.
+    pub hugepages_1g: u64,
+    /// One line describing the generator, if any.
+    pub generator: Option<String>,
+    /// Run length in seconds (0 = until stopped).
+    pub duration_s: f64,
+}
+
+impl Config {
+    /// Summarizes the threads, cores and memory this config needs.
+    pub fn summary(&self) -> Summary {
+        let region_name = |r: &crate::model::RegionId| self.memory_regions[r.0].name.clone();
+        let mut queues = Vec::new();
+        let mut interfaces = Vec::new();
+        for (i, iface) in self.interfaces.iter().enumerate() {
+            for q in &iface.rx_queues {
+                queues.push(QueueSummary {
+                    interface: iface.name.clone(),
+                    direction: Direction::Rx,
+                    id: q.id,
+                    cpu_core: q.cpu_core,
+                    consumer_core: match q.mode {
+                        RxMode::Indirect { consumer_core } => Some(consumer_core),
+                        RxMode::Direct => None,
+                    },
+                    rt_priority: q.rt_priority,
+                    batch_size: q.batch_size,
+                    ring_depth: q.ring_depth,
+                    regions: q.memory_regions.iter().map(region_name).collect(),
+                    busy_poll: q.busy_poll,
+                });
+            }
+            for q in &iface.tx_queues {
+                queues.push(QueueSummary {
+                    interface: iface.name.clone(),
+                    direction: Direction::Tx,
+                    id: q.id,
+                    cpu_core: q.cpu_core,
+                    consumer_core: None,
+                    rt_priority: q.rt_priority,
+                    batch_size: q.batch_size,
+                    ring_depth: q.ring_depth,
+                    regions: q.memory_regions.iter().map(region_name).collect(),
+                    busy_poll: q.busy_poll,
+                });
+            }
+            interfaces.push(InterfaceSummary {
+                name: iface.name.clone(),
+                address: iface.address.to_string(),
+                mtu: iface.mtu,
+                rx_queues: iface.rx_queues.len(),
+                tx_queues: iface.tx_queues.len(),
+                flows: self.flows.iter().filter(|f| f.interface.0 == i).count(),
+                default_action: match iface.default_action {
+                    DefaultAction::Queue(q) => iface
+                        .rx_queues
+                        .get(usize::from(q.0))
+                        .map_or_else(|| "drop".to_owned(), |r| format!("rx queue {}", r.id)),
+                    DefaultAction::Drop => "drop".to_owned(),
+                },
+            });
+        }
+        let mut cores: Vec<u32> = queues
+            .iter()
+            .flat_map(|q| std::iter::once(q.cpu_core).chain(q.consumer_core))
+            .collect();
+        cores.sort_unstable();
+        cores.dedup();
+        let regions: Vec<RegionSummary> = self
+            .memory_regions
+            .iter()
+            .map(|r| RegionSummary {
+                name: r.name.clone(),
+                kind: r.kind,
+                buf_size: r.buf_size,
+                buf_count: r.buf_count,
+                stride: r.stride(),
+                bytes: r.footprint(),
+                page_size: r.page_size,
+                hugepages: r.hugepages(),
+            })
+            .collect();
+        let pages = |p: PageSize| {
+            regions
+                .iter()
+                .filter(|r| r.page_size == Some(p))
+                .map(|r| r.hugepages)
+                .sum()
+        };
+        Summary {
+            name: self.name.clone(),
+            platform: self.platform,
+            engine: self.engine_kind(),
+            interfaces,
+            queues,
+            cores,
+            total_bytes: regions.iter().map(|r| r.bytes).sum(),
+            hugepages_2m: pages(PageSize::Size2M),
+            hugepages_1g: pages(PageSize::Size1G),
+            regions,
+            generator: self.generator.as_ref().map(|g| self.describe_generator(g)),
+            duration_s: self.run.duration_s,
+        }
+    }
+
+    fn describe_generator(&self, g: &crate::model::Generator) -> String {
+        let iface = &self.interfaces[g.interface.0];
+        let q = &iface.tx_queues[usize::from(g.tx_queue.0)];
+        let rate = match g.rate {
+            GeneratorRate::Gbps(r) => format!("{r} Gb/s"),
+            GeneratorRate::Pps(p) => format!("{p} packets/s"),
+            GeneratorRate::Unpaced => "unpaced".to_owned(),
+        };
+        let limit = match g.limit {
+            GeneratorLimit::Duration(s) => format!("for {s} s"),
+            GeneratorLimit::Count(c) => format!("{c} packets"),
+            GeneratorLimit::Run => "until the run ends".to_owned(),
+        };
+        let to = g
+            .destination
+            .map_or_else(|| "its connections".to_owned(), |d| d.to_string());
+        format!(
+            "{} B payloads at {rate} on {} tx queue {} to {to}, {limit}, stream {}",
+            g.payload_size, iface.name, q.id, g.stream_id
+        )
+    }
+}
+
+fn table(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>]) -> fmt::Result {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for r in rows {
+        let mut line = String::from("  ");
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
+            }
+        }
+        writeln!(f, "{}", line.trim_end())?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "config \"{}\": engine {}, platform {}",
+            self.name, self.engine, self.platform
+        )?;
+        writeln!(f, "interfaces:")?;
+        let mut rows = vec![["name", "address", "mtu", "rx", "tx", "flows", "unmatched"]
+            .map(String::from)
+            .to_vec()];
+        for i in &self.interfaces {
+            rows.push(vec![
+                i.name.clone(),
+                i.address.clone(),
+                i.mtu.to_string(),
+                i.rx_queues.to_string(),
+                i.tx_queues.to_string(),
+                i.flows.to_string(),
+                i.default_action.clone(),
+            ]);
+        }
+        table(f, &rows)?;
+        writeln!(f, "queues:")?;
+        let mut rows = vec![[
+            "interface",
+            "dir",
+            "id",
+            "core",
+            "consumer",
+            "prio",
+            "batch",
+            "ring",
+            "poll",
+            "regions",
+        ]
+        .map(String::from)
+        .to_vec()];
+        for q in &self.queues {
+            rows.push(vec![
+                q.interface.clone(),
+                q.direction.as_str().to_owned(),
+                q.id.to_string(),
+                q.cpu_core.to_string(),
+                q.consumer_core
+                    .map_or_else(|| "-".to_owned(), |c| c.to_string()),
+                q.rt_priority.to_string(),
+                q.batch_size.to_string(),
+                q.ring_depth.to_string(),
+                if q.busy_poll { "busy" } else { "sleep" }.to_owned(),
+                q.regions.join(", "),
+            ]);
+        }
+        table(f, &rows)?;
+        let cores: Vec<String> = self.cores.iter().map(u32::to_string).collect();
+        writeln!(f, "cores used: {}", cores.join(", "))?;
+        writeln!(f, "memory:")?;
+        let mut rows = vec![
+            ["region", "kind", "buf_size x buf_count", "stride", "bytes"]
+                .map(String::from)
+                .to_vec(),
+        ];
+        for r in &self.regions {
+            let kind = match r.page_size {
+                Some(p) => format!("{} ({})", r.kind.as_str(), p.as_str()),
+                None => r.kind.as_str().to_owned(),
+            };
+            rows.push(vec![
+                r.name.clone(),
+                kind,
+                format!("{} x {}", r.buf_size, r.buf_count),
+                r.stride.to_string(),
+                format!("{} ({})", r.bytes, human_bytes(r.bytes)),
+            ]);
+        }
+        table(f, &rows)?;
+        writeln!(
+            f,
+            "  total {} ({}); hugepages: {} x 2M, {} x 1G",
+            self.total_bytes,
+            human_bytes(self.total_bytes),
+            self.hugepages_2m,
+            self.hugepages_1g
+        )?;
+        if let Some(g) = &self.generator {
+            writeln!(f, "generator: {g}")?;
+        }
+        if self.duration_s > 0.0 {
+            writeln!(f, "run: {} s", self.duration_s)
+        } else {
+            writeln!(f, "run: until stopped")
+        }
+    }
+}

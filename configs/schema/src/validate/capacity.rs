@@ -1,0 +1,237 @@
+//! Sizes across items: buffers hold the largest frame, regions have enough buffers for the
+//! queues sharing them, engine rings hold the largest frame.
+
+use super::{rxq, txq, Draft, DraftInterface};
+use crate::error::Errors;
+use crate::model::{Address, Engine, EngineKind, MemoryRegion, RegionId, Transport};
+
+/// Ethernet header bytes.
+const ETH: u32 = 14;
+/// Two 802.1Q tags.
+const VLAN2: u32 = 8;
+/// `XDP_PACKET_HEADROOM`.
+const XDP_HEADROOM: u32 = 256;
+/// `tpacket3_hdr` + `sockaddr_ll`, aligned (what a frame costs in a `TPACKET_V3` block).
+const TPACKET3_OVERHEAD: u32 = 96;
+
+/// The largest frame (raw engines) or message (socket engine) an interface receives, with
+/// how it was derived.
+pub(crate) fn largest_frame(kind: EngineKind, i: &DraftInterface) -> Option<(u32, String)> {
+    let mtu = i.mtu?;
+    if kind.is_raw() {
+        return Some((
+            mtu + ETH + VLAN2,
+            format!("mtu {mtu} + {ETH} Ethernet + {VLAN2} for two VLAN tags"),
+        ));
+    }
+    let Some(Address::Socket(u)) = &i.address else {
+        return None;
+    };
+    if let Some(m) = i.max_message_size? {
+        return Some((m, "max_message_size".to_owned()));
+    }
+    Some(match u.transport {
+        Transport::Udp => (
+            mtu - 28,
+            format!(
+                "largest datagram: mtu {mtu} − 20 IPv4 − 8 UDP; set max_message_size to change it"
+            ),
+        ),
+        Transport::Tcp => (
+            mtu - 40,
+            format!(
+                "one TCP segment: mtu {mtu} − 20 IPv4 − 20 TCP; set max_message_size to change it"
+            ),
+        ),
+    })
+}
+
+fn regions_of<'a>(d: &'a Draft, ids: &[RegionId]) -> Option<Vec<&'a MemoryRegion>> {
+    ids.iter().map(|r| d.regions.get(r.0)?.as_ref()).collect()
+}
+
+/// Buffers hold the largest frame: one region ≥ frame; with header-data split
+/// `region[0] ≥ hds_split` and the data regions ≥ frame − `hds_split`; TX regions together ≥ frame.
+pub(super) fn frames_fit_buffers(d: &Draft, errs: &mut Errors) {
+    for (i, iface) in d.interfaces.iter().enumerate() {
+        let Some((max, why)) = largest_frame(d.kind, iface) else {
+            continue;
+        };
+        for (n, q) in iface.rx.iter().enumerate() {
+            let Some(q) = q else { continue };
+            let Some(regs) = regions_of(d, &q.memory_regions) else {
+                continue;
+            };
+            let p = rxq(i, n);
+            match q.hds_split {
+                None => {
+                    let r = regs[0];
+                    if r.buf_size < max {
+                        errs.push(
+                            format!("{p}.memory_regions[0]"),
+                            format!(
+                                "region \"{}\" has buf_size {}, too small for the largest frame of {max} B ({why}); set memory_regions[{}].buf_size ≥ {max}",
+                                r.name, r.buf_size, q.memory_regions[0].0
+                            ),
+                        );
+                    }
+                }
+                Some(h) => hds_fits(&p, h, max, &why, &regs, &q.memory_regions, errs),
+            }
+        }
+        for (n, q) in iface.tx.iter().enumerate() {
+            let Some(q) = q else { continue };
+            let Some(regs) = regions_of(d, &q.memory_regions) else {
+                continue;
+            };
+            let total: u64 = regs.iter().map(|r| u64::from(r.buf_size)).sum();
+            if total < u64::from(max) {
+                let p = txq(i, n);
+                let (path, fix) = if regs.len() == 1 {
+                    (
+                        format!("{p}.memory_regions[0]"),
+                        format!(
+                            "set memory_regions[{}].buf_size ≥ {max}",
+                            q.memory_regions[0].0
+                        ),
+                    )
+                } else {
+                    (
+                        format!("{p}.memory_regions"),
+                        format!("make the regions' buf_size add up to ≥ {max}"),
+                    )
+                };
+                errs.push(
+                    path,
+                    format!(
+                        "TX buffers hold {total} B, too small for the largest frame of {max} B ({why}); {fix}"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn hds_fits(
+    p: &str,
+    h: u32,
+    max: u32,
+    why: &str,
+    regs: &[&MemoryRegion],
+    ids: &[RegionId],
+    errs: &mut Errors,
+) {
+    if h >= max {
+        errs.push(
+            format!("{p}.hds_split"),
+            format!(
+                "hds_split {h} ≥ the largest frame of {max} B ({why}): nothing would reach the data region; use a header size such as 42 (Ethernet+IPv4+UDP)"
+            ),
+        );
+        return;
+    }
+    if regs[0].buf_size < h {
+        errs.push(
+            format!("{p}.memory_regions[0]"),
+            format!(
+                "header region \"{}\" has buf_size {}, smaller than hds_split {h}; set memory_regions[{}].buf_size ≥ {h}",
+                regs[0].name, regs[0].buf_size, ids[0].0
+            ),
+        );
+    }
+    let data: u64 = regs[1..].iter().map(|r| u64::from(r.buf_size)).sum();
+    let need = max - h;
+    if data < u64::from(need) {
+        errs.push(
+            format!("{p}.memory_regions[1]"),
+            format!(
+                "data region \"{}\" has buf_size {data}, too small for the {need} B after the {h}-byte header of the largest frame of {max} B ({why}); set memory_regions[{}].buf_size ≥ {need}",
+                regs[1].name, ids[1].0
+            ),
+        );
+    }
+}
+
+/// Each region has at least 2 × `batch_size` buffers per queue using it (one burst in flight
+/// while the next fills), summed over all queues sharing it.
+pub(super) fn enough_buffers(d: &Draft, errs: &mut Errors) {
+    for (r, region) in d.regions.iter().enumerate() {
+        let Some(region) = region else { continue };
+        let mut users: Vec<(String, u32)> = Vec::new();
+        for (i, iface) in d.interfaces.iter().enumerate() {
+            for (n, q) in iface.rx.iter().enumerate() {
+                if let Some(q) = q
+                    .as_ref()
+                    .filter(|q| q.memory_regions.contains(&RegionId(r)))
+                {
+                    users.push((rxq(i, n), q.batch_size));
+                }
+            }
+            for (n, q) in iface.tx.iter().enumerate() {
+                if let Some(q) = q
+                    .as_ref()
+                    .filter(|q| q.memory_regions.contains(&RegionId(r)))
+                {
+                    users.push((txq(i, n), q.batch_size));
+                }
+            }
+        }
+        let need: u64 = users.iter().map(|(_, b)| 2 * u64::from(*b)).sum();
+        if u64::from(region.buf_count) < need {
+            let list: Vec<String> = users.iter().map(|(p, b)| format!("{p}: 2×{b}")).collect();
+            let shared = if users.len() > 1 {
+                " summed over the queues using it"
+            } else {
+                ""
+            };
+            errs.push(
+                format!("memory_regions[{r}].buf_count"),
+                format!(
+                    "{} buffers < 2 × batch_size{shared} ({}) = {need}; set buf_count ≥ {need}",
+                    region.buf_count,
+                    list.join(", ")
+                ),
+            );
+        }
+    }
+}
+
+/// Engine rings hold the largest frame: an `AF_PACKET` block, an `AF_XDP` frame after its
+/// 256-byte headroom.
+pub(super) fn engine_frames(d: &Draft, errs: &mut Errors) {
+    let Some(engine) = &d.engine else { return };
+    let worst = d
+        .interfaces
+        .iter()
+        .filter_map(|i| largest_frame(d.kind, i).map(|(m, _)| (m, i.mtu.unwrap_or(0))))
+        .max();
+    let Some((max, mtu)) = worst else { return };
+    match engine {
+        Engine::Afpacket(a) if a.block_size < max + TPACKET3_OVERHEAD => errs.push(
+            "engine.afpacket.block_size",
+            format!(
+                "block_size {} cannot hold one frame of {max} B (mtu {mtu}) plus {TPACKET3_OVERHEAD} B of tpacket3 header; use {}",
+                a.block_size,
+                (max + TPACKET3_OVERHEAD).next_power_of_two().max(4096)
+            ),
+        ),
+        Engine::Afxdp(x) if x.frame_size < max + XDP_HEADROOM => {
+            let fix = if max + XDP_HEADROOM <= 4096 {
+                "use frame_size = 4096".to_owned()
+            } else {
+                format!(
+                    "AF_XDP frames are at most 4096 B: lower the mtu to {} or use another engine",
+                    4096 - XDP_HEADROOM - ETH - VLAN2
+                )
+            };
+            errs.push(
+                "engine.afxdp.frame_size",
+                format!(
+                    "frame_size {} cannot hold a frame of {max} B (mtu {mtu}) after the {XDP_HEADROOM} B XDP headroom; {fix}",
+                    x.frame_size
+                ),
+            )
+        }
+        _ => {}
+    }
+}

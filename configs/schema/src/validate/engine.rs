@@ -1,0 +1,326 @@
+//! `[engine]`: the sub-table matching `kind`, and each engine's own settings.
+
+use super::int;
+use crate::error::Errors;
+use crate::model::{
+    AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, IbTransport,
+    IbverbsEngine, SocketEngine, Sockopt,
+};
+use crate::schema::{RawAfpacket, RawAfxdp, RawConfig, RawDpdk, RawEngine, RawIbverbs, RawSocket};
+
+/// Converts `[engine]`, reporting a sub-table for another engine and bad settings.
+pub(super) fn engine(raw: &RawEngine, errs: &mut Errors) -> Option<Engine> {
+    only_matching_table(raw, errs);
+    match raw.kind {
+        EngineKind::Socket => {
+            socket(raw.socket.as_ref().unwrap_or(&RawSocket::default()), errs).map(Engine::Socket)
+        }
+        EngineKind::Afpacket => afpacket(
+            raw.afpacket.as_ref().unwrap_or(&RawAfpacket::default()),
+            errs,
+        )
+        .map(Engine::Afpacket),
+        EngineKind::Afxdp => {
+            afxdp(raw.afxdp.as_ref().unwrap_or(&RawAfxdp::default()), errs).map(Engine::Afxdp)
+        }
+        EngineKind::Dpdk => {
+            dpdk(raw.dpdk.as_ref().unwrap_or(&RawDpdk::default()), errs).map(Engine::Dpdk)
+        }
+        EngineKind::Ibverbs => {
+            ibverbs(raw.ibverbs.as_ref().unwrap_or(&RawIbverbs::default()), errs)
+                .map(Engine::Ibverbs)
+        }
+    }
+}
+
+/// Only the sub-table named by `engine.kind` may be present.
+fn only_matching_table(raw: &RawEngine, errs: &mut Errors) {
+    let present = [
+        (EngineKind::Socket, raw.socket.is_some()),
+        (EngineKind::Afpacket, raw.afpacket.is_some()),
+        (EngineKind::Afxdp, raw.afxdp.is_some()),
+        (EngineKind::Dpdk, raw.dpdk.is_some()),
+        (EngineKind::Ibverbs, raw.ibverbs.is_some()),
+    ];
+    for (k, is) in present {
+        if is && k != raw.kind {
+            errs.push(
+                format!("engine.{k}"),
+                format!(
+                    "[engine.{k}] is present but engine.kind = \"{}\"; remove the table or set kind = \"{k}\"",
+                    raw.kind
+                ),
+            );
+        }
+    }
+}
+
+const SOL_SOCKET: i64 = 1;
+const IPPROTO_UDP: i64 = 17;
+
+/// `[engine.socket]`: buffer sizes in range; sockopts fit `int` and do not shadow typed keys.
+fn socket(raw: &RawSocket, errs: &mut Errors) -> Option<SocketEngine> {
+    let why = " bytes (the kernel doubles it and caps at net.core.*mem_max unless CAP_NET_ADMIN)";
+    let rcvbuf = raw
+        .rcvbuf
+        .map(|v| int::<u32>(v, 1024, 1 << 30, "engine.socket.rcvbuf", why, errs));
+    let sndbuf = raw
+        .sndbuf
+        .map(|v| int::<u32>(v, 1024, 1 << 30, "engine.socket.sndbuf", why, errs));
+    let mut ok = true;
+    let mut sockopts = Vec::new();
+    for (k, o) in raw.sockopts.iter().enumerate() {
+        let p = format!("engine.socket.sockopts[{k}]");
+        let lo = i64::from(i32::MIN);
+        let hi = i64::from(i32::MAX);
+        let level = int::<i32>(o.level, lo, hi, &format!("{p}.level"), " (C int)", errs);
+        let option = int::<i32>(o.option, lo, hi, &format!("{p}.option"), " (C int)", errs);
+        let value = int::<i32>(o.value, lo, hi, &format!("{p}.value"), " (C int)", errs);
+        let typed = match (o.level, o.option) {
+            (SOL_SOCKET, 8) => Some("rcvbuf (SO_RCVBUF)"),
+            (SOL_SOCKET, 7) => Some("sndbuf (SO_SNDBUF)"),
+            (SOL_SOCKET, 15) => Some("reuseport (SO_REUSEPORT)"),
+            (IPPROTO_UDP, 104) => Some("gro (UDP_GRO)"),
+            (IPPROTO_UDP, 103) => Some("gso (UDP_SEGMENT)"),
+            _ => None,
+        };
+        if let Some(key) = typed {
+            errs.push(
+                format!("{p}.option"),
+                format!("this option has a typed key; set engine.socket.{key} instead"),
+            );
+            ok = false;
+        }
+        match (level, option, value) {
+            (Some(level), Some(option), Some(value)) => sockopts.push(Sockopt {
+                level,
+                option,
+                value,
+            }),
+            _ => ok = false,
+        }
+    }
+    let rcvbuf = rcvbuf.map_or(Some(None), |v| v.map(Some))?;
+    let sndbuf = sndbuf.map_or(Some(None), |v| v.map(Some))?;
+    ok.then_some(SocketEngine {
+        rcvbuf,
+        sndbuf,
+        gro: raw.gro,
+        gso: raw.gso,
+        reuseport: raw.reuseport,
+        sockopts,
+    })
+}
+
+/// `[engine.afpacket]`: `TPACKET_V3` geometry the kernel accepts.
+fn afpacket(raw: &RawAfpacket, errs: &mut Errors) -> Option<AfpacketEngine> {
+    let block_size = int::<u32>(
+        raw.block_size,
+        4096,
+        1 << 30,
+        "engine.afpacket.block_size",
+        " bytes",
+        errs,
+    );
+    if let Some(b) = block_size {
+        if !b.is_power_of_two() {
+            errs.push(
+                "engine.afpacket.block_size",
+                format!(
+                    "{b} is not a power of two (blocks are page-order allocations); use {}",
+                    b.next_power_of_two()
+                ),
+            );
+        }
+    }
+    let frame_size = int::<u32>(
+        raw.frame_size,
+        128,
+        1 << 30,
+        "engine.afpacket.frame_size",
+        " bytes (room for the tpacket3 header)",
+        errs,
+    );
+    if let Some(f) = frame_size {
+        if f % 16 != 0 {
+            errs.push(
+                "engine.afpacket.frame_size",
+                format!(
+                    "{f} is not a multiple of 16 (TPACKET_ALIGNMENT); use {}",
+                    f.div_ceil(16) * 16
+                ),
+            );
+        }
+        if let Some(b) = block_size {
+            if f > b {
+                errs.push(
+                    "engine.afpacket.frame_size",
+                    format!("frame_size {f} > block_size {b}; a block holds at least one frame"),
+                );
+            }
+        }
+    }
+    let block_count = int::<u32>(
+        raw.block_count,
+        1,
+        65536,
+        "engine.afpacket.block_count",
+        " blocks per RX ring",
+        errs,
+    );
+    let block_timeout_ms = int::<u32>(
+        raw.block_timeout_ms,
+        0,
+        60_000,
+        "engine.afpacket.block_timeout_ms",
+        " ms (0 = kernel default)",
+        errs,
+    );
+    let (b, f) = (block_size?, frame_size?);
+    if !b.is_power_of_two() || f % 16 != 0 || f > b {
+        return None;
+    }
+    Some(AfpacketEngine {
+        block_size: b,
+        frame_size: f,
+        block_count: block_count?,
+        block_timeout_ms: block_timeout_ms?,
+        fanout: raw.fanout,
+    })
+}
+
+/// `[engine.afxdp]`: UMEM frames are 2048 or 4096 bytes (aligned mode).
+fn afxdp(raw: &RawAfxdp, errs: &mut Errors) -> Option<AfxdpEngine> {
+    if raw.frame_size != 2048 && raw.frame_size != 4096 {
+        errs.push(
+            "engine.afxdp.frame_size",
+            format!(
+                "{} is not an AF_XDP frame size; use 2048 or 4096 (aligned UMEM chunks)",
+                raw.frame_size
+            ),
+        );
+        return None;
+    }
+    Some(AfxdpEngine {
+        frame_size: raw.frame_size as u32,
+        zero_copy: raw.zero_copy,
+        need_wakeup: raw.need_wakeup,
+    })
+}
+
+/// EAL flags rtdaq derives from the config itself.
+const OWNED_EAL_FLAGS: &[(&str, &str)] = &[
+    ("-l", "cores come from the queues' cpu_core"),
+    ("-c", "cores come from the queues' cpu_core"),
+    ("--lcores", "cores come from the queues' cpu_core"),
+    ("--main-lcore", "set engine.dpdk.main_core instead"),
+    ("-a", "devices come from interfaces[].address"),
+    ("--allow", "devices come from interfaces[].address"),
+    ("-b", "devices come from interfaces[].address"),
+    ("--block", "devices come from interfaces[].address"),
+];
+
+/// `[engine.dpdk]`: no empty EAL args, none that rtdaq sets itself.
+fn dpdk(raw: &RawDpdk, errs: &mut Errors) -> Option<DpdkEngine> {
+    let mut ok = true;
+    for (k, a) in raw.eal_args.iter().enumerate() {
+        let p = format!("engine.dpdk.eal_args[{k}]");
+        if a.trim().is_empty() {
+            errs.push(p, "empty EAL argument; remove it");
+            ok = false;
+            continue;
+        }
+        let owned = OWNED_EAL_FLAGS.iter().find(|(f, _)| {
+            a == f
+                || a.starts_with(&format!("{f}="))
+                || (f.len() == 2 && !a.starts_with("--") && a.starts_with(f))
+        });
+        if let Some((f, why)) = owned {
+            errs.push(
+                p,
+                format!("EAL flag {f} is set by rtdaq ({why}); remove it"),
+            );
+            ok = false;
+        }
+    }
+    let main_core = match raw.main_core {
+        None => Some(None),
+        Some(c) => int::<u32>(c, 0, 1023, "engine.dpdk.main_core", "", errs).map(Some),
+    };
+    if !ok {
+        return None;
+    }
+    Some(DpdkEngine {
+        eal_args: raw.eal_args.clone(),
+        main_core: main_core?,
+    })
+}
+
+/// `[engine.ibverbs]`: port 1..=255; `gid_index` only for RoCE.
+fn ibverbs(raw: &RawIbverbs, errs: &mut Errors) -> Option<IbverbsEngine> {
+    let port = int::<u8>(
+        raw.port,
+        1,
+        255,
+        "engine.ibverbs.port",
+        " (HCA ports count from 1)",
+        errs,
+    );
+    let gid_index = match raw.gid_index {
+        None => Some(None),
+        Some(_) if raw.transport != IbTransport::Roce => {
+            errs.push(
+                "engine.ibverbs.gid_index",
+                "gid_index applies to transport = \"roce\" only; remove it",
+            );
+            None
+        }
+        Some(g) => int::<u8>(g, 0, 255, "engine.ibverbs.gid_index", "", errs).map(Some),
+    };
+    Some(IbverbsEngine {
+        transport: raw.transport,
+        port: port?,
+        gid_index: gid_index?,
+    })
+}
+
+/// Engine settings that depend on the interfaces: `AF_PACKET` fanout must be on when one
+/// interface has several RX queues; the socket engine needs `SO_REUSEPORT` for that.
+pub(super) fn engine_vs_interfaces(raw: &RawConfig, errs: &mut Errors) {
+    for (i, iface) in raw.interfaces.iter().enumerate() {
+        let n = iface.rx_queues.len();
+        if n < 2 {
+            continue;
+        }
+        match raw.engine.kind {
+            EngineKind::Afpacket => {
+                let fanout = raw
+                    .engine
+                    .afpacket
+                    .as_ref()
+                    .map_or(FanoutMode::Hash, |a| a.fanout);
+                if fanout == FanoutMode::None {
+                    errs.push(
+                        "engine.afpacket.fanout",
+                        format!(
+                            "fanout = \"none\" but interfaces[{i}] has {n} RX queues; a fanout group spreads a port over queues: use \"hash\""
+                        ),
+                    );
+                }
+            }
+            EngineKind::Socket => {
+                let reuse = raw.engine.socket.as_ref().is_none_or(|s| s.reuseport);
+                let udp = iface.address.starts_with("udp://");
+                if udp && !reuse {
+                    errs.push(
+                        "engine.socket.reuseport",
+                        format!(
+                            "reuseport = false but interfaces[{i}] has {n} RX queues on one UDP port; set reuseport = true (SO_REUSEPORT) or use one RX queue"
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}

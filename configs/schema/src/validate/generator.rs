@@ -1,0 +1,326 @@
+//! `[generator]`: references, one rate, one stop condition, sizes, endpoints per engine.
+
+use super::capacity::largest_frame;
+use super::interfaces::{no_interface, tx_queue_index};
+use super::{int, Draft};
+use crate::error::Errors;
+use crate::model::{
+    Address, EngineKind, Generator, GeneratorLimit, GeneratorRate, IbTransport, InterfaceId,
+    SocketUri, Transport,
+};
+use crate::parse;
+use crate::schema::generator_defaults::MIN_PAYLOAD;
+use crate::schema::{RawConfig, RawGenerator};
+use rtdaq_core::QueueId;
+
+const P: &str = "generator";
+
+/// Converts `[generator]`.
+pub(super) fn generator(
+    g: &RawGenerator,
+    raw: &RawConfig,
+    d: &Draft,
+    errs: &mut Errors,
+) -> Option<Generator> {
+    let iface = d.interface_index.get(&g.interface).copied();
+    if iface.is_none() {
+        errs.push(format!("{P}.interface"), no_interface(raw, &g.interface));
+    }
+    let supported = iface.is_none_or(|_| engine_can_generate(raw, errs));
+    let tx_queue = iface.and_then(|i| tx_queue_ref(raw, i, g, errs));
+    let rate = rate(g, errs);
+    let limit = limit(g, raw, errs);
+    let transport = iface.and_then(|i| match &d.interfaces[i].address {
+        Some(Address::Socket(u)) => Some(Some(u.transport)),
+        Some(_) => Some(None),
+        None => None,
+    });
+    let endpoints = transport.and_then(|t| endpoints(g, raw.engine.kind, t, iface, d, errs));
+    let payload = iface.and_then(|i| payload(g, d, i, errs));
+    let stream_id = int::<u16>(
+        g.stream_id,
+        0,
+        65535,
+        &format!("{P}.stream_id"),
+        " (16-bit stream id of the sequence header)",
+        errs,
+    );
+    if let (Some(i), Some(q), Some(GeneratorRate::Gbps(r))) = (iface, tx_queue, rate) {
+        within_pacing(d, i, q, r, errs);
+    }
+    let (destination, dst_mac, source) = endpoints?;
+    if !supported {
+        return None;
+    }
+    Some(Generator {
+        interface: InterfaceId(iface?),
+        tx_queue: QueueId(tx_queue? as u16),
+        destination,
+        dst_mac,
+        source,
+        payload_size: payload?,
+        rate: rate?,
+        limit: limit?,
+        stream_id: stream_id?,
+    })
+}
+
+/// RoCE carries RDMA messages, not generated UDP packets.
+fn engine_can_generate(raw: &RawConfig, errs: &mut Errors) -> bool {
+    let roce = raw.engine.kind == EngineKind::Ibverbs
+        && raw.engine.ibverbs.as_ref().map(|v| v.transport) == Some(IbTransport::Roce);
+    if roce {
+        errs.push(
+            format!("{P}.interface"),
+            "the generator sends UDP packets; engine.ibverbs.transport = \"roce\" cannot carry them: use transport = \"raw_ethernet\" or remove [generator]",
+        );
+    }
+    !roce
+}
+
+/// `tx_queue` is a TX queue id of the interface.
+fn tx_queue_ref(raw: &RawConfig, i: usize, g: &RawGenerator, errs: &mut Errors) -> Option<usize> {
+    let ifc = &raw.interfaces[i];
+    let q = tx_queue_index(ifc, g.tx_queue);
+    if q.is_none() {
+        let ids: Vec<String> = ifc.tx_queues.iter().map(|q| q.id.to_string()).collect();
+        errs.push(
+            format!("{P}.tx_queue"),
+            format!(
+                "interface \"{}\" has no TX queue with id {} (TX queue ids: {}); add a [[interfaces.tx_queues]] table or fix the id",
+                ifc.name,
+                g.tx_queue,
+                if ids.is_empty() { "none".into() } else { ids.join(", ") }
+            ),
+        );
+    }
+    q
+}
+
+/// Exactly one of `rate_gbps`, `rate_pps`, `unpaced = true`.
+fn rate(g: &RawGenerator, errs: &mut Errors) -> Option<GeneratorRate> {
+    if g.unpaced == Some(false) {
+        errs.push(
+            format!("{P}.unpaced"),
+            "unpaced = false is not a rate; remove it and set rate_gbps or rate_pps",
+        );
+        return None;
+    }
+    let set: Vec<&str> = [
+        ("rate_gbps", g.rate_gbps.is_some()),
+        ("rate_pps", g.rate_pps.is_some()),
+        ("unpaced", g.unpaced.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(k, s)| s.then_some(k))
+    .collect();
+    if set.len() != 1 {
+        let what = if set.is_empty() {
+            "no rate set".to_owned()
+        } else {
+            format!(
+                "{} are {} set",
+                set.join(" and "),
+                if set.len() == 2 { "both" } else { "all" }
+            )
+        };
+        errs.push(
+            P,
+            format!("{what}; set exactly one of rate_gbps = <Gb/s>, rate_pps = <packets/s>, unpaced = true"),
+        );
+        return None;
+    }
+    if let Some(r) = g.rate_gbps {
+        if !(r.is_finite() && r > 0.0 && r <= 800.0) {
+            errs.push(
+                format!("{P}.rate_gbps"),
+                format!("{r} is not a rate; use Gb/s in (0, 800]"),
+            );
+            return None;
+        }
+        return Some(GeneratorRate::Gbps(r));
+    }
+    if let Some(r) = g.rate_pps {
+        return int::<u64>(
+            r,
+            1,
+            1_000_000_000,
+            &format!("{P}.rate_pps"),
+            " packets/s",
+            errs,
+        )
+        .map(GeneratorRate::Pps);
+    }
+    Some(GeneratorRate::Unpaced)
+}
+
+/// At most one of `duration_s` and `count`; a duration fits in the run.
+fn limit(g: &RawGenerator, raw: &RawConfig, errs: &mut Errors) -> Option<GeneratorLimit> {
+    match (g.duration_s, g.count) {
+        (Some(_), Some(_)) => {
+            errs.push(
+                P,
+                "duration_s and count are both set; set at most one (neither = until the run ends)",
+            );
+            None
+        }
+        (Some(s), None) => {
+            if !(s.is_finite() && s > 0.0) {
+                errs.push(
+                    format!("{P}.duration_s"),
+                    format!("{s} is not a duration; use seconds > 0"),
+                );
+                return None;
+            }
+            let run = raw.run.duration_s;
+            if run > 0.0 && s > run {
+                errs.push(
+                    format!("{P}.duration_s"),
+                    format!(
+                        "duration_s {s} > run.duration_s {run}: the run would cut the generator off; shorten it or lengthen the run"
+                    ),
+                );
+                return None;
+            }
+            Some(GeneratorLimit::Duration(s))
+        }
+        (None, Some(c)) => int::<u64>(c, 1, i64::MAX, &format!("{P}.count"), " packets", errs)
+            .map(GeneratorLimit::Count),
+        (None, None) => Some(GeneratorLimit::Run),
+    }
+}
+
+type Endpoints = (Option<SocketUri>, Option<[u8; 6]>, Option<SocketUri>);
+
+/// Endpoints by engine: sockets send to a `udp://` destination (default: the interface's own
+/// address, a loopback self-test) and TCP sends on its connections; raw engines need a UDP
+/// destination, a destination MAC and a source.
+fn endpoints(
+    g: &RawGenerator,
+    kind: EngineKind,
+    transport: Option<Transport>,
+    iface: Option<usize>,
+    d: &Draft,
+    errs: &mut Errors,
+) -> Option<Endpoints> {
+    let uri = |key: &str, v: &str, errs: &mut Errors| -> Option<SocketUri> {
+        match parse::socket_uri(v) {
+            Ok(u) if u.transport == Transport::Udp => Some(u),
+            Ok(_) => {
+                errs.push(
+                    format!("{P}.{key}"),
+                    format!("{v:?}: the generator sends UDP; write \"udp://a.b.c.d:port\""),
+                );
+                None
+            }
+            Err(m) => {
+                errs.push(format!("{P}.{key}"), m);
+                None
+            }
+        }
+    };
+    let forbid = |key: &str, set: bool, why: &str, errs: &mut Errors| -> bool {
+        if set {
+            errs.push(format!("{P}.{key}"), format!("{key} {why}; remove it"));
+        }
+        !set
+    };
+    if kind.is_raw() {
+        let dest = match &g.destination {
+            Some(v) => uri("destination", v, errs),
+            None => {
+                errs.push(format!("{P}.destination"), format!("engine \"{kind}\" builds whole frames: set destination = \"udp://a.b.c.d:port\""));
+                None
+            }
+        };
+        let mac = match &g.dst_mac {
+            Some(v) => parse::mac(v)
+                .map_err(|m| errs.push(format!("{P}.dst_mac"), m))
+                .ok(),
+            None => {
+                errs.push(format!("{P}.dst_mac"), format!("engine \"{kind}\" builds whole frames: set dst_mac = \"aa:bb:cc:dd:ee:ff\" (the receiver's MAC)"));
+                None
+            }
+        };
+        let src = match &g.source {
+            Some(v) => uri("source", v, errs),
+            None => {
+                errs.push(format!("{P}.source"), format!("engine \"{kind}\" builds whole frames: set source = \"udp://<this port's IPv4>:<port>\""));
+                None
+            }
+        };
+        return Some((Some(dest?), Some(mac?), Some(src?)));
+    }
+    let a = forbid(
+        "dst_mac",
+        g.dst_mac.is_some(),
+        "is for raw engines (the kernel resolves MACs for sockets)",
+        errs,
+    );
+    let b = forbid(
+        "source",
+        g.source.is_some(),
+        "is for raw engines (sockets send from the interface's socket)",
+        errs,
+    );
+    let dest = match transport {
+        Some(Transport::Tcp) => {
+            if !forbid(
+                "destination",
+                g.destination.is_some(),
+                "does not apply to TCP, which sends on the interface's connections",
+                errs,
+            ) {
+                return None;
+            }
+            None
+        }
+        _ => match &g.destination {
+            Some(v) => Some(uri("destination", v, errs)?),
+            None => iface.and_then(|i| match &d.interfaces[i].address {
+                Some(Address::Socket(u)) => Some(*u),
+                _ => None,
+            }),
+        },
+    };
+    (a && b).then_some((dest, None, None))
+}
+
+/// The payload holds the sequence header and fits one datagram or frame.
+fn payload(g: &RawGenerator, d: &Draft, i: usize, errs: &mut Errors) -> Option<u32> {
+    let path = format!("{P}.payload_size");
+    let (max, why) = match largest_frame(d.kind, &d.interfaces[i]) {
+        Some((m, _)) if d.kind.is_raw() => {
+            (m - 22 - 28, format!("mtu {} − 20 IPv4 − 8 UDP", m - 22))
+        }
+        Some((m, why)) => (m, why),
+        None => (65507, "largest UDP payload".to_owned()),
+    };
+    int::<u32>(
+        g.payload_size,
+        i64::from(MIN_PAYLOAD),
+        i64::from(max),
+        &path,
+        &format!(
+            " bytes (at least {MIN_PAYLOAD} for the rtdaq sequence header; at most {max}: {why})"
+        ),
+        errs,
+    )
+}
+
+/// A generator rate above the TX queue's pacing could never be reached.
+fn within_pacing(d: &Draft, i: usize, q: usize, rate: f64, errs: &mut Errors) {
+    let Some(Some(tx)) = d.interfaces[i].tx.get(q) else {
+        return;
+    };
+    if let Some(p) = tx.pacing_gbps {
+        if rate > p {
+            errs.push(
+                format!("{P}.rate_gbps"),
+                format!(
+                    "rate_gbps {rate} > pacing_gbps {p} of interfaces[{i}].tx_queues[{q}]; lower the rate or raise the pacing"
+                ),
+            );
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Validation: turns a [`RawConfig`] into a [`Config`], collecting every problem.
+//!
+//! Each item (region, interface, queue, flow, ...) is converted on its own; a field that fails
+//! its rule is reported and the item is left out of the draft (`None`), so that rules across
+//! items only see sound items and one mistake does not cascade into many. Every rule is a
+//! function in one of the submodules; each reports errors with the key path they are about.
+
+mod capacity;
+mod cores;
+mod engine;
+mod flows;
+mod generator;
+mod interfaces;
+mod queues;
+mod regions;
+mod top;
+
+use crate::error::{ConfigError, ConfigErrors, Errors};
+use crate::model::{
+    Address, Config, Engine, EngineKind, Flow, Generator, Interface, MemoryRegion, Rt, Run,
+    RxQueue, TcpRole, TxQueue,
+};
+use crate::schema::RawConfig;
+use rtdaq_core::flow::DefaultAction;
+use std::collections::HashMap;
+
+/// Most flow rules per interface (size `FlowTable<N>` with at least this `N`).
+pub const MAX_FLOWS_PER_INTERFACE: usize = 64;
+
+/// An interface as far as it validated.
+#[derive(Debug)]
+pub(crate) struct DraftInterface {
+    pub name: String,
+    pub address: Option<Address>,
+    pub mtu: Option<u32>,
+    pub role: Option<TcpRole>,
+    pub connections: Option<u32>,
+    pub max_message_size: Option<Option<u32>>,
+    pub rx: Vec<Option<RxQueue>>,
+    pub tx: Vec<Option<TxQueue>>,
+    pub default_action: Option<DefaultAction>,
+}
+
+/// Everything as far as it validated; `None` marks an item with an error.
+#[derive(Debug)]
+pub(crate) struct Draft {
+    pub kind: EngineKind,
+    pub engine: Option<Engine>,
+    pub regions: Vec<Option<MemoryRegion>>,
+    /// First index of each region name (from the raw names, valid or not).
+    pub region_index: HashMap<String, usize>,
+    pub interfaces: Vec<DraftInterface>,
+    /// First index of each interface name.
+    pub interface_index: HashMap<String, usize>,
+    pub flows: Vec<Option<Flow>>,
+    pub generator: Option<Option<Generator>>,
+    pub run: Option<Run>,
+    pub rt: Option<Rt>,
+}
+
+/// Validates a deserialized document.
+pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
+    let mut errs = Errors::default();
+    top::name(raw, &mut errs);
+    let run = top::run(raw, &mut errs);
+    let rt = top::rt(raw, &mut errs);
+    let engine = engine::engine(&raw.engine, &mut errs);
+    let kind = raw.engine.kind;
+    let (regions, region_index) = regions::regions(raw, &mut errs);
+    let mut draft = Draft {
+        kind,
+        engine,
+        regions,
+        region_index,
+        interfaces: Vec::new(),
+        interface_index: HashMap::new(),
+        flows: Vec::new(),
+        generator: None,
+        run,
+        rt,
+    };
+    interfaces::interfaces(raw, &mut draft, &mut errs);
+    regions::unused(raw, &mut errs);
+    regions::footprint(raw.platform, &draft, &mut errs);
+    engine::engine_vs_interfaces(raw, &mut errs);
+    capacity::frames_fit_buffers(&draft, &mut errs);
+    capacity::enough_buffers(&draft, &mut errs);
+    capacity::engine_frames(&draft, &mut errs);
+    cores::cores_exist(raw, &draft, &mut errs);
+    cores::busy_poll_cores(&draft, &mut errs);
+    flows::flows(raw, &mut draft, &mut errs);
+    draft.generator = raw
+        .generator
+        .as_ref()
+        .map(|g| generator::generator(g, raw, &draft, &mut errs));
+
+    if !errs.is_empty() {
+        return Err(ConfigErrors(errs.into_inner()));
+    }
+    build(raw, draft).ok_or_else(|| {
+        ConfigErrors(vec![ConfigError::new(
+            "<config>",
+            "internal error: a validated item is missing (this is a bug in rtdaq-config)",
+        )])
+    })
+}
+
+/// Assembles the [`Config`] from a draft without errors.
+fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
+    let interfaces = d
+        .interfaces
+        .into_iter()
+        .map(|i| {
+            Some(Interface {
+                name: i.name,
+                address: i.address?,
+                mtu: i.mtu?,
+                role: i.role,
+                connections: i.connections?,
+                max_message_size: i.max_message_size?,
+                rx_queues: i.rx.into_iter().collect::<Option<_>>()?,
+                tx_queues: i.tx.into_iter().collect::<Option<_>>()?,
+                default_action: i.default_action?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Config {
+        name: raw.name.clone(),
+        platform: raw.platform,
+        description: raw.description.clone(),
+        engine: d.engine?,
+        memory_regions: d.regions.into_iter().collect::<Option<_>>()?,
+        interfaces,
+        flows: d.flows.into_iter().collect::<Option<_>>()?,
+        generator: match d.generator {
+            None => None,
+            Some(g) => Some(g?),
+        },
+        run: d.run?,
+        rt: d.rt?,
+    })
+}
+
+/// Checks `lo <= v <= hi` and converts; reports `path: {v} is out of range lo..=hi{why}`.
+pub(crate) fn int<T: TryFrom<i64>>(
+    v: i64,
+    lo: i64,
+    hi: i64,
+    path: &str,
+    why: &str,
+    errs: &mut Errors,
+) -> Option<T> {
+    if v < lo || v > hi {
+        errs.push(path, format!("{v} is out of range {lo}..={hi}{why}"));
+        return None;
+    }
+    T::try_from(v).ok()
+}
+
+/// `"a", "b"` list of quoted names for messages.
+pub(crate) fn quoted<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let v: Vec<String> = names.into_iter().map(|n| format!("\"{n}\"")).collect();
+    if v.is_empty() {
+        "none".to_owned()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// Message for a name that refers to nothing: suggestion when one is close, plus the list.
+pub(crate) fn unknown_name(what: &str, name: &str, known: &[&str]) -> String {
+    let hint = crate::suggest::closest(name, known)
+        .map(|c| format!("; did you mean \"{c}\"?"))
+        .unwrap_or_default();
+    format!(
+        "no {what} named \"{name}\"{hint} (known: {})",
+        quoted(known.iter().copied())
+    )
+}
+
+/// Path of an RX queue.
+pub(crate) fn rxq(i: usize, q: usize) -> String {
+    format!("interfaces[{i}].rx_queues[{q}]")
+}
+
+/// Path of a TX queue.
+pub(crate) fn txq(i: usize, q: usize) -> String {
+    format!("interfaces[{i}].tx_queues[{q}]")
+}
+
+/// Bytes as a short human string (`1.5 GiB`).
+pub(crate) fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else if v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

@@ -1,0 +1,89 @@
+//! Top-level keys, `[run]` and `[rt]`.
+
+use super::int;
+use crate::error::Errors;
+use crate::model::{Rt, Run};
+use crate::parse::is_identifier;
+use crate::schema::RawConfig;
+use std::path::PathBuf;
+
+/// `name` is a plain identifier (it names reports, metrics and generated constants).
+pub(super) fn name(raw: &RawConfig, errs: &mut Errors) {
+    if !is_identifier(&raw.name) {
+        errs.push(
+            "name",
+            format!(
+                "{:?} is not a plain name; use 1..=64 letters, digits, '_' or '-' (e.g. \"lab-rx-1\")",
+                raw.name
+            ),
+        );
+    }
+}
+
+/// `[run]`: a finite non-negative duration, a non-empty report path, bounded drain.
+pub(super) fn run(raw: &RawConfig, errs: &mut Errors) -> Option<Run> {
+    let r = &raw.run;
+    let mut ok = true;
+    if !(r.duration_s.is_finite() && (0.0..=31_536_000.0).contains(&r.duration_s)) {
+        errs.push(
+            "run.duration_s",
+            format!(
+                "{} is not a duration; use seconds in 0..=31536000 (0 = run until SIGINT/SIGTERM)",
+                r.duration_s
+            ),
+        );
+        ok = false;
+    }
+    if let Some(p) = &r.report_json {
+        if p.trim().is_empty() {
+            errs.push(
+                "run.report_json",
+                "empty path; remove the key or give a file path such as \"report.json\"",
+            );
+            ok = false;
+        }
+    }
+    let loss = int::<u64>(
+        r.loss_tolerance,
+        0,
+        i64::MAX,
+        "run.loss_tolerance",
+        " (packets that may be lost)",
+        errs,
+    );
+    let drain = int::<u32>(
+        r.drain_ms,
+        0,
+        60_000,
+        "run.drain_ms",
+        " (milliseconds RX keeps draining after TX stops)",
+        errs,
+    );
+    if !ok {
+        return None;
+    }
+    Some(Run {
+        duration_s: r.duration_s,
+        report_json: r.report_json.as_ref().map(PathBuf::from),
+        loss_tolerance: loss?,
+        drain_ms: drain?,
+    })
+}
+
+/// `[rt]`: the prefaulted stack fits an ordinary thread stack (8 MiB).
+pub(super) fn rt(raw: &RawConfig, errs: &mut Errors) -> Option<Rt> {
+    let r = &raw.rt;
+    let kib = int::<u32>(
+        r.prefault_stack_kib,
+        0,
+        8192,
+        "rt.prefault_stack_kib",
+        " KiB (queue threads get an 8 MiB stack; prefault at most that)",
+        errs,
+    )?;
+    Some(Rt {
+        required: r.required,
+        lock_memory: r.lock_memory,
+        prefault_stack_kib: kib,
+    })
+}

@@ -1,0 +1,90 @@
+//! Every deployment file in `configs/` loads, and the default one looks as documented.
+
+use std::path::{Path, PathBuf};
+
+fn configs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn deployment_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(configs_dir())
+        .expect("read configs/")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "toml")
+                && p.file_name() != Some("Cargo.toml".as_ref())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_deployment_file_loads() {
+    let files = deployment_files();
+    assert!(
+        files.len() >= 5,
+        "expected at least 5 deployment files, found {files:?}"
+    );
+    let mut failures = Vec::new();
+    for f in &files {
+        match rtdaq_config::load_file(f) {
+            Ok(c) => {
+                let s = c.summary().to_string();
+                assert!(s.contains("cores used"), "{s}");
+            }
+            Err(e) => failures.push(format!("{}:\n{e}", f.display())),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn default_config_is_socket_loopback() {
+    let c = rtdaq_config::load_file(&configs_dir().join("host-loopback-udp.toml")).unwrap();
+    assert_eq!(c.name(), "host-loopback-udp");
+    assert_eq!(c.platform().as_str(), "host");
+    assert_eq!(c.engine_kind().as_str(), "socket");
+    let s = c.summary();
+    assert_eq!(s.cores, vec![0, 1]);
+    assert_eq!(s.hugepages_2m + s.hugepages_1g, 0);
+    let rx = &c.interfaces[0].rx_queues[0];
+    assert_eq!(
+        (rx.cpu_core, rx.rt_priority, rx.batch_size, rx.ring_depth),
+        (1, 50, 64, 1024)
+    );
+    assert!(c.generator.is_some());
+    assert_eq!(c.run.duration_s, 10.0);
+}
+
+#[test]
+fn missing_file_is_reported_as_file_error() {
+    let e = rtdaq_config::load_file(Path::new("/nonexistent/x.toml")).unwrap_err();
+    assert_eq!(e.0.len(), 1);
+    assert_eq!(e.0[0].path, "<file>");
+    assert!(e.0[0].message.contains("cannot read"));
+}
+
+/// Removing any single line of any deployment file never panics: it loads, or it fails
+/// with errors that all carry a path and a message.
+#[test]
+fn line_deletions_never_panic() {
+    for f in deployment_files() {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for skip in 0..lines.len() {
+            let mutated: String = lines
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != skip)
+                .map(|(_, l)| format!("{l}\n"))
+                .collect();
+            if let Err(e) = rtdaq_config::load_str(&mutated) {
+                assert!(!e.is_empty());
+                for err in &e {
+                    assert!(!err.path.is_empty() && !err.message.is_empty(), "{err:?}");
+                }
+            }
+        }
+    }
+}
