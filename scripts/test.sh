@@ -74,7 +74,7 @@ run "release build + rtdaq version + config check on configs/" release_checks
 echo
 if [ $fail -ne 0 ]; then
     echo "FAILED steps: ${failed_steps[*]}"
-    echo "test steps: ${passed_steps} passed, ${#failed_steps[@]} failed"
+    echo "steps: ${passed_steps} passed, ${#failed_steps[@]} failed"
     exit 1
 fi
-echo "test steps: ${passed_steps} passed, 0 failed"
+echo "steps: ${passed_steps} passed, 0 failed"
