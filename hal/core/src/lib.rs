@@ -46,6 +46,7 @@ pub mod meta;
 pub mod pool;
 pub mod ring;
 pub mod seq;
+pub mod slot_ring;
 pub mod traits;
 pub mod wire;
 

@@ -5,8 +5,9 @@
 //! timestamps, pacing) are separate traits an engine implements or does not; there are no
 //! "not supported" stubs.
 
+use crate::counters::QueueCounters;
 use crate::meta::PacketMeta;
-use crate::TxError;
+use crate::pool::BufferPool;
 
 /// Where the bytes of one segment live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,56 +53,96 @@ pub trait RxBurst {
     fn meta(&self, pkt: usize) -> PacketMeta;
 }
 
-/// One receive queue, owned by exactly one thread.
+/// One receive queue, owned by exactly one thread (its pinned I/O thread).
+///
+/// Bursts are filled **in place**: the runtime keeps a fixed set of preallocated bursts
+/// (in a [`SlotRing`](crate::slot_ring::SlotRing) between the I/O and the consumer thread) and
+/// hands one to [`poll`](Self::poll); nothing is moved or allocated per burst.
 pub trait RxQueue: Send {
-    /// The burst type handed out by [`poll`](Self::poll).
-    type Burst<'q>: RxBurst
-    where
-        Self: 'q;
-    /// Returns a burst when one is ready. Never blocks, never allocates, never logs.
-    fn poll(&mut self) -> Option<Self::Burst<'_>>;
+    /// The burst type this queue fills. Dropping or clearing it returns its buffers.
+    type Burst: RxBurst + Send;
+    /// An empty burst able to hold this queue's batch size. Cold path (may allocate).
+    fn new_burst(&self) -> Self::Burst;
+    /// Appends ready packets to `burst` (at most its free capacity) and returns how many.
+    /// Never allocates or logs; drops are counted in the queue's counters. A queue configured
+    /// to sleep (not busy-poll) may wait up to its `timeout_us` for the first packet.
+    fn poll(&mut self, burst: &mut Self::Burst) -> usize;
 }
 
-/// A transmit burst being filled. Dropping it without [`send`](Self::send) cancels it.
+/// A transmit burst being filled.
 pub trait TxBurst {
-    /// Packets reserved.
+    /// Packets in the burst.
     fn len(&self) -> usize;
-    /// True when nothing was reserved.
+    /// True when the burst holds no packet.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Writable buffer of packet `i` (its full capacity).
-    fn packet_mut(&mut self, i: usize) -> &mut [u8];
-    /// Sets the length of packet `i` (at most the buffer capacity).
+    /// Writable buffer of packet `i` (its full capacity); `None` when the buffer is not
+    /// CPU-accessible (GPU memory).
+    fn packet_mut(&mut self, i: usize) -> Option<&mut [u8]>;
+    /// Sets the length of packet `i`. Panics above the buffer capacity (a caller bug).
     fn set_len(&mut self, i: usize, len: usize);
-    /// Hands the packets to the engine; returns how many were accepted.
-    fn send(self) -> Result<usize, TxError>;
 }
 
 /// One transmit queue, owned by exactly one thread.
 pub trait TxQueue: Send {
-    /// The burst type handed out by [`reserve`](Self::reserve).
-    type Burst<'q>: TxBurst
-    where
-        Self: 'q;
-    /// Reserves `n` packet buffers. Never blocks, never allocates.
-    fn reserve(&mut self, n: usize) -> Result<Self::Burst<'_>, TxError>;
+    /// The burst type this queue sends from.
+    type Burst: TxBurst + Send;
+    /// An empty burst able to hold this queue's batch size. Cold path (may allocate).
+    fn new_burst(&self) -> Self::Burst;
+    /// Adds up to `n` empty packet buffers to `burst`; returns how many it now holds. Fewer
+    /// than asked means the pool is short (back-pressure). Never blocks, never allocates.
+    fn reserve(&mut self, burst: &mut Self::Burst, n: usize) -> usize;
+    /// Sends every packet of `burst` and empties it (buffers return to their pool). Returns
+    /// how many were accepted; the rest are counted as drops with their reason.
+    fn send(&mut self, burst: &mut Self::Burst) -> usize;
+}
+
+/// What the runtime hands an engine for one queue: where its buffers come from and where it
+/// counts. Everything is preallocated before the engine opens.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueResources<'a> {
+    /// Index of the queue's interface in the deployment config.
+    pub interface: usize,
+    /// Index of the queue within its interface and direction (config order).
+    pub queue: usize,
+    /// One pool per segment: 1 without header-data split, 2+ with it (header pool first).
+    pub pools: &'a [&'a BufferPool<'a>],
+    /// The queue's counters; written only by the thread that owns the queue.
+    pub counters: &'a QueueCounters,
+}
+
+/// Arguments of [`Engine::open`]: the validated deployment config (`C` is
+/// `rtdaq_config::Config` in the appliance) and the per-queue resources, in config order.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineArgs<'a, C> {
+    /// The deployment config.
+    pub config: &'a C,
+    /// RX queues, interface by interface, queue by queue.
+    pub rx: &'a [QueueResources<'a>],
+    /// TX queues, in the same order.
+    pub tx: &'a [QueueResources<'a>],
 }
 
 /// A packet engine (sockets, AF_PACKET, AF_XDP, DPDK, ibverbs). Exactly one per binary.
-pub trait Engine: Sized {
+///
+/// `'a` is the lifetime of the preallocated memory and counters the runtime owns (the run).
+pub trait Engine<'a>: Sized {
     /// Short name, as in the `engine-*` cargo feature (`"socket"`, `"dpdk"`, ...).
     const NAME: &'static str;
-    /// The engine's own configuration (from the deployment config).
+    /// What [`open`](Self::open) needs (in the appliance: `EngineArgs<'a, rtdaq_config::Config>`).
     type Config;
     /// Receive queue type.
-    type Rx: RxQueue;
+    type Rx: RxQueue + 'a;
     /// Transmit queue type.
-    type Tx: TxQueue;
+    type Tx: TxQueue + 'a;
     /// The engine's error type (a `thiserror` enum in the engine crate).
     type Error: core::error::Error;
-    /// Opens the engine: allocates and registers memory, creates queues. Cold path.
-    fn open(cfg: &Self::Config) -> Result<Self, Self::Error>;
+    /// Opens the engine: registers memory, opens sockets/devices, creates queues. Cold path.
+    fn open(cfg: Self::Config) -> Result<Self, Self::Error>;
+    /// Consumes the engine and hands out its queues in config order (interface by interface,
+    /// queue by queue), each to be moved to its own thread. Cold path.
+    fn split(self, rx: &mut dyn FnMut(Self::Rx), tx: &mut dyn FnMut(Self::Tx));
 }
 
 /// Memory kinds, as in the deployment config.

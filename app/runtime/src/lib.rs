@@ -1,0 +1,7 @@
+//! # rtdaq-runtime (being written)
+#![forbid(unsafe_code)]
+
+pub mod latency;
+pub mod pacer;
+pub mod report;
+pub mod validator;

@@ -1,0 +1,1 @@
+//! In-place SPSC ring (placeholder, being written).
