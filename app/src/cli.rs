@@ -7,19 +7,37 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "rtdaq", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
-    /// What to do.
+    /// What to do (default: `run` with the embedded config).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the appliance: the embedded config (or FILE), live counters once a second, a final
+    /// report. Exit 0 ok, 1 loss or errors beyond `run.loss_tolerance`, 2 config/environment.
+    Run(RunArgs),
     /// Print version, git commit, engine, platform, features and the embedded config's SHA-256.
     Version,
     /// Inspect or validate deployment configs.
     #[command(subcommand)]
     Config(ConfigCommand),
+}
+
+/// `rtdaq run ...`
+#[derive(Debug, Default, clap::Args)]
+pub struct RunArgs {
+    /// Development override: run this TOML deployment instead of the embedded one (it goes
+    /// through the same validator; the binary's engine and platform must match it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Run for SECS seconds instead of `run.duration_s` (0 = until SIGINT/SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Write the JSON report to FILE (overrides `run.report_json`).
+    #[arg(long, value_name = "FILE")]
+    pub report_json: Option<PathBuf>,
 }
 
 /// `rtdaq config ...`

@@ -16,6 +16,11 @@ mod embedded;
 use clap::Parser;
 use std::process::ExitCode;
 
+/// Counts allocations of the queue threads after their set-up (reported as
+/// `io_thread_allocations`; must stay 0).
+#[global_allocator]
+static ALLOC: rtdaq_platform::alloc_audit::AuditAlloc = rtdaq_platform::alloc_audit::AuditAlloc;
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))

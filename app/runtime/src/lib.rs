@@ -1,7 +1,37 @@
-//! # rtdaq-runtime (being written)
+//! # rtdaq-runtime: the appliance runtime
+//!
+//! Turns a validated deployment config and one packet engine into a running appliance:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`memory`] | preallocates regions, buffer pools and counters (once, before any thread starts) |
+//! | [`run`] | starts one pinned `SCHED_FIFO` thread per queue (+ a consumer per indirect RX queue), stops on duration or SIGINT/SIGTERM, drains |
+//! | `threads` | the queue thread loops: RX I/O (indirect/direct), RX consumer, TX generator |
+//! | [`stats`] | live counters once a second |
+//! | [`validator`] | sequence, payload and latency checks on received packets; the generator's payloads |
+//! | [`pacer`] | send-rate pacing and clocks |
+//! | [`latency`] | fixed-size latency histogram |
+//! | [`report`] | the final report (human and JSON) |
+//! | [`outcome`] | builds the report and the exit code from a finished run |
+//! | [`generator`] | sequence-numbered, pattern-filled payloads |
+//!
+//! Data path rules: after set-up the queue threads never allocate (proved by
+//! `rtdaq_platform::alloc_audit` and reported as `io_thread_allocations`), never log, never
+//! block on each other: a full ring or an empty pool is a counted drop.
 #![forbid(unsafe_code)]
 
+pub mod error;
+pub mod generator;
 pub mod latency;
+pub mod memory;
+pub mod outcome;
 pub mod pacer;
 pub mod report;
+pub mod run;
+pub mod stats;
+mod threads;
 pub mod validator;
+
+pub use error::RuntimeError;
+pub use run::{run, Identity, RunOptions, RunResults};
+pub use threads::GenTotals;

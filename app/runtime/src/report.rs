@@ -1,1 +1,596 @@
-//! placeholder
+//! The final report of a run: JSON (`[run] report_json`, `--report-json`) and human text.
+//!
+//! [`RunReport`] is the JSON document, field for field (the `schema_pinned` test pins the
+//! names and shape). **Byte counts and rates are application payload bytes (the UDP
+//! payload, rtdaq sequence header included)**, not wire bytes: no Ethernet/IP/UDP
+//! headers, preamble or inter-frame gap; `gbps` is payload bits per second / 1e9 and
+//! `mpps` packets per second / 1e6, both over the run's elapsed time.
+//!
+//! ```text
+//! { engine, platform, config_name, config_sha256, rtdaq_version,
+//!   started_at ("2025-01-31T12:00:00.000000000Z"), started_at_unix_ns, duration_s,
+//!   exit_code, loss_tolerance, lost, io_thread_allocations,
+//!   rx: { totals: Q, queues: [Q] }, tx: { totals: Q, queues: [Q] } }
+//! Q = { interface, queue, core, packets, bytes, gbps, mpps, drops_total,
+//!       drops: { ring_full, pool_empty, too_large, malformed, no_flow, flow_drop,
+//!                kernel, truncated }          (every DropReason, always all keys)
+//!       rx only: seq_gaps, reordered, duplicates, corrupt, malformed, too_old,
+//!                latency_ns: { p50, p99, p999, max, count, min } }
+//! ```
+//! In `totals`, `interface` is `"total"` and `queue`/`core` are `null`; `core` is also
+//! `null` for a queue without a pinned core.
+//!
+//! Builders: [`QueueReport::rx`] / [`QueueReport::tx`] from a [`CounterSnapshot`] and the
+//! elapsed time (+ [`ValidatorStats`] on RX), [`DirectionReport::rx`] /
+//! [`DirectionReport::tx`] sum the totals. `Display` prints the human-readable report.
+//! Built once at the end of a run, off the hot path (it allocates freely).
+
+use crate::latency::LatencySummary;
+use crate::validator::ValidatorStats;
+use rtdaq_core::counters::{CounterSnapshot, DropReason};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+/// Exit code of a run whose loss is within tolerance.
+pub const EXIT_OK: u8 = 0;
+/// Exit code of a run that lost more than `loss_tolerance` packets.
+pub const EXIT_LOSS: u8 = 1;
+
+/// `EXIT_OK` when `lost ≤ tolerance`, else `EXIT_LOSS`.
+pub const fn loss_exit_code(lost: u64, tolerance: u64) -> u8 {
+    if lost <= tolerance {
+        EXIT_OK
+    } else {
+        EXIT_LOSS
+    }
+}
+
+/// The JSON report of one run; see the [module docs](self).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Packet engine compiled in (`"socket"`, ...).
+    pub engine: String,
+    /// Platform compiled in (`"host"`, ...).
+    pub platform: String,
+    /// Name of the embedded deployment config.
+    pub config_name: String,
+    /// SHA-256 of the config text, lowercase hex.
+    pub config_sha256: String,
+    /// rtdaq version.
+    pub rtdaq_version: String,
+    /// Start of the run, RFC 3339 UTC with ns ([`rfc3339_utc`]).
+    pub started_at: String,
+    /// Start of the run, ns since the Unix epoch.
+    pub started_at_unix_ns: u64,
+    /// Elapsed run time in seconds (queue threads start to stop, drain included).
+    pub duration_s: f64,
+    /// Process exit code (0 ok, 1 loss beyond tolerance, 2 config/environment).
+    pub exit_code: u8,
+    /// `[run] loss_tolerance`.
+    pub loss_tolerance: u64,
+    /// Packets lost (sequence gaps at the end of the run, tail loss included when known).
+    pub lost: u64,
+    /// Allocations on I/O and consumer threads after their set-up (must be 0).
+    pub io_thread_allocations: u64,
+    /// Receive side.
+    pub rx: DirectionReport,
+    /// Transmit side.
+    pub tx: DirectionReport,
+}
+
+/// One direction: the sum over its queues, and each queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionReport {
+    /// Sum over `queues` (`interface = "total"`, `queue` and `core` null).
+    pub totals: QueueReport,
+    /// Each queue, in config order.
+    pub queues: Vec<QueueReport>,
+}
+
+/// One queue (or the totals of a direction). Bytes and rates are application payload
+/// (UDP payload) bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueReport {
+    /// Interface name (`"total"` in totals).
+    pub interface: String,
+    /// Queue index on the interface (null in totals).
+    pub queue: Option<u16>,
+    /// Core the queue's I/O thread was pinned to (null in totals or when unpinned).
+    pub core: Option<u32>,
+    /// Packets delivered (RX) or sent (TX).
+    pub packets: u64,
+    /// Application payload (UDP payload) bytes of those packets.
+    pub bytes: u64,
+    /// Payload Gb/s over the run (`bytes · 8 / duration_s / 1e9`).
+    pub gbps: f64,
+    /// Million packets per second over the run.
+    pub mpps: f64,
+    /// Sum of `drops`.
+    pub drops_total: u64,
+    /// Drops by [`DropReason::as_str`]; every reason is present, 0 included.
+    pub drops: BTreeMap<String, u64>,
+    /// RX only: sequence, integrity and latency checks.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub rx: Option<RxChecks>,
+}
+
+/// The RX-only fields of a [`QueueReport`] (from the validator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RxChecks {
+    /// Sequence numbers missing at the end (net of late arrivals): lost.
+    pub seq_gaps: u64,
+    /// Late arrivals that filled a hole.
+    pub reordered: u64,
+    /// Duplicate packets.
+    pub duplicates: u64,
+    /// Payload pattern mismatches.
+    pub corrupt: u64,
+    /// Payloads without a valid rtdaq sequence header.
+    pub malformed: u64,
+    /// Sequence numbers too far behind to judge.
+    pub too_old: u64,
+    /// One-way latency (tx timestamp to rx timestamp), ns.
+    pub latency_ns: LatencySummary,
+}
+
+impl From<&ValidatorStats> for RxChecks {
+    fn from(s: &ValidatorStats) -> Self {
+        RxChecks {
+            seq_gaps: s.seq_gaps,
+            reordered: s.reordered,
+            duplicates: s.duplicates,
+            corrupt: s.corrupt,
+            malformed: s.malformed,
+            too_old: s.too_old,
+            latency_ns: s.latency,
+        }
+    }
+}
+
+/// `(gbps, mpps)` of `bytes` / `packets` over `secs` (0 when `secs ≤ 0` or not finite).
+pub fn rates(bytes: u64, packets: u64, secs: f64) -> (f64, f64) {
+    if !(secs.is_finite() && secs > 0.0) {
+        return (0.0, 0.0);
+    }
+    (bytes as f64 * 8.0 / secs / 1e9, packets as f64 / secs / 1e6)
+}
+
+fn drop_map(counts: impl Fn(DropReason) -> u64) -> BTreeMap<String, u64> {
+    DropReason::ALL
+        .into_iter()
+        .map(|r| (r.as_str().to_owned(), counts(r)))
+        .collect()
+}
+
+impl QueueReport {
+    /// A TX queue from its counters and the run's elapsed seconds.
+    pub fn tx(
+        interface: impl Into<String>,
+        queue: u16,
+        core: Option<u32>,
+        snap: &CounterSnapshot,
+        elapsed_s: f64,
+    ) -> Self {
+        let (gbps, mpps) = rates(snap.bytes, snap.packets, elapsed_s);
+        QueueReport {
+            interface: interface.into(),
+            queue: Some(queue),
+            core,
+            packets: snap.packets,
+            bytes: snap.bytes,
+            gbps,
+            mpps,
+            drops_total: snap.total_drops(),
+            drops: drop_map(|r| snap.drop_count(r)),
+            rx: None,
+        }
+    }
+
+    /// An RX queue: packets, bytes and drops from `snap` (the I/O thread's counters),
+    /// checks from `checks` (the queue's validator) or, without one, the sequence
+    /// counters of `snap` (malformed 0, no latency).
+    pub fn rx(
+        interface: impl Into<String>,
+        queue: u16,
+        core: Option<u32>,
+        snap: &CounterSnapshot,
+        elapsed_s: f64,
+        checks: Option<&ValidatorStats>,
+    ) -> Self {
+        let mut q = Self::tx(interface, queue, core, snap, elapsed_s);
+        q.rx = Some(checks.map_or(
+            RxChecks {
+                seq_gaps: snap.seq_gaps,
+                reordered: snap.reordered,
+                duplicates: snap.duplicates,
+                corrupt: snap.corrupt,
+                ..RxChecks::default()
+            },
+            RxChecks::from,
+        ));
+        q
+    }
+
+    /// The sum of `queues` (`interface = "total"`). Rates are recomputed over
+    /// `elapsed_s`. RX checks are present when `rx` is true: counters are summed;
+    /// latency is `latency` (the merged histogram's summary, exact) or, when `None`, an
+    /// upper bound from the queues (max of each percentile, counts summed).
+    pub fn totals(
+        queues: &[QueueReport],
+        elapsed_s: f64,
+        rx: bool,
+        latency: Option<LatencySummary>,
+    ) -> Self {
+        let packets = queues.iter().map(|q| q.packets).sum();
+        let bytes = queues.iter().map(|q| q.bytes).sum();
+        let (gbps, mpps) = rates(bytes, packets, elapsed_s);
+        let drops = drop_map(|r| {
+            queues
+                .iter()
+                .map(|q| q.drops.get(r.as_str()).copied().unwrap_or(0))
+                .sum()
+        });
+        let rx = rx.then(|| {
+            let mut t = RxChecks::default();
+            let mut lat = LatencySummary::default();
+            for c in queues.iter().filter_map(|q| q.rx.as_ref()) {
+                t.seq_gaps += c.seq_gaps;
+                t.reordered += c.reordered;
+                t.duplicates += c.duplicates;
+                t.corrupt += c.corrupt;
+                t.malformed += c.malformed;
+                t.too_old += c.too_old;
+                let l = &c.latency_ns;
+                if l.count > 0 {
+                    lat.min = if lat.count == 0 {
+                        l.min
+                    } else {
+                        lat.min.min(l.min)
+                    };
+                    lat.count += l.count;
+                    lat.p50 = lat.p50.max(l.p50);
+                    lat.p99 = lat.p99.max(l.p99);
+                    lat.p999 = lat.p999.max(l.p999);
+                    lat.max = lat.max.max(l.max);
+                }
+            }
+            t.latency_ns = latency.unwrap_or(lat);
+            t
+        });
+        QueueReport {
+            interface: "total".to_owned(),
+            queue: None,
+            core: None,
+            packets,
+            bytes,
+            gbps,
+            mpps,
+            drops_total: drops.values().sum(),
+            drops,
+            rx,
+        }
+    }
+
+    fn label(&self) -> String {
+        match self.queue {
+            Some(q) => format!("{}:{q}", self.interface),
+            None => self.interface.clone(),
+        }
+    }
+}
+
+impl DirectionReport {
+    /// RX queues and their totals (`latency`: see [`QueueReport::totals`]).
+    pub fn rx(queues: Vec<QueueReport>, elapsed_s: f64, latency: Option<LatencySummary>) -> Self {
+        let totals = QueueReport::totals(&queues, elapsed_s, true, latency);
+        DirectionReport { totals, queues }
+    }
+
+    /// TX queues and their totals.
+    pub fn tx(queues: Vec<QueueReport>, elapsed_s: f64) -> Self {
+        let totals = QueueReport::totals(&queues, elapsed_s, false, None);
+        DirectionReport { totals, queues }
+    }
+}
+
+impl RunReport {
+    /// True when `lost ≤ loss_tolerance`.
+    pub const fn loss_ok(&self) -> bool {
+        self.lost <= self.loss_tolerance
+    }
+
+    /// Writes the report as pretty-printed JSON (with a final newline) to `path`.
+    pub fn write_json(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
+        let mut text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        text.push(b'\n');
+        std::fs::write(path, text)
+    }
+}
+
+/// `unix_ns` as RFC 3339 UTC with nanoseconds: `1970-01-01T00:00:00.000000000Z`.
+pub fn rfc3339_utc(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let (days, sod) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm, unsigned form).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60,
+        unix_ns % 1_000_000_000
+    )
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> fmt::Result {
+    writeln!(
+        f,
+        "{name:<3} {:<18} {:>4} {:>14} {:>16} {:>9} {:>9} {:>10}{}",
+        "queue",
+        "core",
+        "packets",
+        "bytes",
+        "Gb/s",
+        "Mpps",
+        "drops",
+        if d.totals.rx.is_some() {
+            "       gaps   reorder       dup   corrupt malformed   p50 µs   p99 µs p99.9 µs   max µs"
+        } else {
+            ""
+        }
+    )?;
+    for q in d.queues.iter().chain(std::iter::once(&d.totals)) {
+        let core = q.core.map_or_else(|| "-".to_owned(), |c| c.to_string());
+        write!(
+            f,
+            "    {:<18} {core:>4} {:>14} {:>16} {:>9.3} {:>9.3} {:>10}",
+            q.label(),
+            q.packets,
+            q.bytes,
+            q.gbps,
+            q.mpps,
+            q.drops_total
+        )?;
+        if let Some(c) = &q.rx {
+            let l = &c.latency_ns;
+            write!(
+                f,
+                " {:>10} {:>9} {:>9} {:>9} {:>9} {:>8.1} {:>8.1} {:>8.1} {:>8.1}",
+                c.seq_gaps,
+                c.reordered,
+                c.duplicates,
+                c.corrupt,
+                c.malformed,
+                us(l.p50),
+                us(l.p99),
+                us(l.p999),
+                us(l.max)
+            )?;
+        }
+        writeln!(f)?;
+        if q.drops_total > 0 {
+            let why: Vec<String> = q
+                .drops
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(k, n)| format!("{k}={n}"))
+                .collect();
+            writeln!(f, "        drops: {}", why.join(" "))?;
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for RunReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sha = self.config_sha256.get(..12).unwrap_or(&self.config_sha256);
+        writeln!(
+            f,
+            "rtdaq {} · engine {} · platform {} · config {} (sha256 {sha}…)",
+            self.rtdaq_version, self.engine, self.platform, self.config_name
+        )?;
+        writeln!(
+            f,
+            "started {} · ran {:.3} s · bytes are UDP payload bytes",
+            self.started_at, self.duration_s
+        )?;
+        write_table(f, "RX", &self.rx)?;
+        write_table(f, "TX", &self.tx)?;
+        writeln!(
+            f,
+            "I/O-thread allocations after set-up: {}",
+            self.io_thread_allocations
+        )?;
+        let verdict = if self.loss_ok() { "PASS" } else { "FAIL" };
+        write!(
+            f,
+            "loss: {} lost (tolerance {}): {verdict} · exit code {}",
+            self.lost, self.loss_tolerance, self.exit_code
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn snap(packets: u64, bytes: u64) -> CounterSnapshot {
+        let mut s = CounterSnapshot {
+            packets,
+            bytes,
+            ..Default::default()
+        };
+        s.drops[DropReason::RingFull.index()] = 2;
+        s.drops[DropReason::Kernel.index()] = 1;
+        s
+    }
+
+    fn sample() -> RunReport {
+        let v = ValidatorStats {
+            received: 1000,
+            seq_gaps: 3,
+            reordered: 1,
+            malformed: 2,
+            latency: LatencySummary {
+                p50: 10_000,
+                p99: 20_000,
+                p999: 30_000,
+                max: 40_000,
+                count: 990,
+                min: 5_000,
+            },
+            ..Default::default()
+        };
+        let rxq = vec![
+            QueueReport::rx("lo", 0, Some(1), &snap(1000, 1_400_000), 2.0, Some(&v)),
+            QueueReport::rx("lo", 1, None, &snap(500, 700_000), 2.0, None),
+        ];
+        let txq = vec![QueueReport::tx(
+            "lo",
+            0,
+            Some(0),
+            &snap(1500, 2_100_000),
+            2.0,
+        )];
+        RunReport {
+            engine: "socket".into(),
+            platform: "host".into(),
+            config_name: "host-loopback-udp".into(),
+            config_sha256: "ab".repeat(32),
+            rtdaq_version: "0.1.0".into(),
+            started_at: rfc3339_utc(1_700_000_000_123_456_789),
+            started_at_unix_ns: 1_700_000_000_123_456_789,
+            duration_s: 2.0,
+            exit_code: loss_exit_code(3, 0),
+            loss_tolerance: 0,
+            lost: 3,
+            io_thread_allocations: 0,
+            rx: DirectionReport::rx(rxq, 2.0, None),
+            tx: DirectionReport::tx(txq, 2.0),
+        }
+    }
+
+    /// The sorted keys of a JSON object, space-separated.
+    fn keys(v: &Value) -> String {
+        let mut k: Vec<&str> = v
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        k.sort_unstable();
+        k.join(" ")
+    }
+
+    #[test]
+    fn schema_pinned() {
+        let r = sample();
+        let v: Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            keys(&v),
+            "config_name config_sha256 duration_s engine exit_code io_thread_allocations \
+             loss_tolerance lost platform rtdaq_version rx started_at started_at_unix_ns tx"
+        );
+        assert_eq!(v["started_at"], "2023-11-14T22:13:20.123456789Z");
+        assert_eq!(v["exit_code"], 1);
+        let tx_keys = "bytes core drops drops_total gbps interface mpps packets queue";
+        let rx_keys = "bytes core corrupt drops drops_total duplicates gbps interface latency_ns \
+                       malformed mpps packets queue reordered seq_gaps too_old";
+        let mut drop_keys: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
+        drop_keys.sort_unstable();
+        for (dir, want) in [("rx", rx_keys), ("tx", tx_keys)] {
+            assert_eq!(keys(&v[dir]), "queues totals");
+            let qs = v[dir]["queues"].as_array().unwrap();
+            for q in qs.iter().chain([&v[dir]["totals"]]) {
+                assert_eq!(keys(q), want, "{dir}");
+                assert_eq!(keys(&q["drops"]), drop_keys.join(" "), "all reasons");
+            }
+        }
+        let q0 = &v["rx"]["queues"][0];
+        assert_eq!(q0["interface"], "lo");
+        assert_eq!(
+            (q0["queue"].as_u64(), q0["core"].as_u64()),
+            (Some(0), Some(1))
+        );
+        assert_eq!(
+            (q0["gbps"].as_f64(), q0["mpps"].as_f64()),
+            (Some(5.6e-3), Some(5e-4))
+        );
+        assert_eq!(
+            (
+                q0["drops"]["ring_full"].as_u64(),
+                q0["drops"]["truncated"].as_u64()
+            ),
+            (Some(2), Some(0))
+        );
+        assert_eq!(keys(&q0["latency_ns"]), "count max min p50 p99 p999");
+        assert_eq!(q0["latency_ns"]["p999"], 30_000);
+        assert!(v["rx"]["queues"][1]["core"].is_null());
+        let t = &v["rx"]["totals"];
+        assert_eq!(t["interface"], "total");
+        assert!(t["queue"].is_null() && t["core"].is_null());
+        let n = |k: &str| t[k].as_u64().unwrap();
+        assert_eq!(
+            (n("packets"), n("bytes"), n("drops_total")),
+            (1500, 2_100_000, 6)
+        );
+        assert_eq!((n("seq_gaps"), n("malformed")), (3, 2));
+        assert_eq!(t["latency_ns"]["count"], 990);
+        assert_eq!(v["tx"]["totals"]["drops"]["kernel"], 1);
+        // Round trip.
+        let back: RunReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn display_and_write() {
+        let r = sample();
+        let text = r.to_string();
+        for want in "RX |TX |lo:0|lo:1|total|ring_full=2|FAIL|3 lost|p99.9".split('|') {
+            assert!(text.contains(want), "{want} missing in\n{text}");
+        }
+        let dir = std::env::temp_dir().join(format!("rtdaq-report-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.json");
+        r.write_json(&path).unwrap();
+        let back: RunReport = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(back, r);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(r.write_json(dir.join("missing/run.json")).is_err());
+    }
+
+    #[test]
+    fn helpers() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00.000000000Z");
+        assert_eq!(
+            rfc3339_utc(951_782_400 * 1_000_000_000),
+            "2000-02-29T00:00:00.000000000Z"
+        );
+        assert_eq!(
+            rfc3339_utc(4_107_542_399 * 1_000_000_000 + 1),
+            "2100-02-28T23:59:59.000000001Z"
+        );
+        assert_eq!(rates(1_000, 10, 0.0), (0.0, 0.0));
+        assert_eq!(rates(1_000, 10, f64::NAN), (0.0, 0.0));
+        assert_eq!(loss_exit_code(5, 5), EXIT_OK);
+        assert_eq!(loss_exit_code(6, 5), EXIT_LOSS);
+        let empty = DirectionReport::rx(Vec::new(), 1.0, None);
+        assert_eq!(empty.totals.rx, Some(RxChecks::default()));
+        assert_eq!(empty.totals.drops.len(), DropReason::COUNT);
+    }
+}

@@ -1,1 +1,468 @@
-//! placeholder
+//! The RX-side checker: sequence, payload-pattern and latency checks on received payloads.
+//!
+//! One [`Validator`] per RX queue, owned by that queue's consumer thread (or its I/O thread
+//! in direct mode). [`check`](Validator::check) takes one UDP payload (the bytes the
+//! generator's [`PayloadGen`] wrote) and its receive time, and:
+//!
+//! 1. counts it in `received` / `bytes` (application payload bytes, i.e. the UDP payload);
+//! 2. parses the [`SeqHeader`]: shorter than 32 bytes, wrong magic or version, or shorter
+//!    than `32 + payload_len` → `malformed`, nothing else is done (trailing bytes beyond
+//!    `payload_len`, e.g. Ethernet padding, are ignored);
+//! 3. with [`FLAG_PATTERN`] set, checks the payload pattern; a mismatch → `corrupt`, and the
+//!    packet is **not** sequence-tracked (its header cannot be trusted), so its number
+//!    stays a gap: a corrupt packet also counts as lost;
+//! 4. tracks the sequence number in the stream's [`SeqTracker`] (window
+//!    [`SEQ_WINDOW`] = 1024): `seq_gaps`, `reordered`, `duplicates`, `too_old` as defined in
+//!    [`rtdaq_core::seq`] (the first packet seen of a stream is its base: a lower number
+//!    arriving after it is `too_old`, not reordered). Streams live in a fixed table of
+//!    [`MAX_STREAMS`] = 64 entries keyed by stream id (open addressing, no `HashMap`); a
+//!    packet of a 65th stream is counted in `streams_overflow` and not sequence-tracked;
+//! 5. records one-way latency `rx_ns − tx_timestamp_ns` into a [`Histogram`] when both
+//!    are non-zero (0 = unknown). A negative difference (clock skew) is recorded as 0 and
+//!    counted in `negative_latency`. Both times are `CLOCK_REALTIME` ns (see
+//!    [`crate::pacer`]).
+//!
+//! ## End of run: `lost`
+//! `seq_gaps` is net: numbers skipped minus late arrivals that filled a hole. After TX has
+//! stopped and RX has drained, the holes still open are lost: [`lost`](Validator::lost) ==
+//! [`finish`](Validator::finish)`().seq_gaps`. Loss after the last received packet of a
+//! stream (tail loss) is invisible to sequence numbers; when the sender's count is known,
+//! [`ValidatorStats::lost_against`] also counts it.
+//!
+//! ## Live counters
+//! [`publish`](Validator::publish) adds what changed since the previous call to a
+//! consumer-side [`QueueCounters`]: `packets`/`bytes` (validated payloads),
+//! `seq_gaps` (**gross**: numbers skipped when the skip was seen — live counters only grow),
+//! `reordered`, `duplicates`, `corrupt`. The final report uses the net [`ValidatorStats`].
+//!
+//! [`check`] and [`publish`] never allocate, block or log; the `Validator` is built (and
+//! its ~27 KiB of tables zeroed) before the hot path starts.
+//!
+//! The generator side ([`PayloadGen`], [`SendLimit`]) is in [`crate::generator`] and
+//! re-exported here.
+//!
+//! [`check`]: Validator::check
+//! [`publish`]: Validator::publish
+
+pub use crate::generator::{GeneratorError, PayloadGen, SendLimit};
+
+use crate::latency::{Histogram, LatencySummary};
+use rtdaq_core::counters::QueueCounters;
+use rtdaq_core::seq::{SeqEvent, SeqTracker};
+use rtdaq_core::wire::seqhdr::{check_pattern, SeqHeader, FLAG_PATTERN};
+use serde::{Deserialize, Serialize};
+
+/// Streams one validator tracks (one sequence space each).
+pub const MAX_STREAMS: usize = 64;
+/// `SeqTracker` bitmap words per stream (window = 64 × this).
+const SEQ_WORDS: usize = 16;
+/// Sequence numbers remembered behind the highest one, per stream.
+pub const SEQ_WINDOW: u64 = SeqTracker::<SEQ_WORDS>::WINDOW;
+
+/// What [`Validator::check`] found for one payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Intact and sequence-tracked; what the sequence number was.
+    Ok(SeqEvent),
+    /// Intact, but the stream table was full: not sequence-tracked.
+    StreamOverflow,
+    /// The payload pattern did not match (not sequence-tracked).
+    Corrupt,
+    /// No valid sequence header (short, bad magic/version, truncated payload).
+    Malformed,
+}
+
+/// The validator's counters; see the [module docs](self) for each definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ValidatorStats {
+    /// Payloads checked (every call to `check`, malformed ones included).
+    pub received: u64,
+    /// Application payload (UDP payload) bytes checked.
+    pub bytes: u64,
+    /// Sequence numbers missing now (net of late arrivals); at the end of a run, lost.
+    pub seq_gaps: u64,
+    /// Late arrivals that filled a hole.
+    pub reordered: u64,
+    /// Sequence numbers seen again within the window.
+    pub duplicates: u64,
+    /// Payload pattern mismatches.
+    pub corrupt: u64,
+    /// Payloads without a valid sequence header.
+    pub malformed: u64,
+    /// Sequence numbers too far behind to judge (outside the window or before the start).
+    pub too_old: u64,
+    /// Distinct sequence numbers delivered intact (in order, after a gap, or late).
+    pub unique: u64,
+    /// Streams tracked.
+    pub streams: u64,
+    /// Intact payloads of streams beyond the table ([`MAX_STREAMS`]).
+    pub streams_overflow: u64,
+    /// Packets whose rx time was before their tx time (recorded as 0 ns).
+    pub negative_latency: u64,
+    /// One-way latency in ns of intact packets with both timestamps.
+    pub latency: LatencySummary,
+}
+
+impl ValidatorStats {
+    /// Lost packets: [`seq_gaps`](Self::seq_gaps), or more when fewer than `generated`
+    /// distinct packets arrived (tail loss). `generated` = sequence numbers the sender used.
+    pub fn lost_against(&self, generated: u64) -> u64 {
+        self.seq_gaps.max(generated.saturating_sub(self.unique))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    used: bool,
+    id: u16,
+    tracker: SeqTracker<SEQ_WORDS>,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        used: false,
+        id: 0,
+        tracker: SeqTracker::new(),
+    };
+}
+
+/// What was last published to live counters.
+#[derive(Debug, Clone, Copy, Default)]
+struct Published {
+    packets: u64,
+    bytes: u64,
+    gaps_gross: u64,
+    reordered: u64,
+    duplicates: u64,
+    corrupt: u64,
+}
+
+/// The RX-side checker of one queue; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Validator {
+    slots: [Slot; MAX_STREAMS],
+    stats: ValidatorStats,
+    gaps_gross: u64,
+    latency: Histogram,
+    published: Published,
+}
+
+impl Default for Validator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Validator {
+    /// An empty validator (all tables preallocated inline).
+    pub fn new() -> Self {
+        Self {
+            slots: [Slot::EMPTY; MAX_STREAMS],
+            stats: ValidatorStats::default(),
+            gaps_gross: 0,
+            latency: Histogram::new(),
+            published: Published::default(),
+        }
+    }
+
+    /// The slot of `id`, taking a free one the first time; `None` when the table is full.
+    #[inline]
+    fn slot(&mut self, id: u16) -> Option<&mut SeqTracker<SEQ_WORDS>> {
+        let start = usize::from(id) % MAX_STREAMS;
+        for k in 0..MAX_STREAMS {
+            let i = (start + k) % MAX_STREAMS;
+            let s = &self.slots[i];
+            if s.used && s.id == id {
+                return Some(&mut self.slots[i].tracker);
+            }
+            if !s.used {
+                self.stats.streams += 1;
+                let s = &mut self.slots[i];
+                s.used = true;
+                s.id = id;
+                return Some(&mut s.tracker);
+            }
+        }
+        None
+    }
+
+    /// Checks one payload received at `rx_ns` (`CLOCK_REALTIME` ns; 0 = unknown, no
+    /// latency). `O(payload)` for the pattern check, no allocation.
+    pub fn check(&mut self, payload: &[u8], rx_ns: u64) -> Verdict {
+        let st = &mut self.stats;
+        st.received += 1;
+        st.bytes = st.bytes.wrapping_add(payload.len() as u64);
+        let Ok((h, body)) = SeqHeader::parse_with_payload(payload) else {
+            st.malformed += 1;
+            return Verdict::Malformed;
+        };
+        if h.has(FLAG_PATTERN) && !check_pattern(h.stream_id, h.seq, body) {
+            st.corrupt += 1;
+            return Verdict::Corrupt;
+        }
+        if h.tx_timestamp_ns != 0 && rx_ns != 0 {
+            let d = rx_ns.checked_sub(h.tx_timestamp_ns).unwrap_or_else(|| {
+                st.negative_latency += 1;
+                0
+            });
+            self.latency.record(d);
+        }
+        let Some(tracker) = self.slot(h.stream_id) else {
+            self.stats.streams_overflow += 1;
+            return Verdict::StreamOverflow;
+        };
+        let ev = tracker.observe(h.seq);
+        let st = &mut self.stats;
+        match ev {
+            SeqEvent::InOrder => st.unique += 1,
+            SeqEvent::Gap { missing } => {
+                st.unique += 1;
+                st.seq_gaps = st.seq_gaps.saturating_add(missing);
+                self.gaps_gross = self.gaps_gross.saturating_add(missing);
+            }
+            SeqEvent::Reordered => {
+                st.unique += 1;
+                st.reordered += 1;
+                st.seq_gaps = st.seq_gaps.saturating_sub(1);
+            }
+            SeqEvent::Duplicate => st.duplicates += 1,
+            SeqEvent::TooOld => st.too_old += 1,
+        }
+        Verdict::Ok(ev)
+    }
+
+    /// Adds the changes since the previous call to the live counters `c` (this thread must
+    /// be `c`'s only writer); see the [module docs](self). No allocation.
+    pub fn publish(&mut self, c: &QueueCounters) {
+        let now = Published {
+            packets: self.stats.received,
+            bytes: self.stats.bytes,
+            gaps_gross: self.gaps_gross,
+            reordered: self.stats.reordered,
+            duplicates: self.stats.duplicates,
+            corrupt: self.stats.corrupt,
+        };
+        let p = self.published;
+        if now.packets != p.packets {
+            c.record_rx_burst(now.packets - p.packets, now.bytes.wrapping_sub(p.bytes));
+        }
+        if now.gaps_gross != p.gaps_gross {
+            c.add_seq_gaps(now.gaps_gross - p.gaps_gross);
+        }
+        if now.reordered != p.reordered {
+            c.add_reordered(now.reordered - p.reordered);
+        }
+        if now.duplicates != p.duplicates {
+            c.add_duplicates(now.duplicates - p.duplicates);
+        }
+        if now.corrupt != p.corrupt {
+            c.add_corrupt(now.corrupt - p.corrupt);
+        }
+        self.published = now;
+    }
+
+    /// Current counters and latency summary.
+    pub fn stats(&self) -> ValidatorStats {
+        ValidatorStats {
+            latency: self.latency.summary(),
+            ..self.stats
+        }
+    }
+
+    /// Final counters, to call once RX has drained: `seq_gaps` is then the number lost.
+    pub fn finish(&self) -> ValidatorStats {
+        self.stats()
+    }
+
+    /// Sequence numbers still missing (net). After the drain: lost packets.
+    pub const fn lost(&self) -> u64 {
+        self.stats.seq_gaps
+    }
+
+    /// The latency histogram.
+    pub const fn latency(&self) -> &Histogram {
+        &self.latency
+    }
+
+    /// Adds `other`'s counters and latency histogram to `self` (for totals over queues;
+    /// streams on different queues are counted as distinct). Per-stream sequence state
+    /// is not merged: keep the merged validator for reporting, not for `check`.
+    pub fn merge(&mut self, other: &Validator) {
+        let (a, b) = (&mut self.stats, &other.stats);
+        a.received += b.received;
+        a.bytes = a.bytes.wrapping_add(b.bytes);
+        a.seq_gaps = a.seq_gaps.saturating_add(b.seq_gaps);
+        a.reordered += b.reordered;
+        a.duplicates += b.duplicates;
+        a.corrupt += b.corrupt;
+        a.malformed += b.malformed;
+        a.too_old += b.too_old;
+        a.unique += b.unique;
+        a.streams += b.streams;
+        a.streams_overflow += b.streams_overflow;
+        a.negative_latency += b.negative_latency;
+        self.gaps_gross = self.gaps_gross.saturating_add(other.gaps_gross);
+        self.latency.merge(&other.latency);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtdaq_core::wire::seqhdr::FLAG_END;
+
+    const SIZE: usize = 200;
+
+    fn pkt(g: &mut PayloadGen, tx: u64) -> [u8; SIZE] {
+        let mut b = [0u8; SIZE];
+        assert_eq!(g.fill(&mut b, tx), SIZE);
+        b
+    }
+
+    #[test]
+    fn in_order_stream_and_latency() {
+        let mut v = Validator::new();
+        let mut g = PayloadGen::new(3, SIZE).with_start_seq(100);
+        for i in 0..1000u64 {
+            let p = pkt(&mut g, 1_000_000 + i);
+            assert_eq!(
+                v.check(&p, 1_000_000 + i + 5_000),
+                Verdict::Ok(SeqEvent::InOrder)
+            );
+        }
+        let s = v.finish();
+        assert_eq!(
+            (s.received, s.bytes, s.unique, s.streams),
+            (1000, 200_000, 1000, 1)
+        );
+        assert_eq!(
+            (s.seq_gaps, s.corrupt, s.malformed, s.duplicates),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(
+            (s.latency.count, s.latency.min, s.latency.max),
+            (1000, 5000, 5000)
+        );
+        assert_eq!(
+            (s.latency.p50, s.latency.p999),
+            (5000, 5000),
+            "clamped to [min, max]"
+        );
+        assert_eq!(
+            (v.lost(), s.lost_against(1000), s.lost_against(1003)),
+            (0, 0, 3)
+        );
+    }
+
+    #[test]
+    fn gap_reorder_duplicate() {
+        let mut v = Validator::new();
+        let mut g = PayloadGen::new(0, SIZE);
+        let p: Vec<_> = (0..6).map(|_| pkt(&mut g, 0)).collect();
+        assert_eq!(v.check(&p[0], 0), Verdict::Ok(SeqEvent::InOrder));
+        assert_eq!(v.check(&p[3], 0), Verdict::Ok(SeqEvent::Gap { missing: 2 }));
+        assert_eq!(v.lost(), 2);
+        assert_eq!(v.check(&p[1], 0), Verdict::Ok(SeqEvent::Reordered));
+        assert_eq!(v.check(&p[1], 0), Verdict::Ok(SeqEvent::Duplicate));
+        assert_eq!(v.check(&p[5], 0), Verdict::Ok(SeqEvent::Gap { missing: 1 }));
+        let s = v.finish();
+        assert_eq!(
+            (s.seq_gaps, s.reordered, s.duplicates, s.unique),
+            (2, 1, 1, 4)
+        );
+        assert_eq!(s.latency.count, 0, "no timestamps, no latency");
+        let c = QueueCounters::new();
+        v.publish(&c);
+        v.publish(&c);
+        let snap = c.snapshot();
+        assert_eq!((snap.packets, snap.bytes), (5, 1000));
+        assert_eq!(
+            (snap.seq_gaps, snap.reordered, snap.duplicates),
+            (3, 1, 1),
+            "gross gaps"
+        );
+        let mut far = PayloadGen::new(0, SIZE).with_start_seq(5 + SEQ_WINDOW + 10);
+        v.check(&pkt(&mut far, 0), 0);
+        assert_eq!(v.check(&p[2], 0), Verdict::Ok(SeqEvent::TooOld));
+        assert_eq!(v.stats().too_old, 1);
+    }
+
+    #[test]
+    fn corrupt_and_malformed() {
+        let mut v = Validator::new();
+        let mut g = PayloadGen::new(1, SIZE);
+        let good = pkt(&mut g, 0);
+        let mut bad = pkt(&mut g, 0);
+        bad[SIZE - 1] ^= 1;
+        assert_eq!(v.check(&good, 0), Verdict::Ok(SeqEvent::InOrder));
+        assert_eq!(v.check(&bad, 0), Verdict::Corrupt);
+        assert_eq!(
+            v.check(&pkt(&mut g, 0), 0),
+            Verdict::Ok(SeqEvent::Gap { missing: 1 })
+        );
+        let mut magic = good;
+        magic[0] = b'X';
+        assert_eq!(v.check(&magic, 0), Verdict::Malformed);
+        assert_eq!(v.check(&good[..31], 0), Verdict::Malformed);
+        assert_eq!(
+            v.check(&good[..SIZE - 1], 0),
+            Verdict::Malformed,
+            "truncated payload"
+        );
+        let mut padded = [0u8; SIZE + 20];
+        g.fill_flags(&mut padded, 0, FLAG_END);
+        assert_eq!(
+            v.check(&padded, 0),
+            Verdict::Ok(SeqEvent::InOrder),
+            "padding ignored"
+        );
+        // Without FLAG_PATTERN the payload is opaque.
+        let mut plain = pkt(&mut g, 0);
+        plain[5] = 0;
+        plain[SIZE - 1] ^= 0xFF;
+        assert_eq!(v.check(&plain, 0), Verdict::Ok(SeqEvent::InOrder));
+        let s = v.finish();
+        assert_eq!(
+            (s.received, s.corrupt, s.malformed, s.seq_gaps),
+            (8, 1, 3, 1)
+        );
+        assert_eq!(
+            s.bytes,
+            5 * SIZE as u64 + 31 + (SIZE as u64 - 1) + SIZE as u64 + 20
+        );
+    }
+
+    #[test]
+    fn streams_table_and_merge() {
+        let mut v = Validator::new();
+        let mut gens: Vec<PayloadGen> = (0..=MAX_STREAMS as u16)
+            .map(|i| PayloadGen::new(i * 64, 64))
+            .collect();
+        for _ in 0..3 {
+            for g in gens.iter_mut() {
+                let mut b = [0u8; 64];
+                g.fill(&mut b, 10);
+                v.check(&b, 25);
+            }
+        }
+        let s = v.finish();
+        assert_eq!((s.streams, s.streams_overflow), (MAX_STREAMS as u64, 3));
+        assert_eq!(
+            (s.unique, s.seq_gaps, s.latency.count),
+            (3 * MAX_STREAMS as u64, 0, 195)
+        );
+        let mut w = Validator::new();
+        let mut b = [0u8; 64];
+        PayloadGen::new(0, 64).fill(&mut b, 100);
+        w.check(&b, 40);
+        let mut t = Validator::new();
+        t.merge(&v);
+        t.merge(&w);
+        let ts = t.finish();
+        assert_eq!((ts.received, ts.streams, ts.negative_latency), (196, 65, 1));
+        assert_eq!(
+            (ts.latency.count, ts.latency.min, ts.latency.max),
+            (196, 0, 15)
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! Subcommand implementations.
 
 mod config;
+mod run;
 mod version;
 
 use crate::cli::{Cli, Command, ConfigCommand};
@@ -13,9 +14,11 @@ pub const EXIT_CONFIG: u8 = 2;
 /// Runs the chosen subcommand.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Version => version::run(),
-        Command::Config(ConfigCommand::Check { file }) => config::check(file.as_deref()),
-        Command::Config(ConfigCommand::Show) => config::show(),
+        None => run::run(&Default::default()),
+        Some(Command::Run(args)) => run::run(&args),
+        Some(Command::Version) => version::run(),
+        Some(Command::Config(ConfigCommand::Check { file })) => config::check(file.as_deref()),
+        Some(Command::Config(ConfigCommand::Show)) => config::show(),
     }
 }
 

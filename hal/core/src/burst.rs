@@ -32,7 +32,7 @@ use core::fmt;
 
 use crate::meta::{PacketMeta, QueueId};
 use crate::pool::Buf;
-use crate::traits::{RxBurst, Segment};
+use crate::traits::{RxBurst, Segment, TxBurst};
 use crate::MAX_SEGMENTS;
 
 /// One packet: up to [`MAX_SEGMENTS`] buffers and its metadata. Owns its buffers.
@@ -251,6 +251,49 @@ impl<const N: usize> RxBurst for Burst<'_, N> {
     #[inline]
     fn meta(&self, pkt: usize) -> PacketMeta {
         self.pkts[pkt].meta
+    }
+
+    #[inline]
+    fn clear(&mut self) {
+        Burst::clear(self);
+    }
+}
+
+/// Transmit side: the packets' first segments are filled in place (e.g. after
+/// [`TxQueue::reserve`](crate::traits::TxQueue::reserve) added empty buffers).
+///
+/// The inherent [`Burst::len`] / [`Burst::packet_mut`] shadow these methods in method-call
+/// syntax; call them as `TxBurst::packet_mut(&mut burst, i)` (or through a `B: TxBurst` bound).
+impl<const N: usize> TxBurst for Burst<'_, N> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.pkts.len()
+    }
+
+    /// The whole slot of packet `i`'s first segment ([`Buf::slot_mut`]); `None` when its pool
+    /// is not CPU-accessible or the packet has no segment.
+    ///
+    /// # Panics
+    /// When `i` is out of range.
+    #[inline]
+    fn packet_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+        self.pkts[i].segs.first_mut()?.slot_mut()
+    }
+
+    /// Sets the length of packet `i`'s first segment to `len`, and the packet's
+    /// [`PacketMeta::len`] to the sum of its segment lengths (`len` for a single segment).
+    ///
+    /// # Panics
+    /// When `i` is out of range, or `len` exceeds the first segment's capacity (0 for a packet
+    /// without segment).
+    #[inline]
+    fn set_len(&mut self, i: usize, len: usize) {
+        let p = &mut self.pkts[i];
+        match p.segs.first_mut() {
+            Some(first) => first.set_len(len),
+            None => assert!(len == 0, "TxBurst::set_len on a packet without segment"),
+        }
+        p.meta.len = u32::try_from(p.bytes()).unwrap_or(u32::MAX);
     }
 }
 

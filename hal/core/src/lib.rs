@@ -4,14 +4,15 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`meta`] | [`PacketMeta`](meta::PacketMeta) and the small id newtypes (queue, flow, connection) |
-//! | [`ring`] | [`Ring`](ring::Ring): fixed-capacity lock-free SPSC ring, split into `Producer` / `Consumer` |
-//! | [`pool`] | [`BufferPool`](pool::BufferPool): fixed-size slots over caller-provided memory, O(1) get/put |
-//! | [`burst`] | [`Burst`](burst::Burst): up to `N` packets of up to 4 segments; returns its buffers on `Drop` |
-//! | [`counters`] | [`QueueCounters`](counters::QueueCounters): per-queue packets, bytes, drops by reason, sequence stats |
+//! | [`meta`] | [`PacketMeta`] and the small id newtypes (queue, flow, connection) |
+//! | [`ring`] | [`Ring`]: fixed-capacity lock-free SPSC ring, split into `Producer` / `Consumer` |
+//! | [`pool`] | [`BufferPool`]: fixed-size slots over caller-provided memory, O(1) get/put |
+//! | [`burst`] | [`Burst`]: up to `N` packets of up to 4 segments; returns its buffers on `Drop` |
+//! | [`counters`] | [`QueueCounters`]: per-queue packets, bytes, drops by reason, sequence stats |
 //! | [`wire`] | bounds-checked parse/emit of Ethernet II, 802.1Q/QinQ, IPv4, UDP, eCPRI and the rtdaq sequence header |
 //! | [`flow`] | flow rules, a first-match [`FlowTable`](flow::FlowTable), symmetric Toeplitz RSS |
-//! | [`seq`] | [`SeqTracker`](seq::SeqTracker): gaps, reordering and duplicates over a `u64` sequence |
+//! | [`slot_ring`] | [`SlotRing`]: SPSC ring of reusable, always-initialised slots filled and consumed in place (bursts between an I/O and a consumer thread) |
+//! | [`seq`] | [`SeqTracker`]: gaps, reordering and duplicates over a `u64` sequence |
 //! | [`traits`] | the small engine-facing traits: `Engine`, `RxQueue`, `TxQueue`, `MemoryRegion`, `Platform` |
 //! | [`error`] | small `Copy` error enums |
 //!
@@ -57,6 +58,7 @@ pub use meta::{ConnId, FlowId, PacketMeta, QueueId};
 pub use pool::{Buf, BufferPool};
 pub use ring::{Consumer, Producer, Ring, RingStorage};
 pub use seq::{SeqEvent, SeqStats, SeqTracker};
+pub use slot_ring::{SlotConsumer, SlotProducer, SlotRing};
 
 /// Largest number of segments one packet may have (header-data split: header, payload, ...).
 pub const MAX_SEGMENTS: usize = 4;

@@ -51,6 +51,8 @@ pub trait RxBurst {
     fn segment(&self, pkt: usize, seg: usize) -> Segment<'_>;
     /// Metadata of packet `pkt`.
     fn meta(&self, pkt: usize) -> PacketMeta;
+    /// Returns every buffer to its pool and empties the burst (it is reused in place).
+    fn clear(&mut self);
 }
 
 /// One receive queue, owned by exactly one thread (its pinned I/O thread).

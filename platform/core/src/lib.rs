@@ -89,6 +89,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod alloc_audit;
 pub mod cpulist;
 pub mod error;
 pub mod hugepages;

@@ -21,5 +21,6 @@
 mod raw;
 mod result;
 mod safe;
+pub(crate) mod audit;
 
 pub(crate) use safe::*;

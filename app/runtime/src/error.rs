@@ -1,0 +1,43 @@
+//! The runtime's error type (cold path only: start-up and teardown).
+
+use rtdaq_core::PoolError;
+
+/// Why a run could not start or finish.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// A memory region, a real-time setting or another platform facility failed.
+    #[error(transparent)]
+    Platform(#[from] rtdaq_platform::PlatformError),
+    /// A buffer pool could not be laid over its region.
+    #[error("memory region `{region}`: cannot build its buffer pool: {reason} (check buf_size and buf_count in memory_regions)")]
+    Pool {
+        /// Region name.
+        region: String,
+        /// Why.
+        reason: PoolError,
+    },
+    /// The engine failed to open.
+    #[error("engine: {0}")]
+    Engine(String),
+    /// A queue thread could not be started or set up.
+    #[error("{queue}: {message}")]
+    Thread {
+        /// Which queue (`interfaces[i].rx_queues[q]`).
+        queue: String,
+        /// What failed.
+        message: String,
+    },
+    /// Signal handlers could not be installed.
+    #[error("cannot install the SIGINT/SIGTERM handlers: {0}")]
+    Signals(#[source] std::io::Error),
+    /// The report could not be written.
+    #[error("cannot write the report to {path}: {source}")]
+    Report {
+        /// Destination.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,230 @@
+//! The generator's payload builder and stop conditions (pure logic, no I/O).
+//!
+//! [`PayloadGen`] writes one UDP payload per call: a 32-byte
+//! [`SeqHeader`] (stream id, sequence number, tx timestamp, payload length,
+//! [`FLAG_PATTERN`]) followed by [`fill_pattern`] over the rest, and advances the
+//! sequence number. The validator on the RX side checks exactly this
+//! (see [`crate::validator`]). `payload_size` is the whole UDP payload, header included,
+//! as in the `[generator] payload_size` config key.
+//!
+//! [`SendLimit`] turns `[generator] count` / `duration_s` into "how many more packets may
+//! go", to clamp a burst together with the [`Pacer`](crate::pacer::Pacer) allowance.
+//!
+//! Nothing here allocates after construction, blocks or logs.
+
+use rtdaq_config::model::{Generator, GeneratorLimit};
+use rtdaq_core::wire::seqhdr::{fill_pattern, SeqHeader, FLAG_PATTERN};
+
+/// Why a [`PayloadGen`] cannot be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum GeneratorError {
+    /// `payload_size` is below the 32-byte sequence header.
+    #[error("payload_size {0} is below the {len}-byte rtdaq sequence header", len = SeqHeader::LEN)]
+    PayloadTooSmall(usize),
+    /// `payload_size` does not fit the header's 32-bit length field.
+    #[error("payload_size {0} is too large for the rtdaq sequence header")]
+    PayloadTooLarge(usize),
+}
+
+/// Builds the payloads of one generator stream; see the [module docs](self).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadGen {
+    stream_id: u16,
+    seq: u64,
+    payload_size: usize,
+}
+
+impl PayloadGen {
+    /// A stream `stream_id` of `payload_size`-byte UDP payloads (header included),
+    /// first sequence number 0. `payload_size` must be ≥ 32 and ≤ `32 + u32::MAX`
+    /// (the config validator guarantees it); an out-of-range size is clamped into that
+    /// range. [`try_new`](Self::try_new) refuses it instead.
+    pub fn new(stream_id: u16, payload_size: usize) -> Self {
+        let max = SeqHeader::LEN.saturating_add(u32::MAX as usize);
+        Self {
+            stream_id,
+            seq: 0,
+            payload_size: payload_size.clamp(SeqHeader::LEN, max),
+        }
+    }
+
+    /// [`new`](Self::new), but an out-of-range `payload_size` is an error.
+    pub fn try_new(stream_id: u16, payload_size: usize) -> Result<Self, GeneratorError> {
+        if payload_size < SeqHeader::LEN {
+            return Err(GeneratorError::PayloadTooSmall(payload_size));
+        }
+        if u32::try_from(payload_size - SeqHeader::LEN).is_err() {
+            return Err(GeneratorError::PayloadTooLarge(payload_size));
+        }
+        Ok(Self::new(stream_id, payload_size))
+    }
+
+    /// From the `[generator]` section (`stream_id`, `payload_size`).
+    pub fn from_config(g: &Generator) -> Result<Self, GeneratorError> {
+        Self::try_new(g.stream_id, g.payload_size as usize)
+    }
+
+    /// Starts the sequence at `seq` instead of 0.
+    pub fn with_start_seq(mut self, seq: u64) -> Self {
+        self.seq = seq;
+        self
+    }
+
+    /// The stream id written into every header.
+    pub const fn stream_id(&self) -> u16 {
+        self.stream_id
+    }
+
+    /// The sequence number the next [`fill`](Self::fill) writes.
+    pub const fn next_seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// UDP payload bytes per packet, header included.
+    pub const fn payload_size(&self) -> usize {
+        self.payload_size
+    }
+
+    /// Writes the next payload into `buf[..payload_size]` with tx timestamp `tx_ns`
+    /// ([`wall_clock_ns`](crate::pacer::wall_clock_ns); 0 = unknown), advances the
+    /// sequence (wrapping) and returns `payload_size`. If `buf` is shorter, writes
+    /// nothing, keeps the sequence and returns 0.
+    #[inline]
+    pub fn fill(&mut self, buf: &mut [u8], tx_ns: u64) -> usize {
+        self.fill_flags(buf, tx_ns, 0)
+    }
+
+    /// [`fill`](Self::fill) with extra header flags (e.g. `FLAG_END` on the last packet);
+    /// [`FLAG_PATTERN`] is always set.
+    pub fn fill_flags(&mut self, buf: &mut [u8], tx_ns: u64, flags: u8) -> usize {
+        let Some(out) = buf.get_mut(..self.payload_size) else {
+            return 0;
+        };
+        let (hdr, body) = out.split_at_mut(SeqHeader::LEN);
+        let h = SeqHeader {
+            flags: flags | FLAG_PATTERN,
+            stream_id: self.stream_id,
+            seq: self.seq,
+            tx_timestamp_ns: tx_ns,
+            // Clamped in `new`.
+            payload_len: body.len() as u32,
+        };
+        // `hdr` is exactly `SeqHeader::LEN` bytes: `emit` cannot fail.
+        let _ = h.emit(hdr);
+        fill_pattern(self.stream_id, self.seq, body);
+        self.seq = self.seq.wrapping_add(1);
+        self.payload_size
+    }
+}
+
+/// When a generator stops: `[generator] count` / `duration_s`, or never (the run ends it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendLimit {
+    /// No limit of its own.
+    Unlimited,
+    /// At most this many packets.
+    Count(u64),
+    /// No packet at or after this time (ns, the clock of [`now_ns`](crate::pacer::now_ns)).
+    Until(u64),
+}
+
+impl SendLimit {
+    /// From the config, with the generator starting at `start_ns`. A duration is rounded
+    /// to whole ns (non-finite or negative durations mean "stop now").
+    pub fn from_config(limit: GeneratorLimit, start_ns: u64) -> Self {
+        match limit {
+            GeneratorLimit::Run => SendLimit::Unlimited,
+            GeneratorLimit::Count(n) => SendLimit::Count(n),
+            GeneratorLimit::Duration(s) => {
+                // `as` saturates (NaN → 0).
+                let ns = (s * 1e9).round() as u64;
+                SendLimit::Until(start_ns.saturating_add(ns))
+            }
+        }
+    }
+
+    /// Packets that may still go after `sent` were sent, at `now_ns` (`u64::MAX` =
+    /// unlimited).
+    #[inline]
+    pub fn remaining(&self, sent: u64, now_ns: u64) -> u64 {
+        match *self {
+            SendLimit::Unlimited => u64::MAX,
+            SendLimit::Count(n) => n.saturating_sub(sent),
+            SendLimit::Until(t) if now_ns < t => u64::MAX,
+            SendLimit::Until(_) => 0,
+        }
+    }
+
+    /// True when nothing more may be sent.
+    #[inline]
+    pub fn is_done(&self, sent: u64, now_ns: u64) -> bool {
+        self.remaining(sent, now_ns) == 0
+    }
+
+    /// `max` clamped to [`remaining`](Self::remaining) (for a burst size).
+    #[inline]
+    pub fn clamp(&self, max: usize, sent: u64, now_ns: u64) -> usize {
+        usize::try_from(self.remaining(sent, now_ns)).map_or(max, |r| r.min(max))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtdaq_core::wire::seqhdr::{check_pattern, FLAG_END};
+
+    #[test]
+    fn fills_header_and_pattern() {
+        assert_eq!(
+            PayloadGen::try_new(1, 31),
+            Err(GeneratorError::PayloadTooSmall(31))
+        );
+        assert_eq!(
+            PayloadGen::try_new(1, 33 + u32::MAX as usize),
+            Err(GeneratorError::PayloadTooLarge(33 + u32::MAX as usize))
+        );
+        assert!(PayloadGen::try_new(1, 32 + u32::MAX as usize).is_ok());
+        assert_eq!(PayloadGen::new(1, 3).payload_size(), 32, "clamped");
+        assert_eq!(
+            PayloadGen::new(1, usize::MAX).payload_size(),
+            32 + u32::MAX as usize
+        );
+        let mut g = PayloadGen::new(9, 100).with_start_seq(u64::MAX);
+        assert_eq!((g.stream_id(), g.payload_size()), (9, 100));
+        let mut buf = [0xAAu8; 128];
+        assert_eq!(g.fill(&mut buf, 1234), 100);
+        assert_eq!(buf[100], 0xAA, "nothing written past payload_size");
+        let (h, body) = SeqHeader::parse_with_payload(&buf).unwrap();
+        assert_eq!((h.stream_id, h.seq, h.tx_timestamp_ns), (9, u64::MAX, 1234));
+        assert_eq!((h.payload_len, h.flags), (68, FLAG_PATTERN));
+        assert!(check_pattern(9, u64::MAX, body));
+        assert_eq!(g.next_seq(), 0, "wraps");
+        assert_eq!(g.fill_flags(&mut buf, 0, FLAG_END), 100);
+        let h = SeqHeader::parse(&buf).unwrap();
+        assert_eq!((h.seq, h.flags), (0, FLAG_PATTERN | FLAG_END));
+        assert_eq!(g.fill(&mut buf[..99], 0), 0, "short buffer");
+        assert_eq!(g.next_seq(), 1);
+        let mut g = PayloadGen::new(0, 32);
+        assert_eq!(g.fill(&mut buf[..32], 5), 32);
+        assert_eq!(SeqHeader::parse(&buf).unwrap().payload_len, 0);
+    }
+
+    #[test]
+    fn limits() {
+        let c = SendLimit::from_config(GeneratorLimit::Count(10), 0);
+        assert_eq!(c.remaining(3, u64::MAX), 7);
+        assert_eq!(c.clamp(64, 3, 0), 7);
+        assert!(c.is_done(10, 0) && c.is_done(11, 0));
+        let d = SendLimit::from_config(GeneratorLimit::Duration(1.5), 1_000);
+        assert_eq!(d, SendLimit::Until(1_500_001_000));
+        assert_eq!(d.clamp(64, 1 << 40, 1_500_000_999), 64);
+        assert!(d.is_done(0, 1_500_001_000));
+        assert_eq!(
+            SendLimit::from_config(GeneratorLimit::Duration(f64::NAN), 7),
+            SendLimit::Until(7)
+        );
+        let u = SendLimit::from_config(GeneratorLimit::Run, 0);
+        assert_eq!(u.remaining(u64::MAX, u64::MAX), u64::MAX);
+        assert_eq!(u.clamp(8, 0, 0), 8);
+    }
+}

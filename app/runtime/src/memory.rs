@@ -1,0 +1,129 @@
+//! Preallocation of everything a run needs: memory regions, buffer pools, counters.
+//!
+//! Everything here is allocated once, before any queue thread starts, and lives for the rest
+//! of the process (leaked on purpose: an appliance runs one deployment per process, and a
+//! `'static` lifetime lets the queue threads own their queues without reference counting).
+//! Nothing is allocated after this step on the data path.
+
+use crate::error::RuntimeError;
+use rtdaq_config::model::{Config, PageSize, Placement, RegionKind};
+use rtdaq_core::traits::{MemKind, QueueResources};
+use rtdaq_core::{BufferPool, QueueCounters};
+use rtdaq_platform::hugepages::HugePageSize;
+use rtdaq_platform::memory::{Region, RegionSpec};
+use std::sync::atomic::AtomicU32;
+
+/// Counters of one queue: the I/O thread writes `io`, the consumer thread writes `consumer`
+/// (sequence gaps, reordering, corruption), so each has exactly one writer.
+#[derive(Debug)]
+pub struct QueueStats {
+    /// Written by the queue's I/O thread (engine + handoff drops).
+    pub io: QueueCounters,
+    /// Written by the consumer (validator) side.
+    pub consumer: QueueCounters,
+}
+
+/// What [`allocate`] prepared, all `'static`.
+#[derive(Debug)]
+pub struct Resources {
+    /// One pool per config memory region, in config order.
+    pub pools: Vec<&'static BufferPool<'static>>,
+    /// Per RX queue (config order): pools and I/O counters for the engine.
+    pub rx: &'static [QueueResources<'static>],
+    /// Per TX queue (config order).
+    pub tx: &'static [QueueResources<'static>],
+    /// Per RX queue stats (same order as `rx`).
+    pub rx_stats: &'static [QueueStats],
+    /// Per TX queue stats (same order as `tx`).
+    pub tx_stats: &'static [QueueStats],
+    /// Bytes of memory regions allocated.
+    pub region_bytes: u64,
+}
+
+fn leak<T>(v: Vec<T>) -> &'static mut [T] {
+    Box::leak(v.into_boxed_slice())
+}
+
+fn mem_kind(k: RegionKind) -> MemKind {
+    match k {
+        RegionKind::Host => MemKind::Host,
+        RegionKind::Huge => MemKind::Huge,
+        RegionKind::HostPinned => MemKind::HostPinned,
+        RegionKind::Device => MemKind::Device,
+    }
+}
+
+/// Allocates (and locks / prefaults) every memory region of `config`, builds a buffer pool
+/// over each and the counters of every queue. Cold path; errors name the region and the fix.
+pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, RuntimeError> {
+    let mut pools = Vec::with_capacity(config.memory_regions.len());
+    let mut region_bytes = 0;
+    for r in &config.memory_regions {
+        let stride = r.stride() as usize;
+        let size = r.footprint() as usize;
+        let spec = RegionSpec {
+            name: &r.name,
+            kind: mem_kind(r.kind),
+            size,
+            align: 4096,
+            numa_node: match r.placement {
+                Placement::Numa(n) => Some(n),
+                _ => None,
+            },
+            huge_page: match r.page_size {
+                Some(PageSize::Size1G) => HugePageSize::Size1G,
+                _ => HugePageSize::Size2M,
+            },
+            lock_required,
+        };
+        let region: &'static mut Region = Box::leak(Box::new(Region::allocate(&spec)?));
+        region_bytes += region.len() as u64;
+        let links: &'static mut [AtomicU32] =
+            leak((0..r.buf_count).map(|_| AtomicU32::new(0)).collect());
+        let mem = &mut region.as_mut_slice()[..stride * r.buf_count as usize];
+        let pool = BufferPool::new(mem, links, stride).map_err(|e| RuntimeError::Pool {
+            region: r.name.clone(),
+            reason: e,
+        })?;
+        pools.push(&*Box::leak(Box::new(pool)));
+    }
+
+    let mut rx = Vec::new();
+    let mut tx = Vec::new();
+    let mut rx_stats = Vec::new();
+    let mut tx_stats = Vec::new();
+    for (i, iface) in config.interfaces.iter().enumerate() {
+        for (q, queue) in iface.rx_queues.iter().enumerate() {
+            rx.push((i, q, queue.memory_regions.iter().map(|id| pools[id.0]).collect::<Vec<_>>()));
+            rx_stats.push(QueueStats { io: QueueCounters::new(), consumer: QueueCounters::new() });
+        }
+        for (q, queue) in iface.tx_queues.iter().enumerate() {
+            tx.push((i, q, queue.memory_regions.iter().map(|id| pools[id.0]).collect::<Vec<_>>()));
+            tx_stats.push(QueueStats { io: QueueCounters::new(), consumer: QueueCounters::new() });
+        }
+    }
+    let rx_stats: &'static [QueueStats] = leak(rx_stats);
+    let tx_stats: &'static [QueueStats] = leak(tx_stats);
+    let resources = |list: Vec<(usize, usize, Vec<&'static BufferPool<'static>>)>,
+                     stats: &'static [QueueStats]| {
+        leak(
+            list.into_iter()
+                .zip(stats)
+                .map(|((interface, queue, p), s)| QueueResources {
+                    interface,
+                    queue,
+                    pools: leak(p),
+                    counters: &s.io,
+                })
+                .collect(),
+        )
+    };
+    Ok(Resources {
+        pools,
+        rx: resources(rx, rx_stats),
+        tx: resources(tx, tx_stats),
+        rx_stats,
+        tx_stats,
+        region_bytes,
+    })
+}

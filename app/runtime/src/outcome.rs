@@ -1,0 +1,59 @@
+//! Turns the raw results of a run into its [`RunReport`]: per-queue figures, totals, the loss
+//! verdict and the exit code.
+
+use crate::report::{loss_exit_code, rfc3339_utc, DirectionReport, QueueReport, RunReport};
+use crate::run::{Identity, RunResults};
+use crate::validator::Validator;
+use rtdaq_config::model::Config;
+
+/// Builds the report of a finished run.
+///
+/// Loss: when the run's own generator sent the traffic, every sequence number it used must
+/// arrive (`lost = max(gaps, generated − unique received)`, which also catches tail loss);
+/// for traffic from an external sender, `lost` is the sequence gaps left at the end (loss after
+/// the last received packet of a stream is invisible then).
+pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
+    let elapsed = r.elapsed_s;
+    let mut merged = Validator::new();
+    let mut rx = Vec::new();
+    for (k, q) in r.resources.rx.iter().enumerate() {
+        let iface = &config.interfaces[q.interface];
+        let qc = &iface.rx_queues[q.queue];
+        let v = &r.validators[k];
+        merged.merge(v);
+        let mut snap = r.resources.rx_stats[k].io.snapshot();
+        let consumer = r.resources.rx_stats[k].consumer.snapshot();
+        for reason in rtdaq_core::DropReason::ALL {
+            snap.drops[reason as usize] += consumer.drop_count(reason);
+        }
+        let stats = v.finish();
+        rx.push(QueueReport::rx(iface.name.clone(), qc.id, Some(qc.cpu_core), &snap, elapsed, Some(&stats)));
+    }
+    let mut tx = Vec::new();
+    for (k, q) in r.resources.tx.iter().enumerate() {
+        let iface = &config.interfaces[q.interface];
+        let qc = &iface.tx_queues[q.queue];
+        let snap = r.resources.tx_stats[k].io.snapshot();
+        tx.push(QueueReport::tx(iface.name.clone(), qc.id, Some(qc.cpu_core), &snap, elapsed));
+    }
+    let total = merged.finish();
+    let generated: u64 = r.generated.iter().map(|g| g.generated).sum();
+    let lost = if generated > 0 { total.lost_against(generated) } else { total.seq_gaps };
+    let loss_tolerance = config.run.loss_tolerance;
+    RunReport {
+        engine: id.engine.to_string(),
+        platform: id.platform.to_string(),
+        config_name: config.name.clone(),
+        config_sha256: id.config_sha256.clone(),
+        rtdaq_version: id.version.to_string(),
+        started_at: rfc3339_utc(r.started_at_unix_ns),
+        started_at_unix_ns: r.started_at_unix_ns,
+        duration_s: elapsed,
+        exit_code: loss_exit_code(lost, loss_tolerance),
+        loss_tolerance,
+        lost,
+        io_thread_allocations: r.io_thread_allocations,
+        rx: DirectionReport::rx(rx, elapsed, Some(total.latency)),
+        tx: DirectionReport::tx(tx, elapsed),
+    }
+}

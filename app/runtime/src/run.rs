@@ -1,0 +1,278 @@
+//! One run of the appliance: preallocate, open the engine, start one pinned thread per queue
+//! (plus a consumer per indirect RX queue), print live counters, stop on the configured
+//! duration or SIGINT/SIGTERM, drain, and report.
+
+use crate::error::RuntimeError;
+use crate::memory::{self, Resources};
+use crate::pacer::{now_ns, Pacer};
+use crate::stats::Live;
+use crate::threads::{self, GenPlan, GenTotals, Placement};
+use crate::validator::{PayloadGen, Validator};
+use rtdaq_config::model::{Config, GeneratorLimit, RxMode};
+use rtdaq_core::traits::{Engine, EngineArgs, RxQueue};
+use rtdaq_core::SlotRing;
+use rtdaq_platform::{alloc_audit, rt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Release};
+use std::sync::{mpsc, Arc};
+use std::thread::{self as std_thread, JoinHandle};
+use std::time::Duration;
+
+/// What identifies the binary in the report.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// Engine compiled in.
+    pub engine: &'static str,
+    /// Platform compiled in.
+    pub platform: &'static str,
+    /// rtdaq version.
+    pub version: &'static str,
+    /// SHA-256 of the config text.
+    pub config_sha256: String,
+}
+
+/// Command-line overrides of `[run]`.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Overrides `run.duration_s` (0 = until SIGINT/SIGTERM).
+    pub duration_s: Option<f64>,
+    /// Overrides `run.report_json`.
+    pub report_json: Option<PathBuf>,
+}
+
+/// Raw results of the run, before the report is built.
+#[derive(Debug)]
+pub struct RunResults {
+    /// Wall time from the start of the queue threads to their stop, seconds.
+    pub elapsed_s: f64,
+    /// Validators of the RX queues (config order).
+    pub validators: Vec<Validator>,
+    /// Generator totals per TX queue (config order; zero for queues without a generator).
+    pub generated: Vec<GenTotals>,
+    /// Allocations made by I/O and consumer threads after their set-up.
+    pub io_thread_allocations: u64,
+    /// True when SIGINT/SIGTERM ended the run early.
+    pub interrupted: bool,
+    /// Wall-clock start of the run, ns since the Unix epoch.
+    pub started_at_unix_ns: u64,
+    /// Resources (counters) of the run.
+    pub resources: Resources,
+}
+
+fn queue_name(config: &Config, interface: usize, dir: &str, q: usize) -> String {
+    format!("{}.{dir}{q}", config.interfaces[interface].name)
+}
+
+/// Number of burst slots between an RX I/O thread and its consumer: `ring_depth` counts
+/// packets, a slot holds up to one batch.
+fn burst_slots(ring_depth: u32, batch: u32) -> usize {
+    ((ring_depth / batch.max(1)) as usize).next_power_of_two().max(2)
+}
+
+/// Runs `config` with engine `E` until the duration passes or a signal arrives.
+pub fn run<E>(config: &'static Config, opts: &RunOptions) -> Result<RunResults, RuntimeError>
+where
+    E: Engine<'static, Config = EngineArgs<'static, Config>>,
+    <E::Rx as RxQueue>::Burst: 'static,
+{
+    let signalled = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&signalled)).map_err(RuntimeError::Signals)?;
+    }
+    if config.rt.lock_memory {
+        rt::lock_memory(config.rt.required)?;
+    }
+    let res = memory::allocate(config, config.rt.required && config.rt.lock_memory)?;
+    let engine = E::open(EngineArgs { config, rx: res.rx, tx: res.tx })
+        .map_err(|e| RuntimeError::Engine(e.to_string()))?;
+    let (mut rxq, mut txq) = (Vec::new(), Vec::new());
+    engine.split(&mut |q| rxq.push(q), &mut |q| txq.push(q));
+
+    // Stop flags live for the process, like the queues.
+    let tx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let rx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let mut threads_started = 0usize;
+    let mut rx_handles: Vec<(Option<JoinHandle<()>>, JoinHandle<Validator>)> = Vec::new();
+    let mut tx_handles: Vec<Option<JoinHandle<GenTotals>>> = Vec::new();
+    let start_ns = now_ns();
+    let started_at_unix_ns = crate::pacer::wall_clock_ns();
+    let duration_s = opts.duration_s.unwrap_or(config.run.duration_s);
+
+    for (k, queue) in rxq.into_iter().enumerate() {
+        let r = res.rx[k];
+        let qc = &config.interfaces[r.interface].rx_queues[r.queue];
+        let name = queue_name(config, r.interface, "rx", r.queue);
+        let stats = &res.rx_stats[k];
+        let place = |core: u32| Placement {
+            core,
+            priority: qc.rt_priority,
+            prefault_stack_kib: config.rt.prefault_stack_kib,
+            required: config.rt.required,
+        };
+        let validator = Validator::new();
+        let busy = qc.busy_poll;
+        match qc.mode {
+            RxMode::Direct => {
+                let (p, ready) = (place(qc.cpu_core), ready_tx.clone());
+                let n = name.clone();
+                let h = spawn(&name, move || {
+                    if !threads::enter(&n, p, &ready) {
+                        return validator;
+                    }
+                    threads::rx_direct(queue, validator, stats, rx_stop, busy)
+                })?;
+                threads_started += 1;
+                rx_handles.push((None, h));
+            }
+            RxMode::Indirect { consumer_core } => {
+                let slots: Vec<_> = (0..burst_slots(qc.ring_depth, qc.batch_size))
+                    .map(|_| queue.new_burst())
+                    .collect();
+                let ring = Box::leak(Box::new(
+                    SlotRing::new(Box::leak(slots.into_boxed_slice())).map_err(|e| {
+                        RuntimeError::Thread { queue: name.clone(), message: e.to_string() }
+                    })?,
+                ));
+                let (prod, cons) = ring.split();
+                let io_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+                let (p, ready) = (place(qc.cpu_core), ready_tx.clone());
+                let n = name.clone();
+                let batching = threads::Batching {
+                    batch: qc.batch_size as usize,
+                    timeout_ns: u64::from(qc.timeout_us) * 1000,
+                };
+                let io = spawn(&format!("{name}-io"), move || {
+                    if threads::enter(&n, p, &ready) {
+                        threads::rx_indirect(queue, prod, stats, rx_stop, busy, batching);
+                    }
+                    io_done.store(true, Release);
+                })?;
+                let (p, ready) = (place(consumer_core), ready_tx.clone());
+                let n = format!("{name} consumer");
+                let c = spawn(&format!("{name}-cons"), move || {
+                    if !threads::enter(&n, p, &ready) {
+                        return validator;
+                    }
+                    threads::rx_consumer(cons, validator, stats, io_done, busy)
+                })?;
+                threads_started += 2;
+                rx_handles.push((Some(io), c));
+            }
+        }
+    }
+
+    for (k, queue) in txq.into_iter().enumerate() {
+        let r = res.tx[k];
+        let qc = &config.interfaces[r.interface].tx_queues[r.queue];
+        let Some(g) = config
+            .generator
+            .as_ref()
+            .filter(|g| g.interface.0 == r.interface && g.tx_queue.0 as usize == r.queue)
+        else {
+            tx_handles.push(None);
+            continue;
+        };
+        let name = queue_name(config, r.interface, "tx", r.queue);
+        let plan = GenPlan {
+            gen: PayloadGen::new(g.stream_id, g.payload_size as usize),
+            pacer: Pacer::from_config(&g.rate, start_ns),
+            batch: qc.batch_size as usize,
+            count: match g.limit {
+                GeneratorLimit::Count(c) => Some(c),
+                _ => None,
+            },
+            until_ns: match g.limit {
+                GeneratorLimit::Duration(s) => Some(start_ns + (s * 1e9) as u64),
+                _ => None,
+            },
+        };
+        let p = Placement {
+            core: qc.cpu_core,
+            priority: qc.rt_priority,
+            prefault_stack_kib: config.rt.prefault_stack_kib,
+            required: config.rt.required,
+        };
+        let (ready, n, busy) = (ready_tx.clone(), name.clone(), qc.busy_poll);
+        let h = spawn(&name, move || {
+            if !threads::enter(&n, p, &ready) {
+                return GenTotals::default();
+            }
+            threads::tx_generator(queue, plan, tx_stop, busy)
+        })?;
+        threads_started += 1;
+        tx_handles.push(Some(h));
+    }
+    drop(ready_tx);
+
+    // Every thread reports its real-time set-up once; any refusal stops the run.
+    let mut startup_error = None;
+    for _ in 0..threads_started {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => startup_error = startup_error.or(Some(e)),
+            Err(_) => break,
+        }
+    }
+    let mut live = Live::new(
+        res.rx.iter().map(|r| queue_name(config, r.interface, "rx", r.queue)).collect(),
+        res.tx.iter().map(|r| queue_name(config, r.interface, "tx", r.queue)).collect(),
+        start_ns,
+    );
+    let deadline = (duration_s > 0.0).then(|| start_ns + (duration_s * 1e9) as u64);
+    if startup_error.is_none() {
+        let mut next_tick = start_ns + 1_000_000_000;
+        loop {
+            let now = now_ns();
+            if signalled.load(std::sync::atomic::Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
+                break;
+            }
+            if now >= next_tick {
+                live.tick(res.rx_stats, res.tx_stats, now, (now - start_ns) as f64 / 1e9);
+                next_tick += 1_000_000_000;
+            }
+            std_thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // Stop the senders, let the receivers drain what is in flight, then stop them.
+    tx_stop.store(true, Release);
+    let generated: Vec<GenTotals> =
+        tx_handles.into_iter().map(|h| h.map(|h| h.join().unwrap_or_default()).unwrap_or_default()).collect();
+    if startup_error.is_none() {
+        std_thread::sleep(Duration::from_millis(u64::from(config.run.drain_ms)));
+    }
+    rx_stop.store(true, Release);
+    let mut validators = Vec::new();
+    for (io, cons) in rx_handles {
+        if let Some(io) = io {
+            let _ = io.join();
+        }
+        validators.push(cons.join().unwrap_or_else(|_| Validator::new()));
+    }
+    let end_ns = now_ns();
+    live.tick(res.rx_stats, res.tx_stats, end_ns, (end_ns - start_ns) as f64 / 1e9);
+    live.finish();
+    if let Some(e) = startup_error {
+        return Err(RuntimeError::Thread { queue: "start-up".into(), message: e });
+    }
+    Ok(RunResults {
+        elapsed_s: (end_ns - start_ns) as f64 / 1e9,
+        validators,
+        generated,
+        io_thread_allocations: alloc_audit::armed_allocations(),
+        interrupted: signalled.load(std::sync::atomic::Ordering::Relaxed),
+        started_at_unix_ns,
+        resources: res,
+    })
+}
+
+fn spawn<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, RuntimeError> {
+    std_thread::Builder::new()
+        .name(name.chars().take(15).collect())
+        .stack_size(4 << 20)
+        .spawn(f)
+        .map_err(|e| RuntimeError::Thread { queue: name.to_string(), message: format!("cannot spawn its thread: {e}") })
+}

@@ -1,0 +1,262 @@
+//! The queue threads: RX I/O, RX consumer (validator), TX generator.
+//!
+//! Each runs on its own core at its own `SCHED_FIFO` priority (through
+//! `rtdaq_platform::rt`), reports its set-up result once over a channel, arms the allocation
+//! audit, and then loops without allocating until its stop flag is raised.
+
+use crate::memory::QueueStats;
+use crate::pacer::{now_ns, wall_clock_ns, Pacer};
+use crate::validator::{PayloadGen, Validator};
+use rtdaq_core::traits::{RxBurst, RxQueue, Segment, TxBurst, TxQueue};
+use rtdaq_core::{DropReason, SlotConsumer, SlotProducer};
+use rtdaq_platform::alloc_audit;
+use rtdaq_platform::rt::{self, RtRequest};
+use std::sync::atomic::{AtomicBool, Ordering::Acquire};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+/// Real-time placement of one thread.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement {
+    /// Core to pin to.
+    pub core: u32,
+    /// `SCHED_FIFO` priority.
+    pub priority: u8,
+    /// Stack KiB to prefault.
+    pub prefault_stack_kib: u32,
+    /// Refuse to run without real-time privileges.
+    pub required: bool,
+}
+
+/// Sleep of an idle, non-busy-polling thread.
+const IDLE_SLEEP: Duration = Duration::from_micros(50);
+
+/// Shortest sleep of a paced, non-busy generator: the pacer then allows the packets that came
+/// due meanwhile in one burst (one `sendmmsg`), instead of one syscall pair per packet.
+const MIN_PACE_SLEEP_NS: u64 = 50_000;
+
+/// Enters real-time mode and reports the outcome (`Ok` also when degraded with a warning).
+pub(crate) fn enter(name: &str, p: Placement, ready: &Sender<Result<(), String>>) -> bool {
+    let req = RtRequest {
+        core: Some(p.core as usize),
+        priority: Some(p.priority),
+        prefault_stack_kib: p.prefault_stack_kib as usize,
+        required: p.required,
+    };
+    match rt::enter_thread(&req) {
+        Ok(_) => {
+            let _ = ready.send(Ok(()));
+            true
+        }
+        Err(e) => {
+            let _ = ready.send(Err(format!("{name}: {e}")));
+            false
+        }
+    }
+}
+
+fn idle(busy: bool) {
+    if busy {
+        std::hint::spin_loop();
+    } else {
+        std::thread::sleep(IDLE_SLEEP);
+    }
+}
+
+/// Validates every packet of `burst` and empties it.
+fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats) {
+    for i in 0..burst.len() {
+        let meta = burst.meta(i);
+        let rx_ns = if meta.rx_timestamp_ns != 0 { meta.rx_timestamp_ns } else { wall_clock_ns() };
+        if let Segment::Host(bytes) = burst.segment(i, 0) {
+            v.check(bytes, rx_ns);
+        }
+    }
+    v.publish(&stats.consumer);
+    burst.clear();
+}
+
+/// Hand-over policy of an RX I/O thread: a burst goes to the consumer when it holds
+/// `batch` packets, or when `timeout_ns` passed since its first packet arrived (a partial
+/// burst). With a sleeping queue the engine's own wait adds up to one more `timeout_us`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Batching {
+    /// Packets per full burst (the queue's `batch_size`).
+    pub batch: usize,
+    /// Longest time a partial burst waits for more packets (the queue's `timeout_us`).
+    pub timeout_ns: u64,
+}
+
+/// RX I/O thread in indirect mode: fills the free ring slot in place until the burst is full
+/// or its timeout passed, then commits it. When the ring is full it still drains the queue
+/// (into `spare`) and counts those packets as `ring_full` drops, so the kernel/NIC queue never
+/// overflows silently.
+pub(crate) fn rx_indirect<Q: RxQueue>(
+    mut queue: Q,
+    mut ring: SlotProducer<'static, Q::Burst>,
+    stats: &'static QueueStats,
+    stop: &AtomicBool,
+    busy: bool,
+    batching: Batching,
+) {
+    let mut spare = queue.new_burst();
+    let mut first_ns = 0u64;
+    alloc_audit::arm_current_thread();
+    while !stop.load(Acquire) {
+        match ring.slot() {
+            Some(burst) => {
+                let before = burst.len();
+                let got = queue.poll(burst);
+                let now = now_ns();
+                if before == 0 && got > 0 {
+                    first_ns = now;
+                }
+                let len = burst.len();
+                if len >= batching.batch
+                    || (len > 0 && now.saturating_sub(first_ns) >= batching.timeout_ns)
+                {
+                    // Cannot fail: `slot()` just returned this free slot.
+                    let committed = ring.commit();
+                    debug_assert!(committed.is_ok());
+                } else if got == 0 && busy {
+                    // A sleeping queue already waited up to its timeout inside `poll`.
+                    std::hint::spin_loop();
+                }
+            }
+            None => {
+                let n = queue.poll(&mut spare);
+                if n > 0 {
+                    stats.io.record_drops(DropReason::RingFull, n as u64);
+                    spare.clear();
+                } else {
+                    idle(busy);
+                }
+            }
+        }
+    }
+    // A partial burst still in the slot is handed over so nothing received is lost.
+    if ring.slot().is_some_and(|b| !b.is_empty()) {
+        let _ = ring.commit();
+    }
+    alloc_audit::disarm_current_thread();
+}
+
+/// RX consumer thread (indirect mode): validates bursts from the ring and releases them.
+/// Runs until `stop` is raised and the ring is empty.
+pub(crate) fn rx_consumer<B: RxBurst>(
+    mut ring: SlotConsumer<'static, B>,
+    mut validator: Validator,
+    stats: &'static QueueStats,
+    io_done: &AtomicBool,
+    busy: bool,
+) -> Validator {
+    alloc_audit::arm_current_thread();
+    loop {
+        match ring.front() {
+            Some(burst) => {
+                consume(burst, &mut validator, stats);
+                // Cannot fail: `front()` just returned this full slot.
+                let released = ring.release();
+                debug_assert!(released.is_ok());
+            }
+            None if io_done.load(Acquire) => break,
+            None => idle(busy),
+        }
+    }
+    alloc_audit::disarm_current_thread();
+    validator
+}
+
+/// RX I/O thread in direct mode: the consumer runs here, no handoff.
+pub(crate) fn rx_direct<Q: RxQueue>(
+    mut queue: Q,
+    mut validator: Validator,
+    stats: &'static QueueStats,
+    stop: &AtomicBool,
+    busy: bool,
+) -> Validator {
+    let mut burst = queue.new_burst();
+    alloc_audit::arm_current_thread();
+    while !stop.load(Acquire) {
+        if queue.poll(&mut burst) > 0 {
+            consume(&mut burst, &mut validator, stats);
+        } else if busy {
+            std::hint::spin_loop();
+        }
+    }
+    alloc_audit::disarm_current_thread();
+    validator
+}
+
+/// What the generator on a TX queue sends.
+#[derive(Debug)]
+pub(crate) struct GenPlan {
+    pub gen: PayloadGen,
+    pub pacer: Pacer,
+    pub batch: usize,
+    /// Stop after this many packets (`None`: until stopped).
+    pub count: Option<u64>,
+    /// Stop at this monotonic time (`None`: until stopped).
+    pub until_ns: Option<u64>,
+}
+
+/// Packets a generator built (each used one sequence number) and the engine accepted.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GenTotals {
+    /// Sequence numbers used: every one of them must arrive for a loss-free run.
+    pub generated: u64,
+    /// Accepted by the engine (the rest were counted as TX drops).
+    pub accepted: u64,
+}
+
+/// TX thread running the generator: paced bursts of sequence-numbered payloads.
+pub(crate) fn tx_generator<Q: TxQueue>(
+    mut queue: Q,
+    mut plan: GenPlan,
+    stop: &AtomicBool,
+    busy: bool,
+) -> GenTotals {
+    let mut burst = queue.new_burst();
+    let size = plan.gen.payload_size();
+    let mut totals = GenTotals::default();
+    alloc_audit::arm_current_thread();
+    while !stop.load(Acquire) {
+        let now = now_ns();
+        if plan.until_ns.is_some_and(|t| now >= t) {
+            break;
+        }
+        let left = plan.count.map_or(u64::MAX, |c| c - totals.generated);
+        if left == 0 {
+            break;
+        }
+        let want = plan.pacer.allowance(now, plan.batch.min(left as usize), size);
+        if want == 0 {
+            if busy {
+                std::hint::spin_loop();
+            } else {
+                // Never spin when not busy-polling: under SCHED_FIFO a spinning thread starves
+                // every thread of equal or lower priority on its core (e.g. a consumer).
+                let wait = plan.pacer.next_send_at().saturating_sub(now);
+                std::thread::sleep(Duration::from_nanos(wait.clamp(MIN_PACE_SLEEP_NS, 1_000_000)));
+            }
+            continue;
+        }
+        let n = queue.reserve(&mut burst, want);
+        if n == 0 {
+            idle(busy);
+            continue;
+        }
+        let tx_ns = wall_clock_ns();
+        for i in 0..n {
+            if let Some(buf) = burst.packet_mut(i) {
+                let len = plan.gen.fill(buf, tx_ns);
+                burst.set_len(i, len);
+            }
+        }
+        totals.generated += n as u64;
+        totals.accepted += queue.send(&mut burst) as u64;
+        plan.pacer.sent(n, n * size);
+    }
+    alloc_audit::disarm_current_thread();
+    totals
+}

@@ -1,0 +1,79 @@
+//! `rtdaq run` (also what `rtdaq` with no arguments does).
+
+use super::EXIT_CONFIG;
+use crate::cli::RunArgs;
+use crate::embedded;
+use anyhow::Context as _;
+use rtdaq_runtime::{outcome, Identity, RunOptions};
+use sha2::{Digest, Sha256};
+use std::process::ExitCode;
+
+#[cfg(rtdaq_engine = "socket")]
+type ActiveEngine = rtdaq_engine_socket::SocketEngine<'static>;
+#[cfg(not(rtdaq_engine = "socket"))]
+compile_error!(
+    "this engine has no engine crate in this tree yet: build with engine-socket \
+     (AF_PACKET/AF_XDP: issue #4, DPDK: issue #5, ibverbs: issue #8)"
+);
+
+/// Loads the config (embedded or `--config FILE`), runs it, prints and writes the report.
+pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let (text, label) = match &args.config {
+        Some(f) => (
+            std::fs::read_to_string(f).with_context(|| format!("cannot read --config {}", f.display()))?,
+            f.display().to_string(),
+        ),
+        None => (embedded::CONFIG_TOML.to_string(), format!("embedded config {}", embedded::CONFIG_NAME)),
+    };
+    let config = match rtdaq_config::load_str(&text) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{label}: invalid ({} errors):", errors.0.len());
+            for e in &errors.0 {
+                eprintln!("  {e}");
+            }
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    let (kind, platform) = (config.engine_kind().as_str(), config.platform().as_str());
+    if kind != embedded::ENGINE || platform != embedded::PLATFORM {
+        eprintln!(
+            "{label}: needs engine {kind} on platform {platform}, but this binary is built with \
+             engine {} on platform {}; rebuild with `--no-default-features --features \
+             engine-{kind},platform-{platform}`",
+            embedded::ENGINE,
+            embedded::PLATFORM
+        );
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    }
+    let sha = if args.config.is_some() { Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect() } else { embedded::CONFIG_SHA256.to_string() };
+    let identity = Identity {
+        engine: embedded::ENGINE,
+        platform: embedded::PLATFORM,
+        version: env!("CARGO_PKG_VERSION"),
+        config_sha256: sha,
+    };
+    let opts = RunOptions { duration_s: args.duration, report_json: args.report_json.clone() };
+    let config: &'static rtdaq_config::Config = Box::leak(Box::new(config));
+    log::info!(
+        "{label}: engine {kind}, platform {platform}, {} s (Ctrl-C stops early)",
+        opts.duration_s.unwrap_or(config.run.duration_s)
+    );
+    let results = match rtdaq_runtime::run::<ActiveEngine>(config, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    let report = outcome::build(config, &identity, &results);
+    super::out(&report.to_string());
+    let path = opts.report_json.as_ref().or(config.run.report_json.as_ref());
+    if let Some(path) = path {
+        report
+            .write_json(path)
+            .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+        log::info!("report written to {}", path.display());
+    }
+    Ok(ExitCode::from(report.exit_code))
+}

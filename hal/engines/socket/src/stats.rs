@@ -1,0 +1,53 @@
+//! Engine-level events of one queue that are not packet drops (those go to the queue's
+//! `QueueCounters`): socket errors, connections, fallbacks. Plain fields written by the
+//! queue's own thread; read them through [`SocketRx::stats`](crate::SocketRx::stats) /
+//! [`SocketTx::stats`](crate::SocketTx::stats), and the queue logs a summary when dropped.
+
+/// Events of one RX queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RxStats {
+    /// Receive calls that failed with something other than "no data" (`EAGAIN`/`EINTR`).
+    pub errors: u64,
+    /// `errno` of the last such failure (0 = none).
+    pub last_errno: i32,
+    /// UDP: coalesced GRO reads split back into datagrams.
+    pub gro_reads: u64,
+    /// UDP: datagrams copied out of a GRO read into further pool buffers.
+    pub gro_copies: u64,
+    /// TCP: connections this queue took over (accepted or connected).
+    pub connections: u32,
+    /// TCP: connections closed by the peer (or reset).
+    pub closed: u32,
+    /// TCP (accepting queue): connections accepted for the interface.
+    pub accepted: u32,
+    /// TCP (accepting queue): `accept` failures.
+    pub accept_errors: u32,
+    /// TCP: `engine.socket.sockopts` entries that failed on accepted sockets.
+    pub sockopt_errors: u32,
+}
+
+/// Events of one TX queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TxStats {
+    /// Send calls that failed with something other than "try again".
+    pub errors: u64,
+    /// `errno` of the last such failure (0 = none).
+    pub last_errno: i32,
+    /// Sends that waited for the kernel to take more (socket buffer or qdisc full).
+    pub stalls: u64,
+    /// UDP: the kernel refused GSO (`EIO`/`EINVAL`) and the queue fell back to plain
+    /// `sendmmsg` for good.
+    pub gso_fallback: bool,
+    /// UDP: GSO messages sent (each carrying several datagrams).
+    pub gso_messages: u64,
+    /// TCP: records the kernel took only partly; the rest was copied aside and finished later.
+    pub partial_copies: u64,
+    /// TCP: connections this queue took over.
+    pub connections: u32,
+    /// TCP: connections that failed (peer closed or reset).
+    pub closed: u32,
+    /// TCP (accepting queue): connections accepted for the interface.
+    pub accepted: u32,
+}

@@ -1,0 +1,494 @@
+//! UDP receive queue: `recvmmsg` straight into pool slots.
+//!
+//! One socket per RX queue, bound to the interface address (`SO_REUSEPORT` when the interface
+//! has several RX queues: the kernel spreads flows over them by 4-tuple hash). Each `poll`:
+//!
+//! 1. hands over GRO segments left from the previous poll (when the burst filled up);
+//! 2. takes up to `batch` free buffers (kept between polls, like a NIC RX ring) and points
+//!    the `recvmmsg` iovecs straight into their slots: no copy after the kernel's;
+//! 3. `MSG_DONTWAIT | MSG_TRUNC`; when nothing was there and the queue sleeps
+//!    (`busy_poll = false`, `timeout_us > 0`), waits up to `timeout_us` in `ppoll` (hrtimer
+//!    precision, unlike `SO_RCVTIMEO`, which rounds to jiffies) and reads again;
+//! 4. per datagram: `SO_RXQ_OVFL` delta → `kernel` drops, `MSG_TRUNC` → `too_large`, GRO
+//!    reads split into datagrams (copies into further slots), flow rules → flow id or
+//!    `malformed` / `no_flow` / `flow_drop`, `SCM_TIMESTAMPNS` → `rx_timestamp_ns`.
+//!
+//! With no free buffer at all, the queue still drains the socket into a scratch buffer and
+//! counts every datagram as `pool_empty`, so no loss goes uncounted.
+
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+use rtdaq_config::model::{RxQueue as RxQueueConfig, SocketUri};
+use rtdaq_core::flow::{Classified, DefaultAction, FlowTable};
+use rtdaq_core::{
+    Buf, BufferPool, Burst, ConnId, DropReason, FlowId, Packet, PacketMeta, QueueCounters, QueueId,
+};
+
+use crate::ctx::{OpenCtx, QueueRes};
+use crate::error::{explain_bind, Result, SocketError};
+use crate::sockopt::{apply_sockopts, enable_feature, set_buffer, BufDir};
+use crate::stats::RxStats;
+use crate::sys::consts::{
+    EAGAIN, EINTR, IPPROTO_IP, IP_PKTINFO, MSG_DONTWAIT, MSG_TRUNC, SOL_SOCKET, SOL_UDP,
+    SO_REUSEPORT, SO_RXQ_OVFL, SO_TIMESTAMPNS, UDP_GRO,
+};
+use crate::sys::socket::Interest;
+use crate::sys::{PollSet, RecvBatch, RecvMsg, Socket};
+
+/// Most datagrams the kernel coalesces into one GRO read (`UDP_GRO_CNT_MAX`).
+pub const GRO_MAX_SEGMENTS: usize = 64;
+
+/// Smallest buffer that holds any GRO read (64 KiB less nothing: the kernel caps a coalesced
+/// read at the IPv4 maximum).
+pub const GRO_MIN_BUFFER: usize = 65_535;
+
+/// Flow table of one interface.
+pub(crate) type Flows = FlowTable<{ rtdaq_config::MAX_FLOWS_PER_INTERFACE }>;
+
+/// Empty polls between two `SO_MEMINFO` reads in busy-poll mode.
+const BUSY_DROP_SYNC: u32 = 1024;
+
+/// One UDP RX queue.
+pub(crate) struct UdpRx<'a, const N: usize> {
+    sock: Socket,
+    local: SocketAddrV4,
+    pool: &'a BufferPool<'a>,
+    counters: &'a QueueCounters,
+    queue: QueueId,
+    batch: usize,
+    busy: bool,
+    timeout: Duration,
+    gro: bool,
+    flows: Option<Box<Flows>>,
+    mmsg: RecvBatch,
+    /// Free buffers kept for the next read; datagram `i` lands in `cache[len - 1 - i]`.
+    cache: Vec<Buf<'a>>,
+    /// Copies of the segments of one GRO read.
+    stage: Vec<Buf<'a>>,
+    /// Segments of a GRO read that did not fit the burst; handed over first next time.
+    pending: Vec<Packet<'a>>,
+    scratch: Box<[u8]>,
+    pollset: PollSet,
+    last_drops: u32,
+    idle: u32,
+    rcvbuf: Option<usize>,
+    stats: RxStats,
+    key: String,
+}
+
+impl<'a, const N: usize> UdpRx<'a, N> {
+    /// Opens RX queue `j` of UDP interface `i`. Cold path.
+    pub(crate) fn open(
+        ctx: &mut OpenCtx<'_, 'a>,
+        i: usize,
+        j: usize,
+        uri: SocketUri,
+        q: &RxQueueConfig,
+        res: QueueRes<'a>,
+    ) -> Result<Self> {
+        let key = OpenCtx::addr_key(i);
+        let iface = &ctx.cfg.interfaces[i];
+        let multi = iface.rx_queues.len() > 1;
+        let slot = res.pool.slot_size();
+        let sock = Socket::udp().map_err(|source| SocketError::Create {
+            key: key.clone(),
+            uri: uri.to_string(),
+            source,
+        })?;
+        if multi && ctx.sock.reuseport {
+            sock.set_int(SOL_SOCKET, SO_REUSEPORT, 1)
+                .map_err(|source| SocketError::SetOption {
+                    key: "engine.socket.reuseport".to_owned(),
+                    detail: format!("setsockopt(SO_REUSEPORT) failed ({source})"),
+                    source,
+                })?;
+        }
+        let rcvbuf = match ctx.sock.rcvbuf {
+            Some(b) => Some(set_buffer(
+                &sock,
+                BufDir::Rcv,
+                b,
+                ctx.opts.force_buffers,
+                &mut ctx.warned_rcv,
+            )?),
+            None => None,
+        };
+        enable_feature(&sock, SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS", &key)?;
+        enable_feature(&sock, SOL_SOCKET, SO_RXQ_OVFL, 1, "SO_RXQ_OVFL", &key)?;
+        let gro = if !ctx.sock.gro {
+            false
+        } else if slot < GRO_MIN_BUFFER {
+            if j == 0 {
+                log::warn!(
+                    "engine.socket.gro = true is not used on {key} (\"{uri}\"): a GRO read carries up to {GRO_MIN_BUFFER} bytes but the RX buffers hold {slot}; set the region's buf_size ≥ {GRO_MIN_BUFFER} (and max_message_size = 65507) to use GRO"
+                );
+            }
+            false
+        } else {
+            enable_feature(&sock, SOL_UDP, UDP_GRO, 1, "UDP_GRO", "engine.socket.gro")?
+        };
+        // Without rules and with a queue as default action every datagram is delivered here
+        // with no flow id: skip classification. Otherwise classify each datagram.
+        let table: Flows = ctx.cfg.flow_table(i);
+        let default_queue = matches!(table.default_action(), DefaultAction::Queue(_));
+        let flows = (!table.is_empty() || !default_queue).then(|| Box::new(table));
+        if flows.is_some() && uri.ip.is_unspecified() {
+            enable_feature(&sock, IPPROTO_IP, IP_PKTINFO, 1, "IP_PKTINFO", "flows")?;
+        }
+        apply_sockopts(&sock, &ctx.sock.sockopts)?;
+        let addr = SocketAddrV4::new(uri.ip, uri.port);
+        sock.bind(&addr).map_err(|source| SocketError::Bind {
+            detail: explain_bind(&source, &key, &uri, multi),
+            key: key.clone(),
+            uri: uri.to_string(),
+            source,
+        })?;
+        let local = sock.local_addr().map_err(|source| SocketError::Query {
+            key: key.clone(),
+            detail: format!("getsockname failed ({source})"),
+            source,
+        })?;
+        let last_drops = sock.kernel_drops().unwrap_or(0);
+        let batch = (q.batch_size as usize).clamp(1, N.max(1));
+        if q.batch_size as usize > N {
+            log::warn!(
+                "interfaces[{i}].rx_queues[{j}].batch_size = {} exceeds the burst capacity {N} of this build; polls return at most {N}",
+                q.batch_size
+            );
+        }
+        let mut pollset = PollSet::with_capacity(1);
+        pollset.push(&sock, Interest::Read);
+        let queue = QueueId(j as u16);
+        Ok(UdpRx {
+            sock,
+            local,
+            pool: res.pool,
+            counters: res.counters,
+            queue,
+            batch,
+            busy: q.busy_poll,
+            timeout: Duration::from_micros(u64::from(q.timeout_us)),
+            gro,
+            flows,
+            mmsg: RecvBatch::new(batch),
+            cache: Vec::with_capacity(batch),
+            stage: Vec::with_capacity(GRO_MAX_SEGMENTS),
+            pending: Vec::with_capacity(GRO_MAX_SEGMENTS),
+            scratch: vec![0u8; slot.max(GRO_MIN_BUFFER * usize::from(gro))].into_boxed_slice(),
+            pollset,
+            last_drops,
+            idle: 0,
+            rcvbuf,
+            stats: RxStats::default(),
+            key: format!("interfaces[{i}].rx_queues[{j}]"),
+        })
+    }
+
+    /// The bound address.
+    pub(crate) fn local_addr(&self) -> SocketAddrV4 {
+        self.local
+    }
+
+    /// The socket.
+    pub(crate) fn socket(&self) -> &Socket {
+        &self.sock
+    }
+
+    /// Effective `SO_RCVBUF` after open (when `rcvbuf` was set).
+    pub(crate) fn rcvbuf(&self) -> Option<usize> {
+        self.rcvbuf
+    }
+
+    /// GRO in use.
+    pub(crate) fn gro(&self) -> bool {
+        self.gro
+    }
+
+    /// Events so far.
+    pub(crate) fn stats(&self) -> RxStats {
+        self.stats
+    }
+
+    /// Appends ready datagrams to `burst`; see the module docs. Never allocates, never logs.
+    pub(crate) fn poll(&mut self, burst: &mut Burst<'a, N>) -> usize {
+        let before = burst.len();
+        if !self.pending.is_empty() {
+            let k = self.pending.len().min(N - burst.len());
+            for p in self.pending.drain(..k) {
+                // Cannot fail: `k` is bounded by the free capacity.
+                let _ = burst.push(p);
+            }
+        }
+        if !self.pending.is_empty() || burst.is_full() {
+            return burst.len() - before;
+        }
+        if self.recv_once(burst) == 0 {
+            if !self.busy && !self.timeout.is_zero() {
+                match self.pollset.wait(self.timeout) {
+                    Ok(n) if n > 0 => {
+                        self.recv_once(burst);
+                    }
+                    _ => self.sync_kernel_drops(),
+                }
+            } else {
+                self.idle = self.idle.wrapping_add(1);
+                if self.idle % BUSY_DROP_SYNC == 0 {
+                    self.sync_kernel_drops();
+                }
+            }
+        }
+        burst.len() - before
+    }
+
+    /// One `recvmmsg`; returns datagrams taken from the socket (delivered or dropped).
+    #[inline]
+    fn recv_once(&mut self, burst: &mut Burst<'a, N>) -> usize {
+        let free = N - burst.len();
+        let per_read = if self.gro { GRO_MAX_SEGMENTS } else { 1 };
+        let want = self.batch.min((free / per_read).max(1)).min(free);
+        if want == 0 {
+            return 0;
+        }
+        while self.cache.len() < want {
+            match self.pool.get() {
+                Some(b) => self.cache.push(b),
+                None => break,
+            }
+        }
+        let flags = MSG_DONTWAIT | MSG_TRUNC;
+        if self.cache.is_empty() {
+            return self.drain_to_scratch(flags);
+        }
+        let len = self.cache.len();
+        let k = want.min(len);
+        let res = self.mmsg.recv(
+            &self.sock,
+            self.cache[len - k..]
+                .iter_mut()
+                .rev()
+                .map(|b| b.slot_mut().unwrap_or_default()),
+            flags,
+        );
+        let n = match res {
+            Ok(n) => n.min(k),
+            Err(e) => {
+                self.note_error(e.raw_os_error().unwrap_or(0));
+                return 0;
+            }
+        };
+        let mut out = Out {
+            burst,
+            pending: &mut self.pending,
+            counters: self.counters,
+            flows: self.flows.as_deref(),
+            queue: self.queue,
+            local: self.local,
+            packets: 0,
+            bytes: 0,
+        };
+        for (i, mut buf) in self.cache.drain(len - n..).rev().enumerate() {
+            let m = self.mmsg.msg(i);
+            note_kernel_drops(&mut self.last_drops, self.counters, m.kernel_drops);
+            if m.truncated || m.len > buf.capacity() {
+                self.counters.record_drop(DropReason::TooLarge);
+                continue;
+            }
+            match m.gro_segment.map(usize::from) {
+                Some(seg) if seg < m.len => {
+                    self.stats.gro_reads += 1;
+                    if let Some(src) = buf.slot_mut() {
+                        let mut off = seg;
+                        while off < m.len {
+                            let end = (off + seg).min(m.len);
+                            match self.pool.get() {
+                                Some(mut b) if self.stage.len() < self.stage.capacity() => {
+                                    if let Some(dst) = b.slot_mut() {
+                                        dst[..end - off].copy_from_slice(&src[off..end]);
+                                    }
+                                    b.set_len(end - off);
+                                    self.stage.push(b);
+                                    self.stats.gro_copies += 1;
+                                }
+                                _ => self.counters.record_drop(DropReason::PoolEmpty),
+                            }
+                            off = end;
+                        }
+                    }
+                    buf.set_len(seg);
+                    out.deliver(buf, &m);
+                    for b in self.stage.drain(..) {
+                        out.deliver(b, &m);
+                    }
+                }
+                _ => {
+                    buf.set_len(m.len);
+                    out.deliver(buf, &m);
+                }
+            }
+        }
+        let (packets, bytes) = (out.packets, out.bytes);
+        self.counters.record_rx_burst(packets, bytes);
+        n
+    }
+
+    /// No free buffer: drain up to `batch` datagrams into the scratch buffer, counting each
+    /// as `pool_empty` (or `too_large`).
+    fn drain_to_scratch(&mut self, flags: i32) -> usize {
+        match self
+            .mmsg
+            .recv_discard(&self.sock, &mut self.scratch, self.batch, flags)
+        {
+            Ok(n) => {
+                for i in 0..n {
+                    let m = self.mmsg.msg(i);
+                    note_kernel_drops(&mut self.last_drops, self.counters, m.kernel_drops);
+                    if m.truncated {
+                        self.counters.record_drop(DropReason::TooLarge);
+                    } else {
+                        let segs = match m.gro_segment.map(usize::from) {
+                            Some(s) if s > 0 => m.len.div_ceil(s).max(1),
+                            _ => 1,
+                        };
+                        self.counters
+                            .record_drops(DropReason::PoolEmpty, segs as u64);
+                    }
+                }
+                n
+            }
+            Err(e) => {
+                self.note_error(e.raw_os_error().unwrap_or(0));
+                0
+            }
+        }
+    }
+
+    /// Counts drops the kernel reports outside datagrams (`SO_MEMINFO`), e.g. after the last
+    /// datagram of a burst of losses.
+    fn sync_kernel_drops(&mut self) {
+        if let Ok(v) = self.sock.kernel_drops() {
+            note_kernel_drops(&mut self.last_drops, self.counters, Some(v));
+        }
+    }
+
+    fn note_error(&mut self, errno: i32) {
+        if errno != EAGAIN && errno != EINTR {
+            self.stats.errors += 1;
+            self.stats.last_errno = errno;
+        }
+    }
+}
+
+impl<const N: usize> Drop for UdpRx<'_, N> {
+    fn drop(&mut self) {
+        if self.stats.errors > 0 {
+            log::warn!(
+                "{} ({}): {} receive errors, last errno {}",
+                self.key,
+                self.local,
+                self.stats.errors,
+                self.stats.last_errno
+            );
+        }
+    }
+}
+
+/// Adds the growth of the kernel's drop counter (`sk_drops`) since the last report as
+/// `kernel` drops. Counter values may arrive out of order (a datagram queued before a later
+/// `SO_MEMINFO` read), so only forward steps count.
+#[inline]
+fn note_kernel_drops(last: &mut u32, counters: &QueueCounters, now: Option<u32>) {
+    if let Some(v) = now {
+        let d = v.wrapping_sub(*last) as i32;
+        if d > 0 {
+            counters.record_drops(DropReason::Kernel, d as u64);
+            *last = v;
+        }
+    }
+}
+
+/// Where datagrams go: the burst, or (for GRO segments past its capacity) the pending list.
+struct Out<'r, 'a, const N: usize> {
+    burst: &'r mut Burst<'a, N>,
+    pending: &'r mut Vec<Packet<'a>>,
+    counters: &'r QueueCounters,
+    flows: Option<&'r Flows>,
+    queue: QueueId,
+    local: SocketAddrV4,
+    packets: u64,
+    bytes: u64,
+}
+
+impl<'a, const N: usize> Out<'_, 'a, N> {
+    /// Classifies and hands over one datagram (in `buf`, length set). Never allocates.
+    #[inline]
+    fn deliver(&mut self, buf: Buf<'a>, m: &RecvMsg) {
+        let flow = match self.flows {
+            None => FlowId::NONE,
+            Some(t) => {
+                let dst = m.dst.unwrap_or(*self.local.ip());
+                let payload = buf.as_slice().unwrap_or_default();
+                match t.classify_udp(
+                    m.src.ip().octets(),
+                    m.src.port(),
+                    dst.octets(),
+                    self.local.port(),
+                    payload,
+                ) {
+                    Classified::Deliver { flow, .. } => flow,
+                    Classified::Malformed => {
+                        return self.counters.record_drop(DropReason::Malformed)
+                    }
+                    Classified::NoFlow => return self.counters.record_drop(DropReason::NoFlow),
+                    Classified::FlowDrop => return self.counters.record_drop(DropReason::FlowDrop),
+                }
+            }
+        };
+        let len = buf.len();
+        let meta = PacketMeta {
+            len: len as u32,
+            flow,
+            queue: self.queue,
+            rx_timestamp_ns: m.timestamp_ns,
+            conn: ConnId(0),
+        };
+        let mut pkt = Packet::single(buf, meta);
+        if self.pending.is_empty() {
+            match self.burst.push(pkt) {
+                Ok(()) => {
+                    self.packets += 1;
+                    self.bytes += len as u64;
+                    return;
+                }
+                Err(p) => pkt = p,
+            }
+        }
+        if self.pending.len() < self.pending.capacity() {
+            self.pending.push(pkt);
+            self.packets += 1;
+            self.bytes += len as u64;
+        } else {
+            // Unreachable by construction (one GRO read never exceeds the pending room).
+            self.counters.record_drop(DropReason::RingFull);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_drop_counter_counts_forward_steps_only_and_wraps() {
+        let c = QueueCounters::new();
+        let mut last = 0;
+        note_kernel_drops(&mut last, &c, Some(5));
+        note_kernel_drops(&mut last, &c, Some(3)); // an older snapshot: ignored
+        note_kernel_drops(&mut last, &c, None);
+        note_kernel_drops(&mut last, &c, Some(5));
+        assert_eq!((c.drops(DropReason::Kernel), last), (5, 5));
+        let mut last = u32::MAX - 1;
+        note_kernel_drops(&mut last, &c, Some(2)); // wrapped: 4 more
+        assert_eq!((c.drops(DropReason::Kernel), last), (9, 2));
+    }
+}

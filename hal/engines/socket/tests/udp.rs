@@ -1,0 +1,411 @@
+//! UDP over loopback: RX content and counters, too large, pool empty, REUSEPORT spread, TX,
+//! GSO and GRO.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::net::{SocketAddrV4, UdpSocket};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use rtdaq_core::traits::{RxBurst, RxQueue, Segment, TxBurst, TxQueue};
+use rtdaq_core::{ConnId, DropReason, FlowId, QueueId};
+use rtdaq_engine_socket::{SocketRx, SocketTx};
+
+fn rx_config(
+    port: u16,
+    socket: &str,
+    buf: usize,
+    count: usize,
+    queues: u16,
+    extra: &str,
+) -> String {
+    let mut s = header(socket);
+    s += &region("rx", buf, count);
+    s += &format!("[[interfaces]]\nname = \"u\"\naddress = \"udp://127.0.0.1:{port}\"\n{extra}\n");
+    for q in 0..queues {
+        s += &rxq(q, "rx", 32, 2000);
+    }
+    s
+}
+
+fn segment_bytes(seg: Segment<'_>) -> &[u8] {
+    match seg {
+        Segment::Host(b) => b,
+        Segment::Device { .. } => panic!("host memory expected"),
+    }
+}
+
+/// Polls `q` until `want` packets arrived (or 5 s); returns (payload, meta) per packet.
+fn collect<const N: usize>(
+    q: &mut SocketRx<'static, N>,
+    want: usize,
+) -> Vec<(Vec<u8>, rtdaq_core::PacketMeta)> {
+    let mut burst = q.new_burst();
+    let mut out = Vec::new();
+    until(Duration::from_secs(5), || {
+        q.poll(&mut burst);
+        for i in 0..RxBurst::len(&burst) {
+            out.push((segment_bytes(burst.segment(i, 0)).to_vec(), burst.meta(i)));
+        }
+        burst.clear();
+        out.len() >= want
+    });
+    out
+}
+
+#[test]
+fn rx_receives_every_datagram_intact_with_counters_and_timestamps() {
+    let port = free_udp_port();
+    let setup = Setup::new(
+        &rx_config(port, "rcvbuf = 4194304", 2048, 256, 1, ""),
+        2048,
+        256,
+    );
+    let (mut rx, _) = setup.open::<64>().unwrap().into_queues();
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let n = 300;
+    let mut total = 0u64;
+    for i in 0..n {
+        let len = 1 + (i * 37) % 1472;
+        total += len as u64;
+        sender
+            .send_to(&pattern(len, i as u64), ("127.0.0.1", port))
+            .unwrap();
+    }
+    let got = collect(&mut rx[0], n);
+    assert_eq!(got.len(), n);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    for (i, (bytes, meta)) in got.iter().enumerate() {
+        let len = 1 + (i * 37) % 1472;
+        assert_eq!(bytes, &pattern(len, i as u64), "datagram {i}");
+        assert_eq!(meta.len as usize, len);
+        assert_eq!(meta.queue, QueueId(0));
+        assert_eq!(meta.conn, ConnId(0));
+        assert_eq!(meta.flow, FlowId::NONE);
+        assert!(meta.rx_timestamp_ns > 0, "kernel timestamp missing");
+        assert!(
+            now.abs_diff(meta.rx_timestamp_ns) < 10_000_000_000,
+            "timestamp not CLOCK_REALTIME"
+        );
+    }
+    let c = setup.rx_counters(0).snapshot();
+    assert_eq!((c.packets, c.bytes, c.total_drops()), (n as u64, total, 0));
+    assert_eq!(
+        rx[0].local_addr(),
+        Some(SocketAddrV4::new([127, 0, 0, 1].into(), port))
+    );
+}
+
+#[test]
+fn datagram_larger_than_the_buffer_counts_too_large() {
+    let port = free_udp_port();
+    let setup = Setup::new(&rx_config(port, "", 512, 64, 1, "mtu = 540"), 512, 64);
+    let (mut rx, _) = setup.open::<32>().unwrap().into_queues();
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sender.send_to(&[7u8; 1000], ("127.0.0.1", port)).unwrap();
+    sender.send_to(&[9u8; 100], ("127.0.0.1", port)).unwrap();
+    let got = collect(&mut rx[0], 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, vec![9u8; 100]);
+    let c = setup.rx_counters(0).snapshot();
+    assert_eq!(c.drop_count(DropReason::TooLarge), 1);
+    assert_eq!(c.packets, 1);
+}
+
+#[test]
+fn pool_exhausted_counts_pool_empty_then_recovers() {
+    let port = free_udp_port();
+    let setup = Setup::new(&rx_config(port, "", 2048, 64, 1, ""), 2048, 64);
+    let (mut rx, _) = setup.open::<32>().unwrap().into_queues();
+    let pool = setup.rx_pool(0);
+    let held: Vec<_> = std::iter::from_fn(|| pool.get()).collect();
+    assert_eq!(pool.available(), 0);
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..10u64 {
+        sender
+            .send_to(&pattern(200, i), ("127.0.0.1", port))
+            .unwrap();
+    }
+    let mut burst = rx[0].new_burst();
+    assert!(until(Duration::from_secs(5), || {
+        assert_eq!(rx[0].poll(&mut burst), 0);
+        setup.rx_counters(0).drops(DropReason::PoolEmpty) == 10
+    }));
+    drop(held);
+    for i in 100..105u64 {
+        sender
+            .send_to(&pattern(300, i), ("127.0.0.1", port))
+            .unwrap();
+    }
+    let got = collect(&mut rx[0], 5);
+    assert_eq!(got.len(), 5);
+    for (k, (bytes, _)) in got.iter().enumerate() {
+        assert_eq!(bytes, &pattern(300, 100 + k as u64));
+    }
+    let c = setup.rx_counters(0).snapshot();
+    assert_eq!((c.packets, c.drop_count(DropReason::PoolEmpty)), (5, 10));
+}
+
+#[test]
+fn four_reuseport_queues_receive_every_datagram_from_many_source_ports() {
+    let port = free_udp_port();
+    let setup = Setup::new(
+        &rx_config(port, "rcvbuf = 1048576", 2048, 256, 4, ""),
+        2048,
+        256,
+    );
+    let (mut rx, _) = setup.open::<64>().unwrap().into_queues();
+    assert_eq!(rx.len(), 4);
+    let senders: Vec<UdpSocket> = (0..16)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let per = 20u64;
+    for round in 0..per {
+        for (s, sock) in senders.iter().enumerate() {
+            let tag = (s as u64) << 32 | round;
+            let mut d = pattern(64, tag);
+            d[..8].copy_from_slice(&tag.to_le_bytes());
+            sock.send_to(&d, ("127.0.0.1", port)).unwrap();
+        }
+    }
+    let want = 16 * per as usize;
+    let mut seen = HashSet::new();
+    let mut per_queue = [0usize; 4];
+    let mut bursts: Vec<_> = rx.iter().map(|q| q.new_burst()).collect();
+    until(Duration::from_secs(5), || {
+        for (k, q) in rx.iter_mut().enumerate() {
+            q.poll(&mut bursts[k]);
+            for i in 0..RxBurst::len(&bursts[k]) {
+                let b = segment_bytes(bursts[k].segment(i, 0));
+                let tag = u64::from_le_bytes(b[..8].try_into().unwrap());
+                assert_eq!(&b[8..], &pattern(64, tag)[8..]);
+                assert_eq!(bursts[k].meta(i).queue, QueueId(k as u16));
+                assert!(seen.insert(tag), "duplicate {tag:x}");
+                per_queue[k] += 1;
+            }
+            bursts[k].clear();
+        }
+        seen.len() == want
+    });
+    assert_eq!(seen.len(), want, "per queue {per_queue:?}");
+    assert!(
+        per_queue.iter().filter(|&&n| n > 0).count() >= 2,
+        "no spread: {per_queue:?}"
+    );
+    let total: u64 = (0..4)
+        .map(|k| setup.rx_counters(k).snapshot().packets)
+        .sum();
+    assert_eq!(total, want as u64);
+}
+
+fn tx_config(port: u16, socket: &str, dest: u16) -> String {
+    let mut s = header(socket);
+    s += &region("tx", 2048, 256);
+    s += &format!("[[interfaces]]\nname = \"u\"\naddress = \"udp://127.0.0.1:{port}\"\n");
+    s += &txq(0, "tx", 64);
+    s += &format!(
+        "[generator]\ninterface = \"u\"\ntx_queue = 0\ndestination = \"udp://127.0.0.1:{dest}\"\npayload_size = 1000\nunpaced = true\n"
+    );
+    s
+}
+
+/// Fills a TX batch with `lens.len()` packets of the given lengths (tags from `base`), sends.
+fn send_batch<const N: usize>(q: &mut SocketTx<'static, N>, lens: &[usize], base: u64) -> usize {
+    let mut b = q.new_burst();
+    assert_eq!(q.reserve(&mut b, lens.len()), lens.len());
+    for (i, &len) in lens.iter().enumerate() {
+        let tag = base + i as u64;
+        let buf = b.packet_mut(i).unwrap();
+        fill(&mut buf[..len], tag);
+        b.set_len(i, len);
+    }
+    let n = q.send(&mut b);
+    assert!(b.is_empty());
+    n
+}
+
+fn receive_all(sock: &UdpSocket, n: usize) -> Vec<Vec<u8>> {
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = vec![0u8; 65536];
+    (0..n)
+        .map_while(|_| sock.recv(&mut buf).ok().map(|k| buf[..k].to_vec()))
+        .collect()
+}
+
+#[test]
+fn tx_sends_every_datagram_intact_to_the_generator_destination() {
+    let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = receiver.local_addr().unwrap().port();
+    let setup = Setup::new(&tx_config(free_udp_port(), "", dest), 2048, 256);
+    let (_, mut tx) = setup.open::<64>().unwrap().into_queues();
+    assert_eq!(
+        tx[0].destination(),
+        Some(SocketAddrV4::new([127, 0, 0, 1].into(), dest))
+    );
+    let lens: Vec<usize> = (0..64).map(|i| 10 + i * 20).collect();
+    assert_eq!(send_batch(&mut tx[0], &lens, 0), 64);
+    let got = receive_all(&receiver, 64);
+    assert_eq!(got.len(), 64);
+    for (i, d) in got.iter().enumerate() {
+        assert_eq!(d, &pattern(lens[i], i as u64), "datagram {i}");
+    }
+    let c = setup.tx_counters(0).snapshot();
+    assert_eq!((c.packets, c.total_drops()), (64, 0));
+    assert_eq!(c.bytes, lens.iter().sum::<usize>() as u64);
+
+    // The runtime may redirect the queue.
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = match other.local_addr().unwrap() {
+        std::net::SocketAddr::V4(a) => a,
+        _ => unreachable!(),
+    };
+    tx[0].set_destination(addr).unwrap();
+    assert_eq!(send_batch(&mut tx[0], &[100, 200], 1000), 2);
+    assert_eq!(
+        receive_all(&other, 2),
+        vec![pattern(100, 1000), pattern(200, 1001)]
+    );
+}
+
+#[test]
+fn gso_sends_equal_size_runs_as_one_message_when_supported() {
+    let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = receiver.local_addr().unwrap().port();
+    let setup = Setup::new(&tx_config(free_udp_port(), "gso = true", dest), 2048, 256);
+    let (_, mut tx) = setup.open::<64>().unwrap().into_queues();
+    let mut lens = vec![1000usize; 40];
+    lens.extend([10, 20, 1000, 1000, 7]);
+    let n = lens.len();
+    let sent = send_batch(&mut tx[0], &lens, 50);
+    assert_eq!(sent, n);
+    let got = receive_all(&receiver, n);
+    assert_eq!(got.len(), n);
+    for (i, d) in got.iter().enumerate() {
+        assert_eq!(d, &pattern(lens[i], 50 + i as u64), "datagram {i}");
+    }
+    let s = tx[0].stats();
+    if tx[0].gso() {
+        assert!(s.gso_messages >= 2, "{s:?}");
+    } else {
+        eprintln!("UDP GSO not available here ({s:?}); plain sendmmsg path tested");
+    }
+}
+
+#[test]
+fn gro_reads_are_split_back_into_datagrams() {
+    let rx_port = free_udp_port();
+    let mut s = header("gro = true\ngso = true\nrcvbuf = 4194304");
+    s += &region("rx", 65536, 64);
+    s += &format!("[[interfaces]]\nname = \"u\"\naddress = \"udp://127.0.0.1:{rx_port}\"\nmax_message_size = 65507\n");
+    s += &rxq(0, "rx", 4, 2000);
+    s += &txq(0, "rx", 16);
+    let setup = Setup::new(&s, 65536, 128);
+    let (mut rx, mut tx) = setup.open::<256>().unwrap().into_queues();
+    if !rx[0].gro() {
+        eprintln!("UDP GRO not available here; skipped");
+        return;
+    }
+    assert_eq!(tx[0].destination().unwrap().port(), rx_port);
+    let lens = vec![1200usize; 30];
+    assert_eq!(send_batch(&mut tx[0], &lens, 7), 30);
+    let got = collect(&mut rx[0], 30);
+    assert_eq!(got.len(), 30);
+    let mut ts = HashMap::new();
+    for (i, (d, m)) in got.iter().enumerate() {
+        assert_eq!(d, &pattern(1200, 7 + i as u64), "datagram {i}");
+        assert_eq!(m.len, 1200);
+        *ts.entry(m.rx_timestamp_ns).or_insert(0) += 1;
+    }
+    let st = rx[0].stats();
+    if tx[0].gso() {
+        assert!(st.gro_reads >= 1 && st.gro_copies >= 1, "{st:?}");
+    }
+    assert_eq!(setup.rx_counters(0).snapshot().packets, 30);
+}
+
+#[test]
+fn socket_overflow_is_counted_as_kernel_drops() {
+    let port = free_udp_port();
+    // The smallest receive buffer: most of a burst overflows it.
+    let setup = Setup::new(
+        &rx_config(port, "rcvbuf = 1024", 2048, 256, 1, ""),
+        2048,
+        256,
+    );
+    let (mut rx, _) = setup.open::<64>().unwrap().into_queues();
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sent = 300u64;
+    for i in 0..sent {
+        sender
+            .send_to(&pattern(1000, i), ("127.0.0.1", port))
+            .unwrap();
+    }
+    let mut burst = rx[0].new_burst();
+    // Poll until idle twice in a row: the last drops are read with SO_MEMINFO on a timeout.
+    let mut idle = 0;
+    until(Duration::from_secs(5), || {
+        if rx[0].poll(&mut burst) == 0 {
+            idle += 1;
+        } else {
+            idle = 0;
+        }
+        burst.clear();
+        idle >= 2
+    });
+    let c = setup.rx_counters(0).snapshot();
+    let kernel = c.drop_count(DropReason::Kernel);
+    assert!(kernel > 0, "{c:?}");
+    assert_eq!(
+        c.packets + kernel,
+        sent,
+        "every datagram delivered or counted: {c:?}"
+    );
+}
+
+#[test]
+fn flow_rules_label_and_drop_datagrams() {
+    let port = free_udp_port();
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (pa, pb) = (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    );
+    let mut s = rx_config(port, "", 2048, 256, 1, "");
+    s += &format!(
+        "[[flows]]\ninterface = \"u\"\nid = 7\nqueue = 0\n[flows.match]\nudp_src = {pa}\n\
+         [[flows]]\ninterface = \"u\"\nid = 8\ndrop = true\n[flows.match]\nudp_src = {pb}\n"
+    );
+    let setup = Setup::new(&s, 2048, 256);
+    let (mut rx, _) = setup.open::<64>().unwrap().into_queues();
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..5u64 {
+        a.send_to(&pattern(100, i), ("127.0.0.1", port)).unwrap();
+        b.send_to(&pattern(100, i), ("127.0.0.1", port)).unwrap();
+        other
+            .send_to(&pattern(100, i), ("127.0.0.1", port))
+            .unwrap();
+    }
+    let got = collect(&mut rx[0], 10);
+    assert_eq!(got.len(), 10);
+    assert_eq!(got.iter().filter(|(_, m)| m.flow == FlowId(7)).count(), 5);
+    assert_eq!(
+        got.iter().filter(|(_, m)| m.flow == FlowId::NONE).count(),
+        5
+    );
+    let c = setup.rx_counters(0).snapshot();
+    assert_eq!(c.drop_count(DropReason::FlowDrop), 5);
+}
+
+#[test]
+fn queues_are_send() {
+    fn is_send<T: Send>() {}
+    is_send::<SocketRx<'static, 64>>();
+    is_send::<SocketTx<'static, 64>>();
+    is_send::<rtdaq_engine_socket::TxBatch<'static, 64>>();
+    is_send::<rtdaq_core::Burst<'static, 64>>();
+}
