@@ -70,6 +70,10 @@ release_checks() {
 }
 run "release build + rtdaq version + config check on configs/" release_checks
 
+# The README's main job, exactly: the embedded default, 10 s, must end with zero loss (exit 0).
+run "main job: cargo run --release (embedded default, 10 s, zero loss)" cargo run --release -q
+run "docs build without warnings" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
+
 # ---- summary --------------------------------------------------------------------------------
 echo
 if [ $fail -ne 0 ]; then

@@ -5,7 +5,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`memory`] | preallocates regions, buffer pools and counters (once, before any thread starts) |
-//! | [`run`] | starts one pinned `SCHED_FIFO` thread per queue (+ a consumer per indirect RX queue), stops on duration or SIGINT/SIGTERM, drains |
+//! | [`run`](mod@run) | starts one pinned `SCHED_FIFO` thread per queue (+ a consumer per indirect RX queue), stops on duration or SIGINT/SIGTERM, drains |
 //! | `threads` | the queue thread loops: RX I/O (indirect/direct), RX consumer, TX generator |
 //! | [`stats`] | live counters once a second |
 //! | [`validator`] | sequence, payload and latency checks on received packets; the generator's payloads |

@@ -175,7 +175,9 @@ where
         };
         let name = queue_name(config, r.interface, "tx", r.queue);
         let plan = GenPlan {
-            gen: PayloadGen::new(g.stream_id, g.payload_size as usize),
+            gens: (0..g.streams)
+                .map(|k| PayloadGen::new(g.stream_id + k as u16, g.payload_size as usize))
+                .collect(),
             pacer: Pacer::from_config(&g.rate, start_ns),
             batch: qc.batch_size as usize,
             count: match g.limit {

@@ -191,7 +191,10 @@ pub(crate) fn rx_direct<Q: RxQueue>(
 /// What the generator on a TX queue sends.
 #[derive(Debug)]
 pub(crate) struct GenPlan {
-    pub gen: PayloadGen,
+    /// One payload generator (sequence stream) per TX lane: packet j of the run goes to lane
+    /// `j % lanes`, the engine's lane rule (UDP: one source port per lane, TCP: one
+    /// connection per lane), so each receiving queue sees whole streams.
+    pub gens: Vec<PayloadGen>,
     pub pacer: Pacer,
     pub batch: usize,
     /// Stop after this many packets (`None`: until stopped).
@@ -217,7 +220,8 @@ pub(crate) fn tx_generator<Q: TxQueue>(
     busy: bool,
 ) -> GenTotals {
     let mut burst = queue.new_burst();
-    let size = plan.gen.payload_size();
+    let size = plan.gens[0].payload_size();
+    let lanes = plan.gens.len() as u64;
     let mut totals = GenTotals::default();
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
@@ -248,8 +252,9 @@ pub(crate) fn tx_generator<Q: TxQueue>(
         }
         let tx_ns = wall_clock_ns();
         for i in 0..n {
+            let lane = ((totals.generated + i as u64) % lanes) as usize;
             if let Some(buf) = burst.packet_mut(i) {
-                let len = plan.gen.fill(buf, tx_ns);
+                let len = plan.gens[lane].fill(buf, tx_ns);
                 burst.set_len(i, len);
             }
         }

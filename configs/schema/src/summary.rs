@@ -234,8 +234,15 @@ impl Config {
             .destination
             .map_or_else(|| "its connections".to_owned(), |d| d.to_string());
         format!(
-            "{} B payloads at {rate} on {} tx queue {} to {to}, {limit}, stream {}",
-            g.payload_size, iface.name, q.id, g.stream_id
+            "{} B payloads at {rate} on {} tx queue {} to {to}, {limit}, {}",
+            g.payload_size,
+            iface.name,
+            q.id,
+            if g.streams > 1 {
+                format!("streams {}..={}", g.stream_id, u32::from(g.stream_id) + g.streams - 1)
+            } else {
+                format!("stream {}", g.stream_id)
+            }
         )
     }
 }

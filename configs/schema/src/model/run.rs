@@ -46,8 +46,12 @@ pub struct Generator {
     pub rate: GeneratorRate,
     /// Stop condition.
     pub limit: GeneratorLimit,
-    /// Stream id written into every packet's sequence header.
+    /// Stream id written into the sequence header of the first stream's packets.
     pub stream_id: u16,
+    /// Independent sequence streams (ids `stream_id .. stream_id + streams`), one per TX lane:
+    /// UDP sends each from its own source port (so SO_REUSEPORT receivers spread them), TCP
+    /// sends each on its own connection (`streams` = `connections` there).
+    pub streams: u32,
 }
 
 /// `[run]`.

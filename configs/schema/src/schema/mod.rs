@@ -65,6 +65,8 @@ pub(crate) struct RawGenerator {
     pub count: Option<i64>,
     #[serde(default)]
     pub stream_id: i64,
+    #[serde(default)]
+    pub streams: Option<i64>,
 }
 
 /// Default `run.duration_s`.

@@ -45,6 +45,7 @@ pub(super) fn generator(
         " (16-bit stream id of the sequence header)",
         errs,
     );
+    let streams = iface.and_then(|i| streams(g, d, i, errs));
     if let (Some(i), Some(q), Some(GeneratorRate::Gbps(r))) = (iface, tx_queue, rate) {
         within_pacing(d, i, q, r, errs);
     }
@@ -62,7 +63,50 @@ pub(super) fn generator(
         rate: rate?,
         limit: limit?,
         stream_id: stream_id?,
+        streams: streams?,
     })
+}
+
+/// Most generator streams (the receiver tracks up to 64 streams per queue).
+pub(crate) const MAX_STREAMS: i64 = 64;
+
+/// `streams`: 1..=64 and within the 16-bit stream ids; on TCP one per connection.
+fn streams(g: &RawGenerator, d: &Draft, i: usize, errs: &mut Errors) -> Option<u32> {
+    let tcp = matches!(&d.interfaces[i].address, Some(Address::Socket(u)) if u.transport == Transport::Tcp);
+    let conns = i64::from(d.interfaces[i].connections.unwrap_or(1).max(1));
+    let path = format!("{P}.streams");
+    let n = match (g.streams, tcp) {
+        (None, true) => conns,
+        (None, false) => 1,
+        (Some(n), true) if n != conns => {
+            errs.push(
+                path,
+                format!(
+                    "{n} streams on a TCP interface with {conns} connections: each connection \
+                     carries one stream; remove `streams` (it defaults to the connection count) \
+                     or set it to {conns}"
+                ),
+            );
+            return None;
+        }
+        (Some(n), _) => n,
+    };
+    if !(1..=MAX_STREAMS).contains(&n) {
+        errs.push(path, format!("{n} is out of range 1..={MAX_STREAMS} (independent sequence streams, one per source port or connection)"));
+        return None;
+    }
+    if g.stream_id + n - 1 > 65535 {
+        errs.push(
+            path,
+            format!(
+                "stream ids {}..={} exceed the 16-bit range; lower stream_id or streams",
+                g.stream_id,
+                g.stream_id + n - 1
+            ),
+        );
+        return None;
+    }
+    Some(n as u32)
 }
 
 /// RoCE carries RDMA messages, not generated UDP packets.

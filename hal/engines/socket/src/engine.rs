@@ -357,7 +357,7 @@ impl<const N: usize> SocketTx<'_, N> {
         }
     }
 
-    /// UDP: the source address. TCP: the first connection's local address.
+    /// UDP: the source address (of lane 0). TCP: the first connection's local address.
     pub fn local_addr(&self) -> Option<SocketAddrV4> {
         match &self.kind {
             TxKind::Udp(u) => Some(u.local_addr()),
@@ -365,7 +365,41 @@ impl<const N: usize> SocketTx<'_, N> {
         }
     }
 
-    /// UDP: the effective `SO_SNDBUF` after `engine.socket.sndbuf`.
+    /// How many lanes the queue sends on (≥ 1); see the **lane rule** below.
+    ///
+    /// - UDP: `generator.streams` when `[generator]` targets this queue, else 1. Each lane
+    ///   is its own socket bound to the interface's IP with port 0, so each has a distinct
+    ///   source port (and `SO_REUSEPORT` receivers hash each lane to one queue); all lanes
+    ///   send to the same [`destination`](Self::destination).
+    /// - TCP: one lane per connection this queue writes. With one TX queue that is
+    ///   `interfaces[].connections`, connection `k` (connect order on a client, accept order
+    ///   on a server) being lane `k`. With `n_tx` TX queues, queue `q` writes connections
+    ///   `k ≡ q (mod n_tx)`, and connection `k` is its lane `k / n_tx`. A server lane whose
+    ///   peer has not connected yet (or a lane whose connection failed) still counts as a
+    ///   lane: its packets are dropped and counted `kernel`.
+    ///
+    /// **Lane rule:** the j-th packet handed to [`send`](TxQueue::send) on this queue (j
+    /// counts every packet of every burst passed to `send` since open, accepted or not,
+    /// starting at 0) goes out on lane `j % lanes`. Within a lane, packets leave in that
+    /// order; there is no order between lanes. A runtime that stamps one sequence stream per
+    /// lane can rely on it across bursts of any size and on partly refused sends.
+    pub fn lanes(&self) -> usize {
+        match &self.kind {
+            TxKind::Udp(u) => u.lanes(),
+            TxKind::Tcp(t) => t.lanes(),
+        }
+    }
+
+    /// The local (source) address of `lane` (see [`lanes`](Self::lanes)): UDP: that lane's
+    /// socket; TCP: that lane's connection, while it is open. `None` out of range.
+    pub fn lane_local_addr(&self, lane: usize) -> Option<SocketAddrV4> {
+        match &self.kind {
+            TxKind::Udp(u) => u.lane_addr(lane),
+            TxKind::Tcp(t) => t.lane_socket(lane).and_then(|s| s.local_addr().ok()),
+        }
+    }
+
+    /// UDP: the effective `SO_SNDBUF` after `engine.socket.sndbuf` (every lane's socket).
     pub fn sndbuf(&self) -> Option<usize> {
         match &self.kind {
             TxKind::Udp(u) => u.sndbuf(),
@@ -394,7 +428,8 @@ impl<const N: usize> SocketTx<'_, N> {
         }
     }
 
-    /// Reads an integer socket option of the queue's socket. Cold path.
+    /// Reads an integer socket option of the queue's socket (UDP: lane 0's; TCP: the first
+    /// open connection, else the listener). Cold path.
     ///
     /// # Errors
     /// The `getsockopt` error; `NotConnected` for a TCP queue with no socket.
@@ -452,6 +487,7 @@ impl<const N: usize> std::fmt::Debug for SocketTx<'_, N> {
             .field("queue", &self.queue)
             .field("transport", &self.transport().as_str())
             .field("destination", &self.destination())
+            .field("lanes", &self.lanes())
             .finish()
     }
 }

@@ -1,16 +1,21 @@
-//! TCP transmit queue: records written round robin over the queue's connections.
+//! TCP transmit queue: each connection of the queue is one lane.
 //!
-//! Record `r` of a burst goes to open connection `(rr + r) mod m` (`rr` carries over between
-//! bursts), so a generator's records are spread evenly. Each connection's records go out in
-//! one vectored `sendmsg` (`MSG_DONTWAIT | MSG_NOSIGNAL`), straight from the pool slots.
+//! Connection `k` of the interface (accept order on a server, connect order on a client)
+//! is written by TX queue `k mod n_tx`, as its lane `k / n_tx`; with one TX queue connection
+//! `k` is lane `k` and the queue has `connections` lanes. The j-th record handed to `send`
+//! since open (accepted or not) goes to lane `j % lanes` (see
+//! [`SocketTx::lanes`](crate::SocketTx::lanes)), so each connection carries every
+//! `lanes`-th record, in order. A record whose lane has no connection (not accepted yet,
+//! or failed) counts as a `kernel` drop. Each lane's records of a burst go out in one
+//! vectored `sendmsg` (`MSG_DONTWAIT | MSG_NOSIGNAL`), straight from the pool slots.
 //!
 //! A stream must never carry half a record followed by the next one, so when the kernel takes
 //! only part of a record, the rest is **copied** into the connection's tail buffer (one
 //! record, allocated at open) and finished before anything else is written to that
 //! connection ([`TxStats::partial_copies`]). When the kernel takes nothing more
-//! (`EAGAIN`) the queue waits for room at most `tx_stall` per `send`, then counts the
-//! records left as `ring_full`. A failed connection (peer closed, reset) is closed and its
-//! records counted as `kernel`; with no open connection every record is `kernel`.
+//! (`EAGAIN`) the queue waits for room at most `tx_stall` per `send` (all lanes together),
+//! then counts that lane's records left as `ring_full`. A failed connection (peer closed,
+//! reset) is closed and its records counted as `kernel`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +32,8 @@ use crate::tcp_rx::ACCEPT_EVERY;
 use crate::tx_burst::TxBatch;
 use crate::udp_tx::wait_writable;
 
-/// One connection being written.
+/// One lane: the connection being written (none before it is taken over, or after it
+/// failed).
 struct TxConn {
     sock: Option<Socket>,
     /// The unsent rest of a record the kernel took only partly.
@@ -55,9 +61,12 @@ pub(crate) struct TcpTx<'a, const N: usize> {
     seen: u32,
     q: usize,
     nq: usize,
-    conns: Vec<TxConn>,
-    spare_tails: Vec<Box<[u8]>>,
-    rr: usize,
+    /// One entry per lane (at least one).
+    conns: Box<[TxConn]>,
+    /// Connections taken over so far (stop looking once every lane has had one).
+    adopted: usize,
+    /// Lane of the next record handed to `send` (records so far, mod lanes).
+    next: usize,
     sends: usize,
     pool: &'a BufferPool<'a>,
     counters: &'a QueueCounters,
@@ -70,9 +79,9 @@ pub(crate) struct TcpTx<'a, const N: usize> {
 }
 
 impl<'a, const N: usize> TcpTx<'a, N> {
-    /// Builds the queue; allocates one tail buffer per connection it may serve. Cold path.
+    /// Builds the queue; allocates one tail buffer per lane. Cold path.
     pub(crate) fn new(s: TcpTxSetup<'a>, q: &TxQueueConfig) -> Self {
-        let per_queue = (s.connections as usize).div_ceil(s.queues.max(1)).max(1);
+        let lanes = lanes(s.connections, s.queue, s.queues);
         let slot = s.res.pool.slot_size();
         TcpTx {
             table: s.table,
@@ -80,11 +89,16 @@ impl<'a, const N: usize> TcpTx<'a, N> {
             seen: 0,
             q: s.queue,
             nq: s.queues,
-            conns: Vec::with_capacity(per_queue),
-            spare_tails: (0..per_queue)
-                .map(|_| vec![0u8; slot].into_boxed_slice())
+            conns: (0..lanes)
+                .map(|_| TxConn {
+                    sock: None,
+                    tail: vec![0u8; slot].into_boxed_slice(),
+                    tail_off: 0,
+                    tail_len: 0,
+                })
                 .collect(),
-            rr: 0,
+            adopted: 0,
+            next: 0,
             sends: 0,
             pool: s.res.pool,
             counters: s.res.counters,
@@ -119,6 +133,16 @@ impl<'a, const N: usize> TcpTx<'a, N> {
         self.conns.iter().filter(|c| c.sock.is_some()).count()
     }
 
+    /// Lanes (connections this queue writes, open or not).
+    pub(crate) fn lanes(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The connection socket of `lane`, when open.
+    pub(crate) fn lane_socket(&self, lane: usize) -> Option<&Socket> {
+        self.conns.get(lane).and_then(|c| c.sock.as_ref())
+    }
+
     /// Accepts pending peers (accepting queue, every [`ACCEPT_EVERY`] sends) and takes over
     /// new connections.
     #[inline]
@@ -129,20 +153,18 @@ impl<'a, const N: usize> TcpTx<'a, N> {
             }
             self.sends = self.sends.wrapping_add(1);
         }
-        while self.conns.len() < self.conns.capacity() {
-            let Some((_, sock)) = self.table.adopt(&mut self.seen, self.q, self.nq, false) else {
+        while self.adopted < self.conns.len() {
+            let Some((k, sock)) = self.table.adopt(&mut self.seen, self.q, self.nq, false) else {
                 break;
             };
-            let Some(tail) = self.spare_tails.pop() else {
-                break;
-            };
-            self.conns.push(TxConn {
-                sock: Some(sock),
-                tail,
-                tail_off: 0,
-                tail_len: 0,
-            });
-            self.stats.connections += 1;
+            self.adopted += 1;
+            // Connection k is this queue's (k ≡ q mod nq) lane k / nq.
+            if let Some(c) = self.conns.get_mut(k as usize / self.nq.max(1)) {
+                c.sock = Some(sock);
+                c.tail_off = 0;
+                c.tail_len = 0;
+                self.stats.connections += 1;
+            }
         }
     }
 
@@ -152,24 +174,23 @@ impl<'a, const N: usize> TcpTx<'a, N> {
         burst.reserve(self.pool, n)
     }
 
-    /// Sends the records of `burst` round robin and empties it; returns records accepted.
-    /// Never allocates, never logs; waits at most `tx_stall`.
+    /// Sends the records of `burst` by the lane rule and empties it: record `t` goes to lane
+    /// `(next + t) % lanes`, where `next` counts every record handed to `send` before
+    /// (accepted or not). Returns records accepted. Never allocates, never logs; waits at
+    /// most `tx_stall`.
     pub(crate) fn send(&mut self, burst: &mut TxBatch<'a, N>) -> usize {
         self.housekeeping();
         let total = burst.len();
         if total == 0 {
             return 0;
         }
-        let m = self.open_connections();
-        if m == 0 {
-            self.counters.record_drops(DropReason::Kernel, total as u64);
-            burst.clear();
-            return 0;
-        }
+        let lanes = self.conns.len();
+        let next = self.next;
+        // The lane rule counts every record handed over, whatever happens to it below.
+        self.next = (next + total % lanes) % lanes;
         let mut deadline = None;
         let mut sent = 0u64;
         let mut bytes = 0u64;
-        let rr = self.rr % m;
         let TcpTx {
             conns,
             counters,
@@ -180,12 +201,12 @@ impl<'a, const N: usize> TcpTx<'a, N> {
             stall,
             ..
         } = self;
-        for (o, conn) in conns.iter_mut().filter(|c| c.sock.is_some()).enumerate() {
-            let first = (o + m - rr) % m;
+        // Every lane, even one with no record in this burst: it may have a tail to finish.
+        for first in 0..lanes {
             let w = Writer {
                 burst,
                 first,
-                step: m,
+                step: lanes,
                 iov,
                 pollset,
                 stats,
@@ -193,15 +214,24 @@ impl<'a, const N: usize> TcpTx<'a, N> {
                 busy: *busy,
                 stall: *stall,
             };
-            let (n, b) = w.run(conn, &mut deadline);
+            let (n, b) = w.run(&mut conns[(next + first) % lanes], &mut deadline);
             sent += n;
             bytes += b;
         }
-        self.rr = (rr + total) % m;
         self.counters.record_rx_burst(sent, bytes);
         burst.clear();
         sent as usize
     }
+}
+
+/// Lanes of TX queue `q` of `nq` on an interface with `connections` connections: the
+/// connections `k` with `k mod nq = q` (at least one lane, which stays without a connection
+/// when there are fewer connections than queues).
+pub(crate) fn lanes(connections: u32, q: usize, nq: usize) -> usize {
+    (connections as usize)
+        .saturating_sub(q)
+        .div_ceil(nq.max(1))
+        .max(1)
 }
 
 /// Writes the records `first, first + step, ...` of a burst to one connection.
@@ -232,16 +262,19 @@ impl<const N: usize> Writer<'_, '_, N> {
             }
         };
         loop {
+            let Some(sock) = &conn.sock else {
+                // No connection on this lane (yet, or any more).
+                if r < total {
+                    self.counters
+                        .record_drops(DropReason::Kernel, remaining(r) as u64);
+                }
+                return (sent, bytes);
+            };
             // Empty records need no bytes on the stream.
             while r < total && self.burst.data(r).is_empty() {
                 sent += 1;
                 r += step;
             }
-            let Some(sock) = &conn.sock else {
-                self.counters
-                    .record_drops(DropReason::Kernel, remaining(r) as u64);
-                return (sent, bytes);
-            };
             let res = if conn.tail_len > conn.tail_off {
                 self.iov.send(
                     sock,
@@ -291,6 +324,10 @@ impl<const N: usize> Writer<'_, '_, N> {
             match errno {
                 EINTR => {}
                 EAGAIN | ENOBUFS => {
+                    if r >= total {
+                        // Only a tail from an earlier burst is pending: finish it later.
+                        return (sent, bytes);
+                    }
                     if !wait_writable(
                         sock,
                         self.pollset,

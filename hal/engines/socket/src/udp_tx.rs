@@ -4,15 +4,24 @@
 //! interface's own address (`0.0.0.0` is sent to `127.0.0.1`); the runtime may change it with
 //! [`SocketTx::set_destination`](crate::SocketTx::set_destination).
 //!
-//! `send` gathers the burst into one `sendmmsg` (several when it exceeds one call). With
-//! `engine.socket.gso = true` (and a kernel with `UDP_SEGMENT`) runs of equal-size datagrams
-//! become one message with a segment-size control message, which the kernel (or NIC) cuts
-//! back into datagrams; `EIO`/`EINVAL` on such a message switches the queue to plain
-//! `sendmmsg` for good ([`TxStats::gso_fallback`]). `MSG_DONTWAIT` always: when the kernel
-//! takes no more (`EAGAIN`/`ENOBUFS`) the queue waits for room at most
-//! [`SocketOptions::tx_stall`](crate::SocketOptions::tx_stall) per `send`, then counts the rest
-//! of the burst as `ring_full` drops (the kernel's transmit queue is the ring that was full).
-//! `EMSGSIZE` → `too_large`; any other error → `kernel`.
+//! **Lanes:** the queue has one socket per lane, each bound to `ip:0` of the interface (so each
+//! has its own ephemeral source port, and `SO_REUSEPORT` receivers hash lanes to queues), all
+//! sending to the same destination. There are `generator.streams` lanes when `[generator]`
+//! targets this queue, else one. The j-th packet handed to `send` since open (accepted or
+//! not) goes out on lane `j % lanes` (see [`SocketTx::lanes`](crate::SocketTx::lanes)).
+//!
+//! `send` gathers each lane's packets of the burst, in burst order, into one `sendmmsg`
+//! (several when they exceed one call) on that lane's socket; lanes are sent one after the
+//! other. With `engine.socket.gso = true` (and a kernel with `UDP_SEGMENT`) runs of
+//! consecutive equal-size datagrams of one lane become one message with a segment-size
+//! control message, which the kernel (or NIC) cuts back into datagrams; `EIO`/`EINVAL` on
+//! such a message switches the queue to plain `sendmmsg` for good
+//! ([`TxStats::gso_fallback`]). `MSG_DONTWAIT` always: when the kernel takes no more
+//! (`EAGAIN`/`ENOBUFS`) the queue waits for room at most
+//! [`SocketOptions::tx_stall`](crate::SocketOptions::tx_stall) per `send` (all lanes
+//! together), then counts the rest of that lane's packets as `ring_full` drops (the
+//! kernel's transmit queue is the ring that was full). `EMSGSIZE` → `too_large`; any other
+//! error → `kernel`.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -36,10 +45,14 @@ pub const GSO_MAX_SEGMENTS: usize = 64;
 /// Most payload bytes in one GSO message (the largest IPv4 UDP payload).
 const GSO_MAX_BYTES: usize = 65_507;
 
-/// One UDP TX queue.
+/// One UDP TX queue: one socket per lane.
 pub(crate) struct UdpTx<'a, const N: usize> {
-    sock: Socket,
-    local: SocketAddrV4,
+    /// One socket per lane (at least one), each with its own source port.
+    socks: Box<[Socket]>,
+    /// The local address of each lane's socket.
+    locals: Box<[SocketAddrV4]>,
+    /// Lane of the next packet handed to `send` (packets so far, mod lanes).
+    next: usize,
     dest: SocketAddrV4,
     pool: &'a BufferPool<'a>,
     counters: &'a QueueCounters,
@@ -54,7 +67,7 @@ pub(crate) struct UdpTx<'a, const N: usize> {
 }
 
 impl<'a, const N: usize> UdpTx<'a, N> {
-    /// Opens TX queue `j` of UDP interface `i`. Cold path.
+    /// Opens TX queue `j` of UDP interface `i`: one socket per lane. Cold path.
     pub(crate) fn open(
         ctx: &mut OpenCtx<'_, 'a>,
         i: usize,
@@ -64,32 +77,46 @@ impl<'a, const N: usize> UdpTx<'a, N> {
         res: QueueRes<'a>,
     ) -> Result<Self> {
         let key = OpenCtx::addr_key(i);
-        let sock = Socket::udp().map_err(|source| SocketError::Create {
-            key: key.clone(),
-            uri: uri.to_string(),
-            source,
-        })?;
-        let sndbuf = match ctx.sock.sndbuf {
-            Some(b) => Some(set_buffer(
-                &sock,
-                BufDir::Snd,
-                b,
-                ctx.opts.force_buffers,
-                &mut ctx.warned_snd,
-            )?),
-            None => None,
-        };
-        let gso = ctx.sock.gso
-            && enable_feature(
-                &sock,
-                SOL_UDP,
-                UDP_SEGMENT,
-                0,
-                "UDP_SEGMENT (GSO)",
-                "engine.socket.gso",
-            )?;
-        apply_sockopts(&sock, &ctx.sock.sockopts)?;
-        if !uri.ip.is_unspecified() {
+        let generator = ctx
+            .cfg
+            .generator
+            .as_ref()
+            .filter(|g| g.interface.0 == i && usize::from(g.tx_queue.0) == j);
+        let lanes = generator.map_or(1, |g| g.streams.max(1) as usize);
+        let mut socks = Vec::with_capacity(lanes);
+        let mut locals = Vec::with_capacity(lanes);
+        let mut sndbuf = None;
+        let mut gso = ctx.sock.gso;
+        for _ in 0..lanes {
+            let sock = Socket::udp().map_err(|source| SocketError::Create {
+                key: if lanes > 1 {
+                    "generator.streams".to_owned()
+                } else {
+                    key.clone()
+                },
+                uri: uri.to_string(),
+                source,
+            })?;
+            if let Some(b) = ctx.sock.sndbuf {
+                sndbuf = Some(set_buffer(
+                    &sock,
+                    BufDir::Snd,
+                    b,
+                    ctx.opts.force_buffers,
+                    &mut ctx.warned_snd,
+                )?);
+            }
+            gso = gso
+                && enable_feature(
+                    &sock,
+                    SOL_UDP,
+                    UDP_SEGMENT,
+                    0,
+                    "UDP_SEGMENT (GSO)",
+                    "engine.socket.gso",
+                )?;
+            apply_sockopts(&sock, &ctx.sock.sockopts)?;
+            // Port 0: every lane gets its own ephemeral source port.
             let addr = SocketAddrV4::new(uri.ip, 0);
             sock.bind(&addr).map_err(|source| SocketError::Bind {
                 detail: explain_bind(&source, &key, &uri, false),
@@ -97,19 +124,15 @@ impl<'a, const N: usize> UdpTx<'a, N> {
                 uri: uri.to_string(),
                 source,
             })?;
+            let local = sock.local_addr().map_err(|source| SocketError::Query {
+                key: key.clone(),
+                detail: format!("getsockname failed ({source})"),
+                source,
+            })?;
+            socks.push(sock);
+            locals.push(local);
         }
-        let local = sock.local_addr().map_err(|source| SocketError::Query {
-            key: key.clone(),
-            detail: format!("getsockname failed ({source})"),
-            source,
-        })?;
-        let target = ctx
-            .cfg
-            .generator
-            .as_ref()
-            .filter(|g| g.interface.0 == i && usize::from(g.tx_queue.0) == j)
-            .and_then(|g| g.destination)
-            .unwrap_or(uri);
+        let target = generator.and_then(|g| g.destination).unwrap_or(uri);
         let ip = if target.ip.is_unspecified() {
             Ipv4Addr::LOCALHOST
         } else {
@@ -119,17 +142,27 @@ impl<'a, const N: usize> UdpTx<'a, N> {
         let cap = N.max(1);
         let mut mmsg = SendBatch::new(cap.min(1024), cap);
         mmsg.set_dest(Some(dest));
-        let mut pollset = PollSet::with_capacity(1);
-        pollset.push(&sock, Interest::Write);
+        let pollset = PollSet::with_capacity(1);
         if q.batch_size as usize > N {
             log::warn!(
                 "interfaces[{i}].tx_queues[{j}].batch_size = {} exceeds the burst capacity {N} of this build",
                 q.batch_size
             );
         }
+        if lanes > 1 {
+            log::info!(
+                "interfaces[{i}].tx_queues[{j}]: {lanes} lanes (generator.streams), source ports {}",
+                locals
+                    .iter()
+                    .map(|a| a.port().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         Ok(UdpTx {
-            sock,
-            local,
+            socks: socks.into_boxed_slice(),
+            locals: locals.into_boxed_slice(),
+            next: 0,
             dest,
             pool: res.pool,
             counters: res.counters,
@@ -155,14 +188,24 @@ impl<'a, const N: usize> UdpTx<'a, N> {
         self.mmsg.set_dest(Some(dest));
     }
 
-    /// The local (source) address.
+    /// The local (source) address of lane 0.
     pub(crate) fn local_addr(&self) -> SocketAddrV4 {
-        self.local
+        self.locals[0]
     }
 
-    /// The socket.
+    /// The local (source) address of `lane`.
+    pub(crate) fn lane_addr(&self, lane: usize) -> Option<SocketAddrV4> {
+        self.locals.get(lane).copied()
+    }
+
+    /// Lanes (sockets) of the queue.
+    pub(crate) fn lanes(&self) -> usize {
+        self.socks.len()
+    }
+
+    /// The socket of lane 0.
     pub(crate) fn socket(&self) -> &Socket {
-        &self.sock
+        &self.socks[0]
     }
 
     /// Effective `SO_SNDBUF` (when `sndbuf` was set).
@@ -187,14 +230,45 @@ impl<'a, const N: usize> UdpTx<'a, N> {
     }
 
     /// Sends the burst (see the module docs) and empties it; returns datagrams accepted.
-    /// Never allocates, never logs; waits at most `tx_stall`.
+    /// Packet `t` of the burst goes out on lane `(next + t) % lanes`, where `next` counts
+    /// every packet handed to `send` before (accepted or not). Never allocates, never logs;
+    /// waits at most `tx_stall`.
     pub(crate) fn send(&mut self, burst: &mut TxBatch<'a, N>) -> usize {
         let total = burst.len();
         if total == 0 {
             return 0;
         }
+        let lanes = self.socks.len();
+        let next = self.next;
+        // The lane rule counts every packet handed over, whatever happens to it below.
+        self.next = (next + total % lanes) % lanes;
+        let mut deadline: Option<Instant> = None;
+        let (mut sent, mut bytes) = (0u64, 0u64);
+        for first in 0..lanes.min(total) {
+            let (n, b) = self.send_lane((next + first) % lanes, burst, first, &mut deadline);
+            sent += n;
+            bytes += b;
+        }
+        self.counters.record_rx_burst(sent, bytes);
+        burst.clear();
+        sent as usize
+    }
+
+    /// Sends the packets `first, first + lanes, ...` of `burst`, in order, on `lane`'s
+    /// socket; returns (datagrams accepted, their bytes) and counts the others as drops.
+    fn send_lane(
+        &mut self,
+        lane: usize,
+        burst: &TxBatch<'a, N>,
+        first: usize,
+        deadline: &mut Option<Instant>,
+    ) -> (u64, u64) {
+        let step = self.socks.len();
+        let cnt = (burst.len() - first).div_ceil(step);
+        // Burst index of the lane's `s`-th packet.
+        let at = |s: usize| first + s * step;
         let UdpTx {
-            sock,
+            socks,
             counters,
             busy,
             stall,
@@ -204,19 +278,19 @@ impl<'a, const N: usize> UdpTx<'a, N> {
             stats,
             ..
         } = self;
+        let sock = &socks[lane];
         let mut sent = 0u64;
         let mut bytes = 0u64;
-        let mut deadline: Option<Instant> = None;
         let mut pos = 0;
-        'build: while pos < total {
+        'build: while pos < cnt {
             let mut b = mmsg.builder();
             let mut end = pos;
-            while end < total {
-                let size = burst.data(end).len();
+            while end < cnt {
+                let size = burst.data(at(end)).len();
                 let mut k = 1;
                 if *gso && size > 0 {
                     let max_k = GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / size);
-                    while end + k < total && k < max_k && burst.data(end + k).len() == size {
+                    while end + k < cnt && k < max_k && burst.data(at(end + k)).len() == size {
                         k += 1;
                     }
                 }
@@ -224,31 +298,31 @@ impl<'a, const N: usize> UdpTx<'a, N> {
                 if !b.begin(seg) {
                     break;
                 }
-                for t in end..end + k {
+                for s in end..end + k {
                     // Cannot fail: the batch has an iovec per burst slot.
-                    b.push(burst.data(t));
+                    b.push(burst.data(at(s)));
                 }
                 end += k;
             }
             let nmsg = b.messages();
-            let mut first = 0;
+            let mut m0 = 0;
             let mut p = pos;
-            while first < nmsg {
-                let d = b.buffers(first);
-                let dropped = match b.send(sock, first, MSG_DONTWAIT) {
+            while m0 < nmsg {
+                let d = b.buffers(m0);
+                let dropped = match b.send(sock, m0, MSG_DONTWAIT) {
                     Ok(n) if n > 0 => {
-                        for m in first..first + n {
+                        for m in m0..m0 + n {
                             let d = b.buffers(m);
                             if d > 1 {
                                 stats.gso_messages += 1;
                             }
-                            for t in p..p + d {
-                                bytes += burst.data(t).len() as u64;
+                            for s in p..p + d {
+                                bytes += burst.data(at(s)).len() as u64;
                             }
                             sent += d as u64;
                             p += d;
                         }
-                        first += n;
+                        m0 += n;
                         continue;
                     }
                     Ok(_) => EAGAIN,
@@ -257,8 +331,8 @@ impl<'a, const N: usize> UdpTx<'a, N> {
                 match dropped {
                     EINTR => {}
                     EAGAIN | ENOBUFS => {
-                        if !wait_writable(sock, pollset, *busy, *stall, &mut deadline, stats) {
-                            counters.record_drops(DropReason::RingFull, (total - p) as u64);
+                        if !wait_writable(sock, pollset, *busy, *stall, deadline, stats) {
+                            counters.record_drops(DropReason::RingFull, (cnt - p) as u64);
                             break 'build;
                         }
                     }
@@ -271,22 +345,20 @@ impl<'a, const N: usize> UdpTx<'a, N> {
                     EMSGSIZE => {
                         counters.record_drops(DropReason::TooLarge, d as u64);
                         p += d;
-                        first += 1;
+                        m0 += 1;
                     }
                     errno => {
                         stats.errors += 1;
                         stats.last_errno = errno;
                         counters.record_drops(DropReason::Kernel, d as u64);
                         p += d;
-                        first += 1;
+                        m0 += 1;
                     }
                 }
             }
             pos = end;
         }
-        counters.record_rx_burst(sent, bytes);
-        burst.clear();
-        sent as usize
+        (sent, bytes)
     }
 }
 
@@ -323,7 +395,7 @@ impl<const N: usize> Drop for UdpTx<'_, N> {
             log::warn!(
                 "{} ({} -> {}): the kernel refused UDP GSO; fell back to plain sendmmsg (set engine.socket.gso = false to skip the attempt)",
                 self.key,
-                self.local,
+                self.locals[0],
                 self.dest
             );
         }
@@ -331,7 +403,7 @@ impl<const N: usize> Drop for UdpTx<'_, N> {
             log::warn!(
                 "{} ({} -> {}): {} send errors, last errno {}",
                 self.key,
-                self.local,
+                self.locals[0],
                 self.dest,
                 self.stats.errors,
                 self.stats.last_errno

@@ -1,0 +1,265 @@
+//! End-to-end runs of the `rtdaq` binary over loopback: lossless UDP with 1 and 4 queues,
+//! TCP with 3 connections, and bad inputs (port in use, peer never listening, oversized and
+//! malformed datagrams from a plain sender, SIGTERM mid-run). Each run is a real process with
+//! its pinned threads; runs are serialised so they do not compete for the two cores.
+
+use serde_json::Value;
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rtdaq-run-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A shipped config with text replacements, written to a temp file.
+fn config(shipped: &str, edits: &[(&str, String)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(root().join("configs").join(shipped)).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{shipped} has no `{from}`");
+        text = text.replace(from, to);
+    }
+    let path = tmp(&format!("{}-{}", free_udp_port(), shipped));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn rtdaq() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rtdaq"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    rtdaq().args(args).output().expect("run rtdaq")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn report(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("report written")).unwrap()
+}
+
+fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr).and_then(Value::as_u64).unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+/// A lossless run: exit 0, nothing lost, every generated packet received, no allocation on
+/// the queue threads.
+fn assert_lossless(out: &Output, r: &Value) {
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(u(r, "/lost"), 0);
+    assert_eq!(u(r, "/io_thread_allocations"), 0);
+    let (rx, tx) = (u(r, "/rx/totals/packets"), u(r, "/tx/totals/packets"));
+    assert!(tx > 0, "the generator sent nothing");
+    assert_eq!(rx, tx, "every packet sent is received");
+    for k in ["seq_gaps", "duplicates", "corrupt", "malformed"] {
+        assert_eq!(u(r, &format!("/rx/totals/{k}")), 0, "{k}");
+    }
+    assert_eq!(u(r, "/rx/totals/drops_total"), 0);
+}
+
+#[test]
+fn udp_one_queue_lossless_with_full_report() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_udp_port();
+    let cfg = config(
+        "host-loopback-udp.toml",
+        &[
+            ("127.0.0.1:5000\"       # the RX", format!("127.0.0.1:{port}\"       # the RX")),
+            ("udp://127.0.0.1:5000\"   # back", format!("udp://127.0.0.1:{port}\"   # back")),
+            ("rate_gbps = 1.0", "rate_pps = 20000".into()),
+        ],
+    );
+    let json = tmp("udp1.json");
+    let out = run(&["run", "--config", cfg.to_str().unwrap(), "--duration", "2", "--report-json", json.to_str().unwrap()]);
+    let r = report(&json);
+    assert_lossless(&out, &r);
+    // The report's schema (issue #3): identity, totals and per-queue figures.
+    for key in ["engine", "platform", "config_sha256", "duration_s"] {
+        assert!(r.get(key).is_some(), "{key}");
+    }
+    assert_eq!(r["engine"], "socket");
+    for dir in ["rx", "tx"] {
+        for k in ["packets", "bytes", "gbps", "mpps", "drops"] {
+            assert!(r[dir]["totals"].get(k).is_some(), "{dir}.totals.{k}");
+            assert!(r[dir]["queues"][0].get(k).is_some(), "{dir}.queues[0].{k}");
+        }
+    }
+    for k in ["p50", "p99", "p999", "max"] {
+        assert!(u(&r, &format!("/rx/totals/latency_ns/{k}")) > 0, "latency {k}");
+    }
+    assert!(u(&r, "/rx/totals/packets") > 30_000, "about 20 kpps for 2 s");
+    assert!(text(&out.stdout).contains("PASS"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn udp_four_reuseport_queues_lossless() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_udp_port();
+    let cfg = config(
+        "host-udp-4q.toml",
+        &[
+            ("udp://0.0.0.0:5000", format!("udp://127.0.0.1:{port}")),
+            ("udp://127.0.0.1:5000", format!("udp://127.0.0.1:{port}")),
+            ("duration_s = 8 ", "duration_s = 2 ".into()),
+            ("rate_pps = 50000", "rate_pps = 20000".into()),
+        ],
+    );
+    let json = tmp("udp4.json");
+    let out = run(&["run", "--config", cfg.to_str().unwrap(), "--duration", "3", "--report-json", json.to_str().unwrap()]);
+    let r = report(&json);
+    assert_lossless(&out, &r);
+    let queues = r["rx"]["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 4);
+    let busy = queues.iter().filter(|q| q["packets"].as_u64().unwrap() > 0).count();
+    assert!(busy >= 2, "16 source ports spread over the 4 REUSEPORT queues: {queues:?}");
+}
+
+#[test]
+fn tcp_three_connections_keep_record_boundaries() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_tcp_port();
+    let cfg = config(
+        "host-tcp-3clients.toml",
+        &[
+            ("tcp://127.0.0.1:6000\"\n", format!("tcp://127.0.0.1:{port}\"\n")),
+            ("tcp://127.0.0.1:6000\"       # a client", format!("tcp://127.0.0.1:{port}\"       # a client")),
+            ("rate_gbps = 0.5", "rate_gbps = 0.2".into()),
+        ],
+    );
+    let json = tmp("tcp3.json");
+    let out = run(&["run", "--config", cfg.to_str().unwrap(), "--duration", "2", "--report-json", json.to_str().unwrap()]);
+    let r = report(&json);
+    assert_lossless(&out, &r);
+    let queues = r["rx"]["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 3);
+    assert!(queues.iter().all(|q| q["packets"].as_u64().unwrap() > 0), "one connection per queue: {queues:?}");
+}
+
+#[test]
+fn port_in_use_is_a_config_error_naming_the_key() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let holder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    let cfg = config(
+        "host-loopback-udp.toml",
+        &[
+            ("127.0.0.1:5000\"       # the RX", format!("127.0.0.1:{port}\"       # the RX")),
+            ("udp://127.0.0.1:5000\"   # back", format!("udp://127.0.0.1:{port}\"   # back")),
+        ],
+    );
+    let out = run(&["run", "--config", cfg.to_str().unwrap(), "--duration", "1"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("interfaces[0].address"), "{err}");
+    assert!(err.contains("address in use"), "{err}");
+}
+
+#[test]
+fn tcp_peer_never_listening_is_a_clear_error() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (server, client) = (free_tcp_port(), free_tcp_port());
+    let cfg = config(
+        "host-tcp-3clients.toml",
+        &[
+            ("tcp://127.0.0.1:6000\"\n", format!("tcp://127.0.0.1:{server}\"\n")),
+            ("tcp://127.0.0.1:6000\"       # a client", format!("tcp://127.0.0.1:{client}\"       # a client")),
+        ],
+    );
+    let started = Instant::now();
+    let out = run(&["run", "--config", cfg.to_str().unwrap(), "--duration", "2"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("interfaces[1].address"), "{err}");
+    assert!(err.contains("never listened"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30), "bounded retries");
+}
+
+/// Starts the receive-only config on a free port; returns the child, the port and the report.
+fn rx_only(duration: &str) -> (Child, u16, PathBuf) {
+    let port = free_udp_port();
+    let json = tmp(&format!("rx-only-{port}.json"));
+    let cfg = config(
+        "host-udp-rx-only.toml",
+        &[
+            ("udp://0.0.0.0:5000", format!("udp://127.0.0.1:{port}")),
+            ("report_json = \"host-udp-rx-only.json\"", format!("report_json = {:?}", json.to_str().unwrap())),
+            // 2 KiB buffers, so that a 3000-byte datagram is "too large".
+            ("buf_size = 65536", "buf_size = 2048".into()),
+            ("max_message_size = 65507", "max_message_size = 2048".into()),
+            ("gro = true", "gro = false".into()),
+        ],
+    );
+    let child = rtdaq()
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration", duration])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the socket is bound (a second bind on the port fails).
+    let t0 = Instant::now();
+    while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "rtdaq never bound its port");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, port, json)
+}
+
+#[test]
+fn oversized_and_malformed_datagrams_are_counted_not_delivered() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (child, port, json) = rx_only("2");
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for _ in 0..10 {
+        s.send_to(&[0xAB; 3000], ("127.0.0.1", port)).unwrap(); // larger than buf_size
+    }
+    for i in 0..25u8 {
+        s.send_to(&[i; 100], ("127.0.0.1", port)).unwrap(); // no rtdaq sequence header
+    }
+    let out = child.wait_with_output().unwrap();
+    let r = report(&json);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(u(&r, "/rx/totals/drops/too_large"), 10);
+    assert_eq!(u(&r, "/rx/totals/malformed"), 25);
+    assert_eq!(u(&r, "/rx/totals/packets"), 25, "only fitting datagrams are delivered");
+}
+
+#[test]
+fn sigterm_mid_run_still_writes_the_report() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (child, port, json) = rx_only("0"); // 0 = until a signal
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for _ in 0..5 {
+        s.send_to(&[1; 64], ("127.0.0.1", port)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY-free: `kill` through the shell tool keeps this test free of unsafe code.
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = report(&json);
+    assert_eq!(u(&r, "/rx/totals/packets"), 5);
+    assert!(r["duration_s"].as_f64().unwrap() < 30.0);
+}
