@@ -6,8 +6,8 @@
 //!
 //! | transport | RX | TX |
 //! |---|---|---|
-//! | UDP | `recvmmsg` straight into pool slots; `SO_REUSEPORT` across RX queues; `UDP_GRO` split back into datagrams; `SO_TIMESTAMPNS`; `SO_RXQ_OVFL` | `sendmmsg` straight from pool slots; `UDP_SEGMENT` GSO with fallback |
-//! | TCP | fixed-size records, each in one pool slot, reassembled in place across reads; connection ids 1.. | records round robin over the connections, vectored writes |
+//! | UDP | `recvmmsg` straight into pool slots; `SO_REUSEPORT` across RX queues; `UDP_GRO` split back into datagrams; `SO_TIMESTAMPNS`; `SO_RXQ_OVFL` | `sendmmsg` straight from pool slots, one socket (source port) per lane; `UDP_SEGMENT` GSO with fallback |
+//! | TCP | fixed-size records, each in one pool slot, reassembled in place across reads; connection ids 1.. | one lane per connection, vectored writes |
 //!
 //! Every drop is counted in the queue's [`QueueCounters`](rtdaq_core::QueueCounters) with its
 //! [`DropReason`](rtdaq_core::DropReason): `kernel` (socket overflow reported by the kernel,
@@ -18,6 +18,21 @@
 //! [`SocketOptions::tx_stall`]). The queues also count delivered (RX) or accepted (TX)
 //! packets and bytes (`record_rx_burst`); the runtime must not count them again.
 //! See `docs/engines/socket.md` for the full story.
+//!
+//! ## TX lanes
+//! A TX queue sends on [`SocketTx::lanes`] ≥ 1 lanes: on UDP one socket per lane, each with
+//! its own ephemeral source port (`generator.streams` lanes on the generator's queue, else 1),
+//! so `SO_REUSEPORT` receivers hash each lane whole onto one RX queue; on TCP one connection
+//! per lane (connection `k` is lane `k` with one TX queue). The **lane rule**:
+//!
+//! > The j-th packet handed to `send` on this queue (j counts every packet of every burst
+//! > passed to `send` since open, accepted or not, starting at 0) goes out on lane
+//! > `j % lanes`.
+//!
+//! Within a lane packets leave in the order they were handed over. The rule holds across
+//! bursts of any size and when a send is partly refused, so a runtime can stamp one sequence
+//! stream per lane (packet `j` carries stream `j % lanes`) and each receiving queue sees
+//! whole streams.
 //!
 //! ## What this crate must not do
 //! `poll`, `reserve` and `send` never allocate, never log and never block longer than the

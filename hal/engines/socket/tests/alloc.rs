@@ -1,7 +1,7 @@
 //! The hot path allocates nothing: a counting global allocator (per thread) around every
-//! `poll`, `reserve` and `send` after `open`, from the very first call, on UDP (plain, GSO,
-//! GRO, pool-empty scratch, idle timeouts) and TCP (accept in `poll`, connections taken over,
-//! partial records).
+//! `poll`, `reserve` and `send` after `open`, from the very first call, on UDP (4 TX lanes,
+//! GSO, GRO, pool-empty scratch, idle timeouts) and TCP (accept in `poll`, connections taken
+//! over as lanes, partial records).
 
 mod common;
 
@@ -64,8 +64,11 @@ fn udp_poll_reserve_send_allocate_nothing() {
     s += &format!("[[interfaces]]\nname = \"u\"\naddress = \"udp://127.0.0.1:{port}\"\nmax_message_size = 65507\n");
     s += &rxq(0, "b", 8, 500);
     s += &txq(0, "b", 32);
+    // The generator's queue: 4 lanes (sockets), GSO runs per lane.
+    s += &format!("[generator]\ninterface = \"u\"\ntx_queue = 0\ndestination = \"udp://127.0.0.1:{port}\"\npayload_size = 1200\nunpaced = true\nstreams = 4\n");
     let setup = Setup::new(&s, 65536, 128);
     let (mut rx, mut tx) = setup.open::<512>().unwrap().into_queues();
+    assert_eq!(tx[0].lanes(), 4);
     let mut rb = rx[0].new_burst();
     let mut tb = tx[0].new_burst();
     let mut total = 0u64;
@@ -157,7 +160,7 @@ fn tcp_poll_reserve_send_allocate_nothing() {
         rb.clear();
     }
     assert_eq!(got, 2 * 30 * 700 / 1000);
-    assert_eq!(tx[0].connections(), 2);
+    assert_eq!((tx[0].connections(), tx[0].lanes()), (2, 2));
     std::thread::sleep(Duration::from_millis(1));
     assert_eq!(total, 0, "the TCP hot path allocated");
 }

@@ -65,13 +65,47 @@ fn host_loopback_udp_runs_end_to_end() {
 #[test]
 fn host_udp_4q_opens_four_reuseport_queues_with_sockopts() {
     let (setup, port) = shipped("host-udp-4q.toml");
-    let (rx, tx) = setup.open::<64>().unwrap().into_queues();
+    let (mut rx, mut tx) = setup.open::<64>().unwrap().into_queues();
     assert_eq!(rx.len(), 4);
     for q in &rx {
         assert_eq!(q.local_addr().unwrap().port(), port);
         assert_eq!(q.sockopt(1, 12).unwrap(), 6, "SO_PRIORITY passthrough");
     }
     assert_eq!(tx[0].destination().unwrap().port(), port);
+    // One source port per generator stream: the REUSEPORT hash spreads them over the queues.
+    let lanes = setup.config.generator.as_ref().unwrap().streams as usize;
+    assert_eq!(tx[0].lanes(), lanes);
+    let ports: std::collections::HashSet<u16> = (0..lanes)
+        .map(|l| tx[0].lane_local_addr(l).unwrap().port())
+        .collect();
+    assert_eq!(ports.len(), lanes);
+    let mut b = tx[0].new_burst();
+    let n = tx[0].reserve(&mut b, 64);
+    assert_eq!(n % lanes, 0);
+    for i in 0..n {
+        b.packet_mut(i).unwrap()[..1400].fill(0x5a);
+        b.set_len(i, 1400);
+    }
+    assert_eq!(tx[0].send(&mut b), n);
+    // Each lane lands whole on one queue: every queue gets a multiple of n / lanes packets.
+    let mut per_queue = [0usize; 4];
+    let mut bursts: Vec<_> = rx.iter().map(|q| q.new_burst()).collect();
+    until(Duration::from_secs(5), || {
+        for (k, q) in rx.iter_mut().enumerate() {
+            per_queue[k] += q.poll(&mut bursts[k]);
+            bursts[k].clear();
+        }
+        per_queue.iter().sum::<usize>() >= n
+    });
+    assert_eq!(per_queue.iter().sum::<usize>(), n, "{per_queue:?}");
+    assert!(
+        per_queue.iter().all(|c| c % (n / lanes) == 0),
+        "{per_queue:?}"
+    );
+    assert!(
+        per_queue.iter().filter(|&&c| c > 0).count() >= 2,
+        "{lanes} lanes on one queue: {per_queue:?}"
+    );
 }
 
 #[test]
@@ -88,6 +122,7 @@ fn host_tcp_3clients_opens_and_frames_generator_records() {
     let (setup, _) = shipped("host-tcp-3clients.toml");
     let (mut rx, mut tx) = setup.open::<64>().unwrap().into_queues();
     assert_eq!(rx.len(), 3);
+    assert_eq!(tx[0].lanes(), 3, "one lane per connection");
     assert!(rx.iter().all(|q| q.message_size() == Some(4000)));
     let mut b = tx[0].new_burst();
     let n = tx[0].reserve(&mut b, 16);
@@ -95,7 +130,7 @@ fn host_tcp_3clients_opens_and_frames_generator_records() {
         b.set_len(i, 4000);
     }
     assert_eq!(tx[0].send(&mut b), 16);
-    // Record r goes to connection r mod 3 + 1, read by queue r mod 3: 6, 5, 5 records.
+    // Record j goes to lane (connection) j mod 3, read by queue j mod 3: 6, 5, 5 records.
     let got: Vec<usize> = rx
         .iter_mut()
         .zip([6, 5, 5])

@@ -1,5 +1,6 @@
 //! TCP over loopback: server with 1 and 3 clients (records cut in random chunks), refusal of
-//! extra peers, client mode against a std listener, the loopback server+client pair.
+//! extra peers, client mode against a std listener, TX lanes (one per connection), the
+//! loopback server+client pair.
 
 mod common;
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 use common::*;
 use rtdaq_core::traits::{RxBurst, RxQueue, Segment, TxBurst, TxQueue};
 use rtdaq_core::{ConnId, DropReason};
-use rtdaq_engine_socket::SocketRx;
+use rtdaq_engine_socket::{SocketRx, SocketTx};
 
 const REC: usize = 256;
 
@@ -184,7 +185,8 @@ fn client_mode_against_a_std_listener() {
         "connections are taken over on first use"
     );
 
-    // TX: 10 records round robin over the two connections.
+    // TX: 10 records over the two lanes (connection k = lane k, in connect order).
+    assert_eq!(tx[0].lanes(), 2);
     let mut b = tx[0].new_burst();
     assert_eq!(tx[0].reserve(&mut b, 10), 10);
     for i in 0..10 {
@@ -193,19 +195,24 @@ fn client_mode_against_a_std_listener() {
     }
     assert_eq!(tx[0].send(&mut b), 10);
     assert_eq!(tx[0].connections(), 2);
-    let mut seen = Vec::new();
     for p in &mut peers {
+        let lane = lane_of(&tx[0], p);
         p.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = vec![0u8; 5 * REC];
         p.read_exact(&mut buf).unwrap();
-        for r in buf.chunks(REC) {
-            let tag = u64::from_le_bytes(r[..8].try_into().unwrap());
-            assert_eq!(r, &record(9, tag & 0xffff_ffff)[..]);
-            seen.push(tag & 0xffff_ffff);
-        }
+        let seen: Vec<u64> = buf
+            .chunks(REC)
+            .map(|r| {
+                let tag = u64::from_le_bytes(r[..8].try_into().unwrap());
+                assert_eq!(r, &record(9, tag & 0xffff_ffff)[..]);
+                tag & 0xffff_ffff
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            (0..10).filter(|j| j % 2 == lane as u64).collect::<Vec<_>>()
+        );
     }
-    seen.sort_unstable();
-    assert_eq!(seen, (0..10).collect::<Vec<_>>());
     assert_eq!(setup.tx_counters(0).snapshot().packets, 10);
 
     // RX: each peer writes records back; ids 1 and 2.
@@ -277,4 +284,248 @@ fn server_and_clients_in_one_config_like_host_tcp_3clients() {
     for k in 0..3 {
         assert_eq!(setup.rx_counters(k).snapshot().packets, 40, "queue {k}");
     }
+}
+
+/// The lane of `tx` whose connection is the peer of `peer` (a std-side stream).
+fn lane_of<const N: usize>(tx: &SocketTx<'static, N>, peer: &TcpStream) -> usize {
+    let std::net::SocketAddr::V4(addr) = peer.peer_addr().unwrap() else {
+        unreachable!()
+    };
+    (0..tx.lanes())
+        .find(|&l| tx.lane_local_addr(l) == Some(addr))
+        .expect("peer is no lane's connection")
+}
+
+/// Odd burst sizes, so lanes start anywhere in a burst and bursts end mid-cycle.
+const LANE_BURSTS: [usize; 9] = [1, 2, 7, 16, 5, 3, 11, 4, 8];
+
+/// Sends records `j = first..` (tag `9 << 32 | j`) in bursts of `sizes`; returns the next `j`.
+fn send_records<const N: usize>(q: &mut SocketTx<'static, N>, first: u64, sizes: &[usize]) -> u64 {
+    let mut j = first;
+    let mut b = q.new_burst();
+    for &n in sizes {
+        assert_eq!(q.reserve(&mut b, n), n);
+        for i in 0..n {
+            b.packet_mut(i).unwrap()[..REC].copy_from_slice(&record(9, j + i as u64));
+            b.set_len(i, REC);
+        }
+        q.send(&mut b);
+        j += n as u64;
+    }
+    j
+}
+
+/// Reads whole records from `p` until EOF (or `want` records); returns their `j`, checking
+/// their bytes.
+fn read_records(p: &mut TcpStream, want: Option<usize>) -> Vec<u64> {
+    p.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut out = Vec::new();
+    let mut r = vec![0u8; REC];
+    while want.is_none_or(|w| out.len() < w) {
+        match p.read_exact(&mut r) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => break,
+            Err(e) => panic!("read: {e}"),
+        }
+        let tag = u64::from_le_bytes(r[..8].try_into().unwrap());
+        assert_eq!(r, record(9, tag & 0xffff_ffff), "record {tag:x} corrupt");
+        out.push(tag & 0xffff_ffff);
+    }
+    out
+}
+
+#[test]
+fn client_tx_lanes_each_connection_gets_every_third_record_in_order() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut s = header("");
+    s += &region("b", 512, 256);
+    s += &format!(
+        "[[interfaces]]\nname = \"cli\"\naddress = \"tcp://127.0.0.1:{port}\"\nrole = \"client\"\nconnections = 3\nmax_message_size = {REC}\n"
+    );
+    s += &txq(0, "b", 16);
+    let setup = Setup::new(&s, 512, 256);
+    let (_, mut tx) = setup.open::<64>().unwrap().into_queues();
+    assert_eq!(tx[0].lanes(), 3);
+    let peers: Vec<TcpStream> = (0..3).map(|_| listener.accept().unwrap().0).collect();
+    let mut total = 0;
+    for _ in 0..4 {
+        total = send_records(&mut tx[0], total, &LANE_BURSTS);
+    }
+    assert_eq!(tx[0].connections(), 3);
+    // Connection k (connect order) is lane k.
+    let lanes: Vec<usize> = peers.iter().map(|p| lane_of(&tx[0], p)).collect();
+    drop(tx); // closes the connections: each peer reads to EOF
+    for (mut p, lane) in peers.into_iter().zip(lanes) {
+        let got = read_records(&mut p, None);
+        let want: Vec<u64> = (0..total).filter(|j| j % 3 == lane as u64).collect();
+        assert_eq!(got, want, "lane {lane}");
+    }
+    let c = setup.tx_counters(0).snapshot();
+    assert_eq!((c.packets, c.total_drops()), (total, 0));
+}
+
+#[test]
+fn server_tx_lane_without_a_peer_counts_kernel_and_keeps_the_rule() {
+    let port = free_tcp_port();
+    let mut s = header("");
+    s += &region("b", 512, 256);
+    s += &format!(
+        "[[interfaces]]\nname = \"srv\"\naddress = \"tcp://127.0.0.1:{port}\"\nrole = \"server\"\nconnections = 3\nmax_message_size = {REC}\n"
+    );
+    s += &txq(0, "b", 16);
+    let setup = Setup::new(&s, 512, 256);
+    let (_, mut tx) = setup.open::<64>().unwrap().into_queues();
+    assert_eq!(tx[0].lanes(), 3, "lanes = configured connections");
+    // Only the first peer: lanes 1 and 2 have no connection. The TX queue accepts in `send`.
+    let mut a = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut j = send_records(&mut tx[0], 0, &LANE_BURSTS);
+    assert_eq!(tx[0].connections(), 1);
+    // Server-side connections share the listener's local address: the lanes are told apart
+    // by which is open (accept order k = lane k).
+    assert!(tx[0].lane_local_addr(0).is_some());
+    assert_eq!(
+        (tx[0].lane_local_addr(1), tx[0].lane_local_addr(2)),
+        (None, None)
+    );
+    let c = setup.tx_counters(0).snapshot();
+    assert_eq!(c.packets, j.div_ceil(3));
+    assert_eq!(c.drop_count(DropReason::Kernel), j - j.div_ceil(3));
+    // A second peer becomes lane 1 once accepted (every 64th send): single-record sends
+    // until then still advance the rule.
+    let mut b = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut first_b = j;
+    while tx[0].connections() < 2 {
+        // The send that takes the connection over already writes to it.
+        first_b = j;
+        j = send_records(&mut tx[0], j, &[1]);
+    }
+    assert!(tx[0].lane_local_addr(1).is_some());
+    assert_eq!(tx[0].lane_local_addr(2), None);
+    j = send_records(&mut tx[0], j, &LANE_BURSTS);
+    drop(tx);
+    let got_a = read_records(&mut a, None);
+    assert_eq!(got_a, (0..j).filter(|k| k % 3 == 0).collect::<Vec<_>>());
+    let got_b = read_records(&mut b, None);
+    assert_eq!(
+        got_b,
+        (first_b..j).filter(|k| k % 3 == 1).collect::<Vec<_>>()
+    );
+    let c = setup.tx_counters(0).snapshot();
+    assert_eq!(c.packets, (got_a.len() + got_b.len()) as u64);
+    assert_eq!(c.packets + c.drop_count(DropReason::Kernel), j);
+}
+
+/// A variable-size TX record: `j`, its length, then a pattern.
+fn big_record(j: u64, len: usize) -> Vec<u8> {
+    let mut r = pattern(len, j);
+    r[..8].copy_from_slice(&j.to_le_bytes());
+    r[8..16].copy_from_slice(&(len as u64).to_le_bytes());
+    r
+}
+
+/// Reads `big_record`s until EOF (a record cut by the close is ignored); returns their `j`.
+fn read_big_records(mut p: TcpStream) -> Vec<u64> {
+    p.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut out = Vec::new();
+    let mut head = [0u8; 16];
+    loop {
+        if p.read_exact(&mut head).is_err() {
+            return out;
+        }
+        let j = u64::from_le_bytes(head[..8].try_into().unwrap());
+        let len = u64::from_le_bytes(head[8..].try_into().unwrap()) as usize;
+        let mut r = head.to_vec();
+        r.resize(len, 0);
+        if p.read_exact(&mut r[16..]).is_err() {
+            return out;
+        }
+        assert_eq!(r, big_record(j, len), "record {j} corrupt");
+        out.push(j);
+    }
+}
+
+#[test]
+fn client_tx_lane_rule_holds_when_a_lane_stalls_and_drops_ring_full() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut s = header("sndbuf = 65536");
+    s += &region("b", 65536, 64);
+    s += &format!(
+        "[[interfaces]]\nname = \"cli\"\naddress = \"tcp://127.0.0.1:{port}\"\nrole = \"client\"\nconnections = 2\nmax_message_size = 65536\n"
+    );
+    s += &txq(0, "b", 16);
+    let setup = Setup::new(&s, 65536, 64);
+    let (_, mut tx) = setup.open::<64>().unwrap().into_queues();
+    let mut peers: Vec<TcpStream> = (0..2).map(|_| listener.accept().unwrap().0).collect();
+    // Lane 1 carries 60 KB records to a peer that does not read yet; lane 0 small ones.
+    let len = |j: u64| if j % 2 == 1 { 60_000 } else { 100 };
+    let mut j = 0u64;
+    let mut send = |tx: &mut SocketTx<'static, 64>, n: usize| {
+        let mut b = tx.new_burst();
+        assert_eq!(tx.reserve(&mut b, n), n);
+        for i in 0..n {
+            let r = big_record(j + i as u64, len(j + i as u64));
+            b.packet_mut(i).unwrap()[..r.len()].copy_from_slice(&r);
+            b.set_len(i, r.len());
+        }
+        tx.send(&mut b);
+        j += n as u64;
+        j
+    };
+    send(&mut tx[0], 1); // takes both connections over
+    let lanes: Vec<usize> = peers.iter().map(|p| lane_of(&tx[0], p)).collect();
+    assert_eq!(lanes, [0, 1], "connection k = lane k");
+    let ring_full = || setup.tx_counters(0).drops(DropReason::RingFull);
+    let mut stalled_at = 0;
+    for n in (1..=7).cycle().take(2000) {
+        if ring_full() > 0 {
+            break;
+        }
+        stalled_at = send(&mut tx[0], n);
+    }
+    assert!(ring_full() > 0, "lane 1 never stalled");
+    assert!(tx[0].stats().stalls > 0);
+    // Lane 1's peer starts reading; the rule continues from where it was.
+    let b = peers.pop().unwrap();
+    let reader = std::thread::spawn(move || read_big_records(b));
+    let mut total = 0;
+    for n in [3, 1, 4, 1, 5, 9, 2, 6] {
+        total = send(&mut tx[0], n);
+    }
+    let a = peers.pop().unwrap();
+    drop(tx); // closes both connections
+    let got_a = read_big_records(a);
+    let got_b = reader.join().unwrap();
+    assert_eq!(
+        got_a,
+        (0..total).filter(|k| k % 2 == 0).collect::<Vec<_>>(),
+        "lane 0 lost records or got another lane's"
+    );
+    assert!(
+        got_b.iter().all(|k| k % 2 == 1),
+        "lane 1 got another lane's record"
+    );
+    assert!(got_b.windows(2).all(|w| w[0] < w[1]), "lane 1 out of order");
+    assert!(
+        got_b.iter().any(|&k| k >= stalled_at),
+        "lane 1 received nothing sent after its drops"
+    );
+    let c = setup.tx_counters(0).snapshot();
+    assert_eq!(c.packets + c.drop_count(DropReason::RingFull), total);
+    assert_eq!(c.total_drops(), c.drop_count(DropReason::RingFull));
+    // Every lane-1 record was received or dropped; one partly written when the connection
+    // closed counts as accepted (see Limits).
+    let accepted_b = c.packets - got_a.len() as u64;
+    assert!(
+        accepted_b - got_b.len() as u64 <= 1,
+        "{accepted_b} accepted on lane 1, {} received",
+        got_b.len()
+    );
+    eprintln!(
+        "lane 1: {} received, {} ring_full, last {:?} of {total}",
+        got_b.len(),
+        c.drop_count(DropReason::RingFull),
+        got_b.last()
+    );
 }

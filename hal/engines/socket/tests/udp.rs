@@ -409,3 +409,234 @@ fn queues_are_send() {
     is_send::<rtdaq_engine_socket::TxBatch<'static, 64>>();
     is_send::<rtdaq_core::Burst<'static, 64>>();
 }
+
+/// A TX-only UDP interface whose generator sends `streams` lanes to `dest` (slots of `buf`).
+fn lanes_tx_config(socket: &str, buf: usize, streams: u32, dest: u16) -> String {
+    let mut s = header(socket);
+    s += &region("tx", buf, 256);
+    s += &format!(
+        "[[interfaces]]\nname = \"g\"\naddress = \"udp://127.0.0.1:{}\"\nmax_message_size = {}\n",
+        free_udp_port(),
+        buf.min(65507)
+    );
+    s += &txq(0, "tx", 64);
+    s += &format!(
+        "[generator]\ninterface = \"g\"\ntx_queue = 0\ndestination = \"udp://127.0.0.1:{dest}\"\npayload_size = 1000\nunpaced = true\nstreams = {streams}\n"
+    );
+    s
+}
+
+/// Odd burst sizes, so lanes start anywhere in a burst and bursts end mid-cycle.
+const LANE_BURSTS: [usize; 10] = [1, 3, 7, 64, 5, 2, 33, 9, 4, 12];
+
+/// Packet `j` of a lane test: `j` in the first 8 bytes, then a pattern.
+fn lane_packet(buf: &mut [u8], j: u64) {
+    fill(buf, j);
+    buf[..8].copy_from_slice(&j.to_le_bytes());
+}
+
+/// Sends packets `j = 0..` through `q` in `LANE_BURSTS`; `len(j)` bytes each. Returns the
+/// packets handed over and how many `send` accepted.
+fn send_lane_bursts<const N: usize>(
+    q: &mut SocketTx<'static, N>,
+    len: impl Fn(u64) -> usize,
+) -> (u64, u64) {
+    let (mut j, mut accepted) = (0u64, 0u64);
+    let mut b = q.new_burst();
+    for &n in &LANE_BURSTS {
+        assert_eq!(q.reserve(&mut b, n), n);
+        for i in 0..n {
+            let l = len(j + i as u64);
+            lane_packet(&mut b.packet_mut(i).unwrap()[..l], j + i as u64);
+            b.set_len(i, l);
+        }
+        accepted += q.send(&mut b) as u64;
+        j += n as u64;
+    }
+    (j, accepted)
+}
+
+/// A 4-lane generator queue sends to 4 REUSEPORT RX queues of this engine, which label each
+/// lane's source port with flow id `lane + 1`. Checks the lane rule and per-lane order and
+/// that each lane lands on one queue; returns how many queues the lanes used.
+fn four_lanes_into_four_reuseport_queues(gso: bool) -> usize {
+    let rx_port = free_udp_port();
+    let len = |j: u64| {
+        if gso {
+            1000
+        } else {
+            100 + (j as usize * 37) % 900
+        }
+    };
+    let txs = Setup::new(
+        &lanes_tx_config(if gso { "gso = true" } else { "" }, 2048, 4, rx_port),
+        2048,
+        256,
+    );
+    let (_, mut tx) = txs.open::<64>().unwrap().into_queues();
+    assert_eq!(tx[0].lanes(), 4);
+    let ports: Vec<u16> = (0..4)
+        .map(|l| tx[0].lane_local_addr(l).unwrap().port())
+        .collect();
+    assert_eq!(tx[0].lane_local_addr(4), None);
+    assert_eq!(tx[0].local_addr().unwrap().port(), ports[0]);
+    assert_eq!(
+        ports.iter().collect::<HashSet<_>>().len(),
+        4,
+        "lanes share a source port: {ports:?}"
+    );
+    assert!(ports.iter().all(|&p| p != 0));
+
+    let mut r = rx_config(rx_port, "rcvbuf = 4194304", 2048, 256, 4, "");
+    for (l, p) in ports.iter().enumerate() {
+        r += &format!(
+            "[[flows]]\ninterface = \"u\"\nid = {}\nqueue = 0\n[flows.match]\nudp_src = {p}\n",
+            l + 1
+        );
+    }
+    let rxs = Setup::new(&r, 2048, 256);
+    let (mut rx, _) = rxs.open::<64>().unwrap().into_queues();
+
+    let (total, accepted) = send_lane_bursts(&mut tx[0], len);
+    assert_eq!(accepted, total);
+    if gso && tx[0].gso() {
+        assert!(tx[0].stats().gso_messages > 0, "{:?}", tx[0].stats());
+    }
+
+    let mut next_j: [u64; 4] = [0, 1, 2, 3];
+    let mut lane_queue: [Option<usize>; 4] = [None; 4];
+    let mut got = 0u64;
+    let mut bursts: Vec<_> = rx.iter().map(|q| q.new_burst()).collect();
+    until(Duration::from_secs(5), || {
+        for (k, q) in rx.iter_mut().enumerate() {
+            q.poll(&mut bursts[k]);
+            for i in 0..RxBurst::len(&bursts[k]) {
+                let b = segment_bytes(bursts[k].segment(i, 0));
+                let j = u64::from_le_bytes(b[..8].try_into().unwrap());
+                assert_eq!(b.len(), len(j), "packet {j}");
+                assert_eq!(&b[8..], &pattern(len(j), j)[8..], "packet {j}");
+                let flow = bursts[k].meta(i).flow;
+                assert!(
+                    (1..=4).contains(&flow.0),
+                    "unlabelled source port: {flow:?}"
+                );
+                let lane = flow.0 as usize - 1;
+                assert_eq!(
+                    j % 4,
+                    lane as u64,
+                    "packet {j} left from lane {lane}'s port"
+                );
+                assert_eq!(j, next_j[lane], "lane {lane} out of order or lost");
+                next_j[lane] += 4;
+                assert_eq!(
+                    *lane_queue[lane].get_or_insert(k),
+                    k,
+                    "lane {lane} split over queues"
+                );
+                got += 1;
+            }
+            bursts[k].clear();
+        }
+        got == total
+    });
+    assert_eq!(got, total, "next per lane {next_j:?}");
+    let c = txs.tx_counters(0).snapshot();
+    assert_eq!((c.packets, c.total_drops()), (total, 0));
+    let rx_total: u64 = (0..4).map(|k| rxs.rx_counters(k).snapshot().packets).sum();
+    assert_eq!(rx_total, total);
+    let used: HashSet<usize> = lane_queue.iter().flatten().copied().collect();
+    eprintln!("lanes -> queues {lane_queue:?} (ports {ports:?})");
+    used.len()
+}
+
+#[test]
+fn tx_lanes_send_from_distinct_ports_and_spread_over_reuseport_queues() {
+    // The kernel hashes each lane (4-tuple) to a queue: all four can land on one queue by
+    // chance (1 in 64), so new source ports are tried a few times before calling it no spread.
+    let mut spread = 0;
+    for _ in 0..6 {
+        spread = four_lanes_into_four_reuseport_queues(false);
+        if spread >= 2 {
+            break;
+        }
+    }
+    assert!(spread >= 2, "4 lanes never spread over the 4 queues");
+}
+
+#[test]
+fn tx_lanes_with_gso_group_only_packets_of_one_lane() {
+    four_lanes_into_four_reuseport_queues(true);
+}
+
+#[test]
+fn tx_lane_rule_counts_refused_packets() {
+    // Datagrams over 65507 bytes are refused (EMSGSIZE, `too_large`) but keep their place.
+    let receiver = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = receiver.local_addr().unwrap().port();
+    let setup = Setup::new(&lanes_tx_config("", 65536, 3, dest), 65536, 64);
+    let (_, mut tx) = setup.open::<64>().unwrap().into_queues();
+    assert_eq!(tx[0].lanes(), 3);
+    let ports: Vec<u16> = (0..3)
+        .map(|l| tx[0].lane_local_addr(l).unwrap().port())
+        .collect();
+    let refused = |j: u64| j % 5 == 2 || j % 7 == 0;
+    let len = |j: u64| {
+        if refused(j) {
+            65520
+        } else {
+            64 + j as usize % 200
+        }
+    };
+    let (total, accepted) = send_lane_bursts(&mut tx[0], len);
+    let want: Vec<u64> = (0..total).filter(|&j| !refused(j)).collect();
+    assert_eq!(accepted, want.len() as u64);
+    let c = setup.tx_counters(0).snapshot();
+    assert_eq!(c.packets, accepted);
+    assert_eq!(c.drop_count(DropReason::TooLarge), total - accepted);
+
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = vec![0u8; 65536];
+    let mut last: [Option<u64>; 3] = [None; 3];
+    let mut got = Vec::new();
+    while got.len() < want.len() {
+        let (n, from) = receiver.recv_from(&mut buf).unwrap();
+        let j = u64::from_le_bytes(buf[..8].try_into().unwrap());
+        assert_eq!(n, len(j), "packet {j}");
+        assert_eq!(&buf[8..n], &pattern(len(j), j)[8..], "packet {j}");
+        let lane = (j % 3) as usize;
+        assert_eq!(
+            from.port(),
+            ports[lane],
+            "packet {j} left from the wrong lane"
+        );
+        assert!(last[lane] < Some(j), "lane {lane} out of order at {j}");
+        last[lane] = Some(j);
+        got.push(j);
+    }
+    got.sort_unstable();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn tx_queues_without_the_generator_have_one_lane() {
+    let setup = Setup::new(&tx_config(free_udp_port(), "", free_udp_port()), 2048, 256);
+    let (_, tx) = setup.open::<64>().unwrap().into_queues();
+    assert_eq!(tx[0].lanes(), 1, "streams defaults to 1");
+    let mut s = header("");
+    s += &region("tx", 2048, 256);
+    s += &format!(
+        "[[interfaces]]\nname = \"u\"\naddress = \"udp://127.0.0.1:{}\"\n",
+        free_udp_port()
+    );
+    s += &txq(0, "tx", 64);
+    s += &txq(1, "tx", 64);
+    s += &format!(
+        "[generator]\ninterface = \"u\"\ntx_queue = 1\ndestination = \"udp://127.0.0.1:{}\"\npayload_size = 1000\nunpaced = true\nstreams = 5\n",
+        free_udp_port()
+    );
+    let setup = Setup::new(&s, 2048, 256);
+    let (_, tx) = setup.open::<64>().unwrap().into_queues();
+    assert_eq!((tx[0].lanes(), tx[1].lanes()), (1, 5));
+}
