@@ -53,8 +53,8 @@ run "rtdaq-core builds as no_std" cargo build -p rtdaq-core --no-default-feature
 run "rtdaq-core builds with alloc only" cargo build -p rtdaq-core --no-default-features --features alloc
 
 if [ "${RTDAQ_TEST_QUICK:-0}" != 1 ]; then
-    run "loom model of the SPSC ring" env RUSTFLAGS="--cfg loom" \
-        cargo test -p rtdaq-core --test ring_loom --release --target-dir target/loom
+    run "loom models of the SPSC rings and the pool" env RUSTFLAGS="--cfg loom" \
+        cargo test -p rtdaq-core --test ring_loom --test slot_ring_loom --release --target-dir target/loom
     run "feature matrix and build-time config validation" scripts/check-build-rules.sh
 fi
 

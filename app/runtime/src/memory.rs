@@ -94,12 +94,34 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
     let mut tx_stats = Vec::new();
     for (i, iface) in config.interfaces.iter().enumerate() {
         for (q, queue) in iface.rx_queues.iter().enumerate() {
-            rx.push((i, q, queue.memory_regions.iter().map(|id| pools[id.0]).collect::<Vec<_>>()));
-            rx_stats.push(QueueStats { io: QueueCounters::new(), consumer: QueueCounters::new() });
+            rx.push((
+                i,
+                q,
+                queue
+                    .memory_regions
+                    .iter()
+                    .map(|id| pools[id.0])
+                    .collect::<Vec<_>>(),
+            ));
+            rx_stats.push(QueueStats {
+                io: QueueCounters::new(),
+                consumer: QueueCounters::new(),
+            });
         }
         for (q, queue) in iface.tx_queues.iter().enumerate() {
-            tx.push((i, q, queue.memory_regions.iter().map(|id| pools[id.0]).collect::<Vec<_>>()));
-            tx_stats.push(QueueStats { io: QueueCounters::new(), consumer: QueueCounters::new() });
+            tx.push((
+                i,
+                q,
+                queue
+                    .memory_regions
+                    .iter()
+                    .map(|id| pools[id.0])
+                    .collect::<Vec<_>>(),
+            ));
+            tx_stats.push(QueueStats {
+                io: QueueCounters::new(),
+                consumer: QueueCounters::new(),
+            });
         }
     }
     let rx_stats: &'static [QueueStats] = leak(rx_stats);

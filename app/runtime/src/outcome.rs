@@ -27,18 +27,35 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
             snap.drops[reason as usize] += consumer.drop_count(reason);
         }
         let stats = v.finish();
-        rx.push(QueueReport::rx(iface.name.clone(), qc.id, Some(qc.cpu_core), &snap, elapsed, Some(&stats)));
+        rx.push(QueueReport::rx(
+            iface.name.clone(),
+            qc.id,
+            Some(qc.cpu_core),
+            &snap,
+            elapsed,
+            Some(&stats),
+        ));
     }
     let mut tx = Vec::new();
     for (k, q) in r.resources.tx.iter().enumerate() {
         let iface = &config.interfaces[q.interface];
         let qc = &iface.tx_queues[q.queue];
         let snap = r.resources.tx_stats[k].io.snapshot();
-        tx.push(QueueReport::tx(iface.name.clone(), qc.id, Some(qc.cpu_core), &snap, elapsed));
+        tx.push(QueueReport::tx(
+            iface.name.clone(),
+            qc.id,
+            Some(qc.cpu_core),
+            &snap,
+            elapsed,
+        ));
     }
     let total = merged.finish();
     let generated: u64 = r.generated.iter().map(|g| g.generated).sum();
-    let lost = if generated > 0 { total.lost_against(generated) } else { total.seq_gaps };
+    let lost = if generated > 0 {
+        total.lost_against(generated)
+    } else {
+        total.seq_gaps
+    };
     let loss_tolerance = config.run.loss_tolerance;
     RunReport {
         engine: id.engine.to_string(),

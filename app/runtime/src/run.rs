@@ -4,11 +4,11 @@
 
 use crate::error::RuntimeError;
 use crate::memory::{self, Resources};
-use crate::pacer::{now_ns, Pacer};
+use crate::pacer::{now_ns, PaceRate, Pacer};
 use crate::stats::Live;
 use crate::threads::{self, GenPlan, GenTotals, Placement};
 use crate::validator::{PayloadGen, Validator};
-use rtdaq_config::model::{Config, GeneratorLimit, RxMode};
+use rtdaq_config::model::{Address, Config, GeneratorLimit, RxMode, Transport};
 use rtdaq_core::traits::{Engine, EngineArgs, RxQueue};
 use rtdaq_core::SlotRing;
 use rtdaq_platform::{alloc_audit, rt};
@@ -66,7 +66,18 @@ fn queue_name(config: &Config, interface: usize, dir: &str, q: usize) -> String 
 /// Number of burst slots between an RX I/O thread and its consumer: `ring_depth` counts
 /// packets, a slot holds up to one batch.
 fn burst_slots(ring_depth: u32, batch: u32) -> usize {
-    ((ring_depth / batch.max(1)) as usize).next_power_of_two().max(2)
+    ((ring_depth / batch.max(1)) as usize)
+        .next_power_of_two()
+        .max(2)
+}
+
+/// Header bytes of an Ethernet frame around one payload, which a TX queue's `pacing_gbps`
+/// counts: Ethernet 14 + IPv4 20 + UDP 8 (or TCP 20).
+fn frame_overhead(address: &Address) -> usize {
+    match address {
+        Address::Socket(u) if u.transport == Transport::Tcp => 54,
+        _ => 42,
+    }
 }
 
 /// Runs `config` with engine `E` until the duration passes or a signal arrives.
@@ -83,8 +94,12 @@ where
         rt::lock_memory(config.rt.required)?;
     }
     let res = memory::allocate(config, config.rt.required && config.rt.lock_memory)?;
-    let engine = E::open(EngineArgs { config, rx: res.rx, tx: res.tx })
-        .map_err(|e| RuntimeError::Engine(e.to_string()))?;
+    let engine = E::open(EngineArgs {
+        config,
+        rx: res.rx,
+        tx: res.tx,
+    })
+    .map_err(|e| RuntimeError::Engine(e.to_string()))?;
     let (mut rxq, mut txq) = (Vec::new(), Vec::new());
     engine.split(&mut |q| rxq.push(q), &mut |q| txq.push(q));
 
@@ -131,7 +146,10 @@ where
                     .collect();
                 let ring = Box::leak(Box::new(
                     SlotRing::new(Box::leak(slots.into_boxed_slice())).map_err(|e| {
-                        RuntimeError::Thread { queue: name.clone(), message: e.to_string() }
+                        RuntimeError::Thread {
+                            queue: name.clone(),
+                            message: e.to_string(),
+                        }
                     })?,
                 ));
                 let (prod, cons) = ring.split();
@@ -179,6 +197,10 @@ where
                 .map(|k| PayloadGen::new(g.stream_id + k as u16, g.payload_size as usize))
                 .collect(),
             pacer: Pacer::from_config(&g.rate, start_ns),
+            cap: qc
+                .pacing_gbps
+                .map(|gbps| Pacer::new(PaceRate::from_gbps(gbps), start_ns)),
+            frame_overhead: frame_overhead(&config.interfaces[r.interface].address),
             batch: qc.batch_size as usize,
             count: match g.limit {
                 GeneratorLimit::Count(c) => Some(c),
@@ -217,8 +239,14 @@ where
         }
     }
     let mut live = Live::new(
-        res.rx.iter().map(|r| queue_name(config, r.interface, "rx", r.queue)).collect(),
-        res.tx.iter().map(|r| queue_name(config, r.interface, "tx", r.queue)).collect(),
+        res.rx
+            .iter()
+            .map(|r| queue_name(config, r.interface, "rx", r.queue))
+            .collect(),
+        res.tx
+            .iter()
+            .map(|r| queue_name(config, r.interface, "tx", r.queue))
+            .collect(),
         start_ns,
     );
     let deadline = (duration_s > 0.0).then(|| start_ns + (duration_s * 1e9) as u64);
@@ -226,11 +254,18 @@ where
         let mut next_tick = start_ns + 1_000_000_000;
         loop {
             let now = now_ns();
-            if signalled.load(std::sync::atomic::Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
+            if signalled.load(std::sync::atomic::Ordering::Relaxed)
+                || deadline.is_some_and(|d| now >= d)
+            {
                 break;
             }
             if now >= next_tick {
-                live.tick(res.rx_stats, res.tx_stats, now, (now - start_ns) as f64 / 1e9);
+                live.tick(
+                    res.rx_stats,
+                    res.tx_stats,
+                    now,
+                    (now - start_ns) as f64 / 1e9,
+                );
                 next_tick += 1_000_000_000;
             }
             std_thread::sleep(Duration::from_millis(20));
@@ -238,8 +273,10 @@ where
     }
     // Stop the senders, let the receivers drain what is in flight, then stop them.
     tx_stop.store(true, Release);
-    let generated: Vec<GenTotals> =
-        tx_handles.into_iter().map(|h| h.map(|h| h.join().unwrap_or_default()).unwrap_or_default()).collect();
+    let generated: Vec<GenTotals> = tx_handles
+        .into_iter()
+        .map(|h| h.map(|h| h.join().unwrap_or_default()).unwrap_or_default())
+        .collect();
     if startup_error.is_none() {
         std_thread::sleep(Duration::from_millis(u64::from(config.run.drain_ms)));
     }
@@ -252,10 +289,18 @@ where
         validators.push(cons.join().unwrap_or_else(|_| Validator::new()));
     }
     let end_ns = now_ns();
-    live.tick(res.rx_stats, res.tx_stats, end_ns, (end_ns - start_ns) as f64 / 1e9);
+    live.tick(
+        res.rx_stats,
+        res.tx_stats,
+        end_ns,
+        (end_ns - start_ns) as f64 / 1e9,
+    );
     live.finish();
     if let Some(e) = startup_error {
-        return Err(RuntimeError::Thread { queue: "start-up".into(), message: e });
+        return Err(RuntimeError::Thread {
+            queue: "start-up".into(),
+            message: e,
+        });
     }
     Ok(RunResults {
         elapsed_s: (end_ns - start_ns) as f64 / 1e9,
@@ -276,5 +321,8 @@ fn spawn<T: Send + 'static>(
         .name(name.chars().take(15).collect())
         .stack_size(4 << 20)
         .spawn(f)
-        .map_err(|e| RuntimeError::Thread { queue: name.to_string(), message: format!("cannot spawn its thread: {e}") })
+        .map_err(|e| RuntimeError::Thread {
+            queue: name.to_string(),
+            message: format!("cannot spawn its thread: {e}"),
+        })
 }

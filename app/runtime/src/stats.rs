@@ -82,7 +82,11 @@ impl Live {
             drops += io.total_drops();
             lines.push(format!(
                 "{} tx {:.3} Gb/s {:.3} Mpps total {} pkts, drops:{}",
-                self.tx_names[i], g, m, io.packets, drops_text(&io)
+                self.tx_names[i],
+                g,
+                m,
+                io.packets,
+                drops_text(&io)
             ));
             self.tx_prev[i] = io;
         }

@@ -67,7 +67,11 @@ fn idle(busy: bool) {
 fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats) {
     for i in 0..burst.len() {
         let meta = burst.meta(i);
-        let rx_ns = if meta.rx_timestamp_ns != 0 { meta.rx_timestamp_ns } else { wall_clock_ns() };
+        let rx_ns = if meta.rx_timestamp_ns != 0 {
+            meta.rx_timestamp_ns
+        } else {
+            wall_clock_ns()
+        };
         if let Segment::Host(bytes) = burst.segment(i, 0) {
             v.check(bytes, rx_ns);
         }
@@ -195,6 +199,11 @@ pub(crate) struct GenPlan {
     /// `j % lanes`, the engine's lane rule (UDP: one source port per lane, TCP: one
     /// connection per lane), so each receiving queue sees whole streams.
     pub gens: Vec<PayloadGen>,
+    /// The TX queue's own `pacing_gbps` cap (counted on frame bytes: payload +
+    /// `frame_overhead`), applied on top of the generator's rate.
+    pub cap: Option<Pacer>,
+    /// Header bytes per packet that the queue's `pacing_gbps` counts besides the payload.
+    pub frame_overhead: usize,
     pub pacer: Pacer,
     pub batch: usize,
     /// Stop after this many packets (`None`: until stopped).
@@ -233,15 +242,23 @@ pub(crate) fn tx_generator<Q: TxQueue>(
         if left == 0 {
             break;
         }
-        let want = plan.pacer.allowance(now, plan.batch.min(left as usize), size);
+        let mut want = plan
+            .pacer
+            .allowance(now, plan.batch.min(left as usize), size);
+        if let Some(cap) = plan.cap.as_mut() {
+            want = cap.allowance(now, want, size + plan.frame_overhead);
+        }
         if want == 0 {
             if busy {
                 std::hint::spin_loop();
             } else {
                 // Never spin when not busy-polling: under SCHED_FIFO a spinning thread starves
                 // every thread of equal or lower priority on its core (e.g. a consumer).
-                let wait = plan.pacer.next_send_at().saturating_sub(now);
-                std::thread::sleep(Duration::from_nanos(wait.clamp(MIN_PACE_SLEEP_NS, 1_000_000)));
+                let next = plan.cap.as_ref().map_or(0, Pacer::next_send_at);
+                let wait = plan.pacer.next_send_at().max(next).saturating_sub(now);
+                std::thread::sleep(Duration::from_nanos(
+                    wait.clamp(MIN_PACE_SLEEP_NS, 1_000_000),
+                ));
             }
             continue;
         }
@@ -261,6 +278,9 @@ pub(crate) fn tx_generator<Q: TxQueue>(
         totals.generated += n as u64;
         totals.accepted += queue.send(&mut burst) as u64;
         plan.pacer.sent(n, n * size);
+        if let Some(cap) = plan.cap.as_mut() {
+            cap.sent(n, n * (size + plan.frame_overhead));
+        }
     }
     alloc_audit::disarm_current_thread();
     totals

@@ -20,10 +20,14 @@ compile_error!(
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let (text, label) = match &args.config {
         Some(f) => (
-            std::fs::read_to_string(f).with_context(|| format!("cannot read --config {}", f.display()))?,
+            std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read --config {}", f.display()))?,
             f.display().to_string(),
         ),
-        None => (embedded::CONFIG_TOML.to_string(), format!("embedded config {}", embedded::CONFIG_NAME)),
+        None => (
+            embedded::CONFIG_TOML.to_string(),
+            format!("embedded config {}", embedded::CONFIG_NAME),
+        ),
     };
     let config = match rtdaq_config::load_str(&text) {
         Ok(c) => c,
@@ -46,14 +50,24 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(EXIT_CONFIG));
     }
-    let sha = if args.config.is_some() { Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect() } else { embedded::CONFIG_SHA256.to_string() };
+    let sha = if args.config.is_some() {
+        Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    } else {
+        embedded::CONFIG_SHA256.to_string()
+    };
     let identity = Identity {
         engine: embedded::ENGINE,
         platform: embedded::PLATFORM,
         version: env!("CARGO_PKG_VERSION"),
         config_sha256: sha,
     };
-    let opts = RunOptions { duration_s: args.duration, report_json: args.report_json.clone() };
+    let opts = RunOptions {
+        duration_s: args.duration,
+        report_json: args.report_json.clone(),
+    };
     let config: &'static rtdaq_config::Config = Box::leak(Box::new(config));
     log::info!(
         "{label}: engine {kind}, platform {platform}, {} s (Ctrl-C stops early)",
@@ -68,7 +82,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     };
     let report = outcome::build(config, &identity, &results);
     super::out(&report.to_string());
-    let path = opts.report_json.as_ref().or(config.run.report_json.as_ref());
+    let path = opts
+        .report_json
+        .as_ref()
+        .or(config.run.report_json.as_ref());
     if let Some(path) = path {
         report
             .write_json(path)

@@ -239,7 +239,11 @@ impl Config {
             iface.name,
             q.id,
             if g.streams > 1 {
-                format!("streams {}..={}", g.stream_id, u32::from(g.stream_id) + g.streams - 1)
+                format!(
+                    "streams {}..={}",
+                    g.stream_id,
+                    u32::from(g.stream_id) + g.streams - 1
+                )
             } else {
                 format!("stream {}", g.stream_id)
             }

@@ -18,9 +18,9 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub(crate) mod audit;
 mod raw;
 mod result;
 mod safe;
-pub(crate) mod audit;
 
 pub(crate) use safe::*;

@@ -1,0 +1,418 @@
+#!/usr/bin/env bash
+# bench-socket.sh: rtdaq's socket engine against baselines, in the same run, interleaved.
+# Method: docs/benchmarking.md (in the shared docs). Results: docs/benchmarks/socket.md.
+#
+# Parts (BENCH_PARTS, default "udp lossfree iperf tcp ping"):
+#   udp      UDP receive rate per core: benches/socket/sendmmsg_tx (core 0, unpaced) blasts at
+#            a receiver on core 1 over 127.0.0.1: the plain C recvmmsg_rx, rtdaq (direct mode)
+#            and rtdaq (indirect mode, consumer on core 0), interleaved C D I C D I ... per size.
+#   lossfree rtdaq's own generator -> receiver (the default config shape, 1 RX queue, 1472 B):
+#            unpaced drain rate and paced steps, interleaved per repeat; highest rate with
+#            lost == 0 and rx packets == tx packets in every repeat.
+#   iperf    iperf3 UDP (-u -b 0 -l SIZE, client core 0, server core 1) at each UDP size,
+#            interleaved with the C sender -> rtdaq direct receiver at the same size.
+#   tcp      iperf3 TCP (8000 B writes) interleaved with rtdaq TCP loopback (1 connection,
+#            unpaced generator, 8000 B records, server RX queue core 1, client TX core 0).
+#   ping     sockperf UDP ping-pong (1472 B) and, interleaved, rtdaq's paced loopback run's
+#            one-way latency p50/p99 (generator timestamp -> RX kernel timestamp).
+#
+# Environment: BENCH_REPEATS (3), BENCH_SECONDS (3), BENCH_SIZES ("1472 8000 64000"),
+# BENCH_RATES ("0.5 1 2 3 4 5 6"), BENCH_OUT (target/bench-socket/<timestamp>).
+# Needs root for SCHED_FIFO / SO_RCVBUFFORCE (it runs without, with other numbers), and
+# iperf3 + sockperf for the last parts (Debian: apt-get install iperf3 sockperf).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+REPEATS=${BENCH_REPEATS:-3}
+SECS=${BENCH_SECONDS:-3}
+SIZES=${BENCH_SIZES:-"1472 8000 64000"}
+RATES=${BENCH_RATES:-"0.5 1 2 3 4 5 6"}
+PARTS=${BENCH_PARTS:-"udp lossfree iperf tcp ping"}
+OUT=${BENCH_OUT:-$ROOT/target/bench-socket/$(date -u +%Y%m%dT%H%M%SZ)}
+BIN=$ROOT/target/bench-socket/bin
+RTDAQ=$ROOT/target/release/rtdaq
+PORT=${BENCH_PORT:-5650}
+RX_CPU=1
+TX_CPU=0
+mkdir -p "$OUT" "$BIN"
+RES=$OUT/results.jsonl
+: > "$RES"
+
+log() { printf '[bench-socket %s] %s\n' "$(date -u +%T)" "$*" >&2; }
+
+# ---------------------------------------------------------------- build
+log "building benches/socket (cc -O2) and rtdaq (cargo build --release -p rtdaq)"
+cc -O2 -Wall -o "$BIN/recvmmsg_rx" benches/socket/recvmmsg_rx.c
+cc -O2 -Wall -o "$BIN/sendmmsg_tx" benches/socket/sendmmsg_tx.c
+cargo build --release -p rtdaq >&2
+
+# ---------------------------------------------------------------- host
+{
+  echo "date_utc: $(date -u +%FT%TZ)"
+  echo "nproc: $(nproc)"
+  echo "uname_r: $(uname -r)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "loadavg_start: $(cat /proc/loadavg)"
+  echo "rmem_max: $(sysctl -n net.core.rmem_max) wmem_max: $(sysctl -n net.core.wmem_max)"
+  echo "lo_mtu: $(cat /sys/class/net/lo/mtu)"
+  echo "uid: $(id -u)"
+  echo "rtdaq: $("$RTDAQ" version 2>/dev/null | head -1)"
+  echo "iperf3: $(iperf3 --version 2>/dev/null | head -1 || echo absent)"
+  echo "sockperf: $(sockperf --version 2>/dev/null | grep -m1 -i version || echo absent)"
+  echo "repeats: $REPEATS seconds: $SECS sizes: $SIZES rates: $RATES parts: $PARTS"
+} > "$OUT/host.txt"
+cat "$OUT/host.txt" >&2
+
+# busy jiffies and total jiffies of one CPU, from /proc/stat
+cpu_jiffies() {
+  awk -v c="cpu$1" '$1 == c { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t }' /proc/stat
+}
+busy_pct() { # before_busy before_total after_busy after_total
+  awk -v a="$1" -v b="$2" -v c="$3" -v d="$4" 'BEGIN { printf "%.1f", (d > b) ? 100 * (c - a) / (d - b) : 0 }'
+}
+
+# round a payload size up to a buffer size (multiple of 2048)
+bufsize_for() { echo $(( ($1 + 2047) / 2048 * 2048 )); }
+
+# receive-only rtdaq config, derived from configs/host-udp-rx-only.toml
+rx_only_config() { # size mode port file
+  local size=$1 mode=$2 port=$3 f=$4 buf
+  buf=$(bufsize_for "$size")
+  sed -e "0,/^name = .*/s//name = \"bench-udp-rx-$mode-$size\"/" \
+      -e 's/^gro = true.*/gro = false                             # per datagram, like recvmmsg_rx/' \
+      -e "s/^buf_size = 65536.*/buf_size = $buf/" \
+      -e "s/^max_message_size = 65507.*/max_message_size = $size/" \
+      -e "s#udp://0.0.0.0:5000#udp://127.0.0.1:$port#" \
+      -e '/^report_json/d' \
+      configs/host-udp-rx-only.toml > "$f"
+  if [ "$mode" = direct ]; then
+    sed -i 's/^consumer_core = 0.*/mode = "direct"/' "$f"
+  fi
+}
+
+# loopback generator config, derived from configs/host-loopback-udp.toml (the default)
+loopback_config() { # rate(unpaced|Gb/s) size port file
+  local rate=$1 size=$2 port=$3 f=$4 ratekey
+  if [ "$rate" = unpaced ]; then ratekey='unpaced = true'; else ratekey="rate_gbps = $rate"; fi
+  sed -e "0,/^name = .*/s//name = \"bench-loopback-$rate\"/" \
+      -e "s/127.0.0.1:5000/127.0.0.1:$port/g" \
+      -e "s/^payload_size = 1400.*/payload_size = $size/" \
+      -e "s/^rate_gbps = 1.0.*/$ratekey/" \
+      configs/host-loopback-udp.toml > "$f"
+}
+
+# one receive-rate sample: sender on TX_CPU, receiver (c | direct | indirect) on RX_CPU
+udp_sample() { # variant size rep [part]
+  local v=$1 size=$2 rep=$3 part=${4:-udp} port=$((PORT + 1)) b0 t0 b1 t1 rc=0
+  local tag=$part-$v-$size-$rep
+  "$BIN/sendmmsg_tx" --port "$port" --cpu $TX_CPU --size "$size" --seconds $((SECS + 10)) \
+      > "$OUT/$tag.tx.json" &
+  local txpid=$!
+  sleep 0.5
+  read -r b0 t0 < <(cpu_jiffies $RX_CPU)
+  if [ "$v" = c ]; then
+    "$BIN/recvmmsg_rx" --port "$port" --cpu $RX_CPU --seconds "$SECS" --batch 64 \
+        --bufsize "$(bufsize_for "$size")" --rcvbuf 16777216 --fifo 50 > "$OUT/$tag.rx.json" || rc=$?
+  else
+    rx_only_config "$size" "$v" "$port" "$OUT/$tag.toml"
+    "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.rx.json" \
+        > "$OUT/$tag.log" 2>&1 || rc=$?
+  fi
+  read -r b1 t1 < <(cpu_jiffies $RX_CPU)
+  kill -INT $txpid; wait $txpid || true
+  python3 - "$v" "$size" "$rep" "$OUT/$tag.rx.json" "$OUT/$tag.tx.json" "$(busy_pct "$b0" "$t0" "$b1" "$t1")" "$rc" "$part" >> "$RES" <<'EOF'
+import json, sys
+v, size, rep, rxf, txf, busy, rc, part = sys.argv[1:]
+rx = json.load(open(rxf)); tx = json.load(open(txf))
+r = {"part": part, "variant": v, "size": int(size), "rep": int(rep), "core1_busy_pct": float(busy),
+     "rc": int(rc), "tx_pps": tx["pps"], "tx_gbps": tx["gbps"]}
+if v == "c":
+    r.update(packets=rx["packets"], bytes=rx["bytes"], seconds=rx["seconds"], lost=rx["lost"],
+             kernel_drops=None, avg_batch=rx["avg_batch"])
+else:
+    t = rx["rx"]["totals"]
+    r.update(packets=t["packets"], bytes=t["bytes"], seconds=rx["duration_s"], lost=rx["lost"],
+             kernel_drops=t["drops"]["kernel"], seq_gaps=t["seq_gaps"], malformed=t["malformed"])
+r["pps"] = r["packets"] / r["seconds"]; r["gbps"] = r["bytes"] * 8 / r["seconds"] / 1e9
+print(json.dumps(r))
+EOF
+}
+
+# one rtdaq generator -> receiver loopback sample
+loop_sample() { # part rate size rep
+  local part=$1 rate=$2 size=$3 rep=$4 tag=$1-$2-$3-$4 port=$((PORT + 2)) rc=0
+  loopback_config "$rate" "$size" "$port" "$OUT/$tag.toml"
+  "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
+      > "$OUT/$tag.log" 2>&1 || rc=$?
+  python3 - "$part" "$rate" "$size" "$rep" "$OUT/$tag.json" "$rc" >> "$RES" <<'EOF'
+import json, sys
+part, rate, size, rep, f, rc = sys.argv[1:]
+j = json.load(open(f)); rx = j["rx"]["totals"]; tx = j["tx"]["totals"]
+print(json.dumps({"part": part, "rate": rate, "size": int(size), "rep": int(rep), "rc": int(rc),
+    "lost": j["lost"], "rx_packets": rx["packets"], "tx_packets": tx["packets"],
+    "tx_drops": tx["drops_total"], "rx_drops": rx["drops_total"], "kernel_drops": rx["drops"]["kernel"],
+    "seq_gaps": rx["seq_gaps"], "rx_gbps": rx["gbps"], "tx_gbps": tx["gbps"], "rx_mpps": rx["mpps"],
+    "duration_s": j["duration_s"], "lat_ns": rx["latency_ns"]}))
+EOF
+}
+
+# iperf3 UDP sample: client on TX_CPU, server on RX_CPU
+iperf_udp_sample() { # size rep
+  local size=$1 rep=$2 tag=iperf-udp-$1-$2 port=$((PORT + 3))
+  iperf3 -s -1 -p "$port" -A $RX_CPU -J > "$OUT/$tag.srv.json" 2>&1 &
+  local spid=$!
+  sleep 0.5
+  iperf3 -c 127.0.0.1 -p "$port" -u -b 0 -l "$size" -t "$SECS" -A $TX_CPU -J > "$OUT/$tag.cli.json" 2>&1 || true
+  wait $spid || true
+  python3 - "$size" "$rep" "$OUT/$tag.srv.json" "$OUT/$tag.cli.json" >> "$RES" <<'EOF'
+import json, sys
+size, rep, sf, cf = sys.argv[1:]
+s = json.load(open(sf))["end"]["sum"]; c = json.load(open(cf))["end"]["sum"]
+# server side: what arrived. iperf3 counts UDP payload bytes (the -l size).
+print(json.dumps({"part": "iperf_udp", "size": int(size), "rep": int(rep),
+    "seconds": s["seconds"], "rx_packets": s["packets"] - s["lost_packets"], "sent_packets": s["packets"],
+    "lost_packets": s["lost_packets"], "lost_percent": s["lost_percent"],
+    "gbps": s["bits_per_second"] / 1e9, "pps": (s["packets"] - s["lost_packets"]) / s["seconds"],
+    "client_gbps": c["bits_per_second"] / 1e9}))
+EOF
+}
+
+iperf_tcp_sample() { # rep
+  local rep=$1 tag=iperf-tcp-$1 port=$((PORT + 4))
+  iperf3 -s -1 -p "$port" -A $RX_CPU -J > "$OUT/$tag.srv.json" 2>&1 &
+  local spid=$!
+  sleep 0.5
+  iperf3 -c 127.0.0.1 -p "$port" -l 8000 -t "$SECS" -A $TX_CPU -J > "$OUT/$tag.cli.json" 2>&1 || true
+  wait $spid || true
+  python3 - "$rep" "$OUT/$tag.cli.json" >> "$RES" <<'EOF'
+import json, sys
+rep, cf = sys.argv[1:]
+e = json.load(open(cf))["end"]
+print(json.dumps({"part": "iperf_tcp", "rep": int(rep), "gbps": e["sum_received"]["bits_per_second"] / 1e9,
+    "seconds": e["sum_received"]["seconds"], "bytes": e["sum_received"]["bytes"]}))
+EOF
+}
+
+tcp_config() { # file port
+  cat > "$1" <<EOF
+# bench-socket: rtdaq TCP loopback, 1 connection, unpaced generator, 8000 B records
+name = "bench-tcp-1conn"
+platform = "host"
+[engine]
+kind = "socket"
+[[memory_regions]]
+name = "srv_rx"
+kind = "host"
+buf_size = 8192
+buf_count = 2048
+[[memory_regions]]
+name = "cli_tx"
+kind = "host"
+buf_size = 8192
+buf_count = 1024
+[[interfaces]]
+name = "server"
+address = "tcp://127.0.0.1:$2"
+role = "server"
+connections = 1
+max_message_size = 8000
+[[interfaces.rx_queues]]
+id = 0
+cpu_core = $RX_CPU
+rt_priority = 50
+batch_size = 64
+ring_depth = 1024
+memory_regions = ["srv_rx"]
+mode = "direct"
+[[interfaces]]
+name = "client"
+address = "tcp://127.0.0.1:$2"
+role = "client"
+connections = 1
+max_message_size = 8000
+[[interfaces.tx_queues]]
+id = 0
+cpu_core = $TX_CPU
+rt_priority = 50
+batch_size = 64
+ring_depth = 1024
+memory_regions = ["cli_tx"]
+[generator]
+interface = "client"
+tx_queue = 0
+payload_size = 8000
+unpaced = true
+[run]
+duration_s = $SECS
+drain_ms = 200
+[rt]
+required = false
+EOF
+}
+
+rtdaq_tcp_sample() { # rep
+  local rep=$1 tag=rtdaq-tcp-$1 port=$((PORT + 5)) rc=0
+  tcp_config "$OUT/$tag.toml" "$port"
+  "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
+      > "$OUT/$tag.log" 2>&1 || rc=$?
+  python3 - "$rep" "$OUT/$tag.json" "$rc" >> "$RES" <<'EOF'
+import json, sys
+rep, f, rc = sys.argv[1:]
+j = json.load(open(f)); rx = j["rx"]["totals"]; tx = j["tx"]["totals"]
+print(json.dumps({"part": "rtdaq_tcp", "rep": int(rep), "rc": int(rc), "gbps": rx["gbps"],
+    "rx_packets": rx["packets"], "tx_packets": tx["packets"], "lost": j["lost"],
+    "seq_gaps": rx["seq_gaps"], "duration_s": j["duration_s"]}))
+EOF
+}
+
+sockperf_sample() { # rep
+  local rep=$1 tag=sockperf-$1 port=$((PORT + 6))
+  taskset -c $RX_CPU sockperf server -i 127.0.0.1 -p "$port" > "$OUT/$tag.srv.log" 2>&1 &
+  local spid=$!
+  sleep 0.5
+  taskset -c $TX_CPU sockperf ping-pong -i 127.0.0.1 -p "$port" -m 1472 -t "$SECS" \
+      > "$OUT/$tag.cli.log" 2>&1 || true
+  kill -INT $spid 2>/dev/null || true; wait $spid 2>/dev/null || true
+  python3 - "$rep" "$OUT/$tag.cli.log" >> "$RES" <<'EOF'
+import re, sys
+rep, f = sys.argv[1:]
+t = open(f).read()
+def pct(p):
+    m = re.search(r"percentile\s+%s\s*=\s*([0-9.]+)" % re.escape(p), t)
+    return float(m.group(1)) if m else None
+m = re.search(r"avg-latency=([0-9.]+)", t)
+mx = re.search(r"<MAX> observation\s*=\s*([0-9.]+)", t)
+import json
+print(json.dumps({"part": "sockperf", "rep": int(rep), "avg_half_rtt_us": float(m.group(1)) if m else None,
+    "p50_us": pct("50.000"), "p99_us": pct("99.000"), "p999_us": pct("99.900"),
+    "max_us": float(mx.group(1)) if mx else None}))
+EOF
+}
+
+# ---------------------------------------------------------------- runs
+for part in $PARTS; do
+  case $part in
+  udp)
+    for size in $SIZES; do
+      for rep in $(seq 1 "$REPEATS"); do
+        for v in c direct indirect; do
+          log "udp size=$size rep=$rep receiver=$v"; udp_sample "$v" "$size" "$rep"
+        done
+      done
+    done ;;
+  lossfree)
+    for rep in $(seq 1 "$REPEATS"); do
+      for rate in unpaced $RATES; do
+        log "lossfree rep=$rep rate=$rate"; loop_sample lossfree "$rate" 1472 "$rep"
+      done
+    done ;;
+  iperf)
+    command -v iperf3 >/dev/null || { log "iperf3 missing: skipped"; continue; }
+    for size in $SIZES; do
+      for rep in $(seq 1 "$REPEATS"); do
+        log "iperf3 udp size=$size rep=$rep"; iperf_udp_sample "$size" "$rep"
+        log "udp size=$size rep=$rep receiver=direct (paired with iperf3)"
+        udp_sample direct "$size" "$rep" udp_iperfpair
+      done
+    done ;;
+  tcp)
+    command -v iperf3 >/dev/null || { log "iperf3 missing: skipped"; continue; }
+    for rep in $(seq 1 "$REPEATS"); do
+      log "iperf3 tcp rep=$rep"; iperf_tcp_sample "$rep"
+      log "rtdaq tcp rep=$rep"; rtdaq_tcp_sample "$rep"
+    done ;;
+  ping)
+    command -v sockperf >/dev/null || { log "sockperf missing: skipped"; continue; }
+    for rep in $(seq 1 "$REPEATS"); do
+      log "sockperf ping-pong rep=$rep"; sockperf_sample "$rep"
+      log "rtdaq loopback latency (1 Gb/s paced, 1472 B) rep=$rep"; loop_sample latency 1 1472 "$rep"
+    done ;;
+  *) log "unknown part $part"; exit 2 ;;
+  esac
+done
+
+echo "loadavg_end: $(cat /proc/loadavg)" >> "$OUT/host.txt"
+log "loadavg_end: $(cat /proc/loadavg)"
+
+# ---------------------------------------------------------------- tables
+python3 - "$OUT" <<'EOF' | tee "$OUT/tables.md"
+import json, statistics as st, sys
+out = sys.argv[1]
+rows = [json.loads(l) for l in open(out + "/results.jsonl") if l.strip()]
+def mmm(xs, f="{:.2f}"):
+    xs = [x for x in xs if x is not None]
+    if not xs: return "n/a"
+    return " / ".join(f.format(v) for v in (min(xs), st.median(xs), max(xs)))
+def ratios(a, b):  # pairwise by repeat: a[i] / b[i]
+    return [x / y for x, y in zip(a, b) if y]
+print("host:"); print(open(out + "/host.txt").read())
+udp = [r for r in rows if r["part"] == "udp"]
+if udp:
+    print("## UDP receive rate per core (sender sendmmsg_tx unpaced on core 0, receiver on core 1, 127.0.0.1)")
+    print("min / median / max over repeats; Gb/s of UDP payload; ratio = rtdaq / C paired by repeat\n")
+    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | core 1 busy % | loss in window (seq) | rtdaq kernel drops | sender Gb/s | rc |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for size in sorted({r["size"] for r in udp}):
+        by = {v: sorted([r for r in udp if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v in ("c", "direct", "indirect")}
+        cp = [r["pps"] for r in by["c"]]
+        for v, name in (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("indirect", "rtdaq indirect")):
+            rs = by[v]
+            if not rs: continue
+            pp = [r["pps"] for r in rs]
+            ratio = "1" if v == "c" else mmm(ratios(pp, cp), "{:.3f}")
+            print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {mmm([r['gbps'] for r in rs])} | {ratio} | "
+                  f"{mmm([r['core1_busy_pct'] for r in rs], '{:.0f}')} | {mmm([r['lost'] for r in rs], '{:.0f}')} | "
+                  f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {','.join(str(r['rc']) for r in rs)} |")
+    print()
+lf = [r for r in rows if r["part"] == "lossfree"]
+if lf:
+    print("## Loss-free rate: rtdaq generator -> rtdaq receiver, 1472 B, 1 RX queue (default config shape)\n")
+    print("| rate | tx Gb/s | rx Gb/s | rx Mpps | lost (min/med/max) | rx pkts == tx pkts in all | loss-free in all repeats |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    rates = []
+    for r in lf:
+        if r["rate"] not in rates: rates.append(r["rate"])
+    best = None
+    for rate in rates:
+        rs = [r for r in lf if r["rate"] == rate]
+        ok = all(r["lost"] == 0 and r["rx_packets"] == r["tx_packets"] and r["tx_drops"] == 0 for r in rs)
+        if ok and rate != "unpaced": best = max(best or 0, float(rate))
+        print(f"| {rate} | {mmm([r['tx_gbps'] for r in rs])} | {mmm([r['rx_gbps'] for r in rs])} | {mmm([r['rx_mpps'] for r in rs], '{:.3f}')} | "
+              f"{mmm([r['lost'] for r in rs], '{:.0f}')} | {all(r['rx_packets'] == r['tx_packets'] for r in rs)} | {ok} |")
+    drain = [r["rx_gbps"] for r in lf if r["rate"] == "unpaced"]
+    if drain and best:
+        print(f"\nhighest loss-free paced rate: {best} Gb/s = {100*best/st.median(drain):.0f} % of the median unpaced drain rate "
+              f"({st.median(drain):.2f} Gb/s; min {min(drain):.2f}, max {max(drain):.2f})\n")
+    else:
+        print("\nno paced rate was loss-free in all repeats\n")
+ip = [r for r in rows if r["part"] == "iperf_udp"]
+if ip:
+    print("## iperf3 UDP vs rtdaq direct (C sender), paired by repeat\n")
+    print("| size B | iperf3 rx Gb/s | iperf3 rx Mpps | iperf3 loss % | rtdaq direct Gb/s | rtdaq Mpps | ratio rtdaq/iperf3 (pps) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    pr = [r for r in rows if r["part"] == "udp_iperfpair"]
+    for size in sorted({r["size"] for r in ip}):
+        a = sorted([r for r in ip if r["size"] == size], key=lambda r: r["rep"])
+        b = sorted([r for r in pr if r["size"] == size], key=lambda r: r["rep"])
+        print(f"| {size} | {mmm([r['gbps'] for r in a])} | {mmm([r['pps']/1e6 for r in a], '{:.3f}')} | {mmm([r['lost_percent'] for r in a], '{:.1f}')} | "
+              f"{mmm([r['gbps'] for r in b])} | {mmm([r['pps']/1e6 for r in b], '{:.3f}')} | {mmm(ratios([r['pps'] for r in b], [r['pps'] for r in a]), '{:.3f}')} |")
+    print()
+it = sorted([r for r in rows if r["part"] == "iperf_tcp"], key=lambda r: r["rep"])
+rt = sorted([r for r in rows if r["part"] == "rtdaq_tcp"], key=lambda r: r["rep"])
+if it or rt:
+    print("## TCP, 1 connection, 8000 B writes/records, sender core 0, receiver core 1\n")
+    print("| | Gb/s (min/med/max) | notes |\n|---|---:|---|")
+    print(f"| iperf3 TCP | {mmm([r['gbps'] for r in it])} | receiver-side bits/s |")
+    print(f"| rtdaq TCP | {mmm([r['gbps'] for r in rt])} | lost {mmm([r['lost'] for r in rt], '{:.0f}')}, rc {','.join(str(r['rc']) for r in rt)} |")
+    if it and rt: print(f"| ratio rtdaq/iperf3 | {mmm(ratios([r['gbps'] for r in rt], [r['gbps'] for r in it]), '{:.3f}')} | paired by repeat |")
+    print()
+sp = sorted([r for r in rows if r["part"] == "sockperf"], key=lambda r: r["rep"])
+la = sorted([r for r in rows if r["part"] == "latency"], key=lambda r: r["rep"])
+if sp or la:
+    print("## Latency (different quantities, see the page)\n")
+    print("| | p50 µs | p99 µs | p99.9 µs | max µs |\n|---|---:|---:|---:|---:|")
+    print(f"| sockperf UDP ping-pong 1472 B (half round trip) | {mmm([r['p50_us'] for r in sp])} | {mmm([r['p99_us'] for r in sp])} | {mmm([r['p999_us'] for r in sp])} | {mmm([r['max_us'] for r in sp])} |")
+    print(f"| rtdaq one-way, generator stamp -> RX kernel stamp, 1 Gb/s 1472 B | {mmm([r['lat_ns']['p50']/1e3 for r in la])} | {mmm([r['lat_ns']['p99']/1e3 for r in la])} | {mmm([r['lat_ns']['p999']/1e3 for r in la])} | {mmm([r['lat_ns']['max']/1e3 for r in la])} |")
+EOF
+log "raw results: $RES"
