@@ -234,7 +234,7 @@ edits=(-e "s#\"udp://0.0.0.0:5000\"#\"udp://$SRV_IP:$RTDAQ_PORT\"#"
 [ -n "$RCVBUF" ] && edits+=(-e "s#^rcvbuf = [0-9]*#rcvbuf = $RCVBUF#")
 sed "${edits[@]}" "$ROOT/configs/host-udp-rx-only.toml" >"$CFG"
 grep -q "\"udp://$SRV_IP:$RTDAQ_PORT\"" "$CFG" || fail "configs/host-udp-rx-only.toml: no address udp://0.0.0.0:5000 to replace"
-[ -z "$RCVBUF" ] || grep -q "^rcvbuf = $RCVBUF\$" "$CFG" || fail "configs/host-udp-rx-only.toml: no rcvbuf key to replace"
+[ -z "$RCVBUF" ] || grep -Eq "^rcvbuf = $RCVBUF([^0-9]|$)" "$CFG" || fail "configs/host-udp-rx-only.toml: no rcvbuf key to replace"
 
 ip netns exec "$SRV" iperf3 -s -1 -p "$IPERF_PORT" -B "$SRV_IP" >"$OUT/iperf3-server.log" 2>&1 &
 SERVER_PID=$!

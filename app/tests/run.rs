@@ -445,3 +445,88 @@ fn sigterm_mid_run_still_writes_the_report() {
     assert_eq!(u(&r, "/rx/totals/packets"), 5);
     assert!(r["duration_s"].as_f64().unwrap() < 30.0);
 }
+
+/// Runs a copy of the binary as `nobody` without capabilities (needs root and `setpriv`).
+fn run_unprivileged(cfg_text: &str, args: &[&str]) -> Option<Output> {
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .ok()
+        .is_some_and(|o| o.stdout.starts_with(b"0\n"));
+    if !is_root || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: needs root and setpriv (util-linux) to drop privileges");
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "rtdaq-nopriv-{}-{}",
+        std::process::id(),
+        free_udp_port()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (bin, cfg) = (dir.join("rtdaq"), dir.join("cfg.toml"));
+    std::fs::copy(env!("CARGO_BIN_EXE_rtdaq"), &bin).unwrap();
+    std::fs::write(&cfg, cfg_text).unwrap();
+    Command::new("chmod")
+        .args(["-R", "a+rx", dir.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(&bin)
+        .args(["run", "--config", cfg.to_str().unwrap()])
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    Some(out)
+}
+
+fn small_loopback_config() -> String {
+    let port = free_udp_port();
+    std::fs::read_to_string(root().join("configs/host-loopback-udp.toml"))
+        .unwrap()
+        .replace("127.0.0.1:5000", &format!("127.0.0.1:{port}"))
+        .replace("rate_gbps = 1.0", "rate_pps = 10000")
+}
+
+#[test]
+fn without_privileges_it_warns_once_per_capability_and_runs() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(out) = run_unprivileged(&small_loopback_config(), &["--duration", "1"]) else {
+        return;
+    };
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}{}", text(&out.stdout));
+    assert_eq!(
+        err.matches("CAP_SYS_NICE or an RLIMIT_RTPRIO").count(),
+        1,
+        "one SCHED_FIFO warning: {err}"
+    );
+    assert_eq!(
+        err.matches("needs CAP_IPC_LOCK").count(),
+        1,
+        "one memory-lock warning: {err}"
+    );
+}
+
+#[test]
+fn rt_required_refuses_to_run_without_privileges() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = small_loopback_config().replace("required = false", "required = true");
+    let Some(out) = run_unprivileged(&cfg, &["--duration", "1"]) else {
+        return;
+    };
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("CAP_IPC_LOCK") || err.contains("CAP_SYS_NICE"),
+        "{err}"
+    );
+}
