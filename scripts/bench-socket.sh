@@ -33,8 +33,8 @@ OUT=${BENCH_OUT:-$ROOT/target/bench-socket/$(date -u +%Y%m%dT%H%M%SZ)}
 BIN=$ROOT/target/bench-socket/bin
 RTDAQ=$ROOT/target/release/rtdaq
 PORT=${BENCH_PORT:-5650}
-RX_CPU=1
-TX_CPU=0
+RX_CPU=${BENCH_RX_CPU:-1}   # receiver core (every generated config's RX queue goes here)
+TX_CPU=${BENCH_TX_CPU:-0}   # sender core (and rtdaq's consumer / TX queue core)
 mkdir -p "$OUT" "$BIN"
 RES=$OUT/results.jsonl
 : > "$RES"
@@ -54,12 +54,14 @@ cargo build --release -p rtdaq >&2
   echo "uname_r: $(uname -r)"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   echo "loadavg_start: $(cat /proc/loadavg)"
+  echo "other busy processes at start (ps, top 3 by %CPU): $(ps -eo pid,cls,rtprio,pcpu,comm --sort=-pcpu | sed -n 2,4p | tr -s ' ' | tr '\n' ';')"
   echo "rmem_max: $(sysctl -n net.core.rmem_max) wmem_max: $(sysctl -n net.core.wmem_max)"
   echo "lo_mtu: $(cat /sys/class/net/lo/mtu)"
   echo "uid: $(id -u)"
   echo "rtdaq: $("$RTDAQ" version 2>/dev/null | head -1)"
   echo "iperf3: $(iperf3 --version 2>/dev/null | head -1 || echo absent)"
   echo "sockperf: $(sockperf --version 2>/dev/null | grep -m1 -i version || echo absent)"
+  echo "sender core (TX_CPU): $TX_CPU receiver core (RX_CPU): $RX_CPU"
   echo "repeats: $REPEATS seconds: $SECS sizes: $SIZES rates: $RATES parts: $PARTS"
 } > "$OUT/host.txt"
 cat "$OUT/host.txt" >&2
@@ -85,6 +87,7 @@ rx_only_config() { # size mode port file
       -e "s/^max_message_size = 65507.*/max_message_size = $size/" \
       -e "s#udp://0.0.0.0:5000#udp://127.0.0.1:$port#" \
       -e '/^report_json/d' \
+      -e "s/^cpu_core = 1/cpu_core = $RX_CPU/" -e "s/^consumer_core = 0/consumer_core = $TX_CPU/" \
       configs/host-udp-rx-only.toml > "$f"
   if [ "$mode" = direct ]; then
     sed -i 's/^consumer_core = 0.*/mode = "direct"/' "$f"
@@ -95,10 +98,12 @@ rx_only_config() { # size mode port file
 loopback_config() { # rate(unpaced|Gb/s) size port file
   local rate=$1 size=$2 port=$3 f=$4 ratekey
   if [ "$rate" = unpaced ]; then ratekey='unpaced = true'; else ratekey="rate_gbps = $rate"; fi
-  sed -e "0,/^name = .*/s//name = \"bench-loopback-$rate\"/" \
+  sed -e "0,/^name = .*/s//name = \"bench-loopback-${rate//./p}\"/" \
       -e "s/127.0.0.1:5000/127.0.0.1:$port/g" \
       -e "s/^payload_size = 1400.*/payload_size = $size/" \
       -e "s/^rate_gbps = 1.0.*/$ratekey/" \
+      -e "s/^cpu_core = 1/cpu_core = $RX_CPU/" -e "s/^cpu_core = 0/cpu_core = $TX_CPU/" \
+      -e "s/^consumer_core = 0/consumer_core = $TX_CPU/" \
       configs/host-loopback-udp.toml > "$f"
 }
 
@@ -116,11 +121,12 @@ udp_sample() { # variant size rep [part]
         --bufsize "$(bufsize_for "$size")" --rcvbuf 16777216 --fifo 50 > "$OUT/$tag.rx.json" || rc=$?
   else
     rx_only_config "$size" "$v" "$port" "$OUT/$tag.toml"
-    "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.rx.json" \
+    timeout -k 5 $((SECS + 30)) "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.rx.json" \
         > "$OUT/$tag.log" 2>&1 || rc=$?
   fi
   read -r b1 t1 < <(cpu_jiffies $RX_CPU)
   kill -INT $txpid; wait $txpid || true
+  [ -s "$OUT/$tag.rx.json" ] || { log "$tag: no result (rc=$rc), recorded as failed"; echo "{\"part\": \"failed\", \"tag\": \"$tag\", \"rc\": $rc}" >> "$RES"; return 0; }
   python3 - "$v" "$size" "$rep" "$OUT/$tag.rx.json" "$OUT/$tag.tx.json" "$(busy_pct "$b0" "$t0" "$b1" "$t1")" "$rc" "$part" >> "$RES" <<'EOF'
 import json, sys
 v, size, rep, rxf, txf, busy, rc, part = sys.argv[1:]
@@ -133,7 +139,8 @@ if v == "c":
 else:
     t = rx["rx"]["totals"]
     r.update(packets=t["packets"], bytes=t["bytes"], seconds=rx["duration_s"], lost=rx["lost"],
-             kernel_drops=t["drops"]["kernel"], seq_gaps=t["seq_gaps"], malformed=t["malformed"])
+             kernel_drops=t["drops"]["kernel"], ring_full=t["drops"]["ring_full"],
+             drops_total=t["drops_total"], seq_gaps=t["seq_gaps"], malformed=t["malformed"])
 r["pps"] = r["packets"] / r["seconds"]; r["gbps"] = r["bytes"] * 8 / r["seconds"] / 1e9
 print(json.dumps(r))
 EOF
@@ -143,8 +150,9 @@ EOF
 loop_sample() { # part rate size rep
   local part=$1 rate=$2 size=$3 rep=$4 tag=$1-$2-$3-$4 port=$((PORT + 2)) rc=0
   loopback_config "$rate" "$size" "$port" "$OUT/$tag.toml"
-  "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
+  timeout -k 5 $((SECS + 30)) "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
       > "$OUT/$tag.log" 2>&1 || rc=$?
+  [ -s "$OUT/$tag.json" ] || { log "$tag: no result (rc=$rc), recorded as failed"; echo "{\"part\": \"failed\", \"tag\": \"$tag\", \"rc\": $rc}" >> "$RES"; return 0; }
   python3 - "$part" "$rate" "$size" "$rep" "$OUT/$tag.json" "$rc" >> "$RES" <<'EOF'
 import json, sys
 part, rate, size, rep, f, rc = sys.argv[1:]
@@ -173,7 +181,8 @@ s = json.load(open(sf))["end"]["sum"]; c = json.load(open(cf))["end"]["sum"]
 print(json.dumps({"part": "iperf_udp", "size": int(size), "rep": int(rep),
     "seconds": s["seconds"], "rx_packets": s["packets"] - s["lost_packets"], "sent_packets": s["packets"],
     "lost_packets": s["lost_packets"], "lost_percent": s["lost_percent"],
-    "gbps": s["bits_per_second"] / 1e9, "pps": (s["packets"] - s["lost_packets"]) / s["seconds"],
+    # iperf3 3.12's server JSON reports bytes = 0 for UDP: payload rate from received datagrams
+    "gbps": (s["packets"] - s["lost_packets"]) * int(size) * 8 / s["seconds"] / 1e9, "pps": (s["packets"] - s["lost_packets"]) / s["seconds"],
     "client_gbps": c["bits_per_second"] / 1e9}))
 EOF
 }
@@ -254,8 +263,9 @@ EOF
 rtdaq_tcp_sample() { # rep
   local rep=$1 tag=rtdaq-tcp-$1 port=$((PORT + 5)) rc=0
   tcp_config "$OUT/$tag.toml" "$port"
-  "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
+  timeout -k 5 $((SECS + 30)) "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
       > "$OUT/$tag.log" 2>&1 || rc=$?
+  [ -s "$OUT/$tag.json" ] || { log "$tag: no result (rc=$rc), recorded as failed"; echo "{\"part\": \"failed\", \"tag\": \"$tag\", \"rc\": $rc}" >> "$RES"; return 0; }
   python3 - "$rep" "$OUT/$tag.json" "$rc" >> "$RES" <<'EOF'
 import json, sys
 rep, f, rc = sys.argv[1:]
@@ -333,6 +343,7 @@ for part in $PARTS; do
 done
 
 echo "loadavg_end: $(cat /proc/loadavg)" >> "$OUT/host.txt"
+echo "other busy processes at end: $(ps -eo pid,cls,rtprio,pcpu,comm --sort=-pcpu | sed -n 2,4p | tr -s ' ' | tr '\n' ';')" >> "$OUT/host.txt"
 log "loadavg_end: $(cat /proc/loadavg)"
 
 # ---------------------------------------------------------------- tables
@@ -347,12 +358,14 @@ def mmm(xs, f="{:.2f}"):
 def ratios(a, b):  # pairwise by repeat: a[i] / b[i]
     return [x / y for x, y in zip(a, b) if y]
 print("host:"); print(open(out + "/host.txt").read())
+failed = [r["tag"] for r in rows if r["part"] == "failed"]
+print("failed samples (no report):", ", ".join(failed) if failed else "none"); print()
 udp = [r for r in rows if r["part"] == "udp"]
 if udp:
-    print("## UDP receive rate per core (sender sendmmsg_tx unpaced on core 0, receiver on core 1, 127.0.0.1)")
+    print("## UDP receive rate (sender sendmmsg_tx unpaced on TX_CPU, receiver on RX_CPU, see host; 127.0.0.1)")
     print("min / median / max over repeats; Gb/s of UDP payload; ratio = rtdaq / C paired by repeat\n")
-    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | core 1 busy % | loss in window (seq) | rtdaq kernel drops | sender Gb/s | rc |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | rc |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for size in sorted({r["size"] for r in udp}):
         by = {v: sorted([r for r in udp if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v in ("c", "direct", "indirect")}
         cp = [r["pps"] for r in by["c"]]
@@ -363,7 +376,7 @@ if udp:
             ratio = "1" if v == "c" else mmm(ratios(pp, cp), "{:.3f}")
             print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {mmm([r['gbps'] for r in rs])} | {ratio} | "
                   f"{mmm([r['core1_busy_pct'] for r in rs], '{:.0f}')} | {mmm([r['lost'] for r in rs], '{:.0f}')} | "
-                  f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {','.join(str(r['rc']) for r in rs)} |")
+                  f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r.get('ring_full') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {','.join(str(r['rc']) for r in rs)} |")
     print()
 lf = [r for r in rows if r["part"] == "lossfree"]
 if lf:
@@ -413,6 +426,6 @@ if sp or la:
     print("## Latency (different quantities, see the page)\n")
     print("| | p50 µs | p99 µs | p99.9 µs | max µs |\n|---|---:|---:|---:|---:|")
     print(f"| sockperf UDP ping-pong 1472 B (half round trip) | {mmm([r['p50_us'] for r in sp])} | {mmm([r['p99_us'] for r in sp])} | {mmm([r['p999_us'] for r in sp])} | {mmm([r['max_us'] for r in sp])} |")
-    print(f"| rtdaq one-way, generator stamp -> RX kernel stamp, 1 Gb/s 1472 B | {mmm([r['lat_ns']['p50']/1e3 for r in la])} | {mmm([r['lat_ns']['p99']/1e3 for r in la])} | {mmm([r['lat_ns']['p999']/1e3 for r in la])} | {mmm([r['lat_ns']['max']/1e3 for r in la])} |")
+    print(f"| rtdaq one-way, generator stamp -> RX kernel stamp, 1 Gb/s paced, 1472 B | {mmm([r['lat_ns']['p50']/1e3 for r in la])} | {mmm([r['lat_ns']['p99']/1e3 for r in la])} | {mmm([r['lat_ns']['p999']/1e3 for r in la])} | {mmm([r['lat_ns']['max']/1e3 for r in la])} |")
 EOF
 log "raw results: $RES"

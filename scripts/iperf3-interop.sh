@@ -33,7 +33,9 @@
 #   --rate RATE       iperf3 -b (default 200M)
 #   --len BYTES       iperf3 -l, the datagram payload (default 1400)
 #   --rcvbuf BYTES    replace engine.socket.rcvbuf (the shipped config asks for 16 MiB)
-#   --expect-drops    also require drops.kernel > 0 (use with a tiny --rcvbuf)
+#   --pause-rtdaq S   0.5 s into the test, stop rtdaq (SIGSTOP) for S seconds, then SIGCONT it:
+#                     a stalled receiver, so a small --rcvbuf overflows for sure
+#   --expect-drops    also require drops.kernel > 0 (with --rcvbuf 1024 --pause-rtdaq 0.3)
 #   --keep            do not tear down at the end (inspect with `ip netns exec ...`)
 # Exit: 0 every datagram accounted for; 1 mismatch or failed run; 2 usage or missing tool.
 # Needs: iproute2 (ip, ss), iperf3, nftables (nft), jq.
@@ -51,6 +53,7 @@ TIME=2
 RATE=200M
 LEN=1400
 RCVBUF=""
+PAUSE=""
 EXPECT_DROPS=0
 KEEP=0
 STALE=0
@@ -65,6 +68,7 @@ while [ $# -gt 0 ]; do
         --rate) RATE=$2; shift 2 ;;
         --len) LEN=$2; shift 2 ;;
         --rcvbuf) RCVBUF=$2; shift 2 ;;
+        --pause-rtdaq) PAUSE=$2; shift 2 ;;
         --expect-drops) EXPECT_DROPS=1; shift ;;
         --keep) KEEP=1; shift ;;
         --stale) STALE=1; shift ;;
@@ -144,6 +148,7 @@ veth_stat() { # ns dev dir(rx|tx) field -> value
     ip -n "$1" -s -j link show "$2" | jq ".[0].stats64.$3.$4"
 }
 udp_mib() { # ns field -> value from /proc/net/snmp (per namespace)
+    # shellcheck disable=SC2016 # awk program
     ip netns exec "$1" awk -v f="$2" '
         $1 == "Udp:" && !h { for (i = 2; i <= NF; i++) col[$i] = i; h = 1; next }
         $1 == "Udp:" && h  { print $col[f]; exit }' /proc/net/snmp
@@ -191,10 +196,11 @@ SERVER_PID=""
 RTDAQ_PID=""
 CLIENT_PID=""
 stop_pid() { # pid: TERM, up to 2 s, then KILL (only processes this script started)
-    local pid=$1 i
+    local pid=$1
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -CONT "$pid" 2>/dev/null || true # in case --pause-rtdaq left it stopped
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 }
@@ -251,6 +257,13 @@ echo "iperf3 -u -c $SRV_IP -p $IPERF_PORT -l $LEN -b $RATE -t $TIME -J  ($CLI ->
 ip netns exec "$CLI" timeout $((TIME + 20)) iperf3 -u -c "$SRV_IP" -p "$IPERF_PORT" \
     -l "$LEN" -b "$RATE" -t "$TIME" -J >"$OUT/iperf3.json" 2>"$OUT/iperf3-client.err" &
 CLIENT_PID=$!
+if [ -n "$PAUSE" ]; then
+    sleep 0.5
+    kill -STOP "$RTDAQ_PID"
+    sleep "$PAUSE"
+    kill -CONT "$RTDAQ_PID"
+    echo "rtdaq stopped (SIGSTOP) for $PAUSE s while iperf3 was sending"
+fi
 client_rc=0
 wait "$CLIENT_PID" || client_rc=$?
 CLIENT_PID=""
@@ -282,6 +295,7 @@ drops=$(jq '[.rx.totals.drops[]] | add' "$R")
 drops_total=$(jq '.rx.totals.drops_total' "$R")
 drops_by=$(jq -r '[.rx.totals.drops | to_entries[] | select(.value > 0) | "\(.key) \(.value)"] | join(", ") | if . == "" then "none" else . end' "$R")
 kernel=$(jq '.rx.totals.drops.kernel' "$R")
+ring_full=$(jq '.rx.totals.drops.ring_full' "$R")
 malformed=$(jq '.rx.totals.malformed' "$R")
 diverted=$(nft_counter diverted)
 other=$(nft_counter other)
@@ -289,7 +303,7 @@ cli_tx_dropped=$(veth_stat "$CLI" veth-cli tx dropped)
 srv_rx_dropped=$(veth_stat "$SRV" veth-srv rx dropped)
 srv_noports=$(udp_mib "$SRV" NoPorts)
 srv_rcvbuf_errors=$(udp_mib "$SRV" RcvbufErrors)
-for v in sent received drops drops_total kernel malformed diverted; do
+for v in sent received drops drops_total kernel ring_full malformed diverted; do
     [[ ${!v} =~ ^[0-9]+$ ]] || fail "could not read '$v' (got '${!v}') from $J / $R / nft"
 done
 
@@ -308,6 +322,10 @@ if [ $((received + drops)) -ne "$sent" ]; then
     echo "iperf3-interop: received + drops = $((received + drops)) but iperf3 sent $sent (difference $((sent - received - drops)))" >&2
     if [ "$diverted" -ne "$sent" ]; then
         echo "  only $diverted of them reached $SRV's prerouting: lost on the veth (tx_dropped $cli_tx_dropped, rx_dropped $srv_rx_dropped), before rtdaq" >&2
+    fi
+    if [ "$ring_full" -gt 0 ] && [ $((received + drops - sent)) -eq "$ring_full" ]; then
+        echo "  the excess is exactly drops.ring_full ($ring_full): rtdaq counted those datagrams in rx.packets too" >&2
+        echo "  (the consumer saw only $malformed = malformed); received - ring_full + drops = $((received - ring_full + drops))" >&2
     fi
     if [ $((received + drops)) -ne "$diverted" ]; then
         echo "  rtdaq accounts for $((received + drops)) of the $diverted that reached $SRV (NoPorts $srv_noports: datagrams with no socket, e.g. after rtdaq stopped)" >&2

@@ -18,8 +18,9 @@ run() {
 }
 
 # ---- 1. what the tests need -------------------------------------------------------------
-# Debian packages: util-linux (setpriv: privilege-drop tests), iproute2, procps.
-APT_PACKAGES=(util-linux iproute2 procps git ca-certificates)
+# Debian packages: util-linux (setpriv: privilege-drop tests), iproute2 (namespaces), procps,
+# iperf3 + nftables + jq (the iperf3 interop test: a real external sender).
+APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq)
 install_deps() {
     local missing=()
     for p in "${APT_PACKAGES[@]}"; do

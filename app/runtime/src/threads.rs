@@ -130,7 +130,12 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
             None => {
                 let n = queue.poll(&mut spare);
                 if n > 0 {
-                    stats.io.record_drops(DropReason::RingFull, n as u64);
+                    // The engine counted them as delivered; they go nowhere: move them to
+                    // `ring_full` so each packet is counted exactly once.
+                    let bytes = (0..spare.len()).map(|i| u64::from(spare.meta(i).len)).sum();
+                    stats
+                        .io
+                        .reclassify_as_drop(DropReason::RingFull, n as u64, bytes);
                     spare.clear();
                 } else {
                     idle(busy);

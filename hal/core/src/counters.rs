@@ -159,6 +159,19 @@ impl QueueCounters {
         bump(&self.drops[reason.index()], n);
     }
 
+    /// `packets` packets totalling `bytes` that were already recorded as delivered (by the
+    /// engine) but could not be handed on (e.g. the hand-over ring was full): moves them from
+    /// delivered to dropped for `reason`, so every packet stays counted exactly once.
+    /// Writer thread only; never blocks.
+    #[inline]
+    pub fn reclassify_as_drop(&self, reason: DropReason, packets: u64, bytes: u64) {
+        self.packets
+            .store(self.packets.load(Relaxed).wrapping_sub(packets), Relaxed);
+        self.bytes
+            .store(self.bytes.load(Relaxed).wrapping_sub(bytes), Relaxed);
+        bump(&self.drops[reason.index()], packets);
+    }
+
     /// `n` packets lost according to sequence numbers. Writer thread only.
     #[inline]
     pub fn add_seq_gaps(&self, n: u64) {
