@@ -168,10 +168,10 @@ EOF
 # iperf3 UDP sample: client on TX_CPU, server on RX_CPU
 iperf_udp_sample() { # size rep
   local size=$1 rep=$2 tag=iperf-udp-$1-$2 port=$((PORT + 3))
-  iperf3 -s -1 -p "$port" -A $RX_CPU -J > "$OUT/$tag.srv.json" 2>&1 &
+  iperf3 -s -1 -p "$port" -A $RX_CPU -J > "$OUT/$tag.srv.json" 2> "$OUT/$tag.srv.err" &
   local spid=$!
   sleep 0.5
-  iperf3 -c 127.0.0.1 -p "$port" -u -b 0 -l "$size" -t "$SECS" -A $TX_CPU -J > "$OUT/$tag.cli.json" 2>&1 || true
+  iperf3 -c 127.0.0.1 -p "$port" -u -b 0 -l "$size" -t "$SECS" -A $TX_CPU -J > "$OUT/$tag.cli.json" 2> "$OUT/$tag.cli.err" || true
   wait $spid || true
   python3 - "$size" "$rep" "$OUT/$tag.srv.json" "$OUT/$tag.cli.json" >> "$RES" <<'EOF'
 import json, sys
@@ -189,10 +189,10 @@ EOF
 
 iperf_tcp_sample() { # rep
   local rep=$1 tag=iperf-tcp-$1 port=$((PORT + 4))
-  iperf3 -s -1 -p "$port" -A $RX_CPU -J > "$OUT/$tag.srv.json" 2>&1 &
+  iperf3 -s -1 -p "$port" -A $RX_CPU -J > "$OUT/$tag.srv.json" 2> "$OUT/$tag.srv.err" &
   local spid=$!
   sleep 0.5
-  iperf3 -c 127.0.0.1 -p "$port" -l 8000 -t "$SECS" -A $TX_CPU -J > "$OUT/$tag.cli.json" 2>&1 || true
+  iperf3 -c 127.0.0.1 -p "$port" -l 8000 -t "$SECS" -A $TX_CPU -J > "$OUT/$tag.cli.json" 2> "$OUT/$tag.cli.err" || true
   wait $spid || true
   python3 - "$rep" "$OUT/$tag.cli.json" >> "$RES" <<'EOF'
 import json, sys
@@ -394,7 +394,11 @@ if lf:
         print(f"| {rate} | {mmm([r['tx_gbps'] for r in rs])} | {mmm([r['rx_gbps'] for r in rs])} | {mmm([r['rx_mpps'] for r in rs], '{:.3f}')} | "
               f"{mmm([r['lost'] for r in rs], '{:.0f}')} | {all(r['rx_packets'] == r['tx_packets'] for r in rs)} | {ok} |")
     drain = [r["rx_gbps"] for r in lf if r["rate"] == "unpaced"]
-    if drain and best:
+    if drain and best and best > st.median(drain):
+        print(f"\nhighest loss-free paced rate: {best} Gb/s; the unpaced run delivered only {st.median(drain):.2f} Gb/s "
+              "(median), below that, so it is NOT a valid drain rate here (e.g. an unpaced generator at equal "
+              "SCHED_FIFO priority on the receiver's core starves it); no share is computed\n")
+    elif drain and best:
         print(f"\nhighest loss-free paced rate: {best} Gb/s = {100*best/st.median(drain):.0f} % of the median unpaced drain rate "
               f"({st.median(drain):.2f} Gb/s; min {min(drain):.2f}, max {max(drain):.2f})\n")
     else:
@@ -414,7 +418,7 @@ if ip:
 it = sorted([r for r in rows if r["part"] == "iperf_tcp"], key=lambda r: r["rep"])
 rt = sorted([r for r in rows if r["part"] == "rtdaq_tcp"], key=lambda r: r["rep"])
 if it or rt:
-    print("## TCP, 1 connection, 8000 B writes/records, sender core 0, receiver core 1\n")
+    print("## TCP, 1 connection, 8000 B writes/records, sender TX_CPU, receiver RX_CPU (see host)\n")
     print("| | Gb/s (min/med/max) | notes |\n|---|---:|---|")
     print(f"| iperf3 TCP | {mmm([r['gbps'] for r in it])} | receiver-side bits/s |")
     print(f"| rtdaq TCP | {mmm([r['gbps'] for r in rt])} | lost {mmm([r['lost'] for r in rt], '{:.0f}')}, rc {','.join(str(r['rc']) for r in rt)} |")

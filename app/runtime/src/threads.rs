@@ -35,6 +35,17 @@ const IDLE_SLEEP: Duration = Duration::from_micros(50);
 /// due meanwhile in one burst (one `sendmmsg`), instead of one syscall pair per packet.
 const MIN_PACE_SLEEP_NS: u64 = 50_000;
 
+/// After each burst, a thread that does not busy-poll lets the other threads of its priority
+/// on its core run (`sched_yield`): under `SCHED_FIFO` a thread that always has work (an
+/// unpaced generator, a consumer behind a fast queue) would otherwise starve them. A
+/// busy-polling thread owns its core (the config forbids sharing it), so it never yields.
+#[inline]
+fn cooperate(busy: bool) {
+    if !busy {
+        std::thread::yield_now();
+    }
+}
+
 /// Enters real-time mode and reports the outcome (`Ok` also when degraded with a warning).
 pub(crate) fn enter(name: &str, p: Placement, ready: &Sender<Result<(), String>>) -> bool {
     let req = RtRequest {
@@ -122,6 +133,7 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
                     // Cannot fail: `slot()` just returned this free slot.
                     let committed = ring.commit();
                     debug_assert!(committed.is_ok());
+                    cooperate(busy);
                 } else if got == 0 && busy {
                     // A sleeping queue already waited up to its timeout inside `poll`.
                     std::hint::spin_loop();
@@ -167,6 +179,7 @@ pub(crate) fn rx_consumer<B: RxBurst>(
                 // Cannot fail: `front()` just returned this full slot.
                 let released = ring.release();
                 debug_assert!(released.is_ok());
+                cooperate(busy);
             }
             None if io_done.load(Acquire) => break,
             None => idle(busy),
@@ -282,6 +295,7 @@ pub(crate) fn tx_generator<Q: TxQueue>(
         }
         totals.generated += n as u64;
         totals.accepted += queue.send(&mut burst) as u64;
+        cooperate(busy);
         plan.pacer.sent(n, n * size);
         if let Some(cap) = plan.cap.as_mut() {
             cap.sent(n, n * (size + plan.frame_overhead));
