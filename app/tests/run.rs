@@ -71,6 +71,39 @@ fn report(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("report written")).unwrap()
 }
 
+/// The default loopback deployment on a free port, with further edits.
+fn loopback_udp(edits: &[(&str, String)]) -> PathBuf {
+    let port = free_udp_port();
+    let mut all = vec![
+        (
+            "127.0.0.1:5000\"       # the RX",
+            format!("127.0.0.1:{port}\"       # the RX"),
+        ),
+        (
+            "udp://127.0.0.1:5000\"   # back",
+            format!("udp://127.0.0.1:{port}\"   # back"),
+        ),
+    ];
+    all.extend(edits.iter().cloned());
+    config("host-loopback-udp.toml", &all)
+}
+
+/// Runs `cfg` for `secs` seconds with a JSON report; returns the process output and report.
+fn run_report(cfg: &Path, secs: &str, name: &str) -> (Output, Value) {
+    let json = tmp(&format!("{name}.json"));
+    let out = run(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--duration",
+        secs,
+        "--report-json",
+        json.to_str().unwrap(),
+    ]);
+    let r = report(&json);
+    (out, r)
+}
+
 fn u(v: &Value, ptr: &str) -> u64 {
     v.pointer(ptr)
         .and_then(Value::as_u64)
@@ -101,32 +134,8 @@ fn assert_lossless(out: &Output, r: &Value) {
 #[test]
 fn udp_one_queue_lossless_with_full_report() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let port = free_udp_port();
-    let cfg = config(
-        "host-loopback-udp.toml",
-        &[
-            (
-                "127.0.0.1:5000\"       # the RX",
-                format!("127.0.0.1:{port}\"       # the RX"),
-            ),
-            (
-                "udp://127.0.0.1:5000\"   # back",
-                format!("udp://127.0.0.1:{port}\"   # back"),
-            ),
-            ("rate_gbps = 1.0", "rate_pps = 20000".into()),
-        ],
-    );
-    let json = tmp("udp1.json");
-    let out = run(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--duration",
-        "2",
-        "--report-json",
-        json.to_str().unwrap(),
-    ]);
-    let r = report(&json);
+    let cfg = loopback_udp(&[("rate_gbps = 1.0", "rate_pps = 20000".into())]);
+    let (out, r) = run_report(&cfg, "2", "udp1");
     assert_lossless(&out, &r);
     // The report's schema (issue #3): identity, totals and per-queue figures.
     for key in ["engine", "platform", "config_sha256", "duration_s"] {
@@ -165,17 +174,7 @@ fn udp_four_reuseport_queues_lossless() {
             ("rate_pps = 50000", "rate_pps = 20000".into()),
         ],
     );
-    let json = tmp("udp4.json");
-    let out = run(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--duration",
-        "3",
-        "--report-json",
-        json.to_str().unwrap(),
-    ]);
-    let r = report(&json);
+    let (out, r) = run_report(&cfg, "3", "udp4");
     assert_lossless(&out, &r);
     let queues = r["rx"]["queues"].as_array().unwrap();
     assert_eq!(queues.len(), 4);
@@ -207,17 +206,7 @@ fn tcp_three_connections_keep_record_boundaries() {
             ("rate_gbps = 0.5", "rate_gbps = 0.2".into()),
         ],
     );
-    let json = tmp("tcp3.json");
-    let out = run(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--duration",
-        "2",
-        "--report-json",
-        json.to_str().unwrap(),
-    ]);
-    let r = report(&json);
+    let (out, r) = run_report(&cfg, "2", "tcp3");
     assert_lossless(&out, &r);
     let queues = r["rx"]["queues"].as_array().unwrap();
     assert_eq!(queues.len(), 3);
@@ -243,17 +232,7 @@ fn tcp_one_connection_lossless() {
         .replace("rate_gbps = 0.5", "rate_gbps = 0.2");
     let cfg = tmp("tcp1.toml");
     std::fs::write(&cfg, text).unwrap();
-    let json = tmp("tcp1.json");
-    let out = run(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--duration",
-        "2",
-        "--report-json",
-        json.to_str().unwrap(),
-    ]);
-    let r = report(&json);
+    let (out, r) = run_report(&cfg, "2", "tcp1");
     assert_lossless(&out, &r);
     assert_eq!(r["rx"]["queues"].as_array().unwrap().len(), 1);
 }
@@ -261,36 +240,14 @@ fn tcp_one_connection_lossless() {
 #[test]
 fn tx_queue_pacing_caps_an_unpaced_generator() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let port = free_udp_port();
-    let cfg = config(
-        "host-loopback-udp.toml",
-        &[
-            (
-                "127.0.0.1:5000\"       # the RX",
-                format!("127.0.0.1:{port}\"       # the RX"),
-            ),
-            (
-                "udp://127.0.0.1:5000\"   # back",
-                format!("udp://127.0.0.1:{port}\"   # back"),
-            ),
-            ("rate_gbps = 1.0", "unpaced = true".into()),
-            (
-                "memory_regions = [\"tx_bufs\"]",
-                "memory_regions = [\"tx_bufs\"]\npacing_gbps = 0.2".into(),
-            ),
-        ],
-    );
-    let json = tmp("paced.json");
-    let out = run(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--duration",
-        "2",
-        "--report-json",
-        json.to_str().unwrap(),
+    let cfg = loopback_udp(&[
+        ("rate_gbps = 1.0", "unpaced = true".into()),
+        (
+            "memory_regions = [\"tx_bufs\"]",
+            "memory_regions = [\"tx_bufs\"]\npacing_gbps = 0.2".into(),
+        ),
     ]);
-    let r = report(&json);
+    let (out, r) = run_report(&cfg, "2", "paced");
     assert_lossless(&out, &r);
     // 0.2 Gb/s of frames (1400 B payload + 42 B headers) for at most the 2 s the generator ran
     // (plus the pacer's 1 ms catch-up credit): a correctness bound, not a speed measurement.
