@@ -168,6 +168,14 @@ fn missing_file_is_a_clear_exit_2() {
 }
 
 #[test]
+fn negative_duration_is_refused() {
+    let out = rtdaq(&["run", "--duration=-1"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--duration -1"), "{stderr}");
+}
+
+#[test]
 fn bad_command_line_exits_2() {
     let out = rtdaq(&["config", "frobnicate"]);
     assert_eq!(out.status.code(), Some(2));

@@ -24,7 +24,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         let mut snap = r.resources.rx_stats[k].io.snapshot();
         let consumer = r.resources.rx_stats[k].consumer.snapshot();
         for reason in rtdaq_core::DropReason::ALL {
-            snap.drops[reason as usize] += consumer.drop_count(reason);
+            snap.drops[reason.index()] += consumer.drop_count(reason);
         }
         let stats = v.finish();
         rx.push(QueueReport::rx(

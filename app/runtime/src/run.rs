@@ -12,7 +12,6 @@ use rtdaq_config::model::{Address, Config, GeneratorLimit, RxMode, Transport};
 use rtdaq_core::traits::{Engine, EngineArgs, RxQueue};
 use rtdaq_core::SlotRing;
 use rtdaq_platform::{alloc_audit, rt};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Release};
 use std::sync::{mpsc, Arc};
 use std::thread::{self as std_thread, JoinHandle};
@@ -36,8 +35,6 @@ pub struct Identity {
 pub struct RunOptions {
     /// Overrides `run.duration_s` (0 = until SIGINT/SIGTERM).
     pub duration_s: Option<f64>,
-    /// Overrides `run.report_json`.
-    pub report_json: Option<PathBuf>,
 }
 
 /// Raw results of the run, before the report is built.

@@ -18,6 +18,14 @@ compile_error!(
 
 /// Loads the config (embedded or `--config FILE`), runs it, prints and writes the report.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    if let Some(d) = args.duration {
+        if !d.is_finite() || d < 0.0 {
+            eprintln!(
+                "--duration {d}: must be a number of seconds >= 0 (0 = until SIGINT/SIGTERM)"
+            );
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    }
     let (text, label) = match &args.config {
         Some(f) => (
             std::fs::read_to_string(f)
@@ -66,7 +74,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     };
     let opts = RunOptions {
         duration_s: args.duration,
-        report_json: args.report_json.clone(),
     };
     let config: &'static rtdaq_config::Config = Box::leak(Box::new(config));
     log::info!(
@@ -80,9 +87,15 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
+    if results.interrupted {
+        log::info!(
+            "stopped early by SIGINT/SIGTERM after {:.1} s",
+            results.elapsed_s
+        );
+    }
     let report = outcome::build(config, &identity, &results);
     super::out(&report.to_string());
-    let path = opts
+    let path = args
         .report_json
         .as_ref()
         .or(config.run.report_json.as_ref());
