@@ -132,6 +132,10 @@ pub struct EngineArgs<'a, C> {
 pub trait Engine<'a>: Sized {
     /// Short name, as in the `engine-*` cargo feature (`"socket"`, `"dpdk"`, ...).
     const NAME: &'static str;
+    /// `true` for raw engines: RX segments start at the Ethernet header (whole frames) and TX
+    /// packets must be whole frames (the runtime's generator builds the headers). `false`
+    /// (socket engine): RX segments and TX packets are UDP payloads / TCP records.
+    const FRAMES: bool;
     /// What [`open`](Self::open) needs (in the appliance: `EngineArgs<'a, rtdaq_config::Config>`).
     type Config;
     /// Receive queue type.

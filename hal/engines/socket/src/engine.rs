@@ -208,6 +208,7 @@ impl<'a, const N: usize> SocketEngine<'a, N> {
 
 impl<'a, const N: usize> Engine<'a> for SocketEngine<'a, N> {
     const NAME: &'static str = "socket";
+    const FRAMES: bool = false;
     type Config = EngineArgs<'a, Config>;
     type Rx = SocketRx<'a, N>;
     type Tx = SocketTx<'a, N>;

@@ -1,0 +1,1 @@
+//! AF_PACKET engine (work in progress).

@@ -1,0 +1,1 @@
+//! AF_XDP engine (work in progress).

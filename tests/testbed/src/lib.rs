@@ -1,0 +1,1 @@
+//! Network-namespace test bed (work in progress).
