@@ -4,8 +4,12 @@
 #
 # Parts (BENCH_PARTS, default "udp lossfree iperf tcp ping"):
 #   udp      UDP receive rate per core: benches/socket/sendmmsg_tx (core 0, unpaced) blasts at
-#            a receiver on core 1 over 127.0.0.1: the plain C recvmmsg_rx, rtdaq (direct mode)
-#            and rtdaq (indirect mode, consumer on core 0), interleaved C D I C D I ... per size.
+#            a receiver on core 1 over 127.0.0.1: the plain C recvmmsg_rx, rtdaq direct mode
+#            (defaults: kernel timestamps, full validation), rtdaq "lean" (direct mode,
+#            rx_timestamps = "batch", validate = "sequence") and rtdaq indirect mode (consumer
+#            on core 0), interleaved C D L I C D L I ... per size.
+#   udp2     2 RX queues: sendmmsg_tx --sources 8 (core 0) at two SO_REUSEPORT receivers on
+#            cores 0 and 1: two C recvmmsg_rx processes vs one rtdaq with 2 direct queues.
 #   lossfree rtdaq's own generator -> receiver (the default config shape, 1 RX queue, 1472 B):
 #            unpaced drain rate and paced steps, interleaved per repeat; highest rate with
 #            lost == 0 and rx packets == tx packets in every repeat.
@@ -28,7 +32,8 @@ REPEATS=${BENCH_REPEATS:-3}
 SECS=${BENCH_SECONDS:-3}
 SIZES=${BENCH_SIZES:-"1472 8000 64000"}
 RATES=${BENCH_RATES:-"0.5 1 2 3 4 5 6"}
-PARTS=${BENCH_PARTS:-"udp lossfree iperf tcp ping"}
+PARTS=${BENCH_PARTS:-"udp udp2 lossfree iperf tcp ping"}
+VARIANTS=${BENCH_VARIANTS:-"c direct lean indirect"}
 OUT=${BENCH_OUT:-$ROOT/target/bench-socket/$(date -u +%Y%m%dT%H%M%SZ)}
 BIN=$ROOT/target/bench-socket/bin
 RTDAQ=$ROOT/target/release/rtdaq
@@ -78,8 +83,10 @@ busy_pct() { # before_busy before_total after_busy after_total
 bufsize_for() { echo $(( ($1 + 2047) / 2048 * 2048 )); }
 
 # receive-only rtdaq config, derived from configs/host-udp-rx-only.toml
-rx_only_config() { # size mode port file
-  local size=$1 mode=$2 port=$3 f=$4 buf
+# mode: direct | lean (direct + batch timestamps + sequence-only validation) | indirect;
+# queues: 1, or 2 (direct queues on TX_CPU and RX_CPU, SO_REUSEPORT)
+rx_only_config() { # size mode port file [queues]
+  local size=$1 mode=$2 port=$3 f=$4 queues=${5:-1} buf
   buf=$(bufsize_for "$size")
   sed -e "0,/^name = .*/s//name = \"bench-udp-rx-$mode-$size\"/" \
       -e 's/^gro = true.*/gro = false                             # per datagram, like recvmmsg_rx/' \
@@ -89,8 +96,25 @@ rx_only_config() { # size mode port file
       -e '/^report_json/d' \
       -e "s/^cpu_core = 1/cpu_core = $RX_CPU/" -e "s/^consumer_core = 0/consumer_core = $TX_CPU/" \
       configs/host-udp-rx-only.toml > "$f"
-  if [ "$mode" = direct ]; then
+  if [ "$mode" != indirect ]; then
     sed -i 's/^consumer_core = 0.*/mode = "direct"/' "$f"
+  fi
+  if [ "$mode" = lean ]; then
+    sed -i -e 's/^gro = false.*/&\nrx_timestamps = "batch"                 # one clock read per recvmmsg/' \
+           -e 's/^drain_ms = 0.*/&\nvalidate = "sequence"                   # header + sequence, no pattern/' "$f"
+  fi
+  if [ "$queues" = 2 ]; then
+    python3 - "$f" "$TX_CPU" <<'PY'
+import re, sys
+f, other = sys.argv[1], sys.argv[2]
+s = open(f).read()
+m = re.search(r"\[\[interfaces\.rx_queues\]\]\n(?:[^\[\n].*\n)*", s)
+q1 = m.group(0).replace("id = 0", "id = 1", 1)
+q1 = re.sub(r"^cpu_core = \d+", f"cpu_core = {other}", q1, flags=re.M)
+s = s[:m.end()] + "\n" + q1 + s[m.end():]
+s = s.replace("buf_count = 1024", "buf_count = 2048", 1)
+open(f, "w").write(s)
+PY
   fi
 }
 
@@ -144,6 +168,52 @@ else:
 r["pps"] = r["packets"] / r["seconds"]; r["gbps"] = r["bytes"] * 8 / r["seconds"] / 1e9
 print(json.dumps(r))
 EOF
+}
+
+# one 2-queue receive sample: sender (8 sources) on TX_CPU; receivers on TX_CPU and RX_CPU
+udp2_sample() { # variant(c|direct|lean) size rep
+  local v=$1 size=$2 rep=$3 port=$((PORT + 5)) rc=0 a0 at0 b0 bt0 a1 at1 b1 bt1
+  local tag=udp2-$v-$size-$rep
+  "$BIN/sendmmsg_tx" --port "$port" --cpu $TX_CPU --size "$size" --sources 8 --seconds $((SECS + 10)) \
+      > "$OUT/$tag.tx.json" &
+  local txpid=$!
+  sleep 0.5
+  read -r a0 at0 < <(cpu_jiffies $TX_CPU); read -r b0 bt0 < <(cpu_jiffies $RX_CPU)
+  if [ "$v" = c ]; then
+    local cpu k=0 pids=()
+    for cpu in $TX_CPU $RX_CPU; do
+      "$BIN/recvmmsg_rx" --port "$port" --cpu "$cpu" --seconds "$SECS" --batch 64 --reuseport 1 \
+          --bufsize "$(bufsize_for "$size")" --rcvbuf 16777216 --fifo 50 > "$OUT/$tag.rx$k.json" &
+      pids+=($!); k=$((k + 1))
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  else
+    rx_only_config "$size" "$v" "$port" "$OUT/$tag.toml" 2
+    timeout -k 5 $((SECS + 30)) "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.rx.json" \
+        > "$OUT/$tag.log" 2>&1 || rc=$?
+  fi
+  read -r a1 at1 < <(cpu_jiffies $TX_CPU); read -r b1 bt1 < <(cpu_jiffies $RX_CPU)
+  kill -INT $txpid; wait $txpid || true
+  python3 - "$v" "$size" "$rep" "$OUT/$tag" "$(busy_pct "$a0" "$at0" "$a1" "$at1")" "$(busy_pct "$b0" "$bt0" "$b1" "$bt1")" "$rc" >> "$RES" <<'EOF2'
+import json, os, sys
+v, size, rep, tag, busy_tx, busy_rx, rc = sys.argv[1:]
+tx = json.load(open(tag + ".tx.json"))
+r = {"part": "udp2", "variant": v, "size": int(size), "rep": int(rep), "rc": int(rc),
+     "busy_tx_core_pct": float(busy_tx), "busy_rx_core_pct": float(busy_rx), "tx_pps": tx["pps"]}
+try:
+    if v == "c":
+        rs = [json.load(open(f"{tag}.rx{k}.json")) for k in (0, 1)]
+        r.update(packets=sum(x["packets"] for x in rs), per_queue=[x["packets"] for x in rs],
+                 seconds=max(x["seconds"] for x in rs), lost=sum(x["lost"] for x in rs))
+    else:
+        j = json.load(open(tag + ".rx.json"))
+        r.update(packets=j["rx"]["totals"]["packets"], per_queue=[q["packets"] for q in j["rx"]["queues"]],
+                 seconds=j["duration_s"], lost=j["lost"], kernel_drops=j["rx"]["totals"]["drops"]["kernel"])
+    r["pps"] = r["packets"] / r["seconds"]
+except (OSError, KeyError, ValueError) as e:
+    r = {"part": "failed", "tag": os.path.basename(tag), "rc": int(rc), "error": str(e)}
+print(json.dumps(r))
+EOF2
 }
 
 # one rtdaq generator -> receiver loopback sample
@@ -306,8 +376,16 @@ for part in $PARTS; do
   udp)
     for size in $SIZES; do
       for rep in $(seq 1 "$REPEATS"); do
-        for v in c direct indirect; do
+        for v in $VARIANTS; do
           log "udp size=$size rep=$rep receiver=$v"; udp_sample "$v" "$size" "$rep"
+        done
+      done
+    done ;;
+  udp2)
+    for size in $SIZES; do
+      for rep in $(seq 1 "$REPEATS"); do
+        for v in c direct lean; do
+          log "udp2 size=$size rep=$rep receivers=$v"; udp2_sample "$v" "$size" "$rep"
         done
       done
     done ;;
@@ -364,19 +442,44 @@ udp = [r for r in rows if r["part"] == "udp"]
 if udp:
     print("## UDP receive rate (sender sendmmsg_tx unpaced on TX_CPU, receiver on RX_CPU, see host; 127.0.0.1)")
     print("min / median / max over repeats; Gb/s of UDP payload; ratio = rtdaq / C paired by repeat\n")
-    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | rc |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("per core = datagrams/s divided by the receiver core's busy fraction (datagrams per busy core-second)\n")
+    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | M/s per busy core | ratio rtdaq/C per core | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | rc |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    names = (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("lean", "rtdaq direct, lean"), ("indirect", "rtdaq indirect"))
+    percore = lambda r: r["pps"] / max(r["core1_busy_pct"], 1.0) * 100
     for size in sorted({r["size"] for r in udp}):
-        by = {v: sorted([r for r in udp if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v in ("c", "direct", "indirect")}
+        by = {v: sorted([r for r in udp if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v, _ in names}
         cp = [r["pps"] for r in by["c"]]
-        for v, name in (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("indirect", "rtdaq indirect")):
+        cc = [percore(r) for r in by["c"]]
+        for v, name in names:
+            rs = by[v]
+            if not rs: continue
+            pp = [r["pps"] for r in rs]
+            pc = [percore(r) for r in rs]
+            ratio = "1" if v == "c" else mmm(ratios(pp, cp), "{:.3f}")
+            ratio_pc = "1" if v == "c" else mmm(ratios(pc, cc), "{:.3f}")
+            print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {mmm([r['gbps'] for r in rs])} | {ratio} | "
+                  f"{mmm([r['core1_busy_pct'] for r in rs], '{:.0f}')} | {mmm([x/1e6 for x in pc], '{:.3f}')} | {ratio_pc} | {mmm([r['lost'] for r in rs], '{:.0f}')} | "
+                  f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r.get('ring_full') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {','.join(str(r['rc']) for r in rs)} |")
+    print()
+u2 = [r for r in rows if r["part"] == "udp2"]
+if u2:
+    print("## UDP, 2 RX queues (SO_REUSEPORT; sender --sources 8 on TX_CPU; receivers on TX_CPU and RX_CPU)")
+    print("min / median / max over repeats; ratio = rtdaq / C paired by repeat\n")
+    print("| size B | receivers | Mdatagrams/s (both) | ratio rtdaq/C | per queue (median split) | TX_CPU busy % | RX_CPU busy % | lost | rc |")
+    print("|---:|---|---:|---:|---|---:|---:|---:|---|")
+    for size in sorted({r["size"] for r in u2}):
+        by = {v: sorted([r for r in u2 if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v in ("c", "direct", "lean")}
+        cp = [r["pps"] for r in by["c"]]
+        for v, name in (("c", "2 x C recvmmsg_rx"), ("direct", "rtdaq 2 direct queues"), ("lean", "rtdaq 2 direct queues, lean")):
             rs = by[v]
             if not rs: continue
             pp = [r["pps"] for r in rs]
             ratio = "1" if v == "c" else mmm(ratios(pp, cp), "{:.3f}")
-            print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {mmm([r['gbps'] for r in rs])} | {ratio} | "
-                  f"{mmm([r['core1_busy_pct'] for r in rs], '{:.0f}')} | {mmm([r['lost'] for r in rs], '{:.0f}')} | "
-                  f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r.get('ring_full') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {','.join(str(r['rc']) for r in rs)} |")
+            split = sorted(rs, key=lambda r: r["pps"])[len(rs) // 2]["per_queue"]
+            print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {ratio} | {split} | "
+                  f"{mmm([r['busy_tx_core_pct'] for r in rs], '{:.0f}')} | {mmm([r['busy_rx_core_pct'] for r in rs], '{:.0f}')} | "
+                  f"{mmm([r['lost'] for r in rs], '{:.0f}')} | {','.join(str(r['rc']) for r in rs)} |")
     print()
 lf = [r for r in rows if r["part"] == "lossfree"]
 if lf:

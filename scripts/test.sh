@@ -20,7 +20,8 @@ run() {
 # ---- 1. what the tests need -------------------------------------------------------------
 # Debian packages: util-linux (setpriv: privilege-drop tests), iproute2 (namespaces), procps,
 # iperf3 + nftables + jq (the iperf3 interop test: a real external sender).
-APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq)
+APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping shellcheck
+    clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay)
 install_deps() {
     local missing=()
     for p in "${APT_PACKAGES[@]}"; do

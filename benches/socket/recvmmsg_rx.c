@@ -10,11 +10,13 @@
  * (docs/wire-format.md §1: magic "RTDQ" at 0, 64-bit big-endian sequence at offset 8), as
  * sendmmsg_tx.c writes it. Loss inside the window = (last seq - first seq + 1) - received
  * for in-order delivery (loopback delivers in order; out-of-order arrivals are counted).
- * Datagrams without the magic are counted as "foreign" and not sequence-checked.
+ * Datagrams without the magic are counted as "foreign" and not sequence-checked. Sequences are
+ * tracked per stream id (bytes 6-7; up to 64 streams, by id % 64), as sendmmsg_tx --sources
+ * writes them. --reuseport 1 sets SO_REUSEPORT, so several receivers share one port.
  *
  * Build: cc -O2 -o recvmmsg_rx recvmmsg_rx.c
  * Usage: recvmmsg_rx --port 5000 [--addr 127.0.0.1] [--cpu 1] [--seconds 3] [--batch 64]
- *                    [--bufsize 65536] [--rcvbuf 16777216] [--fifo 50]
+ *                    [--bufsize 65536] [--rcvbuf 16777216] [--fifo 50] [--reuseport 0]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -50,6 +52,7 @@ static uint64_t be64(const unsigned char *p) {
 }
 
 int main(int argc, char **argv) {
+    int reuseport = 0;
     const char *addr = "127.0.0.1";
     int port = 5000, cpu = 1, batch = 64, fifo = 0;
     long bufsize = 65536, rcvbuf = 16 * 1024 * 1024;
@@ -63,6 +66,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--bufsize")) bufsize = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--rcvbuf")) rcvbuf = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--fifo")) fifo = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reuseport")) reuseport = atoi(argv[i + 1]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     if (batch < 1 || batch > MAX_BATCH) { fprintf(stderr, "--batch 1..%d\n", MAX_BATCH); return 2; }
@@ -81,6 +85,10 @@ int main(int argc, char **argv) {
     int v = (int)rcvbuf;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v))
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+    if (reuseport) {
+        int one = 1;
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one)) { perror("SO_REUSEPORT"); return 2; }
+    }
     int eff = 0; socklen_t el = sizeof eff;
     getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &eff, &el);
     struct timeval tv = { .tv_sec = 0, .tv_usec = 100000 }; /* wake to check the clock when idle */
@@ -105,8 +113,9 @@ int main(int argc, char **argv) {
     signal(SIGTERM, on_signal);
 
     uint64_t packets = 0, bytes = 0, calls = 0, foreign = 0, truncated = 0, reordered = 0;
-    uint64_t first_seq = 0, last_seq = 0, seq_packets = 0;
-    int have_seq = 0;
+    /* per stream (id % 64): first and highest sequence number seen, datagrams counted */
+    static uint64_t first_seq[64], last_seq[64], seq_packets[64];
+    static int have_seq[64];
     double t0 = now_s(), t_end = t0 + seconds, t = t0;
     while (!stop) {
         int n = recvmmsg(fd, msgs, batch, MSG_WAITFORONE, NULL);
@@ -121,10 +130,11 @@ int main(int argc, char **argv) {
                 if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) truncated++;
                 if (len >= 16 && p[0] == 0x52 && p[1] == 0x54 && p[2] == 0x44 && p[3] == 0x51) {
                     uint64_t s = be64(p + 8);
-                    if (!have_seq) { first_seq = last_seq = s; have_seq = 1; }
-                    else if (s > last_seq) last_seq = s;
+                    int k = ((p[6] << 8) | p[7]) % 64;
+                    if (!have_seq[k]) { first_seq[k] = last_seq[k] = s; have_seq[k] = 1; }
+                    else if (s > last_seq[k]) last_seq[k] = s;
                     else reordered++;
-                    seq_packets++;
+                    seq_packets[k]++;
                 } else {
                     foreign++;
                 }
@@ -136,17 +146,22 @@ int main(int argc, char **argv) {
         if (t >= t_end) break;
     }
     double el_s = t - t0;
-    uint64_t expected = have_seq ? last_seq - first_seq + 1 : 0;
-    int64_t lost = have_seq ? (int64_t)(expected - seq_packets) : 0;
+    uint64_t expected = 0, seq_total = 0, streams = 0;
+    for (int k = 0; k < 64; k++) {
+        if (!have_seq[k]) continue;
+        streams++;
+        expected += last_seq[k] - first_seq[k] + 1;
+        seq_total += seq_packets[k];
+    }
+    int64_t lost = (int64_t)(expected - seq_total);
     printf("{\"tool\":\"recvmmsg_rx\",\"cpu\":%d,\"batch\":%d,\"bufsize\":%ld,\"rcvbuf_effective\":%d,"
            "\"seconds\":%.6f,\"packets\":%llu,\"bytes\":%llu,\"pps\":%.1f,\"gbps\":%.4f,"
-           "\"calls\":%llu,\"avg_batch\":%.2f,\"first_seq\":%llu,\"last_seq\":%llu,\"expected\":%llu,"
+           "\"calls\":%llu,\"avg_batch\":%.2f,\"streams\":%llu,\"expected\":%llu,"
            "\"seq_packets\":%llu,\"lost\":%lld,\"reordered\":%llu,\"foreign\":%llu,\"truncated\":%llu}\n",
            cpu, batch, bufsize, eff, el_s, (unsigned long long)packets, (unsigned long long)bytes,
            packets / el_s, bytes * 8.0 / el_s / 1e9, (unsigned long long)calls,
-           calls ? (double)packets / calls : 0.0, (unsigned long long)first_seq,
-           (unsigned long long)last_seq, (unsigned long long)expected,
-           (unsigned long long)seq_packets, (long long)lost, (unsigned long long)reordered,
+           calls ? (double)packets / calls : 0.0, (unsigned long long)streams,
+           (unsigned long long)expected, (unsigned long long)seq_total, (long long)lost, (unsigned long long)reordered,
            (unsigned long long)foreign, (unsigned long long)truncated);
     return 0;
 }

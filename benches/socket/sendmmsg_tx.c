@@ -5,7 +5,9 @@
  * "port unreachable" while no receiver is bound yet is not reported back; those datagrams
  * are simply not delivered). Unpaced by default; --rate-gbps X paces payload bits to X Gb/s
  * (spinning on CLOCK_MONOTONIC between batches). Runs for --seconds or until SIGINT/SIGTERM,
- * then prints one JSON object.
+ * then prints one JSON object. --sources N (default 1) sends from N sockets (N source ports)
+ * in turn, one sendmmsg call each; source k writes stream id --stream + k with its own
+ * sequence numbers, so SO_REUSEPORT receivers each get whole streams.
  *
  * Every datagram starts with rtdaq's 32-byte sequence header (docs/wire-format.md §1,
  * big-endian): magic "RTDQ", version 1, flags 0, stream id (--stream), a 64-bit sequence
@@ -16,6 +18,7 @@
  * Build: cc -O2 -o sendmmsg_tx sendmmsg_tx.c
  * Usage: sendmmsg_tx --port 5000 [--dst 127.0.0.1] [--cpu 0] [--size 1472] [--seconds 10]
  *                    [--batch 64] [--rate-gbps X] [--stream 7] [--sndbuf 4194304] [--fifo 0]
+ *                    [--sources 1]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -32,6 +35,7 @@
 #include <unistd.h>
 
 #define MAX_BATCH 1024
+#define MAX_SOURCES 64
 
 static volatile sig_atomic_t stop;
 static void on_signal(int s) { (void)s; stop = 1; }
@@ -48,7 +52,7 @@ static void put_be(unsigned char *p, uint64_t v, int n) {
 
 int main(int argc, char **argv) {
     const char *dst = "127.0.0.1";
-    int port = 5000, cpu = 0, batch = 64, fifo = 0, stream = 7;
+    int port = 5000, cpu = 0, batch = 64, fifo = 0, stream = 7, sources = 1;
     long size = 1472, sndbuf = 4 * 1024 * 1024;
     double seconds = 10.0, rate_gbps = 0.0;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -62,10 +66,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--stream")) stream = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sndbuf")) sndbuf = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--fifo")) fifo = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--sources")) sources = atoi(argv[i + 1]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
-    if (batch < 1 || batch > MAX_BATCH || size < 32 || size > 65507) {
-        fprintf(stderr, "--batch 1..%d, --size 32..65507\n", MAX_BATCH);
+    if (batch < 1 || batch > MAX_BATCH || size < 32 || size > 65507 || sources < 1 ||
+        sources > MAX_SOURCES) {
+        fprintf(stderr, "--batch 1..%d, --size 32..65507, --sources 1..%d\n", MAX_BATCH, MAX_SOURCES);
         return 2;
     }
 
@@ -78,11 +84,15 @@ int main(int argc, char **argv) {
         if (sched_setscheduler(0, SCHED_FIFO, &sp)) perror("SCHED_FIFO (continuing without)");
     }
 
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    if (fd < 0) { perror("socket"); return 2; }
-    int v = (int)sndbuf;
-    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v))
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+    int fds[MAX_SOURCES];
+    uint64_t seqs[MAX_SOURCES] = {0};
+    for (int k = 0; k < sources; k++) {
+        fds[k] = socket(AF_INET, SOCK_DGRAM, 0);
+        if (fds[k] < 0) { perror("socket"); return 2; }
+        int v = (int)sndbuf;
+        if (setsockopt(fds[k], SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v))
+            setsockopt(fds[k], SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+    }
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
     if (inet_pton(AF_INET, dst, &sa.sin_addr) != 1) { fprintf(stderr, "bad --dst\n"); return 2; }
 
@@ -117,18 +127,23 @@ int main(int argc, char **argv) {
             if (due < 1.0) { t = now_s(); continue; }
             if (due < n) n = (int)due;
         }
-        for (int i = 0; i < n; i++) put_be(iov[i].iov_base + 8, seq + i, 8);
-        int r = sendmmsg(fd, msgs, n, 0);
-        if (r > 0) { seq += r; bytes += (uint64_t)r * size; calls++; }
+        int k = (int)(calls % (uint64_t)sources);
+        for (int i = 0; i < n; i++) {
+            if (sources > 1) put_be((unsigned char *)iov[i].iov_base + 6, (uint64_t)(stream + k), 2);
+            put_be((unsigned char *)iov[i].iov_base + 8, seqs[k] + i, 8);
+        }
+        int r = sendmmsg(fds[k], msgs, n, 0);
+        if (r > 0) { seq += r; seqs[k] += r; bytes += (uint64_t)r * size; }
         else if (r < 0 && errno != EINTR) errors++;
+        calls++; /* sendmmsg calls made (the source rotates per call) */
         t = now_s();
     }
     double el = t - t0;
     printf("{\"tool\":\"sendmmsg_tx\",\"cpu\":%d,\"size\":%ld,\"batch\":%d,\"rate_gbps\":%.3f,"
            "\"seconds\":%.6f,\"packets\":%llu,\"bytes\":%llu,\"pps\":%.1f,\"gbps\":%.4f,"
-           "\"calls\":%llu,\"errors\":%llu,\"last_seq\":%llu}\n",
+           "\"calls\":%llu,\"errors\":%llu,\"sources\":%d,\"last_seq\":%llu}\n",
            cpu, size, batch, rate_gbps, el, (unsigned long long)seq, (unsigned long long)bytes,
            seq / el, bytes * 8.0 / el / 1e9, (unsigned long long)calls,
-           (unsigned long long)errors, seq ? (unsigned long long)(seq - 1) : 0ULL);
+           (unsigned long long)errors, sources, seq ? (unsigned long long)(seq - 1) : 0ULL);
     return 0;
 }

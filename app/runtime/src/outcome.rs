@@ -4,7 +4,7 @@
 use crate::report::{loss_exit_code, rfc3339_utc, DirectionReport, QueueReport, RunReport};
 use crate::run::{Identity, RunResults};
 use crate::validator::Validator;
-use rtdaq_config::model::Config;
+use rtdaq_config::model::{Config, Validation};
 
 /// Builds the report of a finished run.
 ///
@@ -51,10 +51,12 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
     }
     let total = merged.finish();
     let generated: u64 = r.generated.iter().map(|g| g.generated).sum();
-    let lost = if generated > 0 {
-        total.lost_against(generated)
-    } else {
-        total.seq_gaps
+    let lost = match (config.run.validate, generated > 0) {
+        // Nothing was sequence-checked: only the count against what was sent tells loss.
+        (Validation::Count, true) => generated.saturating_sub(total.received),
+        (Validation::Count, false) => 0,
+        (_, true) => total.lost_against(generated),
+        (_, false) => total.seq_gaps,
     };
     let loss_tolerance = config.run.loss_tolerance;
     RunReport {

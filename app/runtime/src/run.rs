@@ -8,7 +8,8 @@ use crate::pacer::{now_ns, PaceRate, Pacer};
 use crate::stats::Live;
 use crate::threads::{self, GenPlan, GenTotals, Placement};
 use crate::validator::{PayloadGen, Validator};
-use rtdaq_config::model::{Address, Config, GeneratorLimit, RxMode, Transport};
+use rtdaq_config::model::{Address, Config, Generator, GeneratorLimit, RxMode, Transport};
+use rtdaq_core::slot_ring::{SlotConsumer, SlotProducer};
 use rtdaq_core::traits::{Engine, EngineArgs, RxQueue};
 use rtdaq_core::SlotRing;
 use rtdaq_platform::{alloc_audit, rt};
@@ -91,6 +92,275 @@ where
         rt::lock_memory(config.rt.required)?;
     }
     let res = memory::allocate(config, config.rt.required && config.rt.lock_memory)?;
+    // Stop flags live for the process, like the queues.
+    let tx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let rx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let mut threads_started = 0usize;
+    let mut rx_handles: Vec<(Option<JoinHandle<()>>, JoinHandle<Validator>)> = Vec::new();
+    let mut tx_handles: Vec<Option<JoinHandle<GenTotals>>> = Vec::new();
+    let duration_s = opts.duration_s.unwrap_or(config.run.duration_s);
+    let stack = thread_stack(config);
+
+    // 1. Every queue thread starts first: it pins itself, takes its real-time priority,
+    //    prefaults its stack and then parks on a one-shot channel until its queue arrives.
+    //    The engine opens (binds sockets, maps rings) only after that, so the first read
+    //    follows within microseconds: a sender that is already streaming does not overflow
+    //    a socket buffer while threads are being created.
+    let mut rx_feeds: Vec<RxFeed<E::Rx>> = Vec::new();
+    for r in res.rx.iter() {
+        let qc = &config.interfaces[r.interface].rx_queues[r.queue];
+        let name = queue_name(config, r.interface, "rx", r.queue);
+        let stats = &res.rx_stats[rx_feeds.len()];
+        let place = |core: u32| Placement {
+            core,
+            priority: qc.rt_priority,
+            prefault_stack_kib: config.rt.prefault_stack_kib,
+            required: config.rt.required,
+        };
+        let validator = Validator::with_mode(config.run.validate);
+        let busy = qc.busy_poll;
+        match qc.mode {
+            RxMode::Direct => {
+                let (feed, parked) = mpsc::sync_channel::<E::Rx>(1);
+                let (p, ready) = (place(qc.cpu_core), ready_tx.clone());
+                let n = name.clone();
+                let h = spawn(&name, stack, move || {
+                    if !threads::enter(&n, p, &ready) {
+                        return validator;
+                    }
+                    let Ok(queue) = parked.recv() else {
+                        return validator;
+                    };
+                    threads::rx_direct(queue, validator, stats, rx_stop, busy)
+                })?;
+                threads_started += 1;
+                rx_handles.push((None, h));
+                rx_feeds.push(RxFeed::Direct(feed));
+            }
+            RxMode::Indirect { consumer_core } => {
+                type Prod<Q> = SlotProducer<'static, <Q as RxQueue>::Burst>;
+                type Cons<Q> = SlotConsumer<'static, <Q as RxQueue>::Burst>;
+                let (feed_io, parked_io) = mpsc::sync_channel::<(E::Rx, Prod<E::Rx>)>(1);
+                let (feed_cons, parked_cons) = mpsc::sync_channel::<Cons<E::Rx>>(1);
+                let io_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+                let (p, ready) = (place(qc.cpu_core), ready_tx.clone());
+                let n = name.clone();
+                let batching = threads::Batching {
+                    batch: qc.batch_size as usize,
+                    timeout_ns: u64::from(qc.timeout_us) * 1000,
+                };
+                let io = spawn(&format!("{name}-io"), stack, move || {
+                    if threads::enter(&n, p, &ready) {
+                        if let Ok((queue, prod)) = parked_io.recv() {
+                            threads::rx_indirect(queue, prod, stats, rx_stop, busy, batching);
+                        }
+                    }
+                    io_done.store(true, Release);
+                })?;
+                let (p, ready) = (place(consumer_core), ready_tx.clone());
+                let n = format!("{name} consumer");
+                let c = spawn(&format!("{name}-cons"), stack, move || {
+                    if !threads::enter(&n, p, &ready) {
+                        return validator;
+                    }
+                    let Ok(cons) = parked_cons.recv() else {
+                        return validator;
+                    };
+                    threads::rx_consumer(cons, validator, stats, io_done, busy)
+                })?;
+                threads_started += 2;
+                rx_handles.push((Some(io), c));
+                let slots = burst_slots(qc.ring_depth, qc.batch_size);
+                rx_feeds.push(RxFeed::Indirect {
+                    io: feed_io,
+                    consumer: feed_cons,
+                    slots,
+                    name,
+                });
+            }
+        }
+    }
+    let mut tx_feeds: Vec<Option<TxFeed<E::Tx>>> = Vec::new();
+    for r in res.tx.iter() {
+        let qc = &config.interfaces[r.interface].tx_queues[r.queue];
+        if generator_of(config, r.interface, r.queue).is_none() {
+            tx_handles.push(None);
+            tx_feeds.push(None);
+            continue;
+        }
+        let name = queue_name(config, r.interface, "tx", r.queue);
+        let p = Placement {
+            core: qc.cpu_core,
+            priority: qc.rt_priority,
+            prefault_stack_kib: config.rt.prefault_stack_kib,
+            required: config.rt.required,
+        };
+        let (feed, parked) = mpsc::sync_channel::<(E::Tx, GenPlan)>(1);
+        let (ready, n, busy) = (ready_tx.clone(), name.clone(), qc.busy_poll);
+        let h = spawn(&name, stack, move || {
+            if !threads::enter(&n, p, &ready) {
+                return GenTotals::default();
+            }
+            let Ok((queue, plan)) = parked.recv() else {
+                return GenTotals::default();
+            };
+            threads::tx_generator(queue, plan, tx_stop, busy)
+        })?;
+        threads_started += 1;
+        tx_handles.push(Some(h));
+        tx_feeds.push(Some(feed));
+    }
+    drop(ready_tx);
+
+    // Every thread reports its real-time set-up once; any refusal stops the run.
+    let mut startup_error = None;
+    for _ in 0..threads_started {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => startup_error = startup_error.or(Some(e)),
+            Err(_) => break,
+        }
+    }
+
+    // 2. Open the engine and hand each parked thread its queue (RX first, then the
+    //    generators). A failure drops the feeds: parked threads wake up and return.
+    let opened = match startup_error {
+        None => open_and_feed::<E>(config, &res, rx_feeds, tx_feeds),
+        Some(message) => Err(RuntimeError::Thread {
+            queue: "start-up".into(),
+            message,
+        }),
+    };
+    let start_ns = match &opened {
+        Ok(t) => *t,
+        Err(_) => now_ns(),
+    };
+    let started_at_unix_ns = crate::pacer::wall_clock_ns();
+    if let Err(e) = opened {
+        tx_stop.store(true, Release);
+        rx_stop.store(true, Release);
+        for h in tx_handles.into_iter().flatten() {
+            let _ = h.join();
+        }
+        for (io, cons) in rx_handles {
+            if let Some(io) = io {
+                let _ = io.join();
+            }
+            let _ = cons.join();
+        }
+        return Err(e);
+    }
+    let mut live = Live::new(
+        res.rx
+            .iter()
+            .map(|r| queue_name(config, r.interface, "rx", r.queue))
+            .collect(),
+        res.tx
+            .iter()
+            .map(|r| queue_name(config, r.interface, "tx", r.queue))
+            .collect(),
+        start_ns,
+    );
+    let deadline = (duration_s > 0.0).then(|| start_ns + (duration_s * 1e9) as u64);
+    let mut next_tick = start_ns + 1_000_000_000;
+    loop {
+        let now = now_ns();
+        if signalled.load(std::sync::atomic::Ordering::Relaxed)
+            || deadline.is_some_and(|d| now >= d)
+        {
+            break;
+        }
+        if now >= next_tick {
+            live.tick(
+                res.rx_stats,
+                res.tx_stats,
+                now,
+                (now - start_ns) as f64 / 1e9,
+            );
+            next_tick += 1_000_000_000;
+        }
+        // Wake at the deadline itself (not up to 20 ms past it): the generators stop on time.
+        let nap = deadline.map_or(20_000_000, |d| d.saturating_sub(now).clamp(1, 20_000_000));
+        std_thread::sleep(Duration::from_nanos(nap));
+    }
+    // Stop the senders, let the receivers drain what is in flight, then stop them.
+    tx_stop.store(true, Release);
+    let generated: Vec<GenTotals> = tx_handles
+        .into_iter()
+        .map(|h| h.map(|h| h.join().unwrap_or_default()).unwrap_or_default())
+        .collect();
+    std_thread::sleep(Duration::from_millis(u64::from(config.run.drain_ms)));
+    rx_stop.store(true, Release);
+    let mut validators = Vec::new();
+    for (io, cons) in rx_handles {
+        if let Some(io) = io {
+            let _ = io.join();
+        }
+        validators.push(
+            cons.join()
+                .unwrap_or_else(|_| Validator::with_mode(config.run.validate)),
+        );
+    }
+    let end_ns = now_ns();
+    live.tick(
+        res.rx_stats,
+        res.tx_stats,
+        end_ns,
+        (end_ns - start_ns) as f64 / 1e9,
+    );
+    live.finish();
+    Ok(RunResults {
+        elapsed_s: (end_ns - start_ns) as f64 / 1e9,
+        validators,
+        generated,
+        io_thread_allocations: alloc_audit::armed_allocations(),
+        interrupted: signalled.load(std::sync::atomic::Ordering::Relaxed),
+        started_at_unix_ns,
+        resources: res,
+    })
+}
+
+/// Where a parked RX thread (or pair) gets its queue.
+enum RxFeed<Q: RxQueue>
+where
+    Q::Burst: 'static,
+{
+    Direct(mpsc::SyncSender<Q>),
+    Indirect {
+        io: mpsc::SyncSender<(Q, SlotProducer<'static, Q::Burst>)>,
+        consumer: mpsc::SyncSender<SlotConsumer<'static, Q::Burst>>,
+        /// Burst slots of the ring between them.
+        slots: usize,
+        /// Queue name, for errors.
+        name: String,
+    },
+}
+
+/// Where a parked generator thread gets its queue and plan.
+type TxFeed<Q> = mpsc::SyncSender<(Q, GenPlan)>;
+
+/// The generator of TX queue `queue` of interface `interface`, if it has one.
+fn generator_of(config: &Config, interface: usize, queue: usize) -> Option<&Generator> {
+    config
+        .generator
+        .as_ref()
+        .filter(|g| g.interface.0 == interface && g.tx_queue.0 as usize == queue)
+}
+
+/// Opens the engine, splits it into queues and hands each to its parked thread (RX queues
+/// first, so that they read before any generator sends). Returns the start time of the run
+/// (the generators' pacing origin).
+fn open_and_feed<E>(
+    config: &'static Config,
+    res: &Resources,
+    rx_feeds: Vec<RxFeed<E::Rx>>,
+    tx_feeds: Vec<Option<TxFeed<E::Tx>>>,
+) -> Result<u64, RuntimeError>
+where
+    E: Engine<'static, Config = EngineArgs<'static, Config>>,
+    <E::Rx as RxQueue>::Burst: 'static,
+{
     let engine = E::open(EngineArgs {
         config,
         rx: res.rx,
@@ -99,50 +369,22 @@ where
     .map_err(|e| RuntimeError::Engine(e.to_string()))?;
     let (mut rxq, mut txq) = (Vec::new(), Vec::new());
     engine.split(&mut |q| rxq.push(q), &mut |q| txq.push(q));
-
-    // Stop flags live for the process, like the queues.
-    let tx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-    let rx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    let mut threads_started = 0usize;
-    let mut rx_handles: Vec<(Option<JoinHandle<()>>, JoinHandle<Validator>)> = Vec::new();
-    let mut tx_handles: Vec<Option<JoinHandle<GenTotals>>> = Vec::new();
-    let start_ns = now_ns();
-    let started_at_unix_ns = crate::pacer::wall_clock_ns();
-    let duration_s = opts.duration_s.unwrap_or(config.run.duration_s);
-
-    for (k, queue) in rxq.into_iter().enumerate() {
-        let r = res.rx[k];
-        let qc = &config.interfaces[r.interface].rx_queues[r.queue];
-        let name = queue_name(config, r.interface, "rx", r.queue);
-        let stats = &res.rx_stats[k];
-        let place = |core: u32| Placement {
-            core,
-            priority: qc.rt_priority,
-            prefault_stack_kib: config.rt.prefault_stack_kib,
-            required: config.rt.required,
-        };
-        let validator = Validator::new();
-        let busy = qc.busy_poll;
-        match qc.mode {
-            RxMode::Direct => {
-                let (p, ready) = (place(qc.cpu_core), ready_tx.clone());
-                let n = name.clone();
-                let h = spawn(&name, move || {
-                    if !threads::enter(&n, p, &ready) {
-                        return validator;
-                    }
-                    threads::rx_direct(queue, validator, stats, rx_stop, busy)
-                })?;
-                threads_started += 1;
-                rx_handles.push((None, h));
-            }
-            RxMode::Indirect { consumer_core } => {
-                let slots: Vec<_> = (0..burst_slots(qc.ring_depth, qc.batch_size))
-                    .map(|_| queue.new_burst())
-                    .collect();
+    let parked_gone = |queue: String| RuntimeError::Thread {
+        queue,
+        message: "its thread ended before it got its queue".into(),
+    };
+    for (queue, feed) in rxq.into_iter().zip(rx_feeds) {
+        match feed {
+            RxFeed::Direct(f) => f.send(queue).map_err(|_| parked_gone("rx".into()))?,
+            RxFeed::Indirect {
+                io,
+                consumer,
+                slots,
+                name,
+            } => {
+                let bursts: Vec<_> = (0..slots).map(|_| queue.new_burst()).collect();
                 let ring = Box::leak(Box::new(
-                    SlotRing::new(Box::leak(slots.into_boxed_slice())).map_err(|e| {
+                    SlotRing::new(Box::leak(bursts.into_boxed_slice())).map_err(|e| {
                         RuntimeError::Thread {
                             queue: name.clone(),
                             message: e.to_string(),
@@ -150,45 +392,19 @@ where
                     })?,
                 ));
                 let (prod, cons) = ring.split();
-                let io_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-                let (p, ready) = (place(qc.cpu_core), ready_tx.clone());
-                let n = name.clone();
-                let batching = threads::Batching {
-                    batch: qc.batch_size as usize,
-                    timeout_ns: u64::from(qc.timeout_us) * 1000,
-                };
-                let io = spawn(&format!("{name}-io"), move || {
-                    if threads::enter(&n, p, &ready) {
-                        threads::rx_indirect(queue, prod, stats, rx_stop, busy, batching);
-                    }
-                    io_done.store(true, Release);
-                })?;
-                let (p, ready) = (place(consumer_core), ready_tx.clone());
-                let n = format!("{name} consumer");
-                let c = spawn(&format!("{name}-cons"), move || {
-                    if !threads::enter(&n, p, &ready) {
-                        return validator;
-                    }
-                    threads::rx_consumer(cons, validator, stats, io_done, busy)
-                })?;
-                threads_started += 2;
-                rx_handles.push((Some(io), c));
+                consumer
+                    .send(cons)
+                    .map_err(|_| parked_gone(format!("{name} consumer")))?;
+                io.send((queue, prod)).map_err(|_| parked_gone(name))?;
             }
         }
     }
-
-    for (k, queue) in txq.into_iter().enumerate() {
-        let r = res.tx[k];
-        let qc = &config.interfaces[r.interface].tx_queues[r.queue];
-        let Some(g) = config
-            .generator
-            .as_ref()
-            .filter(|g| g.interface.0 == r.interface && g.tx_queue.0 as usize == r.queue)
-        else {
-            tx_handles.push(None);
-            continue;
+    let start_ns = now_ns();
+    for ((queue, feed), r) in txq.into_iter().zip(tx_feeds).zip(res.tx.iter()) {
+        let (Some(feed), Some(g)) = (feed, generator_of(config, r.interface, r.queue)) else {
+            continue; // no generator: the queue is dropped (closed) here
         };
-        let name = queue_name(config, r.interface, "tx", r.queue);
+        let qc = &config.interfaces[r.interface].tx_queues[r.queue];
         let plan = GenPlan {
             gens: (0..g.streams)
                 .map(|k| PayloadGen::new(g.stream_id + k as u16, g.payload_size as usize))
@@ -208,115 +424,29 @@ where
                 _ => None,
             },
         };
-        let p = Placement {
-            core: qc.cpu_core,
-            priority: qc.rt_priority,
-            prefault_stack_kib: config.rt.prefault_stack_kib,
-            required: config.rt.required,
-        };
-        let (ready, n, busy) = (ready_tx.clone(), name.clone(), qc.busy_poll);
-        let h = spawn(&name, move || {
-            if !threads::enter(&n, p, &ready) {
-                return GenTotals::default();
-            }
-            threads::tx_generator(queue, plan, tx_stop, busy)
-        })?;
-        threads_started += 1;
-        tx_handles.push(Some(h));
+        feed.send((queue, plan))
+            .map_err(|_| parked_gone(queue_name(config, r.interface, "tx", r.queue)))?;
     }
-    drop(ready_tx);
+    Ok(start_ns)
+}
 
-    // Every thread reports its real-time set-up once; any refusal stops the run.
-    let mut startup_error = None;
-    for _ in 0..threads_started {
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => startup_error = startup_error.or(Some(e)),
-            Err(_) => break,
-        }
-    }
-    let mut live = Live::new(
-        res.rx
-            .iter()
-            .map(|r| queue_name(config, r.interface, "rx", r.queue))
-            .collect(),
-        res.tx
-            .iter()
-            .map(|r| queue_name(config, r.interface, "tx", r.queue))
-            .collect(),
-        start_ns,
-    );
-    let deadline = (duration_s > 0.0).then(|| start_ns + (duration_s * 1e9) as u64);
-    if startup_error.is_none() {
-        let mut next_tick = start_ns + 1_000_000_000;
-        loop {
-            let now = now_ns();
-            if signalled.load(std::sync::atomic::Ordering::Relaxed)
-                || deadline.is_some_and(|d| now >= d)
-            {
-                break;
-            }
-            if now >= next_tick {
-                live.tick(
-                    res.rx_stats,
-                    res.tx_stats,
-                    now,
-                    (now - start_ns) as f64 / 1e9,
-                );
-                next_tick += 1_000_000_000;
-            }
-            std_thread::sleep(Duration::from_millis(20));
-        }
-    }
-    // Stop the senders, let the receivers drain what is in flight, then stop them.
-    tx_stop.store(true, Release);
-    let generated: Vec<GenTotals> = tx_handles
-        .into_iter()
-        .map(|h| h.map(|h| h.join().unwrap_or_default()).unwrap_or_default())
-        .collect();
-    if startup_error.is_none() {
-        std_thread::sleep(Duration::from_millis(u64::from(config.run.drain_ms)));
-    }
-    rx_stop.store(true, Release);
-    let mut validators = Vec::new();
-    for (io, cons) in rx_handles {
-        if let Some(io) = io {
-            let _ = io.join();
-        }
-        validators.push(cons.join().unwrap_or_else(|_| Validator::new()));
-    }
-    let end_ns = now_ns();
-    live.tick(
-        res.rx_stats,
-        res.tx_stats,
-        end_ns,
-        (end_ns - start_ns) as f64 / 1e9,
-    );
-    live.finish();
-    if let Some(e) = startup_error {
-        return Err(RuntimeError::Thread {
-            queue: "start-up".into(),
-            message: e,
-        });
-    }
-    Ok(RunResults {
-        elapsed_s: (end_ns - start_ns) as f64 / 1e9,
-        validators,
-        generated,
-        io_thread_allocations: alloc_audit::armed_allocations(),
-        interrupted: signalled.load(std::sync::atomic::Ordering::Relaxed),
-        started_at_unix_ns,
-        resources: res,
-    })
+/// Stack of a queue thread: 1 MiB (a burst of 1024 packets on the stack is ~100 KiB) plus
+/// the part `rt.prefault_stack_kib` touches. Kept small on purpose: with `mlockall(MCL_FUTURE)`
+/// the kernel populates and locks the whole stack when the thread is created, and RX
+/// sockets are already bound then (a 4 MiB stack took ~15 ms to populate here: datagrams
+/// arriving meanwhile can overflow the socket buffer before the first read).
+fn thread_stack(config: &Config) -> usize {
+    (1 << 20) + config.rt.prefault_stack_kib as usize * 1024
 }
 
 fn spawn<T: Send + 'static>(
     name: &str,
+    stack: usize,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<JoinHandle<T>, RuntimeError> {
     std_thread::Builder::new()
         .name(name.chars().take(15).collect())
-        .stack_size(4 << 20)
+        .stack_size(stack)
         .spawn(f)
         .map_err(|e| RuntimeError::Thread {
             queue: name.to_string(),

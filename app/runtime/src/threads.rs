@@ -75,13 +75,20 @@ fn idle(busy: bool) {
 }
 
 /// Validates every packet of `burst` and empties it.
+///
+/// A packet without a receive timestamp (`engine.socket.rx_timestamps = "off"`) gets the
+/// consumer's clock, read once per burst.
 fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats) {
+    let mut now = 0;
     for i in 0..burst.len() {
         let meta = burst.meta(i);
         let rx_ns = if meta.rx_timestamp_ns != 0 {
             meta.rx_timestamp_ns
         } else {
-            wall_clock_ns()
+            if now == 0 {
+                now = wall_clock_ns();
+            }
+            now
         };
         if let Segment::Host(bytes) = burst.segment(i, 0) {
             v.check(bytes, rx_ns);

@@ -92,8 +92,36 @@ pub struct SocketEngine {
     pub gso: bool,
     /// `SO_REUSEPORT` so several RX queues share one UDP port.
     pub reuseport: bool,
+    /// Where UDP receive timestamps come from.
+    pub rx_timestamps: RxTimestamps,
     /// Extra integer `setsockopt` calls, applied in order after the ones above.
     pub sockopts: Vec<Sockopt>,
+}
+
+/// Where UDP receive timestamps come from (`engine.socket.rx_timestamps`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RxTimestamps {
+    /// `SO_TIMESTAMPNS`: the kernel stamps each datagram when it arrives (default; one
+    /// control message per datagram).
+    #[default]
+    Kernel,
+    /// One `clock_gettime(CLOCK_REALTIME)` after each `recvmmsg`, shared by the datagrams
+    /// of that call: cheaper, later by the time the datagram waited in the socket.
+    Batch,
+    /// No timestamps (`rx_timestamp_ns` = 0; the validator reports no latency).
+    Off,
+}
+
+impl RxTimestamps {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RxTimestamps::Kernel => "kernel",
+            RxTimestamps::Batch => "batch",
+            RxTimestamps::Off => "off",
+        }
+    }
 }
 
 /// One integer `setsockopt(level, option, &value)` passthrough.

@@ -12,13 +12,13 @@ mod run;
 
 pub use engine::{
     AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, IbTransport,
-    IbverbsEngine, SocketEngine, Sockopt, ZeroCopy,
+    IbverbsEngine, RxTimestamps, SocketEngine, Sockopt, ZeroCopy,
 };
 pub use interface::{
     Address, Interface, PciAddress, RxMode, RxQueue, SocketUri, TcpRole, Transport, TxQueue,
 };
 pub use memory::{MemoryRegion, PageSize, Placement, RegionKind};
-pub use run::{Generator, GeneratorLimit, GeneratorRate, Rt, Run};
+pub use run::{Generator, GeneratorLimit, GeneratorRate, Rt, Run, Validation};
 
 use serde::Deserialize;
 

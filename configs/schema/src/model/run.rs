@@ -54,6 +54,30 @@ pub struct Generator {
     pub streams: u32,
 }
 
+/// What the RX side checks in each received payload (`run.validate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Validation {
+    /// Sequence header, sequence numbers, latency and every payload byte's pattern (default).
+    #[default]
+    Full,
+    /// Sequence header, sequence numbers and latency; the payload pattern is not read.
+    Sequence,
+    /// Count packets and bytes only (traffic that carries no rtdaq sequence header).
+    Count,
+}
+
+impl Validation {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Validation::Full => "full",
+            Validation::Sequence => "sequence",
+            Validation::Count => "count",
+        }
+    }
+}
+
 /// `[run]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
@@ -65,6 +89,8 @@ pub struct Run {
     pub loss_tolerance: u64,
     /// How long RX keeps draining after TX stops, in ms.
     pub drain_ms: u32,
+    /// What the RX side checks in each payload.
+    pub validate: Validation,
 }
 
 /// `[rt]`.

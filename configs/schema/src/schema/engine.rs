@@ -1,7 +1,7 @@
 //! `[engine]` and its per-engine sub-tables.
 
 use super::yes;
-use crate::model::{EngineKind, FanoutMode, IbTransport, ZeroCopy};
+use crate::model::{EngineKind, FanoutMode, IbTransport, RxTimestamps, ZeroCopy};
 use serde::Deserialize;
 
 /// `[engine]`: the kind plus at most the one sub-table matching it (checked in validation).
@@ -36,6 +36,8 @@ pub(crate) struct RawSocket {
     #[serde(default = "yes")]
     pub reuseport: bool,
     #[serde(default)]
+    pub rx_timestamps: RxTimestamps,
+    #[serde(default)]
     pub sockopts: Vec<RawSockopt>,
 }
 
@@ -47,6 +49,7 @@ impl Default for RawSocket {
             gro: false,
             gso: false,
             reuseport: true,
+            rx_timestamps: RxTimestamps::Kernel,
             sockopts: Vec::new(),
         }
     }

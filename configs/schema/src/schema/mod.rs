@@ -88,6 +88,8 @@ pub(crate) struct RawRun {
     pub loss_tolerance: i64,
     #[serde(default = "default_drain_ms")]
     pub drain_ms: i64,
+    #[serde(default)]
+    pub validate: crate::model::Validation,
 }
 
 impl Default for RawRun {
@@ -97,6 +99,7 @@ impl Default for RawRun {
             report_json: None,
             loss_tolerance: 0,
             drain_ms: DEFAULT_DRAIN_MS,
+            validate: crate::model::Validation::Full,
         }
     }
 }

@@ -107,6 +107,7 @@ fn socket(raw: &RawSocket, errs: &mut Errors) -> Option<SocketEngine> {
         sndbuf,
         gro: raw.gro,
         gso: raw.gso,
+        rx_timestamps: raw.rx_timestamps,
         reuseport: raw.reuseport,
         sockopts,
     })

@@ -67,6 +67,7 @@ pub(super) fn run(raw: &RawConfig, errs: &mut Errors) -> Option<Run> {
         report_json: r.report_json.as_ref().map(PathBuf::from),
         loss_tolerance: loss?,
         drain_ms: drain?,
+        validate: r.validate,
     })
 }
 

@@ -6,12 +6,21 @@
 //! 1. hands over GRO segments left from the previous poll (when the burst filled up);
 //! 2. takes up to `batch` free buffers (kept between polls, like a NIC RX ring) and points
 //!    the `recvmmsg` iovecs straight into their slots: no copy after the kernel's;
-//! 3. `MSG_DONTWAIT | MSG_TRUNC`; when nothing was there and the queue sleeps
-//!    (`busy_poll = false`, `timeout_us > 0`), waits up to `timeout_us` in `ppoll` (hrtimer
-//!    precision, unlike `SO_RCVTIMEO`, which rounds to jiffies) and reads again;
+//! 3. reads with one `recvmmsg`:
+//!    - a sleeping queue (`busy_poll = false`, `timeout_us > 0`) handed an **empty** burst
+//!      blocks in `recvmmsg(MSG_WAITFORONE)` until the first datagram, then takes what else
+//!      is queued: one system call per burst, as a plain C receiver does. The wait is
+//!      bounded by `SO_RCVTIMEO` = `timeout_us`, which the kernel rounds up to one jiffy
+//!      (1–4 ms): harmless, since an empty burst has nothing to hand over;
+//!    - a sleeping queue handed a **partial** burst (the runtime is still filling it) reads
+//!      with `MSG_DONTWAIT`; when nothing was there it waits up to `timeout_us` in `ppoll`
+//!      (hrtimer precision) and reads again, so partial bursts leave on time;
+//!    - a busy-polling queue always reads with `MSG_DONTWAIT`;
 //! 4. per datagram: `SO_RXQ_OVFL` delta → `kernel` drops, `MSG_TRUNC` → `too_large`, GRO
 //!    reads split into datagrams (copies into further slots), flow rules → flow id or
-//!    `malformed` / `no_flow` / `flow_drop`, `SCM_TIMESTAMPNS` → `rx_timestamp_ns`.
+//!    `malformed` / `no_flow` / `flow_drop`, the receive time → `rx_timestamp_ns` per
+//!    `engine.socket.rx_timestamps`: `SCM_TIMESTAMPNS` (`kernel`), one `CLOCK_REALTIME` read
+//!    per `recvmmsg` (`batch`) or 0 (`off`).
 //!
 //! With no free buffer at all, the queue still drains the socket into a scratch buffer and
 //! counts every datagram as `pool_empty`, so no loss goes uncounted.
@@ -19,7 +28,7 @@
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use rtdaq_config::model::{RxQueue as RxQueueConfig, SocketUri};
+use rtdaq_config::model::{RxQueue as RxQueueConfig, RxTimestamps, SocketUri};
 use rtdaq_core::flow::{Classified, DefaultAction, FlowTable};
 use rtdaq_core::{
     Buf, BufferPool, Burst, ConnId, DropReason, FlowId, Packet, PacketMeta, QueueCounters, QueueId,
@@ -30,8 +39,8 @@ use crate::error::{explain_bind, Result, SocketError};
 use crate::sockopt::{apply_sockopts, enable_feature, set_buffer, BufDir};
 use crate::stats::RxStats;
 use crate::sys::consts::{
-    EAGAIN, EINTR, IPPROTO_IP, IP_PKTINFO, MSG_DONTWAIT, MSG_TRUNC, SOL_SOCKET, SOL_UDP,
-    SO_REUSEPORT, SO_RXQ_OVFL, SO_TIMESTAMPNS, UDP_GRO,
+    EAGAIN, EINTR, IPPROTO_IP, IP_PKTINFO, MSG_DONTWAIT, MSG_TRUNC, MSG_WAITFORONE, SOL_SOCKET,
+    SOL_UDP, SO_REUSEPORT, SO_TIMESTAMPNS, UDP_GRO,
 };
 use crate::sys::socket::Interest;
 use crate::sys::{PollSet, RecvBatch, RecvMsg, Socket};
@@ -49,6 +58,9 @@ pub(crate) type Flows = FlowTable<{ rtdaq_config::MAX_FLOWS_PER_INTERFACE }>;
 /// Empty polls between two `SO_MEMINFO` reads in busy-poll mode.
 const BUSY_DROP_SYNC: u32 = 1024;
 
+/// Reads with datagrams between two `SO_MEMINFO` reads (besides the one after each full read).
+const DROP_SYNC_READS: u32 = 64;
+
 /// One UDP RX queue.
 pub(crate) struct UdpRx<'a, const N: usize> {
     sock: Socket,
@@ -57,11 +69,16 @@ pub(crate) struct UdpRx<'a, const N: usize> {
     counters: &'a QueueCounters,
     queue: QueueId,
     batch: usize,
-    busy: bool,
     timeout: Duration,
+    /// Sleeping queue: an empty burst blocks in `recvmmsg` (bounded by `SO_RCVTIMEO`).
+    block: bool,
+    /// `rx_timestamps = "batch"`: one clock read per `recvmmsg`.
+    batch_clock: bool,
     gro: bool,
     flows: Option<Box<Flows>>,
     mmsg: RecvBatch,
+    /// `recvmmsg` calls that returned datagrams (paces the `SO_MEMINFO` reads).
+    reads: u32,
     /// Free buffers kept for the next read; datagram `i` lands in `cache[len - 1 - i]`.
     cache: Vec<Buf<'a>>,
     /// Copies of the segments of one GRO read.
@@ -114,8 +131,20 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             )?),
             None => None,
         };
-        enable_feature(&sock, SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS", &key)?;
-        enable_feature(&sock, SOL_SOCKET, SO_RXQ_OVFL, 1, "SO_RXQ_OVFL", &key)?;
+        let stamps = ctx.sock.rx_timestamps;
+        if stamps == RxTimestamps::Kernel {
+            enable_feature(&sock, SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS", &key)?;
+        }
+        let timeout = Duration::from_micros(u64::from(q.timeout_us));
+        let block = !q.busy_poll && !timeout.is_zero();
+        if block {
+            sock.set_recv_timeout(timeout)
+                .map_err(|source| SocketError::SetOption {
+                    key: format!("interfaces[{i}].rx_queues[{j}].timeout_us"),
+                    detail: format!("setsockopt(SO_RCVTIMEO) failed ({source})"),
+                    source,
+                })?;
+        }
         let gro = if !ctx.sock.gro {
             false
         } else if slot < GRO_MIN_BUFFER {
@@ -133,9 +162,18 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         let table: Flows = ctx.cfg.flow_table(i);
         let default_queue = matches!(table.default_action(), DefaultAction::Queue(_));
         let flows = (!table.is_empty() || !default_queue).then(|| Box::new(table));
-        if flows.is_some() && uri.ip.is_unspecified() {
+        let pktinfo = flows.is_some() && uri.ip.is_unspecified();
+        if pktinfo {
             enable_feature(&sock, IPPROTO_IP, IP_PKTINFO, 1, "IP_PKTINFO", "flows")?;
         }
+        // Per-datagram kernel work only for what is used: sender addresses for flow rules,
+        // control messages for kernel timestamps, GRO sizes or destination addresses.
+        let control = stamps == RxTimestamps::Kernel || gro || pktinfo;
+        let mmsg = RecvBatch::with_parts(
+            (q.batch_size as usize).clamp(1, N.max(1)),
+            flows.is_some(),
+            control,
+        );
         apply_sockopts(&sock, &ctx.sock.sockopts)?;
         let addr = SocketAddrV4::new(uri.ip, uri.port);
         sock.bind(&addr).map_err(|source| SocketError::Bind {
@@ -167,11 +205,13 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             counters: res.counters,
             queue,
             batch,
-            busy: q.busy_poll,
-            timeout: Duration::from_micros(u64::from(q.timeout_us)),
+            timeout,
+            block,
+            batch_clock: stamps == RxTimestamps::Batch,
             gro,
             flows,
-            mmsg: RecvBatch::new(batch),
+            mmsg,
+            reads: 0,
             cache: Vec::with_capacity(batch),
             stage: Vec::with_capacity(GRO_MAX_SEGMENTS),
             pending: Vec::with_capacity(GRO_MAX_SEGMENTS),
@@ -223,11 +263,17 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         if !self.pending.is_empty() || burst.is_full() {
             return burst.len() - before;
         }
-        if self.recv_once(burst) == 0 {
-            if !self.busy && !self.timeout.is_zero() {
+        if self.block && burst.is_empty() {
+            if self.recv_once(burst, MSG_WAITFORONE | MSG_TRUNC) == 0 {
+                self.sync_kernel_drops();
+            }
+            return burst.len() - before;
+        }
+        if self.recv_once(burst, MSG_DONTWAIT | MSG_TRUNC) == 0 {
+            if self.block {
                 match self.pollset.wait(self.timeout) {
                     Ok(n) if n > 0 => {
-                        self.recv_once(burst);
+                        self.recv_once(burst, MSG_DONTWAIT | MSG_TRUNC);
                     }
                     _ => self.sync_kernel_drops(),
                 }
@@ -243,7 +289,7 @@ impl<'a, const N: usize> UdpRx<'a, N> {
 
     /// One `recvmmsg`; returns datagrams taken from the socket (delivered or dropped).
     #[inline]
-    fn recv_once(&mut self, burst: &mut Burst<'a, N>) -> usize {
+    fn recv_once(&mut self, burst: &mut Burst<'a, N>, flags: i32) -> usize {
         let free = N - burst.len();
         let per_read = if self.gro { GRO_MAX_SEGMENTS } else { 1 };
         let want = self.batch.min((free / per_read).max(1)).min(free);
@@ -256,7 +302,6 @@ impl<'a, const N: usize> UdpRx<'a, N> {
                 None => break,
             }
         }
-        let flags = MSG_DONTWAIT | MSG_TRUNC;
         if self.cache.is_empty() {
             return self.drain_to_scratch(flags);
         }
@@ -277,7 +322,15 @@ impl<'a, const N: usize> UdpRx<'a, N> {
                 return 0;
             }
         };
+        // Kernel drops happen only while the socket buffer is full, i.e. while reads come
+        // back full: read the drop counter then, and every DROP_SYNC_READS reads anyway.
+        self.reads = self.reads.wrapping_add(1);
+        if n == k || self.reads % DROP_SYNC_READS == 0 {
+            self.sync_kernel_drops();
+        }
+        let stamp = if self.batch_clock { wall_clock_ns() } else { 0 };
         let mut out = Out {
+            stamp,
             burst,
             pending: &mut self.pending,
             counters: self.counters,
@@ -381,6 +434,8 @@ impl<'a, const N: usize> UdpRx<'a, N> {
 
 impl<const N: usize> Drop for UdpRx<'_, N> {
     fn drop(&mut self) {
+        // Drops since the last read of the counter still count.
+        self.sync_kernel_drops();
         if self.stats.errors > 0 {
             log::warn!(
                 "{} ({}): {} receive errors, last errno {}",
@@ -391,6 +446,14 @@ impl<const N: usize> Drop for UdpRx<'_, N> {
             );
         }
     }
+}
+
+/// `CLOCK_REALTIME` in ns (vDSO; no allocation, no system call on Linux).
+#[inline]
+fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Adds the growth of the kernel's drop counter (`sk_drops`) since the last report as
@@ -409,6 +472,8 @@ fn note_kernel_drops(last: &mut u32, counters: &QueueCounters, now: Option<u32>)
 
 /// Where datagrams go: the burst, or (for GRO segments past its capacity) the pending list.
 struct Out<'r, 'a, const N: usize> {
+    /// Receive time for datagrams without a kernel timestamp (0 = none).
+    stamp: u64,
     burst: &'r mut Burst<'a, N>,
     pending: &'r mut Vec<Packet<'a>>,
     counters: &'r QueueCounters,
@@ -449,7 +514,11 @@ impl<'a, const N: usize> Out<'_, 'a, N> {
             len: len as u32,
             flow,
             queue: self.queue,
-            rx_timestamp_ns: m.timestamp_ns,
+            rx_timestamp_ns: if m.timestamp_ns != 0 {
+                m.timestamp_ns
+            } else {
+                self.stamp
+            },
             conn: ConnId(0),
         };
         let mut pkt = Packet::single(buf, meta);

@@ -100,6 +100,97 @@ fn rx_receives_every_datagram_intact_with_counters_and_timestamps() {
     );
 }
 
+/// Sends `n` datagrams to `port`, receives them on a queue opened with `rx_timestamps = mode`
+/// and returns their receive timestamps with the wall-clock window around the exchange.
+fn stamps_with(mode: &str, n: usize) -> (Vec<u64>, u64, u64) {
+    let port = free_udp_port();
+    let setup = Setup::new(
+        &rx_config(
+            port,
+            &format!("rx_timestamps = \"{mode}\""),
+            2048,
+            64,
+            1,
+            "",
+        ),
+        2048,
+        64,
+    );
+    let (mut rx, _) = setup.open::<64>().unwrap().into_queues();
+    let wall = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t0 = wall();
+    for i in 0..n {
+        sender
+            .send_to(&pattern(100, i as u64), ("127.0.0.1", port))
+            .unwrap();
+    }
+    let got = collect(&mut rx[0], n);
+    let t1 = wall();
+    assert_eq!(got.len(), n);
+    (got.iter().map(|(_, m)| m.rx_timestamp_ns).collect(), t0, t1)
+}
+
+#[test]
+fn rx_timestamps_batch_stamps_each_read_with_the_wall_clock_and_off_leaves_zero() {
+    let (batch, t0, t1) = stamps_with("batch", 40);
+    assert!(
+        batch.iter().all(|&t| t >= t0 && t <= t1),
+        "batch stamps {batch:?} outside the exchange [{t0}, {t1}]"
+    );
+    // One clock read per recvmmsg: far fewer distinct stamps than datagrams (all 40 were
+    // queued before the first read, which takes up to 32).
+    let distinct: HashSet<u64> = batch.iter().copied().collect();
+    assert!(
+        distinct.len() < batch.len(),
+        "{} distinct stamps",
+        distinct.len()
+    );
+    let (off, _, _) = stamps_with("off", 10);
+    assert!(off.iter().all(|&t| t == 0), "{off:?}");
+    let (kernel, t0, t1) = stamps_with("kernel", 10);
+    assert!(kernel.iter().all(|&t| t >= t0 && t <= t1), "{kernel:?}");
+}
+
+#[test]
+fn sleeping_queue_blocks_on_an_empty_burst_but_returns_when_idle() {
+    let port = free_udp_port();
+    // timeout_us = 2000: the blocking read's SO_RCVTIMEO (rounded up to a jiffy, <= 4 ms
+    // at HZ=250) bounds an idle poll.
+    let setup = Setup::new(&rx_config(port, "", 2048, 64, 1, ""), 2048, 64);
+    let (mut rx, _) = setup.open::<64>().unwrap().into_queues();
+    let mut burst = rx[0].new_burst();
+    let t = std::time::Instant::now();
+    assert_eq!(rx[0].poll(&mut burst), 0);
+    let idle = t.elapsed();
+    assert!(
+        idle >= Duration::from_micros(1500),
+        "returned after {idle:?}: did not wait"
+    );
+    assert!(idle < Duration::from_millis(500), "idle poll took {idle:?}");
+    // A datagram arriving while the queue waits is returned by the same poll.
+    let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let th = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_micros(500));
+        sender
+            .send_to(&pattern(64, 7), ("127.0.0.1", port))
+            .unwrap();
+    });
+    let mut got = 0;
+    until(Duration::from_secs(5), || {
+        got += rx[0].poll(&mut burst);
+        got > 0
+    });
+    th.join().unwrap();
+    assert_eq!(got, 1);
+    assert_eq!(segment_bytes(burst.segment(0, 0)), &pattern(64, 7)[..]);
+}
+
 #[test]
 fn datagram_larger_than_the_buffer_counts_too_large() {
     let port = free_udp_port();

@@ -55,6 +55,19 @@ pub(crate) fn from_sockaddr(sa: &libc::sockaddr_in) -> SocketAddrV4 {
     )
 }
 
+/// Sets or clears `O_NONBLOCK` on `fd` (`fcntl` F_GETFL / F_SETFL).
+pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+    // SAFETY: integer arguments only, on a descriptor the caller owns.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    let want = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, want) }).map(drop)
+}
+
 /// `socket(AF_INET, ty | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)`.
 pub(crate) fn socket(ty: c_int) -> io::Result<OwnedFd> {
     // SAFETY: integer arguments only.
@@ -84,6 +97,30 @@ pub(crate) fn setsockopt_int(
             option,
             (&value as *const c_int).cast::<c_void>(),
             size_of::<c_int>() as socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// `setsockopt(fd, level, option)` for a `struct timeval` option (`SO_RCVTIMEO`).
+pub(crate) fn setsockopt_timeval(
+    fd: BorrowedFd<'_>,
+    level: c_int,
+    option: c_int,
+    value: std::time::Duration,
+) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: value.as_secs() as libc::time_t,
+        tv_usec: value.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: `tv` lives across the call and its size is passed.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            option,
+            (&tv as *const libc::timeval).cast::<c_void>(),
+            size_of::<libc::timeval>() as socklen_t,
         )
     })
     .map(drop)

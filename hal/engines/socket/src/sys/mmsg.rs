@@ -18,6 +18,7 @@ use super::socket::Socket;
 
 /// Control bytes per received message: room for `SCM_TIMESTAMPNS` (16 B), `SO_RXQ_OVFL`
 /// (4 B), `UDP_GRO` (4 B) and `IP_PKTINFO` (12 B), each with its 16-byte header, aligned.
+/// (The UDP queue no longer enables `SO_RXQ_OVFL`, but the batch still parses it.)
 const RX_CONTROL: usize = 128;
 /// Control bytes per sent message: one `UDP_SEGMENT` (`u16`).
 const TX_CONTROL: usize = 32;
@@ -66,6 +67,10 @@ pub(crate) struct RecvBatch {
     iovs: Box<[libc::iovec]>,
     names: Box<[libc::sockaddr_in]>,
     control: Box<[Control<RX_CONTROL>]>,
+    /// Ask the kernel for each sender's address (`msg_name`).
+    want_names: bool,
+    /// Ask the kernel for control messages (`msg_control`).
+    want_control: bool,
 }
 
 // SAFETY: the raw pointers inside point only into the batch's own boxed arrays (which move
@@ -73,8 +78,11 @@ pub(crate) struct RecvBatch {
 unsafe impl Send for RecvBatch {}
 
 impl RecvBatch {
-    /// Arrays for `capacity` (≥ 1) datagrams. Cold path (allocates).
-    pub(crate) fn new(capacity: usize) -> RecvBatch {
+    /// Arrays for `capacity` (≥ 1) datagrams. Without `names` the kernel copies no sender
+    /// address ([`RecvMsg::src`] reads 0.0.0.0:0); without `control` it builds no control
+    /// messages (no timestamps, GRO sizes or destination addresses). Each saves kernel work
+    /// per datagram. Cold path (allocates).
+    pub(crate) fn with_parts(capacity: usize, names: bool, control: bool) -> RecvBatch {
         let capacity = capacity.max(1);
         let unspecified = ffi::to_sockaddr(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
         RecvBatch {
@@ -87,6 +95,8 @@ impl RecvBatch {
             iovs: vec![EMPTY_IOV; capacity].into_boxed_slice(),
             names: vec![unspecified; capacity].into_boxed_slice(),
             control: vec![Control([0; RX_CONTROL]); capacity].into_boxed_slice(),
+            want_names: names,
+            want_control: control,
         }
     }
 
@@ -103,15 +113,26 @@ impl RecvBatch {
         let iov = self.iovs.as_mut_ptr();
         let name = self.names.as_mut_ptr();
         let control = self.control.as_mut_ptr();
+        let (names, control_len) = (self.want_names, self.want_control);
         for (i, h) in self.hdrs[..n].iter_mut().enumerate() {
             h.msg_hdr.msg_iov = iov.wrapping_add(i);
             h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_name = name.wrapping_add(i).cast();
-            h.msg_hdr.msg_control = control.wrapping_add(i).cast();
             h.msg_len = 0;
-            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as _;
-            h.msg_hdr.msg_controllen = RX_CONTROL as _;
             h.msg_hdr.msg_flags = 0;
+            if names {
+                h.msg_hdr.msg_name = name.wrapping_add(i).cast();
+                h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as _;
+            } else {
+                h.msg_hdr.msg_name = ptr::null_mut();
+                h.msg_hdr.msg_namelen = 0;
+            }
+            if control_len {
+                h.msg_hdr.msg_control = control.wrapping_add(i).cast();
+                h.msg_hdr.msg_controllen = RX_CONTROL as _;
+            } else {
+                h.msg_hdr.msg_control = ptr::null_mut();
+                h.msg_hdr.msg_controllen = 0;
+            }
         }
     }
 

@@ -31,6 +31,19 @@ impl Socket {
         ffi::setsockopt_int(self.fd.as_fd(), level, option, value)
     }
 
+    /// Makes receives without `MSG_DONTWAIT` block for at most `timeout` (`SO_RCVTIMEO`,
+    /// which the kernel rounds up to a jiffy) by clearing `O_NONBLOCK`. Sends and reads
+    /// that pass `MSG_DONTWAIT` stay non-blocking.
+    pub(crate) fn set_recv_timeout(&self, timeout: Duration) -> io::Result<()> {
+        ffi::setsockopt_timeval(
+            self.fd.as_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            timeout,
+        )?;
+        ffi::set_nonblocking(self.fd.as_fd(), false)
+    }
+
     /// Reads an integer option.
     pub(crate) fn get_int(&self, level: i32, option: i32) -> io::Result<i32> {
         ffi::getsockopt_int(self.fd.as_fd(), level, option)

@@ -1,0 +1,82 @@
+//! Everything `unsafe` in the crate: AF_XDP sockets and their shared-memory rings, the
+//! UMEM registration over the runtime's pool memory, libbpf, interface ioctls.
+//!
+//! Three layers (style guide §3.5):
+//!
+//! | layer | module | what |
+//! |---|---|---|
+//! | raw | `libc`, `libxdp_sys` (libbpf) | the C functions and structs, used only inside this module |
+//! | result | [`ffi`] | one thin function per call returning `io::Result`; the **only** place that reads `errno` |
+//! | safe | [`xsk`], [`ring`], [`bpf`], [`lent`] | RAII types: [`XskSocket`] (an `OwnedFd`), the four rings ([`ProdRing`] / [`ConsRing`] over an unmapped-on-drop mapping), [`BpfObject`] and XDP links, the lent-frame ledger [`Lent`] |
+//!
+//! Constructors allocate (cold path); the per-burst methods never allocate, never log and
+//! never block longer than the timeout they are given.
+#![allow(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub(crate) mod bpf;
+pub(crate) mod ffi;
+pub(crate) mod lent;
+pub(crate) mod ring;
+pub(crate) mod xsk;
+
+pub(crate) use bpf::BpfObject;
+pub(crate) use lent::Lent;
+pub(crate) use ring::{ConsRing, ProdRing};
+pub(crate) use xsk::{XskSocket, XskStats};
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+/// Interface facts read with ioctls on an `AF_INET` socket of the current network
+/// namespace (sysfs shows the namespace it was mounted in, so it is not used).
+#[derive(Debug)]
+pub(crate) struct NetDev {
+    sock: OwnedFd,
+}
+
+impl NetDev {
+    /// A handle for interface queries. Cold path.
+    pub(crate) fn new() -> io::Result<NetDev> {
+        ffi::inet_socket().map(|sock| NetDev { sock })
+    }
+
+    /// The interface index of `name`, `None` when there is no such interface here.
+    pub(crate) fn ifindex(&self, name: &str) -> Option<u32> {
+        let c = CString::new(name).ok()?;
+        match ffi::if_nametoindex(&c) {
+            0 => None,
+            i => Some(i),
+        }
+    }
+
+    /// The MTU of `name`.
+    pub(crate) fn mtu(&self, name: &str) -> io::Result<u32> {
+        ffi::if_mtu(self.sock.as_fd(), name)
+    }
+
+    /// (RX, TX) queue counts of `name` (`ETHTOOL_GCHANNELS`: separate + combined channels).
+    pub(crate) fn channels(&self, name: &str) -> io::Result<(u32, u32)> {
+        let c = ffi::if_channels(self.sock.as_fd(), name)?;
+        Ok((c.rx_count + c.combined_count, c.tx_count + c.combined_count))
+    }
+}
+
+/// `CLOCK_REALTIME` in nanoseconds (vDSO). Never allocates.
+#[inline]
+pub(crate) fn realtime_ns() -> u64 {
+    ffi::realtime_ns()
+}
+
+/// Socket-option and flag constants the safe modules use, re-exported so they need no
+/// `libc`.
+pub(crate) mod consts {
+    pub(crate) use libc::{
+        EAGAIN, EBUSY, EINTR, ENETDOWN, ENOBUFS, ENOMEM, ENXIO, EOPNOTSUPP, EPERM, EACCES,
+        EINVAL, EAFNOSUPPORT, SOL_SOCKET, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL,
+        XDP_COPY, XDP_RX_RING, XDP_SHARED_UMEM, XDP_TX_RING, XDP_UMEM_COMPLETION_RING,
+        XDP_UMEM_FILL_RING, XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
+    };
+}

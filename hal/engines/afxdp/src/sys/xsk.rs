@@ -1,0 +1,170 @@
+//! Safe layer over one AF_XDP socket: creation, UMEM registration over caller memory, ring
+//! set-up and mapping, bind, statistics, wake-ups.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+use super::ffi;
+use super::ring::{ConsRing, ProdRing};
+
+/// One AF_XDP socket (an owned descriptor, closed on drop).
+#[derive(Debug)]
+pub(crate) struct XskSocket {
+    fd: OwnedFd,
+}
+
+/// Kernel counters of one socket (`XDP_STATISTICS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct XskStats {
+    /// Frames dropped on receive: no fill frame, or larger than a frame.
+    pub(crate) rx_dropped: u64,
+    /// Invalid fill descriptors.
+    pub(crate) rx_invalid_descs: u64,
+    /// Invalid TX descriptors.
+    pub(crate) tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full.
+    pub(crate) rx_ring_full: u64,
+    /// Times the fill ring was found empty.
+    pub(crate) rx_fill_ring_empty: u64,
+    /// Times the TX ring was found empty on a kick.
+    pub(crate) tx_ring_empty: u64,
+}
+
+/// The four ring offsets of a socket (`XDP_MMAP_OFFSETS`).
+pub(crate) type Offsets = libc::xdp_mmap_offsets;
+
+impl XskSocket {
+    /// A new, unbound AF_XDP socket. Cold path.
+    pub(crate) fn new() -> io::Result<XskSocket> {
+        ffi::xdp_socket().map(|fd| XskSocket { fd })
+    }
+
+    /// Registers `len` bytes at `addr` as this socket's UMEM, cut into `chunk` byte frames.
+    /// Cold path.
+    ///
+    /// # Safety
+    /// `addr..addr + len` must stay valid until this socket and every socket sharing its
+    /// UMEM are closed (the kernel reads and writes it meanwhile), and nobody else may access
+    /// a frame while it is lent to the kernel.
+    pub(crate) unsafe fn register_umem(&self, addr: *mut u8, len: u64, chunk: u32) -> io::Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::umem_reg(self.fd.as_fd(), addr, len, chunk, 0) }
+    }
+
+    /// Sets a ring size option (`XDP_UMEM_FILL_RING`, `XDP_RX_RING`, ...). Cold path.
+    pub(crate) fn set_ring_size(&self, opt: i32, size: u32) -> io::Result<()> {
+        ffi::setsockopt(self.fd.as_fd(), libc::SOL_XDP, opt, &size)
+    }
+
+    /// Sets an integer socket option (busy polling). Cold path.
+    pub(crate) fn set_int(&self, level: i32, opt: i32, value: i32) -> io::Result<()> {
+        ffi::setsockopt(self.fd.as_fd(), level, opt, &value)
+    }
+
+    /// The ring offsets. Cold path.
+    pub(crate) fn offsets(&self) -> io::Result<Offsets> {
+        let (off, len) = ffi::getsockopt::<Offsets>(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)?;
+        if len != std::mem::size_of::<Offsets>() {
+            // Kernels before 5.4 report offsets without the flags word.
+            return Err(io::Error::from(io::ErrorKind::Unsupported));
+        }
+        Ok(off)
+    }
+
+    /// Maps the fill ring of `size` entries. Cold path.
+    pub(crate) fn map_fill(&self, off: &Offsets, size: u32) -> io::Result<ProdRing<u64>> {
+        ProdRing::map(self.fd.as_fd(), &off.fr, size, libc::XDP_UMEM_PGOFF_FILL_RING as i64)
+    }
+
+    /// Maps the completion ring of `size` entries. Cold path.
+    pub(crate) fn map_completion(&self, off: &Offsets, size: u32) -> io::Result<ConsRing<u64>> {
+        ConsRing::map(
+            self.fd.as_fd(),
+            &off.cr,
+            size,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING as i64,
+        )
+    }
+
+    /// Maps the RX ring of `size` entries. Cold path.
+    pub(crate) fn map_rx(&self, off: &Offsets, size: u32) -> io::Result<ConsRing<libc::xdp_desc>> {
+        ConsRing::map(self.fd.as_fd(), &off.rx, size, libc::XDP_PGOFF_RX_RING)
+    }
+
+    /// Maps the TX ring of `size` entries. Cold path.
+    pub(crate) fn map_tx(&self, off: &Offsets, size: u32) -> io::Result<ProdRing<libc::xdp_desc>> {
+        ProdRing::map(self.fd.as_fd(), &off.tx, size, libc::XDP_PGOFF_TX_RING)
+    }
+
+    /// Binds to `ifindex` / `queue_id` with `flags` (`XDP_COPY`, `XDP_ZEROCOPY`,
+    /// `XDP_USE_NEED_WAKEUP`, `XDP_SHARED_UMEM`), sharing `shared`'s UMEM when given.
+    /// Cold path.
+    pub(crate) fn bind(
+        &self,
+        ifindex: u32,
+        queue_id: u32,
+        flags: u16,
+        shared: Option<&XskSocket>,
+    ) -> io::Result<()> {
+        ffi::xdp_bind(
+            self.fd.as_fd(),
+            ifindex,
+            queue_id,
+            flags,
+            shared.map(|s| s.fd.as_fd()),
+        )
+    }
+
+    /// True when the socket runs in zero-copy mode (`XDP_OPTIONS`). Cold path.
+    pub(crate) fn zero_copy(&self) -> io::Result<bool> {
+        let (o, _) =
+            ffi::getsockopt::<libc::xdp_options>(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_OPTIONS)?;
+        Ok(o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
+    }
+
+    /// The kernel's counters (`XDP_STATISTICS`). One syscall; never allocates.
+    #[inline]
+    pub(crate) fn stats(&self) -> io::Result<XskStats> {
+        let (s, _) = ffi::getsockopt::<libc::xdp_statistics>(
+            self.fd.as_fd(),
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+        )?;
+        Ok(XskStats {
+            rx_dropped: s.rx_dropped,
+            rx_invalid_descs: s.rx_invalid_descs,
+            tx_invalid_descs: s.tx_invalid_descs,
+            rx_ring_full: s.rx_ring_full,
+            rx_fill_ring_empty: s.rx_fill_ring_empty_descs,
+            tx_ring_empty: s.tx_ring_empty_descs,
+        })
+    }
+
+    /// Asks the kernel to send the TX ring (`sendto`, non-blocking). Never allocates.
+    #[inline]
+    pub(crate) fn kick_tx(&self) -> io::Result<()> {
+        ffi::kick_tx(self.fd.as_fd())
+    }
+
+    /// Wakes the kernel's receive processing (`recvfrom`, non-blocking). Never allocates.
+    #[inline]
+    pub(crate) fn kick_rx(&self) -> io::Result<()> {
+        ffi::kick_rx(self.fd.as_fd())
+    }
+
+    /// Waits up to `timeout` for the RX ring to hold a frame (`ppoll` `POLLIN`; this also
+    /// wakes the kernel when the fill ring asks for it). Never allocates.
+    #[inline]
+    pub(crate) fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
+        match ffi::poll_one(self.fd.as_fd(), libc::POLLIN, timeout) {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(false),
+            r => r,
+        }
+    }
+
+    /// The descriptor, for the XSKMAP.
+    pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
