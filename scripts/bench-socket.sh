@@ -159,12 +159,13 @@ r = {"part": part, "variant": v, "size": int(size), "rep": int(rep), "core1_busy
      "rc": int(rc), "tx_pps": tx["pps"], "tx_gbps": tx["gbps"]}
 if v == "c":
     r.update(packets=rx["packets"], bytes=rx["bytes"], seconds=rx["seconds"], lost=rx["lost"],
-             kernel_drops=None, avg_batch=rx["avg_batch"])
+             kernel_drops=None, avg_batch=rx["avg_batch"], cpu_s=rx["cpu_s"])
 else:
     t = rx["rx"]["totals"]
     r.update(packets=t["packets"], bytes=t["bytes"], seconds=rx["duration_s"], lost=rx["lost"],
              kernel_drops=t["drops"]["kernel"], ring_full=t["drops"]["ring_full"],
-             drops_total=t["drops_total"], seq_gaps=t["seq_gaps"], malformed=t["malformed"])
+             drops_total=t["drops_total"], seq_gaps=t["seq_gaps"], malformed=t["malformed"],
+             cpu_s=(t.get("io_cpu_s") or 0) + (t.get("consumer_cpu_s") or 0))
 r["pps"] = r["packets"] / r["seconds"]; r["gbps"] = r["bytes"] * 8 / r["seconds"] / 1e9
 print(json.dumps(r))
 EOF
@@ -442,11 +443,13 @@ udp = [r for r in rows if r["part"] == "udp"]
 if udp:
     print("## UDP receive rate (sender sendmmsg_tx unpaced on TX_CPU, receiver on RX_CPU, see host; 127.0.0.1)")
     print("min / median / max over repeats; Gb/s of UDP payload; ratio = rtdaq / C paired by repeat\n")
-    print("per core = datagrams/s divided by the receiver core's busy fraction (datagrams per busy core-second)\n")
-    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | M/s per busy core | ratio rtdaq/C per core | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | rc |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("per core = datagrams per CPU-second of the receiving thread(s) (CLOCK_THREAD_CPUTIME_ID: the C "
+          "receiver's one thread; rtdaq's I/O thread, plus its consumer thread in indirect mode); "
+          "ns/datagram = the same as CPU time per datagram\n")
+    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | thread CPU ns/datagram | M datagrams per CPU-s | ratio rtdaq/C per core | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | rc |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     names = (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("lean", "rtdaq direct, lean"), ("indirect", "rtdaq indirect"))
-    percore = lambda r: r["pps"] / max(r["core1_busy_pct"], 1.0) * 100
+    percore = lambda r: r["packets"] / r["cpu_s"] if r.get("cpu_s") else 0.0
     for size in sorted({r["size"] for r in udp}):
         by = {v: sorted([r for r in udp if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v, _ in names}
         cp = [r["pps"] for r in by["c"]]
@@ -459,7 +462,7 @@ if udp:
             ratio = "1" if v == "c" else mmm(ratios(pp, cp), "{:.3f}")
             ratio_pc = "1" if v == "c" else mmm(ratios(pc, cc), "{:.3f}")
             print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {mmm([r['gbps'] for r in rs])} | {ratio} | "
-                  f"{mmm([r['core1_busy_pct'] for r in rs], '{:.0f}')} | {mmm([x/1e6 for x in pc], '{:.3f}')} | {ratio_pc} | {mmm([r['lost'] for r in rs], '{:.0f}')} | "
+                  f"{mmm([r['core1_busy_pct'] for r in rs], '{:.0f}')} | {mmm([1e9/x for x in pc if x], '{:.0f}')} | {mmm([x/1e6 for x in pc], '{:.3f}')} | {ratio_pc} | {mmm([r['lost'] for r in rs], '{:.0f}')} | "
                   f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r.get('ring_full') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {','.join(str(r['rc']) for r in rs)} |")
     print()
 u2 = [r for r in rows if r["part"] == "udp2"]

@@ -159,6 +159,40 @@ fn udp_one_queue_lossless_with_full_report() {
         "about 20 kpps for 2 s"
     );
     assert!(text(&out.stdout).contains("PASS"), "{}", text(&out.stdout));
+    // Every thread's CPU time: RX I/O + consumer (indirect mode), TX generator.
+    for ptr in [
+        "/rx/queues/0/io_cpu_s",
+        "/rx/queues/0/consumer_cpu_s",
+        "/tx/queues/0/io_cpu_s",
+    ] {
+        let s = r.pointer(ptr).and_then(Value::as_f64).unwrap_or(-1.0);
+        assert!(s > 0.0 && s < 2.5, "{ptr} = {s}: not a thread CPU time of a 2 s run");
+    }
+}
+
+#[test]
+fn lean_rx_options_stay_lossless_and_count_mode_counts_only() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Batch timestamps + sequence-only validation: still every packet accounted for, and
+    // latency is measured (from the per-read clock).
+    let cfg = loopback_udp(&[
+        ("rate_gbps = 1.0", "rate_pps = 20000".into()),
+        ("gro = false", "gro = false\nrx_timestamps = \"batch\"".into()),
+        ("drain_ms = 200", "drain_ms = 200\nvalidate = \"sequence\"".into()),
+    ]);
+    let (out, r) = run_report(&cfg, "2", "lean");
+    assert_lossless(&out, &r);
+    assert!(u(&r, "/rx/totals/latency_ns/count") > 0, "latency from batch stamps");
+    // Count mode: no header is read (no sequence checks, no latency); loss = sent − received.
+    let cfg = loopback_udp(&[
+        ("rate_gbps = 1.0", "rate_pps = 20000".into()),
+        ("gro = false", "gro = false\nrx_timestamps = \"off\"".into()),
+        ("drain_ms = 200", "drain_ms = 200\nvalidate = \"count\"".into()),
+    ]);
+    let (out, r) = run_report(&cfg, "2", "count");
+    assert_lossless(&out, &r);
+    assert_eq!(u(&r, "/rx/totals/latency_ns/count"), 0);
+    assert_eq!(u(&r, "/rx/totals/malformed"), 0);
 }
 
 #[test]

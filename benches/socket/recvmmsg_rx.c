@@ -146,6 +146,8 @@ int main(int argc, char **argv) {
         if (t >= t_end) break;
     }
     double el_s = t - t0;
+    struct timespec cpu_ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_ts); /* this thread's CPU time, set-up included */
     uint64_t expected = 0, seq_total = 0, streams = 0;
     for (int k = 0; k < 64; k++) {
         if (!have_seq[k]) continue;
@@ -157,11 +159,13 @@ int main(int argc, char **argv) {
     printf("{\"tool\":\"recvmmsg_rx\",\"cpu\":%d,\"batch\":%d,\"bufsize\":%ld,\"rcvbuf_effective\":%d,"
            "\"seconds\":%.6f,\"packets\":%llu,\"bytes\":%llu,\"pps\":%.1f,\"gbps\":%.4f,"
            "\"calls\":%llu,\"avg_batch\":%.2f,\"streams\":%llu,\"expected\":%llu,"
-           "\"seq_packets\":%llu,\"lost\":%lld,\"reordered\":%llu,\"foreign\":%llu,\"truncated\":%llu}\n",
+           "\"seq_packets\":%llu,\"lost\":%lld,\"reordered\":%llu,\"foreign\":%llu,\"truncated\":%llu,"
+           "\"cpu_s\":%.6f}\n",
            cpu, batch, bufsize, eff, el_s, (unsigned long long)packets, (unsigned long long)bytes,
            packets / el_s, bytes * 8.0 / el_s / 1e9, (unsigned long long)calls,
            calls ? (double)packets / calls : 0.0, (unsigned long long)streams,
            (unsigned long long)expected, (unsigned long long)seq_total, (long long)lost, (unsigned long long)reordered,
-           (unsigned long long)foreign, (unsigned long long)truncated);
+           (unsigned long long)foreign, (unsigned long long)truncated,
+           cpu_ts.tv_sec + cpu_ts.tv_nsec * 1e-9);
     return 0;
 }

@@ -11,7 +11,7 @@ use rtdaq_core::traits::{MemKind, QueueResources};
 use rtdaq_core::{BufferPool, QueueCounters};
 use rtdaq_platform::hugepages::HugePageSize;
 use rtdaq_platform::memory::{Region, RegionSpec};
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// Counters of one queue: the I/O thread writes `io`, the consumer thread writes `consumer`
 /// (sequence gaps, reordering, corruption), so each has exactly one writer.
@@ -21,6 +21,21 @@ pub struct QueueStats {
     pub io: QueueCounters,
     /// Written by the consumer (validator) side.
     pub consumer: QueueCounters,
+    /// CPU time of the I/O thread in ns, stored once when it ends.
+    pub io_cpu_ns: AtomicU64,
+    /// CPU time of the consumer thread (indirect RX) in ns, stored once when it ends.
+    pub consumer_cpu_ns: AtomicU64,
+}
+
+impl QueueStats {
+    fn new() -> Self {
+        QueueStats {
+            io: QueueCounters::new(),
+            consumer: QueueCounters::new(),
+            io_cpu_ns: AtomicU64::new(0),
+            consumer_cpu_ns: AtomicU64::new(0),
+        }
+    }
 }
 
 /// What [`allocate`] prepared, all `'static`.
@@ -103,10 +118,7 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
                     .map(|id| pools[id.0])
                     .collect::<Vec<_>>(),
             ));
-            rx_stats.push(QueueStats {
-                io: QueueCounters::new(),
-                consumer: QueueCounters::new(),
-            });
+            rx_stats.push(QueueStats::new());
         }
         for (q, queue) in iface.tx_queues.iter().enumerate() {
             tx.push((
@@ -118,10 +130,7 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
                     .map(|id| pools[id.0])
                     .collect::<Vec<_>>(),
             ));
-            tx_stats.push(QueueStats {
-                io: QueueCounters::new(),
-                consumer: QueueCounters::new(),
-            });
+            tx_stats.push(QueueStats::new());
         }
     }
     let rx_stats: &'static [QueueStats] = leak(rx_stats);

@@ -5,6 +5,7 @@ use crate::report::{loss_exit_code, rfc3339_utc, DirectionReport, QueueReport, R
 use crate::run::{Identity, RunResults};
 use crate::validator::Validator;
 use rtdaq_config::model::{Config, Validation};
+use std::sync::atomic::Ordering::Acquire;
 
 /// Builds the report of a finished run.
 ///
@@ -21,7 +22,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         let qc = &iface.rx_queues[q.queue];
         let v = &r.validators[k];
         merged.merge(v);
-        let mut snap = r.resources.rx_stats[k].io.snapshot();
+        let rs = &r.resources.rx_stats[k];
+        let mut snap = rs.io.snapshot();
         let consumer = r.resources.rx_stats[k].consumer.snapshot();
         for reason in rtdaq_core::DropReason::ALL {
             snap.drops[reason.index()] += consumer.drop_count(reason);
@@ -34,20 +36,22 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
             &snap,
             elapsed,
             Some(&stats),
+        )
+        .with_cpu(
+            rs.io_cpu_ns.load(Acquire),
+            rs.consumer_cpu_ns.load(Acquire),
         ));
     }
     let mut tx = Vec::new();
     for (k, q) in r.resources.tx.iter().enumerate() {
         let iface = &config.interfaces[q.interface];
         let qc = &iface.tx_queues[q.queue];
-        let snap = r.resources.tx_stats[k].io.snapshot();
-        tx.push(QueueReport::tx(
-            iface.name.clone(),
-            qc.id,
-            Some(qc.cpu_core),
-            &snap,
-            elapsed,
-        ));
+        let ts = &r.resources.tx_stats[k];
+        let snap = ts.io.snapshot();
+        tx.push(
+            QueueReport::tx(iface.name.clone(), qc.id, Some(qc.cpu_core), &snap, elapsed)
+                .with_cpu(ts.io_cpu_ns.load(Acquire), 0),
+        );
     }
     let total = merged.finish();
     let generated: u64 = r.generated.iter().map(|g| g.generated).sum();

@@ -12,6 +12,8 @@
 //!   exit_code, loss_tolerance, lost, io_thread_allocations,
 //!   rx: { totals: Q, queues: [Q] }, tx: { totals: Q, queues: [Q] } }
 //! Q = { interface, queue, core, packets, bytes, gbps, mpps, drops_total,
+//!       io_cpu_s, consumer_cpu_s,     (CPU seconds of the I/O / consumer thread; null
+//!                                      when the queue has no such thread)
 //!       drops: { ring_full, pool_empty, too_large, malformed, no_flow, flow_drop,
 //!                kernel, truncated }          (every DropReason, always all keys)
 //!       rx only: seq_gaps, reordered, duplicates, corrupt, malformed, too_old,
@@ -109,6 +111,12 @@ pub struct QueueReport {
     pub mpps: f64,
     /// Sum of `drops`.
     pub drops_total: u64,
+    /// CPU time (user + system) the queue's I/O thread used over the run, seconds; `null`
+    /// for a TX queue without a generator (no thread).
+    pub io_cpu_s: Option<f64>,
+    /// CPU time of the RX consumer thread (indirect mode), seconds; `null` otherwise (in
+    /// direct mode the consumer runs in the I/O thread and is part of `io_cpu_s`).
+    pub consumer_cpu_s: Option<f64>,
     /// Drops by [`DropReason::as_str`]; every reason is present, 0 included.
     pub drops: BTreeMap<String, u64>,
     /// RX only: sequence, integrity and latency checks.
@@ -184,8 +192,18 @@ impl QueueReport {
             mpps,
             drops_total: snap.total_drops(),
             drops: drop_map(|r| snap.drop_count(r)),
+            io_cpu_s: None,
+            consumer_cpu_s: None,
             rx: None,
         }
+    }
+
+    /// Sets the threads' CPU times (ns; 0 = no such thread).
+    pub fn with_cpu(mut self, io_ns: u64, consumer_ns: u64) -> Self {
+        let s = |ns: u64| (ns > 0).then(|| ns as f64 / 1e9);
+        self.io_cpu_s = s(io_ns);
+        self.consumer_cpu_s = s(consumer_ns);
+        self
     }
 
     /// An RX queue: packets, bytes and drops from `snap` (the I/O thread's counters),
@@ -259,6 +277,9 @@ impl QueueReport {
             t.latency_ns = latency.unwrap_or(lat);
             t
         });
+        let sum = |f: fn(&QueueReport) -> Option<f64>| {
+            queues.iter().filter_map(f).reduce(|a, b| a + b)
+        };
         QueueReport {
             interface: "total".to_owned(),
             queue: None,
@@ -269,6 +290,8 @@ impl QueueReport {
             mpps,
             drops_total: drops.values().sum(),
             drops,
+            io_cpu_s: sum(|q| q.io_cpu_s),
+            consumer_cpu_s: sum(|q| q.consumer_cpu_s),
             rx,
         }
     }
@@ -508,9 +531,11 @@ mod tests {
         );
         assert_eq!(v["started_at"], "2023-11-14T22:13:20.123456789Z");
         assert_eq!(v["exit_code"], 1);
-        let tx_keys = "bytes core drops drops_total gbps interface mpps packets queue";
-        let rx_keys = "bytes core corrupt drops drops_total duplicates gbps interface latency_ns \
-                       malformed mpps packets queue reordered seq_gaps too_old";
+        let tx_keys = "bytes consumer_cpu_s core drops drops_total gbps interface io_cpu_s mpps \
+                       packets queue";
+        let rx_keys = "bytes consumer_cpu_s core corrupt drops drops_total duplicates gbps \
+                       interface io_cpu_s latency_ns malformed mpps packets queue reordered \
+                       seq_gaps too_old";
         let mut drop_keys: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
         drop_keys.sort_unstable();
         for (dir, want) in [("rx", rx_keys), ("tx", tx_keys)] {

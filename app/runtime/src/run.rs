@@ -13,7 +13,7 @@ use rtdaq_core::slot_ring::{SlotConsumer, SlotProducer};
 use rtdaq_core::traits::{Engine, EngineArgs, RxQueue};
 use rtdaq_core::SlotRing;
 use rtdaq_platform::{alloc_audit, rt};
-use std::sync::atomic::{AtomicBool, Ordering::Release};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Release};
 use std::sync::{mpsc, Arc};
 use std::thread::{self as std_thread, JoinHandle};
 use std::time::Duration;
@@ -132,7 +132,9 @@ where
                     let Ok(queue) = parked.recv() else {
                         return validator;
                     };
-                    threads::rx_direct(queue, validator, stats, rx_stop, busy)
+                    let v = threads::rx_direct(queue, validator, stats, rx_stop, busy);
+                    store_cpu(&stats.io_cpu_ns);
+                    v
                 })?;
                 threads_started += 1;
                 rx_handles.push((None, h));
@@ -154,6 +156,7 @@ where
                     if threads::enter(&n, p, &ready) {
                         if let Ok((queue, prod)) = parked_io.recv() {
                             threads::rx_indirect(queue, prod, stats, rx_stop, busy, batching);
+                            store_cpu(&stats.io_cpu_ns);
                         }
                     }
                     io_done.store(true, Release);
@@ -167,7 +170,9 @@ where
                     let Ok(cons) = parked_cons.recv() else {
                         return validator;
                     };
-                    threads::rx_consumer(cons, validator, stats, io_done, busy)
+                    let v = threads::rx_consumer(cons, validator, stats, io_done, busy);
+                    store_cpu(&stats.consumer_cpu_ns);
+                    v
                 })?;
                 threads_started += 2;
                 rx_handles.push((Some(io), c));
@@ -182,8 +187,9 @@ where
         }
     }
     let mut tx_feeds: Vec<Option<TxFeed<E::Tx>>> = Vec::new();
-    for r in res.tx.iter() {
+    for (k, r) in res.tx.iter().enumerate() {
         let qc = &config.interfaces[r.interface].tx_queues[r.queue];
+        let stats = &res.tx_stats[k];
         if generator_of(config, r.interface, r.queue).is_none() {
             tx_handles.push(None);
             tx_feeds.push(None);
@@ -205,7 +211,9 @@ where
             let Ok((queue, plan)) = parked.recv() else {
                 return GenTotals::default();
             };
-            threads::tx_generator(queue, plan, tx_stop, busy)
+            let t = threads::tx_generator(queue, plan, tx_stop, busy);
+            store_cpu(&stats.io_cpu_ns);
+            t
         })?;
         threads_started += 1;
         tx_handles.push(Some(h));
@@ -319,6 +327,11 @@ where
         started_at_unix_ns,
         resources: res,
     })
+}
+
+/// Stores the calling thread's CPU time so far (its total, when called as it ends).
+fn store_cpu(slot: &AtomicU64) {
+    slot.store(rt::thread_cpu_ns().unwrap_or(0), Release);
 }
 
 /// Where a parked RX thread (or pair) gets its queue.

@@ -302,6 +302,12 @@ pub fn prefault_region(region: &mut Region) -> Result<()> {
     crate::memory::prefault(region)
 }
 
+/// CPU time the calling thread has used so far, user + system (`CLOCK_THREAD_CPUTIME_ID`),
+/// in ns; `None` if the clock cannot be read. Never allocates (one vDSO call).
+pub fn thread_cpu_ns() -> Option<u64> {
+    sys::thread_cpu_ns().ok()
+}
+
 /// The calling thread's scheduling policy (`sched_getscheduler` + `sched_getparam`).
 ///
 /// # Errors

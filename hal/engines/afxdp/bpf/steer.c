@@ -121,6 +121,10 @@ struct steer_rule {
 	__u32 rss_queues[MAX_RSS];
 };
 
+// The Rust mirrors in src/steer.rs assert the same sizes.
+_Static_assert(sizeof(struct steer_cfg) == 24, "steer_cfg layout");
+_Static_assert(sizeof(struct steer_rule) == 64 + 4 * MAX_RSS, "steer_rule layout");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
 	__uint(max_entries, MAX_QUEUES);

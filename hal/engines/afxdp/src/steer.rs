@@ -116,7 +116,7 @@ pub(crate) struct SteerRule {
 }
 
 const _: () = assert!(std::mem::size_of::<SteerCfg>() == 24);
-const _: () = assert!(std::mem::size_of::<SteerRule>() == 76 + 4 * MAX_RSS);
+const _: () = assert!(std::mem::size_of::<SteerRule>() == 64 + 4 * MAX_RSS);
 
 /// How the program sends frames to XSKs on one interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,6 +262,8 @@ pub(crate) struct SteerSetup<'r> {
     pub(crate) fallback: u16,
     /// (queue index, XSK descriptor) of every RX queue.
     pub(crate) xsks: Vec<(u32, BorrowedFd<'r>)>,
+    /// Where to attach: `None` tries native, then generic.
+    pub(crate) mode: Option<XdpMode>,
 }
 
 /// One loaded and attached instance of the steering program. Detached when dropped (the
@@ -324,16 +326,21 @@ impl XdpProgram {
         let prog = obj
             .program(c"rtdaq_steer")
             .map_err(step("find the XDP program"))?;
-        let (link, mode) = match bpf::xdp_link(prog, s.ifindex, XDP_FLAGS_DRV_MODE) {
-            Ok(l) => (l, XdpMode::Native),
-            Err(native) => match bpf::xdp_link(prog, s.ifindex, XDP_FLAGS_SKB_MODE) {
-                Ok(l) => {
-                    log::debug!("native XDP refused ({native}); attached in generic mode");
-                    (l, XdpMode::Generic)
-                }
-                Err(e) => return Err(step("attach the XDP program")(e)),
-            },
+        let attach = |m: XdpMode| {
+            let flags = match m {
+                XdpMode::Native => XDP_FLAGS_DRV_MODE,
+                XdpMode::Generic => XDP_FLAGS_SKB_MODE,
+            };
+            bpf::xdp_link(prog, s.ifindex, flags).map(|l| (l, m))
         };
+        let (link, mode) = match s.mode {
+            Some(m) => attach(m),
+            None => attach(XdpMode::Native).or_else(|native| {
+                log::debug!("native XDP refused ({native}); trying generic mode");
+                attach(XdpMode::Generic)
+            }),
+        }
+        .map_err(step("attach the XDP program"))?;
         Ok(Arc::new(XdpProgram {
             link: Some(link),
             obj,

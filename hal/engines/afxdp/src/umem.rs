@@ -97,7 +97,8 @@ impl<'a> Umem<'a> {
         let Ok(mut c) = self.comp.try_lock() else {
             return (0, 0);
         };
-        let n = c.available(c.size());
+        let size = c.size();
+        let n = c.available(size);
         let mut bad = 0;
         for i in 0..n {
             match self.lent.reclaim(c.read(i), 0) {

@@ -4,7 +4,7 @@
 use libc::{c_long, c_ulong, c_void};
 
 pub(super) use libc::{
-    cpu_set_t, madvise, mlock, mlockall, mmap, munlockall, munmap, pthread_attr_destroy,
+    clock_gettime, cpu_set_t, madvise, timespec, CLOCK_THREAD_CPUTIME_ID, mlock, mlockall, mmap, munlockall, munmap, pthread_attr_destroy,
     pthread_attr_getstack, pthread_attr_t, pthread_getattr_np, pthread_self, rlimit,
     sched_getaffinity, sched_getparam, sched_getscheduler, sched_param, sched_setaffinity,
     sched_setscheduler, sysconf, _SC_PAGESIZE, CPU_ISSET, CPU_SET, CPU_SETSIZE,

@@ -62,6 +62,17 @@ pub(super) fn sched_getscheduler_self() -> io::Result<c_int> {
     cvt(unsafe { raw::sched_getscheduler(0) })
 }
 
+/// `clock_gettime(clock)`.
+pub(super) fn clock_gettime(clock: libc::clockid_t) -> io::Result<raw::timespec> {
+    let mut ts = raw::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a writable `timespec`.
+    cvt(unsafe { raw::clock_gettime(clock, &mut ts) })?;
+    Ok(ts)
+}
+
 /// `sched_getparam(0)`: the static priority.
 pub(super) fn sched_getparam_self() -> io::Result<c_int> {
     let mut param = raw::sched_param { sched_priority: 0 };

@@ -63,6 +63,12 @@ pub(crate) fn set_thread_fifo(priority: u8) -> io::Result<()> {
     result::sched_setscheduler_self(raw::SCHED_FIFO, c_int::from(priority))
 }
 
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), in ns.
+pub(crate) fn thread_cpu_ns() -> io::Result<u64> {
+    let ts = result::clock_gettime(raw::CLOCK_THREAD_CPUTIME_ID)?;
+    Ok((ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64)
+}
+
 /// The calling thread's scheduling policy and priority.
 pub(crate) fn thread_policy() -> io::Result<SchedPolicy> {
     let policy = result::sched_getscheduler_self()? & !raw::SCHED_RESET_ON_FORK;

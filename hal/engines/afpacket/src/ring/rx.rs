@@ -192,6 +192,13 @@ impl RxRing {
         self.refs.iter().filter(|r| r.0.load(Relaxed) != IDLE).count()
     }
 
+    /// True when [`try_take`](Self::try_take) would take `block` now. Never allocates.
+    #[inline]
+    pub(crate) fn ready(&self, block: usize) -> bool {
+        self.refs[block].0.load(Acquire) == IDLE
+            && self.status(block).load(Acquire) & TP_STATUS_USER != 0
+    }
+
     /// Takes block `block` when the kernel has handed it over and nothing from its previous
     /// lap is still referenced. Never blocks, never allocates.
     #[inline]

@@ -112,12 +112,12 @@ impl PacketSocket {
         ffi::hwtstamp(self.fd.as_fd(), name, None).map(|c| (c.tx_type, c.rx_filter))
     }
 
-    /// Sets the device's hardware RX timestamp filter, keeping TX timestamping off
-    /// (`SIOCSHWTSTAMP`); returns the filter the device applied.
-    pub(crate) fn set_hwtstamp_rx(&self, name: &str, rx_filter: i32) -> io::Result<i32> {
+    /// Sets the device's hardware RX timestamp filter, keeping its TX timestamp type
+    /// `tx_type` (`SIOCSHWTSTAMP`); returns the filter the device applied.
+    pub(crate) fn set_hwtstamp_rx(&self, name: &str, tx_type: i32, rx_filter: i32) -> io::Result<i32> {
         let cfg = libc::hwtstamp_config {
             flags: 0,
-            tx_type: libc::HWTSTAMP_TX_OFF as i32,
+            tx_type,
             rx_filter,
         };
         ffi::hwtstamp(self.fd.as_fd(), name, Some(cfg)).map(|c| c.rx_filter)

@@ -26,6 +26,9 @@ pub(crate) use lent::Lent;
 pub(crate) use ring::{ConsRing, ProdRing};
 pub(crate) use xsk::{XskSocket, XskStats};
 
+/// An RX / TX ring descriptor (`struct xdp_desc`: UMEM address, length, options).
+pub(crate) type XdpDesc = libc::xdp_desc;
+
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -74,9 +77,13 @@ pub(crate) fn realtime_ns() -> u64 {
 /// `libc`.
 pub(crate) mod consts {
     pub(crate) use libc::{
-        EAGAIN, EBUSY, EINTR, ENETDOWN, ENOBUFS, ENOMEM, ENXIO, EOPNOTSUPP, EPERM, EACCES,
-        EINVAL, EAFNOSUPPORT, SOL_SOCKET, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL,
-        XDP_COPY, XDP_RX_RING, XDP_SHARED_UMEM, XDP_TX_RING, XDP_UMEM_COMPLETION_RING,
-        XDP_UMEM_FILL_RING, XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
+        EACCES, EAFNOSUPPORT, EAGAIN, EBUSY, EEXIST, EINTR, EINVAL, ENOBUFS, ENOMEM, EOPNOTSUPP,
+        EPERM, SOL_SOCKET, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL, XDP_COPY,
+        XDP_RX_RING, XDP_SHARED_UMEM, XDP_TX_RING, XDP_UMEM_COMPLETION_RING, XDP_UMEM_FILL_RING,
+        XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
     };
+
+    /// The kernel-internal `ENOTSUPP` (524) that some drivers leak to user space when they
+    /// refuse zero-copy.
+    pub(crate) const ENOTSUPP: i32 = 524;
 }

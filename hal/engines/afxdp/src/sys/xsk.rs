@@ -2,16 +2,21 @@
 //! set-up and mapping, bind, statistics, wake-ups.
 
 use std::io;
+use std::marker::PhantomData;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
+
+use rtdaq_core::BufferPool;
 
 use super::ffi;
 use super::ring::{ConsRing, ProdRing};
 
-/// One AF_XDP socket (an owned descriptor, closed on drop).
+/// One AF_XDP socket (an owned descriptor, closed on drop). `'a` is the lifetime of the
+/// pool memory its UMEM may be registered over: the socket cannot outlive it.
 #[derive(Debug)]
-pub(crate) struct XskSocket {
+pub(crate) struct XskSocket<'a> {
     fd: OwnedFd,
+    _umem: PhantomData<&'a BufferPool<'a>>,
 }
 
 /// Kernel counters of one socket (`XDP_STATISTICS`).
@@ -34,22 +39,34 @@ pub(crate) struct XskStats {
 /// The four ring offsets of a socket (`XDP_MMAP_OFFSETS`).
 pub(crate) type Offsets = libc::xdp_mmap_offsets;
 
-impl XskSocket {
+impl<'a> XskSocket<'a> {
     /// A new, unbound AF_XDP socket. Cold path.
-    pub(crate) fn new() -> io::Result<XskSocket> {
-        ffi::xdp_socket().map(|fd| XskSocket { fd })
+    pub(crate) fn new() -> io::Result<XskSocket<'a>> {
+        ffi::xdp_socket().map(|fd| XskSocket {
+            fd,
+            _umem: PhantomData,
+        })
     }
 
-    /// Registers `len` bytes at `addr` as this socket's UMEM, cut into `chunk` byte frames.
-    /// Cold path.
+    /// Registers the memory of `pool` as this socket's UMEM: `slot_count × slot_size` bytes
+    /// from `base_addr`, one UMEM frame (chunk) per pool slot, no extra headroom. Cold path.
     ///
-    /// # Safety
-    /// `addr..addr + len` must stay valid until this socket and every socket sharing its
-    /// UMEM are closed (the kernel reads and writes it meanwhile), and nobody else may access
-    /// a frame while it is lent to the kernel.
-    pub(crate) unsafe fn register_umem(&self, addr: *mut u8, len: u64, chunk: u32) -> io::Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe { ffi::umem_reg(self.fd.as_fd(), addr, len, chunk, 0) }
+    /// Fails with `EINVAL` for a pool that is not CPU memory (nothing is registered then),
+    /// and with the kernel's error for a base that is not page aligned or a slot size that
+    /// is not a power of two in 2048..=page size.
+    pub(crate) fn register_umem(&self, pool: &'a BufferPool<'a>) -> io::Result<()> {
+        if !pool.is_cpu_accessible() || pool.base_addr() == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let len = pool.slot_count() as u64 * pool.slot_size() as u64;
+        let chunk = u32::try_from(pool.slot_size())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a CPU-accessible pool's `base_addr..+slot_count × slot_size` is valid
+        // memory for `'a` (BufferPool::new / from_raw contract), and this socket, like every
+        // socket that can share its UMEM (`bind` takes `&XskSocket<'a>`), cannot outlive
+        // `'a`; the kernel only writes frames lent to it, which no `Buf` owns meanwhile
+        // (`Lent` takes them with `Buf::into_raw`), the device access the pool allows.
+        unsafe { ffi::umem_reg(self.fd.as_fd(), pool.base_addr() as *mut u8, len, chunk, 0) }
     }
 
     /// Sets a ring size option (`XDP_UMEM_FILL_RING`, `XDP_RX_RING`, ...). Cold path.
@@ -105,7 +122,7 @@ impl XskSocket {
         ifindex: u32,
         queue_id: u32,
         flags: u16,
-        shared: Option<&XskSocket>,
+        shared: Option<&XskSocket<'a>>,
     ) -> io::Result<()> {
         ffi::xdp_bind(
             self.fd.as_fd(),
@@ -158,6 +175,16 @@ impl XskSocket {
     #[inline]
     pub(crate) fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
         match ffi::poll_one(self.fd.as_fd(), libc::POLLIN, timeout) {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(false),
+            r => r,
+        }
+    }
+
+    /// Waits up to `timeout` for room in the TX ring (`ppoll` `POLLOUT`; in copy mode this
+    /// also makes the kernel send). Never allocates.
+    #[inline]
+    pub(crate) fn wait_writable(&self, timeout: Duration) -> io::Result<bool> {
+        match ffi::poll_one(self.fd.as_fd(), libc::POLLOUT, timeout) {
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(false),
             r => r,
         }

@@ -1,0 +1,340 @@
+//! [`AfxdpRx`]: one RX queue, one AF_XDP socket.
+//!
+//! Each [`poll`](rtdaq_core::traits::RxQueue::poll):
+//!
+//! 1. tops up the UMEM's fill ring from the pool (`Umem::refill`; frames lent, not copied);
+//! 2. takes up to the burst's room (and `batch_size`) descriptors from the RX ring; each
+//!    becomes a [`Buf`] over its UMEM frame again (checked against the lent-frame ledger)
+//!    and is classified by the interface's [`FlowTable`] (`rtdaq_core::wire::parse_frame`
+//!    inside): delivered with its flow id, or counted `malformed` / `no_flow` /
+//!    `flow_drop` and returned to the pool at once;
+//! 3. when the ring was empty and the queue sleeps (`busy_poll = false`, `timeout_us > 0`),
+//!    waits up to `timeout_us` in `ppoll(POLLIN)` (hrtimer precision; it also performs the
+//!    `need_wakeup` wake-up) and tries once more; a busy-polling queue only wakes the
+//!    kernel (`recvfrom`) when the fill ring carries `XDP_RING_NEED_WAKEUP`;
+//! 4. now and then (on idle timeouts, every [`SYNC_EMPTY_POLLS`] empty busy polls, and at
+//!    least every [`SYNC_INTERVAL_NS`] while traffic flows) adds the kernel's drop counters
+//!    (`XDP_STATISTICS`) and, on the interface's fallback queue, the XDP program's per-CPU
+//!    counters to the queue's counters.
+//!
+//! Delivered frames are counted with `record_rx_burst` (packets, frame bytes): the runtime
+//! must not count them again. Every `poll` never allocates and never logs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rtdaq_core::flow::{Classified, FlowTable};
+use rtdaq_core::{ConnId, DropReason, PacketMeta, QueueCounters, QueueId};
+
+use crate::burst::XdpBurst;
+use crate::sys::consts::{EAGAIN, EINTR};
+use crate::sys::{realtime_ns, ConsRing, XdpDesc, XskSocket, XskStats};
+use crate::steer::{Stat, StatsReader, Steering, XdpProgram, STATS};
+use crate::stats::RxStats;
+use crate::umem::Umem;
+
+/// Flow table of one interface (the config's maximum number of rules).
+pub(crate) type Flows = FlowTable<{ rtdaq_config::MAX_FLOWS_PER_INTERFACE }>;
+
+/// Empty busy polls between two counter syncs.
+pub const SYNC_EMPTY_POLLS: u32 = 1024;
+/// Longest time between two counter syncs while frames arrive (10 ms).
+pub const SYNC_INTERVAL_NS: u64 = 10_000_000;
+
+/// What `open` hands a new RX queue.
+pub(crate) struct RxSetup<'a> {
+    pub(crate) sock: XskSocket<'a>,
+    pub(crate) ring: ConsRing<XdpDesc>,
+    pub(crate) umem: Arc<Umem<'a>>,
+    pub(crate) counters: &'a QueueCounters,
+    pub(crate) flows: Box<Flows>,
+    pub(crate) steering: Steering,
+    pub(crate) interface: usize,
+    pub(crate) queue: usize,
+    pub(crate) batch: usize,
+    pub(crate) busy: bool,
+    pub(crate) timeout: Duration,
+    pub(crate) key: String,
+    pub(crate) ifname: String,
+}
+
+/// One RX queue of the AF_XDP engine: an AF_XDP socket bound to one NIC queue. `Send`;
+/// owned by its I/O thread.
+pub struct AfxdpRx<'a, const N: usize = { crate::MAX_BATCH }> {
+    // Drop order matters: the socket closes before the UMEM (and its frames) go.
+    sock: XskSocket<'a>,
+    ring: ConsRing<XdpDesc>,
+    umem: Arc<Umem<'a>>,
+    prog: Option<Arc<XdpProgram>>,
+    bpf: Option<(StatsReader, [u64; STATS])>,
+    counters: &'a QueueCounters,
+    flows: Box<Flows>,
+    steering: Steering,
+    interface: usize,
+    queue: QueueId,
+    batch: usize,
+    busy: bool,
+    timeout: Duration,
+    last: XskStats,
+    empty: u32,
+    last_sync_ns: u64,
+    stats: RxStats,
+    key: String,
+    ifname: String,
+}
+
+impl<'a, const N: usize> AfxdpRx<'a, N> {
+    pub(crate) fn new(s: RxSetup<'a>) -> Self {
+        let last = s.sock.stats().unwrap_or_default();
+        AfxdpRx {
+            sock: s.sock,
+            ring: s.ring,
+            umem: s.umem,
+            prog: None,
+            bpf: None,
+            counters: s.counters,
+            flows: s.flows,
+            steering: s.steering,
+            interface: s.interface,
+            queue: QueueId(s.queue as u16),
+            batch: s.batch.clamp(1, N.max(1)),
+            busy: s.busy,
+            timeout: s.timeout,
+            last,
+            empty: 0,
+            last_sync_ns: 0,
+            stats: RxStats::default(),
+            key: s.key,
+            ifname: s.ifname,
+        }
+    }
+
+    /// Fills the UMEM's fill ring before the first poll. Cold path.
+    pub(crate) fn prime(&mut self) {
+        self.umem.refill();
+    }
+
+    /// Keeps the interface's XDP program alive as long as this queue; with `reader`, this
+    /// queue adds the program's drop counters to its own (the fallback queue).
+    pub(crate) fn attach_program(&mut self, prog: Arc<XdpProgram>, reader: Option<StatsReader>) {
+        self.bpf = reader.map(|r| (r, [0u64; STATS]));
+        self.prog = Some(prog);
+    }
+
+    /// The socket (to insert into the XSKMAP).
+    pub(crate) fn socket(&self) -> &XskSocket<'a> {
+        &self.sock
+    }
+
+    /// Index of the queue's interface in the config.
+    pub fn interface(&self) -> usize {
+        self.interface
+    }
+
+    /// Index of the queue within its interface's `rx_queues`.
+    pub fn queue(&self) -> usize {
+        usize::from(self.queue.0)
+    }
+
+    /// The netdev name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The NIC queue the socket is bound to.
+    pub fn nic_queue(&self) -> u32 {
+        self.umem.nic_queue
+    }
+
+    /// How frames reach this queue: by NIC queue, or by the XDP program's rules.
+    pub fn steering(&self) -> Steering {
+        self.steering
+    }
+
+    /// Whether the kernel runs the socket in zero-copy mode (false: copy mode).
+    pub fn zero_copy(&self) -> bool {
+        self.umem.zero_copy
+    }
+
+    /// Where the interface's XDP program runs (`None` before open finished).
+    pub fn xdp_mode(&self) -> Option<crate::XdpMode> {
+        self.prog.as_ref().map(|p| p.mode())
+    }
+
+    /// Engine events so far.
+    pub fn stats(&self) -> RxStats {
+        self.stats
+    }
+
+    /// Adds the kernel's and the XDP program's drop counters to the queue's counters now
+    /// (`poll` does it by itself from time to time). Never allocates.
+    pub fn sync_drops(&mut self) {
+        match self.sock.stats() {
+            Ok(s) => {
+                let c = self.counters;
+                c.record_drops(DropReason::PoolEmpty, s.rx_dropped.wrapping_sub(self.last.rx_dropped));
+                c.record_drops(DropReason::Kernel, s.rx_ring_full.wrapping_sub(self.last.rx_ring_full));
+                self.stats.rx_dropped = s.rx_dropped;
+                self.stats.rx_ring_full = s.rx_ring_full;
+                self.stats.rx_invalid_descs = s.rx_invalid_descs;
+                self.last = s;
+            }
+            Err(e) => self.note_error(e.raw_os_error().unwrap_or(0)),
+        }
+        if let Some((reader, last)) = &mut self.bpf {
+            match reader.read() {
+                Ok(now) => {
+                    let d = |s: Stat| now[s as usize].wrapping_sub(last[s as usize]);
+                    let c = self.counters;
+                    c.record_drops(DropReason::NoFlow, d(Stat::NoFlow) + d(Stat::OtherQueue));
+                    c.record_drops(DropReason::FlowDrop, d(Stat::FlowDrop));
+                    c.record_drops(DropReason::Kernel, d(Stat::NoXsk));
+                    self.stats.other_nic_queue = now[Stat::OtherQueue as usize];
+                    self.stats.no_xsk = now[Stat::NoXsk as usize];
+                    *last = now;
+                }
+                Err(e) => {
+                    self.stats.errors += 1;
+                    self.stats.last_errno = e.raw_os_error().unwrap_or(0);
+                }
+            }
+        }
+    }
+
+    fn note_error(&mut self, errno: i32) {
+        if errno != EAGAIN && errno != EINTR {
+            self.stats.errors += 1;
+            self.stats.last_errno = errno;
+        }
+    }
+
+    /// Appends ready frames to `burst`; see the module docs. Never allocates, never logs.
+    pub(crate) fn poll_burst(&mut self, burst: &mut XdpBurst<'a, N>) -> usize {
+        self.umem.refill();
+        let got = self.recv(burst);
+        if got > 0 {
+            self.empty = 0;
+            return got;
+        }
+        if !self.busy && !self.timeout.is_zero() {
+            match self.sock.wait_readable(self.timeout) {
+                Ok(true) => {
+                    self.umem.refill();
+                    return self.recv(burst);
+                }
+                Ok(false) => self.sync_drops(),
+                Err(e) => self.note_error(e.raw_os_error().unwrap_or(0)),
+            }
+        } else {
+            if self.umem.fill_needs_wakeup() {
+                self.stats.wakeups += 1;
+                if let Err(e) = self.sock.kick_rx() {
+                    self.note_error(e.raw_os_error().unwrap_or(0));
+                }
+            }
+            self.empty = self.empty.wrapping_add(1);
+            if self.empty % SYNC_EMPTY_POLLS == 0 {
+                self.sync_drops();
+            }
+        }
+        0
+    }
+
+    /// Takes what the RX ring holds (up to the burst's room and the batch size).
+    #[inline]
+    fn recv(&mut self, burst: &mut XdpBurst<'a, N>) -> usize {
+        let room = burst.room().min(self.batch) as u32;
+        let n = self.ring.available(room);
+        if n == 0 {
+            return 0;
+        }
+        let now = realtime_ns();
+        let lent = &self.umem.lent;
+        let frame = lent.pool().slot_size() as u64;
+        let (mut packets, mut bytes) = (0u64, 0u64);
+        for i in 0..n {
+            let d = self.ring.read(i);
+            let off = (d.addr % frame) as usize;
+            let len = d.len as usize;
+            let Some(buf) = lent.reclaim(d.addr, off + len) else {
+                self.stats.bad_descs += 1;
+                continue;
+            };
+            let bytes_of = buf.as_slice().and_then(|s| s.get(off..)).unwrap_or_default();
+            let flow = match self.flows.classify(bytes_of) {
+                Classified::Deliver { queue, flow } => {
+                    if self.steering == Steering::Xdp && queue != self.queue {
+                        self.stats.misrouted += 1;
+                    }
+                    flow
+                }
+                Classified::Malformed => {
+                    self.counters.record_drop(DropReason::Malformed);
+                    continue;
+                }
+                Classified::NoFlow => {
+                    self.counters.record_drop(DropReason::NoFlow);
+                    continue;
+                }
+                Classified::FlowDrop => {
+                    self.counters.record_drop(DropReason::FlowDrop);
+                    continue;
+                }
+            };
+            let meta = PacketMeta {
+                len: len as u32,
+                flow,
+                queue: self.queue,
+                rx_timestamp_ns: now,
+                conn: ConnId(0),
+            };
+            if burst.push(buf, off as u16, meta).is_ok() {
+                packets += 1;
+                bytes += len as u64;
+            } else {
+                // Unreachable: `n` is bounded by the room.
+                self.counters.record_drop(DropReason::RingFull);
+            }
+        }
+        self.ring.release(n);
+        self.counters.record_rx_burst(packets, bytes);
+        if now.wrapping_sub(self.last_sync_ns) >= SYNC_INTERVAL_NS {
+            self.last_sync_ns = now;
+            self.sync_drops();
+        }
+        n as usize
+    }
+}
+
+impl<const N: usize> Drop for AfxdpRx<'_, N> {
+    fn drop(&mut self) {
+        self.sync_drops();
+        let s = self.stats;
+        if s.errors > 0 || s.bad_descs > 0 || s.misrouted > 0 || s.rx_invalid_descs > 0 {
+            log::warn!(
+                "{} ({} NIC queue {}): {} errors (last errno {}), {} bad RX descriptors, {} invalid fill descriptors, {} frames the flow table assigned to another queue",
+                self.key,
+                self.ifname,
+                self.umem.nic_queue,
+                s.errors,
+                s.last_errno,
+                s.bad_descs,
+                s.rx_invalid_descs,
+                s.misrouted
+            );
+        }
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for AfxdpRx<'_, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AfxdpRx")
+            .field("interface", &self.interface)
+            .field("queue", &self.queue.0)
+            .field("ifname", &self.ifname)
+            .field("nic_queue", &self.umem.nic_queue)
+            .field("steering", &self.steering)
+            .field("zero_copy", &self.umem.zero_copy)
+            .finish()
+    }
+}
