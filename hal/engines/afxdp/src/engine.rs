@@ -48,6 +48,9 @@ const L2_OVERHEAD: u32 = 14 + 8;
 const MIN_RING: u32 = 64;
 /// Largest fill / RX / TX ring the engine creates.
 const MAX_RING: u32 = 4096;
+/// How long a bind keeps retrying `EBUSY` (the kernel releases a closed socket's NIC queue
+/// asynchronously).
+const BIND_RETRY: Duration = Duration::from_millis(500);
 /// `SO_BUSY_POLL` for busy-polling queues (µs).
 const BUSY_POLL_US: i32 = 20;
 
@@ -680,7 +683,7 @@ fn open_group<'a, const N: usize>(
             }
         }
         if is_owner {
-            if let Err(e) = s.bind(f.ifindex, nic, bind_flags, None) {
+            if let Err(e) = bind_retrying(&s, f.ifindex, nic, bind_flags) {
                 if matches!(x.zero_copy, ZeroCopy::On)
                     && matches!(e.raw_os_error(), Some(EOPNOTSUPP) | Some(EINVAL) | Some(ENOTSUPP))
                 {
@@ -777,6 +780,21 @@ fn open_group<'a, const N: usize>(
         }
     }
     Ok((rxq, txq, zero_copy))
+}
+
+/// Binds the UMEM owner. A socket closed just before (a previous run, a failed open) leaves
+/// its NIC queue registered until the kernel's deferred release runs, so `EBUSY` is retried
+/// for up to [`BIND_RETRY`]. Cold path.
+fn bind_retrying(s: &XskSocket<'_>, ifindex: u32, nic: u32, flags: u16) -> std::io::Result<()> {
+    let end = std::time::Instant::now() + BIND_RETRY;
+    loop {
+        match s.bind(ifindex, nic, flags, None) {
+            Err(e) if e.raw_os_error() == Some(EBUSY) && std::time::Instant::now() < end => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            r => return r,
+        }
+    }
 }
 
 fn q_busy(iface: &rtdaq_config::model::Interface, dir: Dir, j: usize) -> bool {

@@ -202,7 +202,7 @@ impl<'a, const N: usize> AfxdpTx<'a, N> {
         // `self` is borrowed mutably.
         let umem = Arc::clone(&self.umem);
         let mut drain = burst.drain();
-        while let Some(buf) = drain.next() {
+        for buf in drain.by_ref() {
             let len = buf.len();
             if len < ETH_HLEN {
                 self.counters.record_drop(DropReason::Malformed);

@@ -28,7 +28,6 @@ fn rx_is_lossless_at_a_paced_rate_and_every_frame_is_intact() {
     let setup = Setup::new(&config(pair.ifname(Side::B), 2048, 64, 1000));
     let engine = setup.open_in::<64>(&pair, Side::B).unwrap();
     let info = engine.interfaces()[0].clone();
-    eprintln!("{info:?}");
     assert_eq!(info.steering, Steering::NicQueue);
     assert!(!info.zero_copy, "veth has no zero-copy AF_XDP");
     let (mut rx, _) = engine.into_queues();

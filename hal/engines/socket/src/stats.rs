@@ -19,8 +19,13 @@ pub struct RxStats {
     pub connections: u32,
     /// TCP: connections closed by the peer (or reset).
     pub closed: u32,
-    /// TCP (accepting queue): connections accepted for the interface.
+    /// TCP (accepting queue): connections accepted for the interface (replacements of
+    /// peers that left included).
     pub accepted: u32,
+    /// TCP (accepting queue): peers accepted into a slot an earlier peer had left.
+    pub reaccepted: u32,
+    /// TCP (accepting queue): peers beyond `connections`, accepted and closed at once.
+    pub rejected: u32,
     /// TCP (accepting queue): `accept` failures.
     pub accept_errors: u32,
     /// TCP: `engine.socket.sockopts` entries that failed on accepted sockets.

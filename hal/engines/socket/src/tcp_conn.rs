@@ -14,11 +14,14 @@
 //!   first TX queue when it has no RX queue) accepts without blocking from its own `poll` /
 //!   `send` (the listener is in its `ppoll` set while it sleeps), so peers may connect at any
 //!   time during the run. Connections are handed to their queues through a [`ConnTable`] of
-//!   atomic descriptor slots. After `connections` accepts the listener is closed, so further
-//!   peers are refused (connection refused), as the config promises.
+//!   atomic descriptor slots. The listener stays open for the whole run: a peer that closes
+//!   (or resets) frees its slot, and the next peer to connect takes it over with the same
+//!   connection id (an instrument that reconnects keeps its id). A peer arriving while all
+//!   `connections` slots are busy is accepted and closed at once (counted in
+//!   `RxStats::rejected`), so it sees end-of-stream instead of hanging in the backlog.
 
 use std::net::SocketAddrV4;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,12 +36,18 @@ use crate::sys::{FdSlot, Socket};
 
 /// The connections of one TCP interface, handed from the thread that made them to the
 /// queues that serve them.
+///
+/// Slot `k` (connection id `k + 1`) holds connection `k`. A slot whose peer left is marked
+/// **vacant** by the queue that noticed (the RX side when the interface has one, else the TX
+/// side); the acceptor fills vacant slots with new peers. Every publish bumps an epoch, so a
+/// queue looks for new sockets only when something was published since its last look.
 #[derive(Debug)]
 pub(crate) struct ConnTable {
     rx: Box<[FdSlot]>,
     tx: Box<[FdSlot]>,
-    /// Connections published so far (`Release` after their slots were filled).
-    published: AtomicU32,
+    vacant: Box<[AtomicBool]>,
+    /// Publications so far (`Release` after the slots were filled).
+    epoch: AtomicU32,
 }
 
 impl ConnTable {
@@ -52,34 +61,36 @@ impl ConnTable {
         Arc::new(ConnTable {
             rx: slots(rx),
             tx: slots(tx),
-            published: AtomicU32::new(0),
+            vacant: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            epoch: AtomicU32::new(0),
         })
     }
 
     /// Publishes connection `k`: its socket goes to the RX side, a duplicate to the TX side
-    /// (or the socket itself when there is no RX side). Never allocates.
+    /// (or the socket itself when there is no RX side). A socket of an earlier peer of slot
+    /// `k` that no queue took yet is closed. Never allocates.
     fn publish(&self, k: u32, sock: Socket) -> std::io::Result<()> {
         let i = k as usize;
+        let put = |slot: &FdSlot, s: Socket| {
+            drop(slot.take());
+            let _ = slot.put(s);
+        };
         match (self.rx.get(i), self.tx.get(i)) {
             (Some(r), Some(t)) => {
                 let dup = sock.try_clone()?;
-                let _ = r.put(sock);
-                let _ = t.put(dup);
+                put(r, sock);
+                put(t, dup);
             }
-            (Some(r), None) => {
-                let _ = r.put(sock);
-            }
-            (None, Some(t)) => {
-                let _ = t.put(sock);
-            }
+            (Some(r), None) => put(r, sock),
+            (None, Some(t)) => put(t, sock),
             (None, None) => {}
         }
-        self.published.fetch_max(k + 1, Ordering::Release);
+        self.epoch.fetch_add(1, Ordering::Release);
         Ok(())
     }
 
-    /// The next connection for queue `q` of `nq` on side `rx` (true) or TX, past `seen`
-    /// (advanced). Never allocates.
+    /// A connection published for queue `q` of `nq` on side `rx` (true) or TX since the
+    /// queue last found none (`seen`: the epoch of that look, updated). Never allocates.
     #[inline]
     pub(crate) fn adopt(
         &self,
@@ -88,18 +99,38 @@ impl ConnTable {
         nq: usize,
         rx: bool,
     ) -> Option<(u32, Socket)> {
-        let published = self.published.load(Ordering::Acquire);
+        let epoch = self.epoch.load(Ordering::Acquire);
+        if epoch == *seen || nq == 0 {
+            return None;
+        }
         let slots = if rx { &self.rx } else { &self.tx };
-        while *seen < published {
-            let k = *seen;
-            *seen += 1;
-            if nq > 0 && k as usize % nq == q {
-                if let Some(s) = slots.get(k as usize).and_then(FdSlot::take) {
-                    return Some((k, s));
-                }
+        for k in (q..slots.len()).step_by(nq) {
+            if let Some(s) = slots[k].take() {
+                return Some((k as u32, s));
             }
         }
+        *seen = epoch;
         None
+    }
+
+    /// The queue serving connection `k` lost it (the peer closed or reset): the slot may
+    /// take a new peer. Only the side that owns the connection's primary socket (RX when the
+    /// interface has RX queues) frees the slot. Never allocates.
+    pub(crate) fn release(&self, k: u32, rx: bool) {
+        if rx == !self.rx.is_empty() {
+            if let Some(v) = self.vacant.get(k as usize) {
+                v.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Claims a vacant slot, lowest first. Never allocates.
+    fn reclaim(&self) -> Option<u32> {
+        self.vacant.iter().position(|v| {
+            v.compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
+        .map(|k| k as u32)
     }
 }
 
@@ -113,36 +144,54 @@ pub(crate) struct Acceptor {
     sockopts: Box<[Sockopt]>,
     /// `accept` failures.
     pub(crate) errors: u32,
+    /// Peers accepted into a slot an earlier peer had left.
+    pub(crate) reaccepted: u32,
+    /// Peers beyond `connections`: accepted and closed at once.
+    pub(crate) rejected: u32,
     /// Sockopt failures on accepted sockets.
     pub(crate) sockopt_errors: u32,
 }
 
 impl Acceptor {
-    /// The listener while connections remain to accept.
+    /// The listener (open for the whole run).
     #[inline]
     pub(crate) fn listener(&self) -> Option<&Socket> {
         self.listener.as_ref()
     }
 
-    /// Connections accepted so far.
+    /// Connections accepted so far into a slot (first peers and replacements).
     #[inline]
     pub(crate) fn accepted(&self) -> u32 {
-        self.next
+        self.next + self.reaccepted
     }
 
-    /// Accepts every pending connection without waiting; closes the listener after the last
-    /// one. Never allocates, never logs.
+    /// Accepts every pending peer without waiting: into the next unused slot, else into a
+    /// slot an earlier peer left (the replacement gets that slot's connection id); with
+    /// every slot busy the peer is closed at once and counted in `rejected`. Never
+    /// allocates, never logs.
     pub(crate) fn accept_pending(&mut self) {
-        while self.next < self.total {
-            let Some(l) = &self.listener else { return };
+        let Some(l) = &self.listener else { return };
+        loop {
             match l.accept() {
                 Ok(Some((s, _peer))) => {
+                    let slot = if self.next < self.total {
+                        self.next += 1;
+                        Some(self.next - 1)
+                    } else {
+                        let k = self.table.reclaim();
+                        self.reaccepted += u32::from(k.is_some());
+                        k
+                    };
+                    let Some(k) = slot else {
+                        self.rejected += 1;
+                        drop(s);
+                        continue;
+                    };
                     let _ = s.set_int(IPPROTO_TCP, TCP_NODELAY, 1);
                     self.sockopt_errors += apply_sockopts_quiet(&s, &self.sockopts);
-                    if self.table.publish(self.next, s).is_err() {
+                    if self.table.publish(k, s).is_err() {
                         self.errors += 1;
                     }
-                    self.next += 1;
                 }
                 Ok(None) => return,
                 Err(_) => {
@@ -151,8 +200,6 @@ impl Acceptor {
                 }
             }
         }
-        // All accepted: stop listening, so further peers are refused.
-        self.listener = None;
     }
 }
 
@@ -260,6 +307,8 @@ pub(crate) fn acceptor(
         sockopts: ctx.sock.sockopts.clone().into_boxed_slice(),
         errors: 0,
         sockopt_errors: 0,
+        reaccepted: 0,
+        rejected: 0,
     }
 }
 

@@ -9,7 +9,8 @@
 //!
 //! When no buffer is free the queue stops reading: TCP flow control then holds the sender
 //! back, so nothing is lost (and nothing is counted). A peer that closes (or resets) is
-//! counted in [`RxStats::closed`]; a record it left incomplete is counted as `truncated`.
+//! counted in [`RxStats::closed`]; a record it left incomplete is counted as `truncated`; its
+//! slot is freed for the next peer (same connection id), which this queue takes over.
 //!
 //! Sleeping queues wait up to `timeout_us` in `ppoll` on their connections (and, on the
 //! accepting queue, the listener).
@@ -57,7 +58,10 @@ pub(crate) struct TcpRxSetup<'a> {
 pub(crate) struct TcpRx<'a, const N: usize> {
     table: Arc<ConnTable>,
     acceptor: Option<Acceptor>,
+    /// Table epoch of the last look for new connections.
     seen: u32,
+    /// A connection closed since the last housekeeping.
+    lost: bool,
     q: usize,
     nq: usize,
     conns: Vec<Conn<'a>>,
@@ -86,6 +90,7 @@ impl<'a, const N: usize> TcpRx<'a, N> {
             table: s.table,
             acceptor: s.acceptor,
             seen: 0,
+            lost: false,
             q: s.queue,
             nq: s.queues,
             conns: Vec::with_capacity(per_queue),
@@ -115,6 +120,8 @@ impl<'a, const N: usize> TcpRx<'a, N> {
         let mut s = self.stats;
         if let Some(a) = &self.acceptor {
             s.accepted = a.accepted();
+            s.reaccepted = a.reaccepted;
+            s.rejected = a.rejected;
             s.accept_errors = a.errors;
             s.sockopt_errors = a.sockopt_errors;
         }
@@ -138,6 +145,11 @@ impl<'a, const N: usize> TcpRx<'a, N> {
             if ready || self.rotate % ACCEPT_EVERY == 0 {
                 a.accept_pending();
             }
+        }
+        if self.lost {
+            // Peers that left: drop their entries (no allocation), making room for new ones.
+            self.conns.retain(|c| c.sock.is_some());
+            self.lost = false;
         }
         while self.conns.len() < self.conns.capacity() {
             let Some((k, sock)) = self.table.adopt(&mut self.seen, self.q, self.nq, true) else {
@@ -223,6 +235,8 @@ impl<'a, const N: usize> TcpRx<'a, N> {
             iov,
             cache,
             stats,
+            table,
+            lost,
             ..
         } = self;
         let conn = &mut conns[c];
@@ -267,7 +281,7 @@ impl<'a, const N: usize> TcpRx<'a, N> {
                     if conn.filled > 0 {
                         counters.record_drop(DropReason::Truncated);
                     }
-                    close(conn, stats);
+                    close(conn, stats, table, lost);
                     return true;
                 }
                 Ok(got) => got,
@@ -280,7 +294,7 @@ impl<'a, const N: usize> TcpRx<'a, N> {
                         if conn.filled > 0 {
                             counters.record_drop(DropReason::Truncated);
                         }
-                        close(conn, stats);
+                        close(conn, stats, table, lost);
                         return true;
                     }
                 },
@@ -327,12 +341,14 @@ impl<'a, const N: usize> TcpRx<'a, N> {
     }
 }
 
-/// Closes a connection (the peer left).
-fn close(conn: &mut Conn<'_>, stats: &mut RxStats) {
+/// Closes a connection (the peer left) and frees its slot for a new peer.
+fn close(conn: &mut Conn<'_>, stats: &mut RxStats, table: &ConnTable, lost: &mut bool) {
     conn.sock = None;
     conn.cur = None;
     conn.filled = 0;
     stats.closed += 1;
+    table.release(conn.id.0 - 1, true);
+    *lost = true;
 }
 
 /// `CLOCK_REALTIME` in ns (vDSO; never allocates).

@@ -40,6 +40,8 @@ struct TxConn {
     tail: Box<[u8]>,
     tail_off: usize,
     tail_len: usize,
+    /// The connection failed since the last housekeeping (its slot is to be freed).
+    lost: bool,
 }
 
 /// What a TCP TX queue is built from.
@@ -58,13 +60,12 @@ pub(crate) struct TcpTxSetup<'a> {
 pub(crate) struct TcpTx<'a, const N: usize> {
     table: Arc<ConnTable>,
     acceptor: Option<Acceptor>,
+    /// Table epoch of the last look for new connections.
     seen: u32,
     q: usize,
     nq: usize,
     /// One entry per lane (at least one).
     conns: Box<[TxConn]>,
-    /// Connections taken over so far (stop looking once every lane has had one).
-    adopted: usize,
     /// Lane of the next record handed to `send` (records so far, mod lanes).
     next: usize,
     sends: usize,
@@ -95,9 +96,9 @@ impl<'a, const N: usize> TcpTx<'a, N> {
                     tail: vec![0u8; slot].into_boxed_slice(),
                     tail_off: 0,
                     tail_len: 0,
+                    lost: false,
                 })
                 .collect(),
-            adopted: 0,
             next: 0,
             sends: 0,
             pool: s.res.pool,
@@ -153,12 +154,17 @@ impl<'a, const N: usize> TcpTx<'a, N> {
             }
             self.sends = self.sends.wrapping_add(1);
         }
-        while self.adopted < self.conns.len() {
-            let Some((k, sock)) = self.table.adopt(&mut self.seen, self.q, self.nq, false) else {
-                break;
-            };
-            self.adopted += 1;
-            // Connection k is this queue's (k ≡ q mod nq) lane k / nq.
+        let nq = self.nq.max(1);
+        for (lane, c) in self.conns.iter_mut().enumerate() {
+            if c.lost {
+                // Without RX queues this side owns the connection: free its slot.
+                c.lost = false;
+                self.table.release((lane * nq + self.q) as u32, false);
+            }
+        }
+        while let Some((k, sock)) = self.table.adopt(&mut self.seen, self.q, self.nq, false) {
+            // Connection k is this queue's (k ≡ q mod nq) lane k / nq; a new peer in a slot
+            // replaces the old one's socket.
             if let Some(c) = self.conns.get_mut(k as usize / self.nq.max(1)) {
                 c.sock = Some(sock);
                 c.tail_off = 0;
@@ -348,6 +354,7 @@ impl<const N: usize> Writer<'_, '_, N> {
                     conn.sock = None;
                     conn.tail_len = 0;
                     conn.tail_off = 0;
+                    conn.lost = true;
                 }
             }
         }

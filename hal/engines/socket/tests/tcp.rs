@@ -125,7 +125,7 @@ fn server_one_client_keeps_record_boundaries() {
 }
 
 #[test]
-fn server_three_clients_distinct_ids_and_extra_peer_refused() {
+fn server_three_clients_distinct_ids_and_extra_peer_closed_at_once() {
     let port = free_tcp_port();
     let setup = Setup::new(&server_config(port, 3, 2), 512, 256);
     let (mut rx, _) = setup.open::<64>().unwrap().into_queues();
@@ -140,9 +140,65 @@ fn server_three_clients_distinct_ids_and_extra_peer_refused() {
     threads.into_iter().for_each(|t| t.join().unwrap());
     check(&got, 3, per, 2);
     assert_eq!(rx[0].stats().accepted, 3);
-    // The listener closed after the third accept: a fourth peer is refused.
-    let err = TcpStream::connect(("127.0.0.1", port)).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
+    // Every slot is busy (the three peers are still connected: their threads ended but the
+    // engine holds the server ends; the clients' ends closed, so slots free up as the queues
+    // read EOF). Wait until all three are seen closed, then fill the slots again and check
+    // a fourth concurrent peer gets end-of-stream at once.
+    assert!(until(Duration::from_secs(5), || {
+        for q in rx.iter_mut() {
+            let mut b = q.new_burst();
+            q.poll(&mut b);
+        }
+        rx.iter().map(|q| q.stats().closed).sum::<u32>() == 3
+    }));
+    let peers: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    let mut extra = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    extra.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 1];
+        extra.read(&mut buf)
+    });
+    assert!(until(Duration::from_secs(5), || {
+        for q in rx.iter_mut() {
+            let mut b = q.new_burst();
+            q.poll(&mut b);
+        }
+        rx[0].stats().rejected == 1
+    }));
+    // EOF (0 bytes) or a reset: either way the peer is told at once, not left hanging.
+    match reader.join().unwrap() {
+        Ok(n) => assert_eq!(n, 0, "the extra peer got data"),
+        Err(e) => assert_ne!(e.kind(), ErrorKind::WouldBlock, "the extra peer hung"),
+    }
+    assert_eq!(rx[0].stats().reaccepted, 3);
+    drop(peers);
+}
+
+#[test]
+fn a_peer_that_reconnects_takes_its_slot_and_id_again() {
+    let port = free_tcp_port();
+    let setup = Setup::new(&server_config(port, 1, 1), 512, 256);
+    let (mut rx, _) = setup.open::<64>().unwrap().into_queues();
+    for round in 0..3u64 {
+        let c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let t = std::thread::spawn(move || write_chunked(c, round, 50, 7 + round));
+        let got = collect(&mut rx, 50);
+        t.join().unwrap();
+        check(&got, 1, 50, 1);
+        assert!(got.iter().all(|(_, id, _)| *id == ConnId(1)), "round {round}: {got:?}");
+        // Wait for the queue to see the close before the next peer connects.
+        assert!(until(Duration::from_secs(5), || {
+            let mut b = rx[0].new_burst();
+            rx[0].poll(&mut b);
+            rx[0].stats().closed == round as u32 + 1
+        }));
+    }
+    let s = rx[0].stats();
+    assert_eq!((s.accepted, s.reaccepted, s.rejected), (3, 2, 0));
+    let c = setup.rx_counters(0).snapshot();
+    assert_eq!((c.packets, c.total_drops()), (150, 0));
 }
 
 #[test]

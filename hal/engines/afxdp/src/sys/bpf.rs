@@ -102,12 +102,6 @@ pub(crate) fn map_update<K: Copy, V: Copy>(map: BorrowedFd<'_>, key: &K, value: 
     .map(drop)
 }
 
-/// `bpf_map_delete_elem(fd, key)`. Never allocates.
-pub(crate) fn map_delete<K: Copy>(map: BorrowedFd<'_>, key: &K) -> io::Result<()> {
-    // SAFETY: key is valid for reads of its size, which matches the map's.
-    cvt(unsafe { x::bpf_map_delete_elem(map.as_raw_fd(), (key as *const K).cast()) }).map(drop)
-}
-
 /// Reads a per-CPU `u64` array element into `out` (one value per possible CPU; `out.len()`
 /// must be the number of possible CPUs). One syscall; never allocates.
 pub(crate) fn map_lookup_percpu_u64(map: BorrowedFd<'_>, key: u32, out: &mut [u64]) -> io::Result<()> {

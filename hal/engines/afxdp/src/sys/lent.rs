@@ -80,14 +80,6 @@ impl<'a> Lent<'a> {
         Some(unsafe { self.pool.buf_from_raw(idx, used) })
     }
 
-    /// Frames currently lent.
-    pub(crate) fn count(&self) -> usize {
-        self.bits
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed).count_ones() as usize)
-            .sum()
-    }
-
     /// Returns every frame still lent to the pool (teardown, after every socket of the
     /// UMEM is closed and the kernel can no longer touch the frames).
     pub(crate) fn reclaim_all(&self) {

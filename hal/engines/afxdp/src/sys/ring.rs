@@ -47,7 +47,8 @@ impl Entry for libc::xdp_desc {}
 /// The parts of a ring both directions share.
 #[derive(Debug)]
 struct Raw<T: Entry> {
-    map: RingMap,
+    /// Kept for its `Drop` (unmaps the ring).
+    _map: RingMap,
     producer: NonNull<AtomicU32>,
     consumer: NonNull<AtomicU32>,
     flags: NonNull<AtomicU32>,
@@ -86,7 +87,7 @@ impl<T: Entry> Raw<T> {
             consumer: at(off.consumer)?.cast(),
             flags: at(off.flags)?.cast(),
             entries: at(off.desc)?.cast(),
-            map,
+            _map: map,
             mask: size - 1,
             size,
         })
@@ -113,7 +114,7 @@ impl<T: Entry> Raw<T> {
 
     #[inline(always)]
     fn slot(&self, idx: u32) -> *mut T {
-        // SAFETY (arithmetic): `idx & mask < size`, inside the mapped entry array.
+        // SAFETY: `idx & mask < size`, so the offset stays inside the mapped entry array.
         unsafe { self.entries.as_ptr().add((idx & self.mask) as usize) }
     }
 }
@@ -144,12 +145,6 @@ impl<T: Entry> ProdRing<T> {
             prod,
             raw,
         })
-    }
-
-    /// Ring capacity.
-    #[inline]
-    pub(crate) fn size(&self) -> u32 {
-        self.raw.size
     }
 
     /// Free entries (refreshing the consumer index when fewer than `want` are known).
@@ -195,18 +190,6 @@ impl<T: Entry> ProdRing<T> {
     #[inline]
     pub(crate) fn needs_wakeup(&self) -> bool {
         self.raw.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
-    }
-
-    /// The entries published but not consumed by the kernel, oldest first, (teardown
-    /// only: the kernel must no longer consume).
-    pub(crate) fn take_unconsumed(&self, mut f: impl FnMut(T)) {
-        let cons = self.raw.consumer().load(Ordering::Acquire);
-        let mut i = cons;
-        while i != self.prod {
-            // SAFETY: published entries, inside the mapping; the kernel no longer reads them.
-            f(unsafe { self.raw.slot(i).read() });
-            i = i.wrapping_add(1);
-        }
     }
 }
 
@@ -266,11 +249,5 @@ impl<T: Entry> ConsRing<T> {
     pub(crate) fn release(&mut self, n: u32) {
         self.cons = self.cons.wrapping_add(n);
         self.raw.consumer().store(self.cons, Ordering::Release);
-    }
-
-    /// True when the kernel asks to be woken (`XDP_RING_NEED_WAKEUP`).
-    #[inline]
-    pub(crate) fn needs_wakeup(&self) -> bool {
-        self.raw.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
     }
 }

@@ -1,0 +1,352 @@
+//! TX queue: a `TPACKET_V2` TX ring per queue whose slots are the burst buffers.
+//!
+//! - `reserve` claims free ring slots in ring order (a slot the kernel still owns ends the
+//!   run: back-pressure, fewer than asked);
+//! - the generator writes whole Ethernet frames into them (`packet_mut`, `set_len`);
+//! - `send` checks each frame (`malformed` below 14 bytes, `too_large` above what the device
+//!   takes: MTU + 14, + 4 for an 802.1Q-tagged frame), moves later frames down over any gap
+//!   (the kernel stops at the first slot not marked for sending), marks them
+//!   `TP_STATUS_SEND_REQUEST` and kicks the kernel with `sendto(fd, NULL, 0, MSG_DONTWAIT)`.
+//!   Frames marked are counted as accepted (`record_rx_burst` on the TX counters: the runtime
+//!   must not count them again).
+//!
+//! A kick that leaves frames queued (socket send buffer full, device down) is repeated on the
+//! next `reserve` or `send`; a queue that is dropped kicks and waits up to
+//! [`AfpacketOptions::tx_drain`](crate::AfpacketOptions::tx_drain) for its ring to empty.
+//! `PACKET_LOSS` is on, so a frame the kernel refuses anyway is skipped instead of stalling
+//! the ring.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rtdaq_config::model::TxQueue as TxQueueConfig;
+use rtdaq_core::traits::TxQueue;
+use rtdaq_core::wire::ETHERTYPE_VLAN;
+use rtdaq_core::{DropReason, QueueCounters, QueueId};
+
+use crate::ctx::{OpenCtx, QueueRes};
+use crate::error::{ring_error, socket_error, AfpacketError, Result};
+use crate::iface::NetDev;
+use crate::ring::TxRing;
+use crate::stats::TxStats;
+use crate::sys::consts::{
+    tpacket_req, EAGAIN, EINTR, ENOBUFS, PACKET_LOSS, PACKET_QDISC_BYPASS, PACKET_VERSION,
+    SOL_SOCKET, SO_SNDBUF, SO_SNDBUFFORCE, TX_DATA_OFFSET,
+};
+use crate::sys::{MmapRing, PacketSocket, TPACKET_V2};
+use crate::tx_burst::AfpacketTxBurst;
+
+/// Ethernet header bytes.
+const ETH: usize = 14;
+
+/// One TX queue of the AF_PACKET engine: a send-only packet socket with a TX ring, bound to
+/// the interface.
+pub struct AfpacketTx<'a, const N: usize> {
+    ring: Arc<TxRing>,
+    counters: &'a QueueCounters,
+    queue: QueueId,
+    interface: usize,
+    /// Device MTU (frames up to MTU + 14, + 4 when 802.1Q-tagged).
+    mtu: usize,
+    kick_pending: bool,
+    queued_bytes: u64,
+    drain: Duration,
+    stats: TxStats,
+    netdev: String,
+    key: String,
+}
+
+impl<'a, const N: usize> AfpacketTx<'a, N> {
+    /// Opens TX queue `j` of interface `i` on `dev`. Cold path.
+    pub(crate) fn open(
+        ctx: &OpenCtx<'_, 'a>,
+        i: usize,
+        j: usize,
+        dev: &NetDev,
+        q: &TxQueueConfig,
+        res: QueueRes<'a>,
+    ) -> Result<Self> {
+        let addr_key = OpenCtx::addr_key(i);
+        let key = format!("interfaces[{i}].tx_queues[{j}]");
+        let af = &ctx.af;
+        let sock = PacketSocket::new().map_err(|e| socket_error(&addr_key, e))?;
+        let opt = |name: &str, option: i32, value: i32, k: &str| {
+            sock.set_packet(option, value)
+                .map_err(|source| AfpacketError::SetOption {
+                    key: k.to_owned(),
+                    detail: format!("setsockopt({name}) failed ({source})"),
+                    source,
+                })
+        };
+        opt("PACKET_VERSION", PACKET_VERSION, TPACKET_V2, &key)?;
+        opt("PACKET_LOSS", PACKET_LOSS, 1, &key)?;
+        if ctx.opts.qdisc_bypass {
+            opt(
+                "PACKET_QDISC_BYPASS",
+                PACKET_QDISC_BYPASS,
+                1,
+                "AfpacketOptions::qdisc_bypass",
+            )?;
+        }
+        let (bs, fs) = (af.block_size as usize, af.frame_size as usize);
+        let per_block = bs / fs;
+        let want = (q.ring_depth as usize).max(q.batch_size as usize).max(1);
+        let blocks = want.div_ceil(per_block);
+        let frames = blocks * per_block;
+        let req = tpacket_req {
+            tp_block_size: bs as u32,
+            tp_block_nr: blocks as u32,
+            tp_frame_size: fs as u32,
+            tp_frame_nr: frames as u32,
+        };
+        let geometry = format!(
+            "({frames} slots of engine.afpacket.frame_size = {fs} B for {key}.ring_depth = {}, {blocks} blocks of {bs} B)",
+            q.ring_depth
+        );
+        sock.set_tx_ring(&req)
+            .map_err(|e| ring_error(&format!("the TX ring of {key}"), &geometry, e))?;
+        let map = MmapRing::map(&sock, blocks * bs)
+            .map_err(|e| ring_error(&format!("mapping the TX ring of {key}"), &geometry, e))?;
+        // Let the whole ring be in flight: the skbs of queued frames count against SO_SNDBUF.
+        let sndbuf = (frames * fs * 2).min(i32::MAX as usize) as i32;
+        if sock.set_int(SOL_SOCKET, SO_SNDBUFFORCE, sndbuf).is_err() {
+            let _ = sock.set_int(SOL_SOCKET, SO_SNDBUF, sndbuf);
+        }
+        sock.bind(dev.ifindex, 0)
+            .map_err(|source| AfpacketError::Bind {
+                key: addr_key.clone(),
+                netdev: dev.name.clone(),
+                detail: "the device may have gone away; check `ip link`".to_owned(),
+                source,
+            })?;
+        if q.batch_size as usize > N {
+            log::warn!(
+                "{key}.batch_size = {} exceeds the burst capacity {N} of this build",
+                q.batch_size
+            );
+        }
+        Ok(AfpacketTx {
+            ring: Arc::new(TxRing::new(sock, map, bs, fs, frames)),
+            counters: res.counters,
+            queue: QueueId(j as u16),
+            interface: i,
+            mtu: dev.mtu as usize,
+            kick_pending: false,
+            queued_bytes: 0,
+            drain: ctx.opts.tx_drain,
+            stats: TxStats::default(),
+            netdev: dev.name.clone(),
+            key,
+        })
+    }
+
+    /// Index of the queue's interface in the config.
+    pub fn interface(&self) -> usize {
+        self.interface
+    }
+
+    /// Index of the queue within its interface's `tx_queues`.
+    pub fn queue(&self) -> usize {
+        usize::from(self.queue.0)
+    }
+
+    /// The network device.
+    pub fn netdev(&self) -> &str {
+        &self.netdev
+    }
+
+    /// Slots in the TX ring.
+    pub fn slots(&self) -> usize {
+        self.ring.frames()
+    }
+
+    /// Bytes one slot holds for a frame (`engine.afpacket.frame_size` − 32).
+    pub fn slot_capacity(&self) -> usize {
+        self.ring.slot_capacity()
+    }
+
+    /// Largest untagged frame the device sends (MTU + 14; + 4 for an 802.1Q tag).
+    pub fn max_frame(&self) -> usize {
+        (self.mtu + ETH).min(self.ring.slot_capacity())
+    }
+
+    /// Engine events so far.
+    pub fn stats(&self) -> TxStats {
+        self.stats
+    }
+
+    /// Frames the kernel still holds (queued or being sent). Scans the ring: cold path.
+    pub fn in_flight(&self) -> usize {
+        self.ring.in_flight()
+    }
+
+    /// Kicks the kernel and waits up to `timeout` until it has sent every queued frame;
+    /// returns whether it has. Cold path (the hot path never waits).
+    pub fn flush(&mut self, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            self.kick();
+            if self.ring.in_flight() == 0 {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            let _ = self
+                .ring
+                .sock()
+                .wait_writable((end - now).min(Duration::from_millis(1)));
+        }
+    }
+
+    /// Asks the kernel to send every marked frame, without waiting. Never allocates.
+    #[inline]
+    fn kick(&mut self) {
+        self.stats.kicks += 1;
+        match self.ring.sock().kick() {
+            Ok(0) => {
+                // Nothing (left) marked at the kernel's position.
+                self.queued_bytes = 0;
+                self.kick_pending = false;
+            }
+            Ok(sent) if sent as u64 >= self.queued_bytes => {
+                self.queued_bytes = 0;
+                self.kick_pending = false;
+            }
+            Ok(sent) => {
+                self.queued_bytes -= sent as u64;
+                self.kick_pending = true;
+                self.stats.partial_kicks += 1;
+            }
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(0);
+                if errno != EAGAIN && errno != ENOBUFS && errno != EINTR {
+                    self.stats.errors += 1;
+                    self.stats.last_errno = errno;
+                }
+                self.kick_pending = true;
+                self.stats.partial_kicks += 1;
+            }
+        }
+    }
+
+    /// Why the device would refuse `frame` (`len` bytes), if it would.
+    #[inline]
+    fn refusal(&self, frame: &[u8]) -> Option<DropReason> {
+        if frame.len() < ETH {
+            return Some(DropReason::Malformed);
+        }
+        let tagged = frame[12..14] == ETHERTYPE_VLAN.to_be_bytes();
+        let max = self.mtu + ETH + if tagged { 4 } else { 0 };
+        (frame.len() > max).then_some(DropReason::TooLarge)
+    }
+}
+
+impl<const N: usize> TxQueue for AfpacketTx<'_, N> {
+    type Burst = AfpacketTxBurst<N>;
+
+    fn new_burst(&self) -> AfpacketTxBurst<N> {
+        AfpacketTxBurst::new(Arc::clone(&self.ring), self.queue)
+    }
+
+    /// Claims up to `n` free ring slots (bounded by the burst's free room); returns how many
+    /// packets the burst now holds. Fewer: the kernel still holds the next slots. A burst of
+    /// another queue gets nothing. Never blocks, never allocates.
+    #[inline]
+    fn reserve(&mut self, burst: &mut AfpacketTxBurst<N>, n: usize) -> usize {
+        if !burst.is_of(&self.ring) {
+            return burst.len();
+        }
+        if self.kick_pending {
+            self.kick();
+        }
+        let before = burst.len();
+        let now = burst.reserve(n);
+        if now - before < n.min(N - before) {
+            self.stats.backpressure += 1;
+        }
+        now
+    }
+
+    /// Hands the burst's frames to the kernel (see the module docs) and empties the burst.
+    /// Returns how many were accepted. Never blocks, never allocates.
+    ///
+    /// # Panics
+    /// When `burst` belongs to another queue (a caller bug).
+    #[inline]
+    fn send(&mut self, burst: &mut AfpacketTxBurst<N>) -> usize {
+        assert!(
+            burst.is_of(&self.ring) || burst.is_empty(),
+            "AfpacketTx::send: a burst of another queue"
+        );
+        let total = burst.len();
+        if total == 0 {
+            return 0;
+        }
+        let (slots, lens) = burst.parts();
+        let (mut w, mut bytes) = (0usize, 0u64);
+        for r in 0..total {
+            let len = lens[r] as usize;
+            if let Some(reason) = self.refusal(slots.data(r, len)) {
+                self.counters.record_drop(reason);
+                continue;
+            }
+            if w != r {
+                slots.move_frame(r, w, len);
+                lens[w] = lens[r];
+                self.stats.compactions += 1;
+            }
+            w += 1;
+            bytes += len as u64;
+        }
+        let n = slots.submit(&lens[..w]);
+        lens.clear();
+        self.counters.record_rx_burst(n as u64, bytes);
+        if n > 0 {
+            self.queued_bytes += bytes;
+            self.kick();
+        }
+        n
+    }
+}
+
+impl<const N: usize> Drop for AfpacketTx<'_, N> {
+    fn drop(&mut self) {
+        let left = if self.ring.in_flight() > 0 {
+            let d = self.drain;
+            if self.flush(d) {
+                0
+            } else {
+                self.ring.in_flight()
+            }
+        } else {
+            0
+        };
+        if left > 0 || self.stats.errors > 0 {
+            log::warn!(
+                "{} ({}): {} frames still queued after {:?} (not sent), {} send errors (last errno {})",
+                self.key,
+                self.netdev,
+                left,
+                self.drain,
+                self.stats.errors,
+                self.stats.last_errno
+            );
+        }
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for AfpacketTx<'_, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AfpacketTx")
+            .field("interface", &self.interface)
+            .field("queue", &self.queue.0)
+            .field("netdev", &self.netdev)
+            .field("slots", &self.ring.frames())
+            .finish()
+    }
+}
+
+/// Offset of frame data in a TX slot (for docs and checks).
+pub(crate) const TX_SLOT_OVERHEAD: usize = TX_DATA_OFFSET;
