@@ -28,6 +28,9 @@ pub enum RuntimeError {
         /// What failed.
         message: String,
     },
+    /// The generator's frame headers could not be built (raw engines).
+    #[error("generator: {0}")]
+    Generator(String),
     /// Signal handlers could not be installed.
     #[error("cannot install the SIGINT/SIGTERM handlers: {0}")]
     Signals(#[source] std::io::Error),

@@ -29,18 +29,17 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
             snap.drops[reason.index()] += consumer.drop_count(reason);
         }
         let stats = v.finish();
-        rx.push(QueueReport::rx(
-            iface.name.clone(),
-            qc.id,
-            Some(qc.cpu_core),
-            &snap,
-            elapsed,
-            Some(&stats),
-        )
-        .with_cpu(
-            rs.io_cpu_ns.load(Acquire),
-            rs.consumer_cpu_ns.load(Acquire),
-        ));
+        rx.push(
+            QueueReport::rx(
+                iface.name.clone(),
+                qc.id,
+                Some(qc.cpu_core),
+                &snap,
+                elapsed,
+                Some(&stats),
+            )
+            .with_cpu(rs.io_cpu_ns.load(Acquire), rs.consumer_cpu_ns.load(Acquire)),
+        );
     }
     let mut tx = Vec::new();
     for (k, q) in r.resources.tx.iter().enumerate() {

@@ -277,9 +277,8 @@ impl QueueReport {
             t.latency_ns = latency.unwrap_or(lat);
             t
         });
-        let sum = |f: fn(&QueueReport) -> Option<f64>| {
-            queues.iter().filter_map(f).reduce(|a, b| a + b)
-        };
+        let sum =
+            |f: fn(&QueueReport) -> Option<f64>| queues.iter().filter_map(f).reduce(|a, b| a + b);
         QueueReport {
             interface: "total".to_owned(),
             queue: None,

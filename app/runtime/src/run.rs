@@ -11,8 +11,9 @@ use crate::validator::{PayloadGen, Validator};
 use rtdaq_config::model::{Address, Config, Generator, GeneratorLimit, RxMode, Transport};
 use rtdaq_core::slot_ring::{SlotConsumer, SlotProducer};
 use rtdaq_core::traits::{Engine, EngineArgs, RxQueue};
+use rtdaq_core::wire::{UdpChecksumMode, UdpFrameSpec};
 use rtdaq_core::SlotRing;
-use rtdaq_platform::{alloc_audit, rt};
+use rtdaq_platform::{alloc_audit, netdev, rt};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Release};
 use std::sync::{mpsc, Arc};
 use std::thread::{self as std_thread, JoinHandle};
@@ -119,6 +120,7 @@ where
             required: config.rt.required,
         };
         let validator = Validator::with_mode(config.run.validate);
+        let unwrap = threads::Unwrap::new(E::FRAMES);
         let busy = qc.busy_poll;
         match qc.mode {
             RxMode::Direct => {
@@ -132,7 +134,7 @@ where
                     let Ok(queue) = parked.recv() else {
                         return validator;
                     };
-                    let v = threads::rx_direct(queue, validator, stats, rx_stop, busy);
+                    let v = threads::rx_direct(queue, validator, stats, rx_stop, busy, unwrap);
                     store_cpu(&stats.io_cpu_ns);
                     v
                 })?;
@@ -170,7 +172,7 @@ where
                     let Ok(cons) = parked_cons.recv() else {
                         return validator;
                     };
-                    let v = threads::rx_consumer(cons, validator, stats, io_done, busy);
+                    let v = threads::rx_consumer(cons, validator, stats, io_done, busy, unwrap);
                     store_cpu(&stats.consumer_cpu_ns);
                     v
                 })?;
@@ -436,11 +438,59 @@ where
                 GeneratorLimit::Duration(s) => Some(start_ns + (s * 1e9) as u64),
                 _ => None,
             },
+            frame: if E::FRAMES {
+                Some(frame_spec(config, r.interface, g)?)
+            } else {
+                None
+            },
         };
         feed.send((queue, plan))
             .map_err(|_| parked_gone(queue_name(config, r.interface, "tx", r.queue)))?;
     }
     Ok(start_ns)
+}
+
+/// The Ethernet/IPv4/UDP headers a raw engine's generator wraps each payload in: from this
+/// interface's MAC (sysfs) and `generator.source` to `generator.dst_mac` and
+/// `generator.destination`. No UDP checksum (0: allowed on IPv4; the sequence header and
+/// payload pattern protect the payload). Cold path.
+fn frame_spec(
+    config: &Config,
+    interface: usize,
+    g: &Generator,
+) -> Result<UdpFrameSpec, RuntimeError> {
+    let root = std::path::Path::new("/");
+    let netdev = match &config.interfaces[interface].address {
+        Address::Netdev(n) => n.clone(),
+        Address::Pci(bdf) => netdev::netdev_of_pci(root, &bdf.to_string())?.ok_or_else(|| {
+            RuntimeError::Generator(format!(
+                "PCI function {bdf} (interfaces[{interface}].address) has no Linux network device to read its MAC from"
+            ))
+        })?,
+        Address::Socket(_) => {
+            return Err(RuntimeError::Generator(format!(
+                "interfaces[{interface}].address is a socket address: a raw engine needs a network device"
+            )))
+        }
+    };
+    let src_mac = netdev::mac_address(root, &netdev)?;
+    let missing = |key: &str| {
+        RuntimeError::Generator(format!(
+            "generator.{key} is required with a raw engine (the config check enforces it)"
+        ))
+    };
+    let dst = g.destination.ok_or_else(|| missing("destination"))?;
+    let src = g.source.ok_or_else(|| missing("source"))?;
+    Ok(UdpFrameSpec {
+        dst_mac: g.dst_mac.ok_or_else(|| missing("dst_mac"))?,
+        src_mac,
+        src_ip: src.ip.octets(),
+        dst_ip: dst.ip.octets(),
+        src_port: src.port,
+        dst_port: dst.port,
+        checksum: UdpChecksumMode::None,
+        ..UdpFrameSpec::default()
+    })
 }
 
 /// Stack of a queue thread: 1 MiB (a burst of 1024 packets on the stack is ~100 KiB) plus

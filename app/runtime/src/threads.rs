@@ -8,6 +8,7 @@ use crate::memory::QueueStats;
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
 use crate::validator::{PayloadGen, Validator};
 use rtdaq_core::traits::{RxBurst, RxQueue, Segment, TxBurst, TxQueue};
+use rtdaq_core::wire::{emit_udp_frame, UdpFrameSpec};
 use rtdaq_core::{DropReason, SlotConsumer, SlotProducer};
 use rtdaq_platform::alloc_audit;
 use rtdaq_platform::rt::{self, RtRequest};
@@ -74,11 +75,45 @@ fn idle(busy: bool) {
     }
 }
 
+/// How the consumer finds the payload the validator checks in each packet.
+pub(crate) struct Unwrap {
+    /// The engine delivers whole Ethernet frames (`Engine::FRAMES`): the payload is the UDP
+    /// payload inside.
+    pub frames: bool,
+    /// Where the segments of a multi-segment packet (header-data split) are gathered before
+    /// the check: a copy, sized for the largest frame (64 KiB). Allocated before the hot path.
+    pub gather: Box<[u8]>,
+}
+
+impl Unwrap {
+    /// For an engine that delivers payloads (`frames = false`) or whole frames.
+    pub(crate) fn new(frames: bool) -> Self {
+        Unwrap {
+            frames,
+            gather: vec![0u8; if frames { 1 << 16 } else { 0 }].into_boxed_slice(),
+        }
+    }
+}
+
+/// The UDP payload of `frame`, or an empty slice (which the validator counts as malformed)
+/// when it is not an IPv4/UDP frame. Never allocates.
+fn udp_payload(frame: &[u8]) -> &[u8] {
+    match rtdaq_core::wire::parse_frame(frame) {
+        Ok(rtdaq_core::wire::FrameInfo { udp: Some(u), .. }) => {
+            let off = usize::from(u.payload_offset);
+            frame
+                .get(off..off + usize::from(u.payload_len))
+                .unwrap_or_default()
+        }
+        _ => &[],
+    }
+}
+
 /// Validates every packet of `burst` and empties it.
 ///
 /// A packet without a receive timestamp (`engine.socket.rx_timestamps = "off"`) gets the
 /// consumer's clock, read once per burst.
-fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats) {
+fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats, u: &mut Unwrap) {
     let mut now = 0;
     for i in 0..burst.len() {
         let meta = burst.meta(i);
@@ -90,8 +125,24 @@ fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats) {
             }
             now
         };
-        if let Segment::Host(bytes) = burst.segment(i, 0) {
-            v.check(bytes, rx_ns);
+        let Segment::Host(first) = burst.segment(i, 0) else {
+            continue; // GPU memory: the CPU cannot check it
+        };
+        if !u.frames {
+            v.check(first, rx_ns);
+        } else if burst.segments(i) == 1 {
+            v.check(udp_payload(first), rx_ns);
+        } else {
+            // Header-data split: gather the segments, then check the whole frame.
+            let mut len = 0;
+            for s in 0..burst.segments(i) {
+                if let Segment::Host(b) = burst.segment(i, s) {
+                    let n = b.len().min(u.gather.len() - len);
+                    u.gather[len..len + n].copy_from_slice(&b[..n]);
+                    len += n;
+                }
+            }
+            v.check(udp_payload(&u.gather[..len]), rx_ns);
         }
     }
     v.publish(&stats.consumer);
@@ -177,12 +228,13 @@ pub(crate) fn rx_consumer<B: RxBurst>(
     stats: &'static QueueStats,
     io_done: &AtomicBool,
     busy: bool,
+    mut unwrap: Unwrap,
 ) -> Validator {
     alloc_audit::arm_current_thread();
     loop {
         match ring.front() {
             Some(burst) => {
-                consume(burst, &mut validator, stats);
+                consume(burst, &mut validator, stats, &mut unwrap);
                 // Cannot fail: `front()` just returned this full slot.
                 let released = ring.release();
                 debug_assert!(released.is_ok());
@@ -203,12 +255,13 @@ pub(crate) fn rx_direct<Q: RxQueue>(
     stats: &'static QueueStats,
     stop: &AtomicBool,
     busy: bool,
+    mut unwrap: Unwrap,
 ) -> Validator {
     let mut burst = queue.new_burst();
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
         if queue.poll(&mut burst) > 0 {
-            consume(&mut burst, &mut validator, stats);
+            consume(&mut burst, &mut validator, stats, &mut unwrap);
         } else if busy {
             std::hint::spin_loop();
         }
@@ -235,6 +288,9 @@ pub(crate) struct GenPlan {
     pub count: Option<u64>,
     /// Stop at this monotonic time (`None`: until stopped).
     pub until_ns: Option<u64>,
+    /// Raw engines (`Engine::FRAMES`): the Ethernet/IPv4/UDP headers each packet is wrapped
+    /// in; lane `l` sends from UDP source port `src_port + l`. `None`: packets are payloads.
+    pub frame: Option<UdpFrameSpec>,
 }
 
 /// Packets a generator built (each used one sequence number).
@@ -295,7 +351,20 @@ pub(crate) fn tx_generator<Q: TxQueue>(
         for i in 0..n {
             let lane = ((totals.generated + i as u64) % lanes) as usize;
             if let Some(buf) = burst.packet_mut(i) {
-                let len = plan.gens[lane].fill(buf, tx_ns);
+                let len = match plan.frame.as_mut() {
+                    None => plan.gens[lane].fill(buf, tx_ns),
+                    Some(spec) => {
+                        let off = spec.payload_offset();
+                        let base = spec.src_port;
+                        let payload = buf.get_mut(off..).unwrap_or_default();
+                        spec.payload_len = plan.gens[lane].fill(payload, tx_ns);
+                        spec.src_port = base.wrapping_add(lane as u16);
+                        // The buffer holds the frame (the config sized it): cannot fail.
+                        let len = emit_udp_frame(buf, spec).unwrap_or(0);
+                        spec.src_port = base;
+                        len
+                    }
+                };
                 burst.set_len(i, len);
             }
         }

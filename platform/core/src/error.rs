@@ -142,6 +142,16 @@ pub enum PlatformError {
         source: io::Error,
     },
 
+    /// A network device named in the config does not exist here.
+    #[error(
+        "network device `{name}` does not exist in this network namespace \
+         (`ip link` lists the devices; inside a namespace run under `ip netns exec`)"
+    )]
+    NoSuchNetdev {
+        /// The device name.
+        name: String,
+    },
+
     /// A sysfs/procfs file held something that is not in the expected format.
     #[error("cannot parse {} (content: {content:?}): {what}", .path.display())]
     ParseSysfs {

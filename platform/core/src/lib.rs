@@ -94,6 +94,7 @@ pub mod cpulist;
 pub mod error;
 pub mod hugepages;
 pub mod memory;
+pub mod netdev;
 pub mod rt;
 mod sys;
 mod sysfs;

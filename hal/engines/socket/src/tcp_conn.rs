@@ -117,7 +117,8 @@ impl ConnTable {
     /// take a new peer. Only the side that owns the connection's primary socket (RX when the
     /// interface has RX queues) frees the slot. Never allocates.
     pub(crate) fn release(&self, k: u32, rx: bool) {
-        if rx == !self.rx.is_empty() {
+        let has_rx = !self.rx.is_empty();
+        if rx == has_rx {
             if let Some(v) = self.vacant.get(k as usize) {
                 v.store(true, Ordering::Release);
             }
@@ -126,11 +127,13 @@ impl ConnTable {
 
     /// Claims a vacant slot, lowest first. Never allocates.
     fn reclaim(&self) -> Option<u32> {
-        self.vacant.iter().position(|v| {
-            v.compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        })
-        .map(|k| k as u32)
+        self.vacant
+            .iter()
+            .position(|v| {
+                v.compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .map(|k| k as u32)
     }
 }
 

@@ -155,7 +155,9 @@ fn server_three_clients_distinct_ids_and_extra_peer_closed_at_once() {
         .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
         .collect();
     let mut extra = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    extra.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let reader = std::thread::spawn(move || {
         let mut buf = [0u8; 1];
         extra.read(&mut buf)
@@ -187,7 +189,10 @@ fn a_peer_that_reconnects_takes_its_slot_and_id_again() {
         let got = collect(&mut rx, 50);
         t.join().unwrap();
         check(&got, 1, 50, 1);
-        assert!(got.iter().all(|(_, id, _)| *id == ConnId(1)), "round {round}: {got:?}");
+        assert!(
+            got.iter().all(|(_, id, _)| *id == ConnId(1)),
+            "round {round}: {got:?}"
+        );
         // Wait for the queue to see the close before the next peer connects.
         assert!(until(Duration::from_secs(5), || {
             let mut b = rx[0].new_burst();

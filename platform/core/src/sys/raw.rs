@@ -4,13 +4,13 @@
 use libc::{c_long, c_ulong, c_void};
 
 pub(super) use libc::{
-    clock_gettime, cpu_set_t, madvise, timespec, CLOCK_THREAD_CPUTIME_ID, mlock, mlockall, mmap, munlockall, munmap, pthread_attr_destroy,
-    pthread_attr_getstack, pthread_attr_t, pthread_getattr_np, pthread_self, rlimit,
-    sched_getaffinity, sched_getparam, sched_getscheduler, sched_param, sched_setaffinity,
-    sched_setscheduler, sysconf, _SC_PAGESIZE, CPU_ISSET, CPU_SET, CPU_SETSIZE,
-    MADV_POPULATE_WRITE, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_HUGETLB, MAP_HUGE_1GB,
-    MAP_HUGE_2MB, MAP_NORESERVE, MAP_PRIVATE, MCL_CURRENT, MCL_FUTURE, MPOL_BIND, PROT_NONE,
-    PROT_READ, PROT_WRITE, RLIMIT_MEMLOCK, RLIMIT_RTPRIO, RLIM_INFINITY, SCHED_BATCH,
+    clock_gettime, cpu_set_t, madvise, mlock, mlockall, mmap, munlockall, munmap,
+    pthread_attr_destroy, pthread_attr_getstack, pthread_attr_t, pthread_getattr_np, pthread_self,
+    rlimit, sched_getaffinity, sched_getparam, sched_getscheduler, sched_param, sched_setaffinity,
+    sched_setscheduler, sysconf, timespec, _SC_PAGESIZE, CLOCK_THREAD_CPUTIME_ID, CPU_ISSET,
+    CPU_SET, CPU_SETSIZE, MADV_POPULATE_WRITE, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_HUGETLB,
+    MAP_HUGE_1GB, MAP_HUGE_2MB, MAP_NORESERVE, MAP_PRIVATE, MCL_CURRENT, MCL_FUTURE, MPOL_BIND,
+    PROT_NONE, PROT_READ, PROT_WRITE, RLIMIT_MEMLOCK, RLIMIT_RTPRIO, RLIM_INFINITY, SCHED_BATCH,
     SCHED_DEADLINE, SCHED_FIFO, SCHED_IDLE, SCHED_OTHER, SCHED_RESET_ON_FORK, SCHED_RR,
 };
 
