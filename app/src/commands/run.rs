@@ -10,10 +10,18 @@ use std::process::ExitCode;
 
 #[cfg(rtdaq_engine = "socket")]
 type ActiveEngine = rtdaq_engine_socket::SocketEngine<'static>;
-#[cfg(not(rtdaq_engine = "socket"))]
+#[cfg(rtdaq_engine = "afpacket")]
+type ActiveEngine = rtdaq_engine_afpacket::AfpacketEngine<'static>;
+#[cfg(rtdaq_engine = "afxdp")]
+type ActiveEngine = rtdaq_engine_afxdp::AfxdpEngine<'static>;
+#[cfg(not(any(
+    rtdaq_engine = "socket",
+    rtdaq_engine = "afpacket",
+    rtdaq_engine = "afxdp"
+)))]
 compile_error!(
-    "this engine has no engine crate in this tree yet: build with engine-socket \
-     (AF_PACKET/AF_XDP: issue #4, DPDK: issue #5, ibverbs: issue #8)"
+    "this engine has no engine crate in this tree yet: build with engine-socket, \
+     engine-afpacket or engine-afxdp (DPDK: issue #5, ibverbs: issue #8)"
 );
 
 /// Loads the config (embedded or `--config FILE`), runs it, prints and writes the report.

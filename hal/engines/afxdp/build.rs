@@ -14,7 +14,17 @@ fn main() {
         .join("steer.bpf.o");
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".to_owned());
     let result = Command::new(&clang)
-        .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror", "-c", "bpf/steer.c", "-o"])
+        .args([
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-Wall",
+            "-Werror",
+            "-c",
+            "bpf/steer.c",
+            "-o",
+        ])
         .arg(&out)
         .output();
     match result {

@@ -5,6 +5,7 @@
 //! items only see sound items and one mistake does not cascade into many. Every rule is a
 //! function in one of the submodules; each reports errors with the key path they are about.
 
+mod afxdp;
 mod capacity;
 mod cores;
 mod engine;
@@ -89,6 +90,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     cores::cores_exist(raw, &draft, &mut errs);
     cores::busy_poll_cores(&draft, &mut errs);
     flows::flows(raw, &mut draft, &mut errs);
+    afxdp::umem(&draft, &mut errs);
     draft.generator = raw
         .generator
         .as_ref()

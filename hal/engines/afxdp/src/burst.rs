@@ -57,6 +57,13 @@ impl<'a, const N: usize> XdpBurst<'a, N> {
         N
     }
 
+    /// Returns every buffer to its pool and empties the burst (same as
+    /// [`RxBurst::clear`]). Never allocates.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.frames.clear();
+    }
+
     /// Room left.
     #[inline]
     pub(crate) fn room(&self) -> usize {
@@ -97,7 +104,10 @@ impl<const N: usize> RxBurst for XdpBurst<'_, N> {
     /// When `pkt` is out of range.
     #[inline]
     fn segments(&self, pkt: usize) -> usize {
-        assert!(pkt < self.frames.len(), "XdpBurst: packet index out of range");
+        assert!(
+            pkt < self.frames.len(),
+            "XdpBurst: packet index out of range"
+        );
         1
     }
 
@@ -262,13 +272,23 @@ mod tests {
         let mut buf = pool.get().unwrap();
         buf.slot_mut().unwrap()[256..260].copy_from_slice(b"abcd");
         buf.set_len(260);
-        b.push(buf, 256, PacketMeta { len: 4, ..PacketMeta::default() })
-            .unwrap();
+        b.push(
+            buf,
+            256,
+            PacketMeta {
+                len: 4,
+                ..PacketMeta::default()
+            },
+        )
+        .unwrap();
         assert_eq!(b.segment(0, 0), Segment::Host(b"abcd"));
         assert_eq!(b.frame(0), Some(&b"abcd"[..]));
         assert_eq!((RxBurst::len(&b), b.segments(0), b.meta(0).len), (1, 1, 4));
-        b.push(pool.get().unwrap(), 0, PacketMeta::default()).unwrap();
-        assert!(b.push(pool.get().unwrap(), 0, PacketMeta::default()).is_err());
+        b.push(pool.get().unwrap(), 0, PacketMeta::default())
+            .unwrap();
+        assert!(b
+            .push(pool.get().unwrap(), 0, PacketMeta::default())
+            .is_err());
         assert_eq!(pool.in_use(), 2);
         RxBurst::clear(&mut b);
         assert_eq!(pool.in_use(), 0);

@@ -27,15 +27,14 @@ use crate::burst::{TxBatch, XdpBurst};
 use crate::caps;
 use crate::error::{AfxdpError, Result};
 use crate::rx::{AfxdpRx, Flows, RxSetup};
-use crate::steer::{SteerSetup, Steering, StatsReader, XdpMode, XdpProgram, MAX_QUEUES};
+use crate::steer::{StatsReader, SteerSetup, Steering, XdpMode, XdpProgram, MAX_QUEUES};
 use crate::sys::consts::{
     EACCES, EAFNOSUPPORT, EBUSY, EEXIST, EINVAL, ENOBUFS, ENOMEM, ENOTSUPP, EOPNOTSUPP, EPERM,
-    SOL_SOCKET,
-    SO_BUSY_POLL, SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL, XDP_COPY, XDP_RX_RING,
+    SOL_SOCKET, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL, XDP_COPY, XDP_RX_RING,
     XDP_SHARED_UMEM, XDP_TX_RING, XDP_UMEM_COMPLETION_RING, XDP_UMEM_FILL_RING,
     XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
 };
-use crate::sys::{ConsRing, Lent, NetDev, ProdRing, XdpDesc, XskSocket};
+use crate::sys::{page_size, ConsRing, Lent, NetDev, ProdRing, XdpDesc, XskSocket};
 use crate::tx::{AfxdpTx, TxSetup};
 use crate::umem::{Fill, Umem};
 use crate::{AfxdpOptions, MAX_BATCH};
@@ -131,13 +130,10 @@ struct Iface<'c, 'a> {
 }
 
 fn pow2_clamped(n: usize, lo: u32, hi: u32) -> u32 {
-    (n.min(hi as usize) as u32).max(lo).next_power_of_two().min(hi)
-}
-
-fn page_size() -> u64 {
-    // The kernel checks the UMEM start against its page size; 4 KiB is the common case and
-    // a larger page size only makes this check weaker (the kernel then refuses with EINVAL).
-    4096
+    (n.min(hi as usize) as u32)
+        .max(lo)
+        .next_power_of_two()
+        .min(hi)
 }
 
 impl<'a, const N: usize> AfxdpEngine<'a, N> {
@@ -179,7 +175,9 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
         let mut users: HashMap<usize, usize> = HashMap::new();
         for r in args.rx.iter().chain(args.tx) {
             for p in r.pools {
-                *users.entry(*p as *const BufferPool<'_> as usize).or_default() += 1;
+                *users
+                    .entry(*p as *const BufferPool<'_> as usize)
+                    .or_default() += 1;
             }
         }
         let mut engine = AfxdpEngine {
@@ -241,7 +239,15 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
                 groups.entry(nic).or_default().rx.push(j);
             }
             for j in 0..tx_res.len() {
-                check_channel(i, Dir::Tx, j, j as u32, &ifname, channels.map(|c| c.1), steering)?;
+                check_channel(
+                    i,
+                    Dir::Tx,
+                    j,
+                    j as u32,
+                    &ifname,
+                    channels.map(|c| c.1),
+                    steering,
+                )?;
                 groups.entry(j as u32).or_default().tx = Some(j);
             }
             let f = Iface {
@@ -509,7 +515,8 @@ fn resources<'a>(
     if !pool.is_cpu_accessible() {
         return Err(AfxdpError::Resources {
             key: format!("{key}.memory_regions[0]"),
-            detail: "AF_XDP needs CPU memory (host or huge) for its UMEM, not GPU device memory".to_owned(),
+            detail: "AF_XDP needs CPU memory (host or huge) for its UMEM, not GPU device memory"
+                .to_owned(),
         });
     }
     if pool.slot_size() != x.frame_size as usize {
@@ -528,8 +535,9 @@ fn resources<'a>(
         return Err(AfxdpError::Resources {
             key: rkey,
             detail: format!(
-                "the region's memory starts at {:#x}, not on a page boundary; AF_XDP registers whole pages (the runtime allocates regions page aligned)",
-                pool.base_addr()
+                "the region's memory starts at {:#x}, not on a page boundary (pages of {} B); AF_XDP registers whole pages (the runtime allocates regions page aligned)",
+                pool.base_addr(),
+                page_size()
             ),
         });
     }
@@ -539,6 +547,15 @@ fn resources<'a>(
         region,
     })
 }
+
+/// One socket of a NIC queue being set up: direction, queue index, socket, its ring.
+type Opened<'a> = (
+    Dir,
+    usize,
+    XskSocket<'a>,
+    Option<ConsRing<XdpDesc>>,
+    Option<ProdRing<XdpDesc>>,
+);
 
 /// The RX and TX queues of one NIC queue and whether the kernel runs them zero-copy.
 type GroupQueues<'a, const N: usize> = (
@@ -563,32 +580,41 @@ fn open_group<'a, const N: usize>(
     let rxkey = |j: usize| format!("interfaces[{i}].rx_queues[{j}]");
     let txkey = |j: usize| format!("interfaces[{i}].tx_queues[{j}]");
     // Members in order: RX queues, then the TX queue. All must share one pool.
-    let members: Vec<(Dir, usize, QueueRes<'a>, String)> = g
-        .rx
-        .iter()
-        .map(|&j| (Dir::Rx, j, f.rx[j], rxkey(j)))
-        .chain(g.tx.map(|j| (Dir::Tx, j, f.tx[j], txkey(j))))
-        .collect();
+    let members: Vec<(Dir, usize, QueueRes<'a>, String)> =
+        g.rx.iter()
+            .map(|&j| (Dir::Rx, j, f.rx[j], rxkey(j)))
+            .chain(g.tx.map(|j| (Dir::Tx, j, f.tx[j], txkey(j))))
+            .collect();
     let (_, _, first, first_key) = &members[0];
     let pool = first.pool;
-    for (_, _, r, k) in &members[1..] {
+    for (dir, _, r, k) in &members[1..] {
         if !std::ptr::eq(r.pool, pool) {
-            let why = match steering {
-                Steering::Xdp if g.tx.is_none() || r.region != first.region => "the RX queues of an interface with flow rules all bind NIC queue 0 and share one UMEM (the XDP program can only redirect to sockets of the NIC queue a frame arrived on)",
-                _ => "TX queue j binds NIC queue j, where RX sockets already are, and all sockets of one NIC queue share one UMEM",
+            let why = match dir {
+                Dir::Rx => "with flow rules every RX queue of the interface binds NIC queue 0 and they share one UMEM (an XDP program can only redirect a frame to sockets bound to the NIC queue it arrived on)",
+                Dir::Tx => "TX queue j binds NIC queue j, and every socket of one NIC queue shares its UMEM",
             };
             return Err(AfxdpError::Resources {
                 key: format!("{k}.memory_regions"),
                 detail: format!(
-                    "uses region memory_regions[{}] but {first_key} on the same NIC queue {nic} of {} uses memory_regions[{}]; {why}: list the same region, or move the TX queue to its own interface",
+                    "uses memory_regions[{}] but {first_key}, on the same NIC queue {nic} of {}, uses memory_regions[{}]; {why}: list the same region for both",
                     r.region, f.ifname, first.region
                 ),
             });
         }
     }
-    let share = (pool.slot_count() / f.users.get(&(pool as *const _ as usize)).copied().unwrap_or(1).max(1)).max(1);
+    let share = (pool.slot_count()
+        / f.users
+            .get(&(pool as *const _ as usize))
+            .copied()
+            .unwrap_or(1)
+            .max(1))
+    .max(1);
     let rx_share = share * g.rx.len();
-    let fill_size = if g.rx.is_empty() { MIN_RING } else { pow2_clamped(rx_share, MIN_RING, MAX_RING * 2) };
+    let fill_size = if g.rx.is_empty() {
+        MIN_RING
+    } else {
+        pow2_clamped(rx_share, MIN_RING, MAX_RING * 2)
+    };
     let ring_size = pow2_clamped(share, MIN_RING, MAX_RING);
     let comp_size = if g.tx.is_some() { ring_size } else { MIN_RING };
 
@@ -602,24 +628,34 @@ fn open_group<'a, const N: usize>(
         };
         AfxdpError::Socket {
             key: key.to_owned(),
-            detail: format!("{what} on {} NIC queue {nic} failed ({source}){hint}", f.ifname),
+            detail: format!(
+                "{what} on {} NIC queue {nic} failed ({source}){hint}",
+                f.ifname
+            ),
             source,
         }
     };
 
     // The owner: registers the UMEM, owns the fill and completion rings.
     let owner_key = first_key.clone();
-    let owner = XskSocket::new().map_err(|e| sock_err(&owner_key, "creating an AF_XDP socket", e))?;
+    let owner =
+        XskSocket::new().map_err(|e| sock_err(&owner_key, "creating an AF_XDP socket", e))?;
     if let Err(source) = owner.register_umem(pool) {
         let bytes = pool.slot_count() as u64 * pool.slot_size() as u64;
         return Err(match source.raw_os_error() {
-            Some(ENOBUFS) | Some(ENOMEM) | Some(EPERM) if !caps::has_ipc_lock() => AfxdpError::MemLock {
-                key: format!("memory_regions[{}]", first.region),
-                bytes,
-                limit: caps::memlock_limit(),
+            Some(ENOBUFS) | Some(ENOMEM) | Some(EPERM) if !caps::has_ipc_lock() => {
+                AfxdpError::MemLock {
+                    key: format!("memory_regions[{}]", first.region),
+                    bytes,
+                    limit: caps::memlock_limit(),
+                    source,
+                }
+            }
+            _ => sock_err(
+                &owner_key,
+                "registering the pool as UMEM (XDP_UMEM_REG)",
                 source,
-            },
-            _ => sock_err(&owner_key, "registering the pool as UMEM (XDP_UMEM_REG)", source),
+            ),
         });
     }
     owner
@@ -632,9 +668,13 @@ fn open_group<'a, const N: usize>(
         ZeroCopy::On => XDP_ZEROCOPY,
         ZeroCopy::Off => XDP_COPY,
         ZeroCopy::Auto => 0,
-    } | if x.need_wakeup { XDP_USE_NEED_WAKEUP } else { 0 };
+    } | if x.need_wakeup {
+        XDP_USE_NEED_WAKEUP
+    } else {
+        0
+    };
 
-    let mut socks: Vec<(Dir, usize, XskSocket<'a>, Option<ConsRing<XdpDesc>>, Option<ProdRing<XdpDesc>>)> = Vec::new();
+    let mut socks: Vec<Opened<'a>> = Vec::new();
     let mut fill_comp: Option<(ProdRing<u64>, ConsRing<u64>)> = None;
     let mut owner = Some(owner);
     for (dir, j, _, key) in &members {
@@ -663,21 +703,30 @@ fn open_group<'a, const N: usize>(
         }
         let (rx, tx) = match dir {
             Dir::Rx => (
-                Some(s.map_rx(&off, ring_size).map_err(|e| sock_err(key, "mapping the RX ring", e))?),
+                Some(
+                    s.map_rx(&off, ring_size)
+                        .map_err(|e| sock_err(key, "mapping the RX ring", e))?,
+                ),
                 None,
             ),
             Dir::Tx => (
                 None,
-                Some(s.map_tx(&off, ring_size).map_err(|e| sock_err(key, "mapping the TX ring", e))?),
+                Some(
+                    s.map_tx(&off, ring_size)
+                        .map_err(|e| sock_err(key, "mapping the TX ring", e))?,
+                ),
             ),
         };
         if q_busy(iface, *dir, *j) {
             // Best effort: preferred busy polling only matters for zero-copy drivers.
             let ok = s.set_int(SOL_SOCKET, SO_PREFER_BUSY_POLL, 1).is_ok()
                 && s.set_int(SOL_SOCKET, SO_BUSY_POLL, BUSY_POLL_US).is_ok()
-                && s
-                    .set_int(SOL_SOCKET, SO_BUSY_POLL_BUDGET, q_batch(iface, *dir, *j) as i32)
-                    .is_ok();
+                && s.set_int(
+                    SOL_SOCKET,
+                    SO_BUSY_POLL_BUDGET,
+                    q_batch(iface, *dir, *j) as i32,
+                )
+                .is_ok();
             if !ok {
                 log::warn!("{key}: busy_poll = true: the kernel refused SO_PREFER_BUSY_POLL/SO_BUSY_POLL on the AF_XDP socket; the queue still spins in user space");
             }
@@ -685,7 +734,10 @@ fn open_group<'a, const N: usize>(
         if is_owner {
             if let Err(e) = bind_retrying(&s, f.ifindex, nic, bind_flags) {
                 if matches!(x.zero_copy, ZeroCopy::On)
-                    && matches!(e.raw_os_error(), Some(EOPNOTSUPP) | Some(EINVAL) | Some(ENOTSUPP))
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(EOPNOTSUPP) | Some(EINVAL) | Some(ENOTSUPP)
+                    )
                 {
                     return Err(AfxdpError::ZeroCopy {
                         ifname: f.ifname.clone(),
@@ -878,6 +930,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn queues_and_bursts_move_between_threads() {
+        fn send<T: Send>() {}
+        send::<AfxdpRx<'static, 64>>();
+        send::<AfxdpTx<'static, 64>>();
+        send::<XdpBurst<'static, 64>>();
+        send::<TxBatch<'static, 64>>();
+        send::<AfxdpEngine<'static, 64>>();
+    }
+
+    #[test]
     fn ring_sizes_are_clamped_powers_of_two() {
         assert_eq!(pow2_clamped(1, MIN_RING, MAX_RING), 64);
         assert_eq!(pow2_clamped(100, MIN_RING, MAX_RING), 128);
@@ -891,6 +953,9 @@ mod tests {
         let e = check_mtu(1, "v", 9000, 1500, 4096).unwrap_err();
         assert_eq!(e.key(), "interfaces[1].mtu");
         let m = e.to_string();
-        assert!(m.contains("MTU 9000") && m.contains("3818") && m.contains("XDP_USE_SG"), "{m}");
+        assert!(
+            m.contains("MTU 9000") && m.contains("3818") && m.contains("XDP_USE_SG"),
+            "{m}"
+        );
     }
 }

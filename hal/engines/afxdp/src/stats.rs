@@ -27,6 +27,11 @@ pub struct RxStats {
     /// XDP program (fallback queue only): frames whose target queue had no XSK (counted as
     /// `kernel`).
     pub no_xsk: u64,
+    /// XDP program (fallback queue only): frames it found malformed and sent to this queue,
+    /// whose flow table counts them as `malformed`.
+    pub xdp_malformed: u64,
+    /// XDP program (fallback queue only): frames redirected to any XSK of the interface.
+    pub xdp_redirected: u64,
     /// Wake-ups of the kernel (`recvfrom`) because the fill ring asked for one.
     pub wakeups: u64,
     /// Syscalls that failed with something other than "try again" (stat reads, waits).

@@ -139,7 +139,7 @@ pub enum XdpMode {
 }
 
 impl XdpMode {
-    /// `"native"` / `"generic"`.
+    /// `"native"` / `"generic (SKB)"`, for log lines.
     pub fn as_str(self) -> &'static str {
         match self {
             XdpMode::Native => "native",
@@ -292,7 +292,9 @@ impl XdpProgram {
     /// Loads the program, fills its maps from `s` and attaches it (native mode first, then
     /// generic). Cold path.
     pub(crate) fn attach(s: &SteerSetup<'_>) -> Result<Arc<XdpProgram>, SteerError> {
-        let obj = BpfObject::load(STEER_OBJ).map_err(step("load the XDP program into the kernel (libbpf prints the verifier log above)"))?;
+        let obj = BpfObject::load(STEER_OBJ).map_err(step(
+            "load the XDP program into the kernel (libbpf prints the verifier log above)",
+        ))?;
         let cfg = SteerCfg {
             mode: match s.steering {
                 Steering::NicQueue => MODE_PER_QUEUE,
@@ -308,7 +310,8 @@ impl XdpProgram {
             pad: 0,
         };
         let map = |name: &CStr| obj.map(name).map_err(step("find a map of the XDP program"));
-        bpf::map_update(map(c"cfg")?, &0u32, &cfg).map_err(step("write the XDP program's settings"))?;
+        bpf::map_update(map(c"cfg")?, &0u32, &cfg)
+            .map_err(step("write the XDP program's settings"))?;
         let rules = map(c"rules")?;
         for (i, r) in s.rules.iter().take(MAX_RULES).enumerate() {
             bpf::map_update(rules, &(i as u32), &compile_rule(r))
@@ -316,7 +319,8 @@ impl XdpProgram {
         }
         let rss = map(c"rss_tbl")?;
         for (i, h) in rss_table().iter().enumerate() {
-            bpf::map_update(rss, &(i as u32), h).map_err(step("write the XDP program's RSS table"))?;
+            bpf::map_update(rss, &(i as u32), h)
+                .map_err(step("write the XDP program's RSS table"))?;
         }
         let xsks = map(c"xsks")?;
         for (k, fd) in &s.xsks {

@@ -234,14 +234,17 @@ impl<'a, const N: usize> AfxdpTx<'a, N> {
                 continue;
             }
             let addr = umem.lent.lend(buf);
-            self.ring.write(
-                written,
-                XdpDesc {
-                    addr,
-                    len: len as u32,
-                    options: 0,
-                },
-            );
+            let desc = XdpDesc {
+                addr,
+                len: len as u32,
+                options: 0,
+            };
+            if !self.ring.write(written, desc) {
+                // Unreachable: room was checked above. Give the frame back, count it.
+                drop(umem.lent.reclaim(addr, 0));
+                self.counters.record_drop(DropReason::RingFull);
+                continue;
+            }
             written += 1;
             accepted += 1;
             bytes += len as u64;
@@ -256,9 +259,15 @@ impl<'a, const N: usize> AfxdpTx<'a, N> {
         accepted as usize
     }
 
-    /// Kicks until the kernel has taken every TX descriptor, or the deadline passes with no
-    /// progress (the rest stays in the ring and goes with the next kick).
+    /// Copy mode: kicks until the kernel has taken every TX descriptor, or the deadline
+    /// passes with no progress (the rest stays in the ring and goes with the next kick).
+    /// Zero-copy: one kick.
     fn push_out(&mut self, deadline: &mut Option<Instant>) {
+        if self.umem.zero_copy {
+            // The driver sends from its own context; one wake-up (when asked) is enough.
+            self.kick();
+            return;
+        }
         loop {
             let left = self.ring.outstanding();
             if left == 0 || !self.kick() {

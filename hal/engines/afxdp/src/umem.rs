@@ -74,7 +74,11 @@ impl<'a> Umem<'a> {
         while n < want {
             let Some(buf) = pool.get() else { break };
             let addr = self.lent.lend(buf);
-            f.ring.write(n, addr);
+            if !f.ring.write(n, addr) {
+                // Unreachable (`want` is bounded by the free room); give the frame back.
+                drop(self.lent.reclaim(addr, 0));
+                break;
+            }
             n += 1;
         }
         if n > 0 {
@@ -101,7 +105,7 @@ impl<'a> Umem<'a> {
         let n = c.available(size);
         let mut bad = 0;
         for i in 0..n {
-            match self.lent.reclaim(c.read(i), 0) {
+            match c.read(i).and_then(|addr| self.lent.reclaim(addr, 0)) {
                 Some(buf) => drop(buf),
                 None => bad += 1,
             }

@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use common::*;
-use rtdaq_core::traits::{RxBurst, RxQueue, TxBurst, TxQueue};
+use rtdaq_core::traits::{RxQueue, TxBurst, TxQueue};
 use rtdaq_core::DropReason;
 use rtdaq_testbed::{Side, VethPair};
 
@@ -70,14 +70,20 @@ fn poll_reserve_send_allocate_nothing() {
     s += &flow("b", 1, "queue = 0", "udp_dst = 5001");
     s += &flow("b", 2, "queue = 1", "udp_dst = 5002");
     let rx_setup = Setup::new(&s);
-    let (mut rx, _) = rx_setup.open_in::<32>(&pair, Side::B).unwrap().into_queues();
+    let (mut rx, _) = rx_setup
+        .open_in::<32>(&pair, Side::B)
+        .unwrap()
+        .into_queues();
     // A: one TX queue with a small TX ring (the pool's share: 64 frames).
     let mut s = header("frame_size = 2048");
     s += &region("tx", 2048, 64);
     s += &interface("a", pair.ifname(Side::A), "");
     s += &txq(0, "tx", 32);
     let tx_setup = Setup::new(&s);
-    let (_, mut tx) = tx_setup.open_in::<32>(&pair, Side::A).unwrap().into_queues();
+    let (_, mut tx) = tx_setup
+        .open_in::<32>(&pair, Side::A)
+        .unwrap()
+        .into_queues();
 
     let frames: Vec<Vec<u8>> = [5001u16, 5002, 5003]
         .iter()

@@ -1,7 +1,7 @@
 //! Every `open` failure names its cause and the key (or privilege, limit) to change:
 //! missing interface, missing privileges, NIC queue beyond the channel count, zero-copy
 //! refused, RLIMIT_MEMLOCK, jumbo MTU, wrong buffer size, two pools on one NIC queue,
-//! interface already in use, wrong engine or address kind.
+//! interface already in use, wrong engine kind.
 
 mod common;
 
@@ -50,7 +50,10 @@ struct CapData {
 /// Clears capabilities `caps` from the calling thread's effective set (threads have their
 /// own credentials, so the rest of the test process keeps them).
 fn drop_caps(caps: &[u32]) {
-    let mut h = CapHeader { version: 0x2008_0522, pid: 0 };
+    let mut h = CapHeader {
+        version: 0x2008_0522,
+        pid: 0,
+    };
     let mut d = [CapData::default(); 2];
     // SAFETY: valid header and two data structs, as the v3 ABI requires.
     let r = unsafe { libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()) };
@@ -75,7 +78,10 @@ fn missing_privileges_name_the_capabilities() {
     });
     let (key, msg) = err_of(r);
     assert_eq!(key, "engine.kind");
-    assert!(msg.contains("CAP_NET_RAW, CAP_BPF") && msg.contains("run as root"), "{msg}");
+    assert!(
+        msg.contains("CAP_NET_RAW, CAP_BPF") && msg.contains("run as root"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -87,21 +93,31 @@ fn memlock_limit_is_named_with_the_fix() {
     let r = pair.in_ns(Side::B, || {
         // The limit is per process, but only threads without CAP_IPC_LOCK are held to it
         // (this one, for the UMEM registration): other tests are not affected.
-        let mut old = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut old = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         // SAFETY: valid rlimit out-parameter.
         unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut old) };
-        let low = libc::rlimit { rlim_cur: 64 * 1024, rlim_max: old.rlim_max };
+        let low = libc::rlimit {
+            rlim_cur: 64 * 1024,
+            rlim_max: old.rlim_max,
+        };
         drop_caps(&[14]); // CAP_IPC_LOCK
-        // SAFETY: valid rlimit.
+                          // SAFETY: valid rlimit.
         unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &low) };
-        let r = rtdaq_engine_afxdp::AfxdpEngine::<32>::open_with(args, &Default::default()).map(drop);
+        let r =
+            rtdaq_engine_afxdp::AfxdpEngine::<32>::open_with(args, &Default::default()).map(drop);
         // SAFETY: valid rlimit.
         unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &old) };
         r
     });
     let (key, msg) = err_of(r);
     assert_eq!(key, "memory_regions[0]");
-    assert!(msg.contains("RLIMIT_MEMLOCK") && msg.contains("ulimit -l"), "{msg}");
+    assert!(
+        msg.contains("RLIMIT_MEMLOCK") && msg.contains("ulimit -l"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -112,7 +128,10 @@ fn nic_queue_beyond_the_channel_count_names_the_queue() {
     s += &rxq(1, "rx", 32, 100);
     let (key, msg) = err_of(Setup::new(&s).open_in::<32>(&pair, Side::B));
     assert_eq!(key, "interfaces[0].rx_queues[1]");
-    assert!(msg.contains("NIC queue 1") && msg.contains("1 RX channel"), "{msg}");
+    assert!(
+        msg.contains("NIC queue 1") && msg.contains("1 RX channel"),
+        "{msg}"
+    );
 
     let mut s = header("frame_size = 2048");
     s += &region("tx", 2048, 256);
@@ -130,10 +149,41 @@ fn two_rx_queues_bind_two_nic_queues_on_a_multi_queue_veth() {
     let pair = VethPair::builder("xmq").queues(2).build().unwrap();
     let mut s = one_rx(pair.ifname(Side::B), "", "");
     s += &rxq(1, "rx", 32, 100);
-    let engine = Setup::new(&s).open_in::<32>(&pair, Side::B).unwrap();
+    let setup = Setup::new(&s);
+    let engine = setup.open_in::<32>(&pair, Side::B).unwrap();
     assert_eq!(engine.interfaces()[0].channels, Some((2, 2)));
     let nic: Vec<u32> = engine.rx().iter().map(|q| q.nic_queue()).collect();
     assert_eq!(nic, [0, 1]);
+    // Without rules each queue gets what arrives on its NIC queue (on veth: the sender's
+    // TX queue); together they get everything, each frame tagged with its queue.
+    let (mut rx, _) = engine.into_queues();
+    let tx = PacketSender::new(&pair, Side::A);
+    for sport in 0..200u16 {
+        let mut sp = spec(&pair, 5000, 64, None);
+        sp.src_port = 30000 + sport;
+        tx.send(&seq_frame(&sp, u64::from(sport)));
+    }
+    let mut total = 0;
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while total < 200 && std::time::Instant::now() < end {
+        for (k, q) in rx.iter_mut().enumerate() {
+            for (_, m) in collect(
+                q,
+                0,
+                std::time::Duration::from_millis(1),
+                std::time::Duration::ZERO,
+            ) {
+                assert_eq!(usize::from(m.queue.0), k);
+                total += 1;
+            }
+        }
+    }
+    assert_eq!(total, 200);
+    assert_eq!(
+        setup.rx_counters(0).snapshot().total_drops()
+            + setup.rx_counters(1).snapshot().total_drops(),
+        0
+    );
 }
 
 #[test]
@@ -159,7 +209,8 @@ fn jumbo_mtu_is_refused_naming_the_key() {
     s += &rxq(0, "rx", 32, 100);
     let e = rtdaq_config::load_str(&s).unwrap_err();
     assert!(
-        e.0.iter().any(|e| e.path == "engine.afxdp.frame_size" && e.message.contains("lower the mtu")),
+        e.0.iter()
+            .any(|e| e.path == "engine.afxdp.frame_size" && e.message.contains("lower the mtu")),
         "{e:?}"
     );
     // A device whose MTU is larger than the config says is refused at open.
@@ -170,7 +221,10 @@ fn jumbo_mtu_is_refused_naming_the_key() {
     s += &rxq(0, "rx", 32, 100);
     let (key, msg) = err_of(Setup::new(&s).open_in::<32>(&pair, Side::B));
     assert_eq!(key, "interfaces[0].mtu");
-    assert!(msg.contains("MTU 9000") && msg.contains("mtu 3818") && msg.contains("XDP_USE_SG"), "{msg}");
+    assert!(
+        msg.contains("MTU 9000") && msg.contains("mtu 3818") && msg.contains("XDP_USE_SG"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -184,7 +238,10 @@ fn buffers_must_be_one_frame_and_one_pool_per_nic_queue() {
     s += &rxq(0, "rx", 32, 100);
     let (key, msg) = err_of(Setup::new(&s).open_in::<32>(&pair, Side::B));
     assert_eq!(key, "memory_regions[0].buf_size");
-    assert!(msg.contains("set memory_regions[0].buf_size = 2048"), "{msg}");
+    assert!(
+        msg.contains("set memory_regions[0].buf_size = 2048"),
+        "{msg}"
+    );
 
     // Flow rules put every RX queue on NIC queue 0: one UMEM, so one region.
     let mut s = header("frame_size = 2048");
@@ -196,7 +253,10 @@ fn buffers_must_be_one_frame_and_one_pool_per_nic_queue() {
     s += &flow("b", 1, "queue = 1", "udp_dst = 5000");
     let (key, msg) = err_of(Setup::new(&s).open_in::<32>(&pair, Side::B));
     assert_eq!(key, "interfaces[0].rx_queues[1].memory_regions");
-    assert!(msg.contains("NIC queue 0") && msg.contains("share one UMEM"), "{msg}");
+    assert!(
+        msg.contains("NIC queue 0") && msg.contains("share one UMEM"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -215,7 +275,7 @@ fn an_interface_in_use_is_refused_clearly() {
 }
 
 #[test]
-fn wrong_engine_or_address_kind_names_the_key() {
+fn wrong_engine_kind_names_the_key() {
     let socket_cfg = "name = \"t\"\nplatform = \"host\"\n[engine]\nkind = \"socket\"\n[[memory_regions]]\nname = \"r\"\nkind = \"host\"\nbuf_size = 2048\nbuf_count = 256\n[[interfaces]]\nname = \"u\"\naddress = \"udp://127.0.0.1:5000\"\n[[interfaces.rx_queues]]\nid = 0\ncpu_core = 0\nmemory_regions = [\"r\"]\nmode = \"direct\"\n";
     let (key, msg) = err_of(Setup::new(socket_cfg).open::<32>());
     assert_eq!(key, "engine.kind");

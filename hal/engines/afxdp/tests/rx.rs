@@ -63,7 +63,11 @@ fn rx_is_lossless_at_a_paced_rate_and_every_frame_is_intact() {
                 let info = parse_frame(f).expect("a valid frame");
                 let payload = info.udp_payload(f).unwrap();
                 let (h, rest) = SeqHeader::parse_with_payload(payload).unwrap();
-                assert!(check_pattern(h.stream_id, h.seq, rest), "payload of {} corrupt", h.seq);
+                assert!(
+                    check_pattern(h.stream_id, h.seq, rest),
+                    "payload of {} corrupt",
+                    h.seq
+                );
                 tracker.observe(h.seq);
                 got += 1;
                 bytes += f.len() as u64;
@@ -75,11 +79,19 @@ fn rx_is_lossless_at_a_paced_rate_and_every_frame_is_intact() {
         }
     }
     let st = tracker.snapshot();
-    assert_eq!((got, st.gaps, st.duplicates, st.reordered), (n, 0, 0, 0), "{st:?}");
+    assert_eq!(
+        (got, st.gaps, st.duplicates, st.reordered),
+        (n, 0, 0, 0),
+        "{st:?}"
+    );
     assert_eq!(bytes, n * frame_len as u64);
     rx[0].sync_drops();
     let c = setup.rx_counters(0).snapshot();
-    assert_eq!((c.packets, c.bytes, c.total_drops()), (n, bytes, 0), "{c:?}");
+    assert_eq!(
+        (c.packets, c.bytes, c.total_drops()),
+        (n, bytes, 0),
+        "{c:?}"
+    );
     let s = rx[0].stats();
     assert_eq!((s.bad_descs, s.misrouted, s.errors), (0, 0, 0), "{s:?}");
     // Every frame comes back to the pool when the queue (and its UMEM) goes.
@@ -103,7 +115,12 @@ fn generic_mode_receives_too() {
     for seq in 0..100 {
         tx.send(&seq_frame(&sp, seq));
     }
-    let got = collect(&mut rx[0], 100, Duration::from_secs(3), Duration::from_millis(20));
+    let got = collect(
+        &mut rx[0],
+        100,
+        Duration::from_secs(3),
+        Duration::from_millis(20),
+    );
     assert_eq!(got.len(), 100);
     for (k, (f, _)) in got.iter().enumerate() {
         assert_eq!(f, &seq_frame(&sp, k as u64));

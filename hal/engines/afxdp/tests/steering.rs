@@ -84,7 +84,11 @@ fn ports_and_vlan_are_steered_to_their_queues_and_the_rest_counted() {
 
     let port = |f: &[u8]| {
         let i = rtdaq_core::wire::parse_frame(f).unwrap();
-        (i.udp.unwrap().src_port, i.udp.unwrap().dst_port, i.outer_vlan_id())
+        (
+            i.udp.unwrap().src_port,
+            i.udp.unwrap().dst_port,
+            i.outer_vlan_id(),
+        )
     };
     // Queue 0: port 5001 only, flow 1. Queue 1: port 5002, flow 2.
     for (q, dport, flow) in [(0usize, 5001u16, 1u32), (1, 5002, 2)] {
@@ -96,13 +100,21 @@ fn ports_and_vlan_are_steered_to_their_queues_and_the_rest_counted() {
         }
     }
     // Queue 2: the VLAN-100 frames (flow 3) plus its share of the RSS flows (flow 5).
-    let vlan: Vec<_> = got[2].iter().filter(|(f, _)| port(f).2 == Some(100)).collect();
+    let vlan: Vec<_> = got[2]
+        .iter()
+        .filter(|(f, _)| port(f).2 == Some(100))
+        .collect();
     assert_eq!(vlan.len(), n as usize);
     assert!(vlan.iter().all(|(_, m)| m.flow == FlowId(3)));
     for q in [2usize, 3] {
         for (f, m) in got[q].iter().filter(|(f, _)| port(f).1 == 7000) {
             assert_eq!(m.flow, FlowId(5));
-            assert_eq!(want_rss[&port(f).0], q, "RSS flow from port {} on the wrong queue", port(f).0);
+            assert_eq!(
+                want_rss[&port(f).0],
+                q,
+                "RSS flow from port {} on the wrong queue",
+                port(f).0
+            );
         }
     }
     let rss_total: usize = [2usize, 3]
@@ -110,7 +122,11 @@ fn ports_and_vlan_are_steered_to_their_queues_and_the_rest_counted() {
         .map(|&q| got[q].iter().filter(|(f, _)| port(f).1 == 7000).count())
         .sum();
     assert_eq!(rss_total, 40);
-    assert_eq!(got[2].len() + got[3].len(), n as usize + 40, "nothing else reaches queues 2 and 3");
+    assert_eq!(
+        got[2].len() + got[3].len(),
+        n as usize + 40,
+        "nothing else reaches queues 2 and 3"
+    );
 
     // Counters: the XDP program's drops land on the fallback queue (0, default drop).
     let c0 = setup.rx_counters(0).snapshot();
@@ -120,7 +136,11 @@ fn ports_and_vlan_are_steered_to_their_queues_and_the_rest_counted() {
     for (k, q) in rx.iter().enumerate() {
         let c = setup.rx_counters(k).snapshot();
         assert_eq!(c.packets, got[k].len() as u64, "queue {k}");
-        assert_eq!(q.stats().misrouted, 0, "XDP and the flow table disagree on queue {k}");
+        assert_eq!(
+            q.stats().misrouted,
+            0,
+            "XDP and the flow table disagree on queue {k}"
+        );
         if k > 0 {
             assert_eq!(c.total_drops(), 0, "queue {k}: {c:?}");
         }
@@ -189,7 +209,11 @@ fn malformed_frames_are_counted_and_never_delivered() {
     assert_eq!(got[0].len(), 0, "a malformed frame was delivered");
     assert_eq!(got[1].len(), 1);
     let c0 = setup.rx_counters(0).snapshot();
-    assert_eq!(c0.drop_count(DropReason::Malformed), 10 * bad.len() as u64, "{c0:?}");
+    assert_eq!(
+        c0.drop_count(DropReason::Malformed),
+        10 * bad.len() as u64,
+        "{c0:?}"
+    );
     assert_eq!(c0.packets, 0);
     drop(rx);
 
@@ -206,9 +230,58 @@ fn malformed_frames_are_counted_and_never_delivered() {
         tx.send(f);
     }
     tx.send(&seq_frame(&spec(&pair, 5001, 100, None), 2));
-    let got = collect(&mut rx[0], 1, Duration::from_secs(2), Duration::from_millis(100));
+    let got = collect(
+        &mut rx[0],
+        1,
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+    );
     assert_eq!(got.len(), 1);
     let c = setup.rx_counters(0).snapshot();
-    assert_eq!(c.drop_count(DropReason::Malformed), bad.len() as u64, "{c:?}");
+    assert_eq!(
+        c.drop_count(DropReason::Malformed),
+        bad.len() as u64,
+        "{c:?}"
+    );
     assert_eq!(c.packets, 1);
+}
+
+#[test]
+fn xdp_drop_counts_reach_the_fallback_queue_by_polling_alone() {
+    require_root();
+    let pair = VethPair::new("xlate").unwrap();
+    pair.add_static_neighbors().unwrap();
+    let b = pair.ifname(Side::B);
+    let mut s = header("frame_size = 2048");
+    s += &region("rx", 2048, 256);
+    s += &interface("b", b, "default_action = \"drop\"");
+    s += &rxq(0, "rx", 32, 1000);
+    s += &flow("b", 1, "queue = 0", "udp_dst = 5001");
+    let setup = Setup::new(&s);
+    let (mut rx, _) = setup.open_in::<32>(&pair, Side::B).unwrap().into_queues();
+    let tx = PacketSender::new(&pair, Side::A);
+    for seq in 0..50 {
+        tx.send(&seq_frame(&spec(&pair, 5009, 64, None), seq));
+    }
+    // No explicit sync: the queue's own polls add the program's counters within ~10 ms.
+    let c = setup.rx_counters(0);
+    let mut burst = rx[0].new_burst();
+    let start = std::time::Instant::now();
+    let seen = until(Duration::from_millis(500), || {
+        rx[0].poll(&mut burst);
+        c.drops(DropReason::NoFlow) == 50
+    });
+    assert!(
+        seen,
+        "no_flow = {} after {:?}",
+        c.drops(DropReason::NoFlow),
+        start.elapsed()
+    );
+    // Documented as about 10 ms; the margin absorbs a loaded test host.
+    assert!(
+        start.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(rx[0].stats().xdp_redirected, 0);
 }

@@ -48,7 +48,11 @@ fn read_all(s: &UdpSocket, t: &mut SeqTracker<16>, payload_len: usize) -> u64 {
     while let Ok(len) = s.recv(&mut buf) {
         assert_eq!(len, payload_len);
         let (h, rest) = SeqHeader::parse_with_payload(&buf[..len]).unwrap();
-        assert!(check_pattern(h.stream_id, h.seq, rest), "datagram {} corrupt", h.seq);
+        assert!(
+            check_pattern(h.stream_id, h.seq, rest),
+            "datagram {} corrupt",
+            h.seq
+        );
         t.observe(h.seq);
         n += 1;
     }
@@ -68,7 +72,10 @@ fn tx_frames_reach_a_kernel_udp_socket_all_of_them() {
     s += &txq(0, "tx", 64);
     let setup = Setup::new(&s);
     let (_, mut tx) = setup.open_in::<64>(&pair, Side::A).unwrap().into_queues();
-    assert_eq!((tx[0].nic_queue(), tx[0].lanes(), tx[0].zero_copy()), (0, 1, false));
+    assert_eq!(
+        (tx[0].nic_queue(), tx[0].lanes(), tx[0].zero_copy()),
+        (0, 1, false)
+    );
 
     let sp = spec(&pair, port, 1200, None);
     let n = 20_000u64;
@@ -91,9 +98,17 @@ fn tx_frames_reach_a_kernel_udp_socket_all_of_them() {
     assert_eq!(c.bytes, n * sp.frame_len() as u64);
     assert_eq!(tx[0].flush(Duration::from_secs(1)), 0);
     let s = tx[0].stats();
-    assert_eq!((s.errors, s.tx_invalid_descs, s.bad_completions), (0, 0, 0), "{s:?}");
+    assert_eq!(
+        (s.errors, s.tx_invalid_descs, s.bad_completions),
+        (0, 0, 0),
+        "{s:?}"
+    );
     drop(tx);
-    assert_eq!(setup.pools[0].in_use(), 0, "every frame came back to the pool");
+    assert_eq!(
+        setup.pools[0].in_use(),
+        0,
+        "every frame came back to the pool"
+    );
 }
 
 #[test]
@@ -118,7 +133,11 @@ fn bad_frames_are_counted_not_sent() {
     assert!(burst.is_empty());
     let c = setup.tx_counters(0).snapshot();
     assert_eq!(
-        (c.packets, c.drop_count(DropReason::Malformed), c.drop_count(DropReason::TooLarge)),
+        (
+            c.packets,
+            c.drop_count(DropReason::Malformed),
+            c.drop_count(DropReason::TooLarge)
+        ),
         (1, 1, 1)
     );
 }
@@ -130,7 +149,8 @@ fn rx_and_tx_on_one_nic_queue_share_a_umem_echo() {
     pair.add_static_neighbors().unwrap();
     let sock = udp_socket(&pair, Side::A);
     let port_a = sock.local_addr().unwrap().port();
-    let mut s = header("frame_size = 4096");
+    // need_wakeup off: every send kicks, every RX wake-up is the kernel's own.
+    let mut s = header("frame_size = 4096\nneed_wakeup = false");
     s += &region("frames", 4096, 512);
     s += &interface("b", pair.ifname(Side::B), "");
     s += &rxq(0, "frames", 32, 500);

@@ -43,9 +43,8 @@ impl BpfObject {
     /// Cold path. libbpf prints the verifier log to stderr when loading fails.
     pub(crate) fn load(elf: &'static [u8]) -> io::Result<BpfObject> {
         // SAFETY: `elf` is valid for the call; libbpf copies what it needs; NULL opts.
-        let p = unsafe {
-            x::bpf_object__open_mem(elf.as_ptr().cast(), elf.len(), std::ptr::null())
-        };
+        let p =
+            unsafe { x::bpf_object__open_mem(elf.as_ptr().cast(), elf.len(), std::ptr::null()) };
         let obj = NonNull::new(p).ok_or_else(io::Error::last_os_error)?;
         let this = BpfObject { obj };
         // SAFETY: `obj` is a valid, opened, not yet loaded object.
@@ -89,7 +88,11 @@ impl Drop for BpfObject {
 
 /// `bpf_map_update_elem(fd, key, value, BPF_ANY)`; `K`, `V` must match the map's key and
 /// value sizes exactly (the caller's `#[repr(C)]` mirrors). Never allocates.
-pub(crate) fn map_update<K: Copy, V: Copy>(map: BorrowedFd<'_>, key: &K, value: &V) -> io::Result<()> {
+pub(crate) fn map_update<K: Copy, V: Copy>(
+    map: BorrowedFd<'_>,
+    key: &K,
+    value: &V,
+) -> io::Result<()> {
     // SAFETY: key and value are valid for reads of their sizes, which match the map's.
     cvt(unsafe {
         x::bpf_map_update_elem(
@@ -104,7 +107,11 @@ pub(crate) fn map_update<K: Copy, V: Copy>(map: BorrowedFd<'_>, key: &K, value: 
 
 /// Reads a per-CPU `u64` array element into `out` (one value per possible CPU; `out.len()`
 /// must be the number of possible CPUs). One syscall; never allocates.
-pub(crate) fn map_lookup_percpu_u64(map: BorrowedFd<'_>, key: u32, out: &mut [u64]) -> io::Result<()> {
+pub(crate) fn map_lookup_percpu_u64(
+    map: BorrowedFd<'_>,
+    key: u32,
+    out: &mut [u64],
+) -> io::Result<()> {
     if out.is_empty() {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }

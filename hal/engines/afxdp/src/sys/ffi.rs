@@ -288,6 +288,17 @@ pub(crate) fn if_channels(sock: BorrowedFd<'_>, name: &str) -> io::Result<Ethtoo
     Ok(ch)
 }
 
+/// The system page size (`sysconf(_SC_PAGESIZE)`, 4096 if unknown).
+pub(crate) fn page_size() -> u64 {
+    // SAFETY: an integer query.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
+}
+
 /// `CLOCK_REALTIME` in nanoseconds (vDSO; never allocates).
 #[inline]
 pub(crate) fn realtime_ns() -> u64 {

@@ -67,6 +67,11 @@ impl NetDev {
     }
 }
 
+/// The system page size.
+pub(crate) fn page_size() -> u64 {
+    ffi::page_size()
+}
+
 /// `CLOCK_REALTIME` in nanoseconds (vDSO). Never allocates.
 #[inline]
 pub(crate) fn realtime_ns() -> u64 {

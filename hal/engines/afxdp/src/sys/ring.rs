@@ -169,14 +169,18 @@ impl<T: Entry> ProdRing<T> {
             .wrapping_sub(self.raw.consumer().load(Ordering::Acquire))
     }
 
-    /// Writes `v` at `n` entries past the producer index (not yet published). The caller
-    /// checked `n < free()`.
+    /// Writes `v` at `n` entries past the producer index (not yet published); false (and
+    /// nothing written) when that entry is not known to be free (see [`free`](Self::free)).
     #[inline]
-    pub(crate) fn write(&mut self, n: u32, v: T) {
-        debug_assert!(n < self.cons_plus_size.wrapping_sub(self.prod));
+    pub(crate) fn write(&mut self, n: u32, v: T) -> bool {
+        if n >= self.cons_plus_size.wrapping_sub(self.prod) {
+            return false;
+        }
         // SAFETY: the slot is inside the mapping and free (between our producer index and
-        // the kernel's consumer index + size), so the kernel does not read it until publish.
+        // the kernel's consumer index + size, checked above), so the kernel does not read it
+        // until we publish it.
         unsafe { self.raw.slot(self.prod.wrapping_add(n)).write(v) };
+        true
     }
 
     /// Publishes `n` written entries (`Release`).
@@ -235,13 +239,17 @@ impl<T: Entry> ConsRing<T> {
         n.min(max)
     }
 
-    /// Entry `n` past the consumer index; the caller checked `n < available()`.
+    /// Entry `n` past the consumer index, `None` when it is not known to be published
+    /// (see [`available`](Self::available)).
     #[inline]
-    pub(crate) fn read(&self, n: u32) -> T {
-        debug_assert!(n < self.prod.wrapping_sub(self.cons));
+    pub(crate) fn read(&self, n: u32) -> Option<T> {
+        if n >= self.prod.wrapping_sub(self.cons) {
+            return None;
+        }
         // SAFETY: a slot the kernel published (between our consumer index and its producer
-        // index, made visible by the `Acquire` load in `available`), inside the mapping.
-        unsafe { self.raw.slot(self.cons.wrapping_add(n)).read() }
+        // index, checked above and made visible by the `Acquire` load in `available`),
+        // inside the mapping; the kernel does not write it until we release it.
+        Some(unsafe { self.raw.slot(self.cons.wrapping_add(n)).read() })
     }
 
     /// Gives `n` read entries back to the kernel (`Release`).

@@ -81,7 +81,8 @@ impl<'a> XskSocket<'a> {
 
     /// The ring offsets. Cold path.
     pub(crate) fn offsets(&self) -> io::Result<Offsets> {
-        let (off, len) = ffi::getsockopt::<Offsets>(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)?;
+        let (off, len) =
+            ffi::getsockopt::<Offsets>(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)?;
         if len != std::mem::size_of::<Offsets>() {
             // Kernels before 5.4 report offsets without the flags word.
             return Err(io::Error::from(io::ErrorKind::Unsupported));
@@ -91,7 +92,12 @@ impl<'a> XskSocket<'a> {
 
     /// Maps the fill ring of `size` entries. Cold path.
     pub(crate) fn map_fill(&self, off: &Offsets, size: u32) -> io::Result<ProdRing<u64>> {
-        ProdRing::map(self.fd.as_fd(), &off.fr, size, libc::XDP_UMEM_PGOFF_FILL_RING as i64)
+        ProdRing::map(
+            self.fd.as_fd(),
+            &off.fr,
+            size,
+            libc::XDP_UMEM_PGOFF_FILL_RING as i64,
+        )
     }
 
     /// Maps the completion ring of `size` entries. Cold path.
@@ -135,8 +141,11 @@ impl<'a> XskSocket<'a> {
 
     /// True when the socket runs in zero-copy mode (`XDP_OPTIONS`). Cold path.
     pub(crate) fn zero_copy(&self) -> io::Result<bool> {
-        let (o, _) =
-            ffi::getsockopt::<libc::xdp_options>(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_OPTIONS)?;
+        let (o, _) = ffi::getsockopt::<libc::xdp_options>(
+            self.fd.as_fd(),
+            libc::SOL_XDP,
+            libc::XDP_OPTIONS,
+        )?;
         Ok(o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
     }
 

@@ -136,7 +136,9 @@ impl Setup {
 
 /// Config header with the given `[engine.afxdp]` body.
 pub fn header(afxdp: &str) -> String {
-    format!("name = \"t\"\nplatform = \"host\"\n[engine]\nkind = \"afxdp\"\n[engine.afxdp]\n{afxdp}\n")
+    format!(
+        "name = \"t\"\nplatform = \"host\"\n[engine]\nkind = \"afxdp\"\n[engine.afxdp]\n{afxdp}\n"
+    )
 }
 
 /// One host region.
@@ -290,14 +292,17 @@ impl PacketSender {
     pub fn send(&self, frame: &[u8]) {
         loop {
             // SAFETY: `frame` is valid for the call.
-            let r = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+            let r =
+                unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
             if r >= 0 {
                 assert_eq!(r as usize, frame.len());
                 return;
             }
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
-                Some(libc::ENOBUFS) | Some(libc::EAGAIN) => std::thread::sleep(Duration::from_micros(50)),
+                Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {
+                    std::thread::sleep(Duration::from_micros(50))
+                }
                 _ => panic!("AF_PACKET send of {} bytes failed: {e}", frame.len()),
             }
         }
