@@ -166,7 +166,10 @@ fn udp_one_queue_lossless_with_full_report() {
         "/tx/queues/0/io_cpu_s",
     ] {
         let s = r.pointer(ptr).and_then(Value::as_f64).unwrap_or(-1.0);
-        assert!(s > 0.0 && s < 2.5, "{ptr} = {s}: not a thread CPU time of a 2 s run");
+        assert!(
+            s > 0.0 && s < 2.5,
+            "{ptr} = {s}: not a thread CPU time of a 2 s run"
+        );
     }
 }
 
@@ -177,17 +180,29 @@ fn lean_rx_options_stay_lossless_and_count_mode_counts_only() {
     // latency is measured (from the per-read clock).
     let cfg = loopback_udp(&[
         ("rate_gbps = 1.0", "rate_pps = 20000".into()),
-        ("gro = false", "gro = false\nrx_timestamps = \"batch\"".into()),
-        ("drain_ms = 200", "drain_ms = 200\nvalidate = \"sequence\"".into()),
+        (
+            "gro = false",
+            "gro = false\nrx_timestamps = \"batch\"".into(),
+        ),
+        (
+            "drain_ms = 200",
+            "drain_ms = 200\nvalidate = \"sequence\"".into(),
+        ),
     ]);
     let (out, r) = run_report(&cfg, "2", "lean");
     assert_lossless(&out, &r);
-    assert!(u(&r, "/rx/totals/latency_ns/count") > 0, "latency from batch stamps");
+    assert!(
+        u(&r, "/rx/totals/latency_ns/count") > 0,
+        "latency from batch stamps"
+    );
     // Count mode: no header is read (no sequence checks, no latency); loss = sent − received.
     let cfg = loopback_udp(&[
         ("rate_gbps = 1.0", "rate_pps = 20000".into()),
         ("gro = false", "gro = false\nrx_timestamps = \"off\"".into()),
-        ("drain_ms = 200", "drain_ms = 200\nvalidate = \"count\"".into()),
+        (
+            "drain_ms = 200",
+            "drain_ms = 200\nvalidate = \"count\"".into(),
+        ),
     ]);
     let (out, r) = run_report(&cfg, "2", "count");
     assert_lossless(&out, &r);

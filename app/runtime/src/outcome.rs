@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering::Acquire;
 /// Loss: when the run's own generator sent the traffic, every sequence number it used must
 /// arrive (`lost = max(gaps, generated − unique received)`, which also catches tail loss);
 /// for traffic from an external sender, `lost` is the sequence gaps left at the end (loss after
-/// the last received packet of a stream is invisible then).
+/// the last received packet of a stream is invisible then). A run without RX queues (a pure
+/// sender) reports `lost = 0`: its traffic is judged by the receiver's report.
 pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
     let elapsed = r.elapsed_s;
     let mut merged = Validator::new();
@@ -55,6 +56,9 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
     let total = merged.finish();
     let generated: u64 = r.generated.iter().map(|g| g.generated).sum();
     let lost = match (config.run.validate, generated > 0) {
+        // Nothing received here (a TX-only deployment such as a generator feeding another
+        // host): loss is judged by the receiver's report, not this one.
+        _ if r.resources.rx.is_empty() => 0,
         // Nothing was sequence-checked: only the count against what was sent tells loss.
         (Validation::Count, true) => generated.saturating_sub(total.received),
         (Validation::Count, false) => 0,
@@ -71,6 +75,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         started_at: rfc3339_utc(r.started_at_unix_ns),
         started_at_unix_ns: r.started_at_unix_ns,
         duration_s: elapsed,
+        bytes_are: if r.frames { "frame" } else { "payload" }.to_string(),
         exit_code: loss_exit_code(lost, loss_tolerance),
         loss_tolerance,
         lost,

@@ -1,14 +1,16 @@
 //! The final report of a run: JSON (`[run] report_json`, `--report-json`) and human text.
 //!
 //! [`RunReport`] is the JSON document, field for field (the `schema_pinned` test pins the
-//! names and shape). **Byte counts and rates are application payload bytes (the UDP
-//! payload, rtdaq sequence header included)**, not wire bytes: no Ethernet/IP/UDP
-//! headers, preamble or inter-frame gap; `gbps` is payload bits per second / 1e9 and
-//! `mpps` packets per second / 1e6, both over the run's elapsed time.
+//! names and shape). **Byte counts and rates are what the engine moves, as `bytes_are`
+//! says:** `"payload"` for the socket engine (the UDP payload or TCP record, rtdaq
+//! sequence header included; no Ethernet/IP/UDP headers) and `"frame"` for the raw engines
+//! (the whole Ethernet frame without FCS). Neither counts preamble or inter-frame gap;
+//! `gbps` is those bits per second / 1e9 and `mpps` packets per second / 1e6, both over the
+//! run's elapsed time.
 //!
 //! ```text
 //! { engine, platform, config_name, config_sha256, rtdaq_version,
-//!   started_at ("2025-01-31T12:00:00.000000000Z"), started_at_unix_ns, duration_s,
+//!   started_at ("2025-01-31T12:00:00.000000000Z"), started_at_unix_ns, duration_s, bytes_are,
 //!   exit_code, loss_tolerance, lost, io_thread_allocations,
 //!   rx: { totals: Q, queues: [Q] }, tx: { totals: Q, queues: [Q] } }
 //! Q = { interface, queue, core, packets, bytes, gbps, mpps, drops_total,
@@ -68,6 +70,9 @@ pub struct RunReport {
     pub started_at_unix_ns: u64,
     /// Elapsed run time in seconds (queue threads start to stop, drain included).
     pub duration_s: f64,
+    /// What `bytes` (and `gbps`) count: `"payload"` (socket engine: the UDP payload or TCP
+    /// record) or `"frame"` (raw engines: the Ethernet frame, headers included, no FCS).
+    pub bytes_are: String,
     /// Process exit code (0 ok, 1 loss beyond tolerance, 2 config/environment).
     pub exit_code: u8,
     /// `[run] loss_tolerance`.
@@ -91,8 +96,8 @@ pub struct DirectionReport {
     pub queues: Vec<QueueReport>,
 }
 
-/// One queue (or the totals of a direction). Bytes and rates are application payload
-/// (UDP payload) bytes.
+/// One queue (or the totals of a direction). Bytes and rates count what
+/// [`RunReport::bytes_are`] says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueReport {
     /// Interface name (`"total"` in totals).
@@ -427,8 +432,14 @@ impl fmt::Display for RunReport {
         )?;
         writeln!(
             f,
-            "started {} · ran {:.3} s · bytes are UDP payload bytes",
-            self.started_at, self.duration_s
+            "started {} · ran {:.3} s · bytes are {}",
+            self.started_at,
+            self.duration_s,
+            if self.bytes_are == "frame" {
+                "Ethernet frame bytes (headers included, no FCS)"
+            } else {
+                "UDP payload / TCP record bytes"
+            }
         )?;
         write_table(f, "RX", &self.rx)?;
         write_table(f, "TX", &self.tx)?;
@@ -437,6 +448,13 @@ impl fmt::Display for RunReport {
             "I/O-thread allocations after set-up: {}",
             self.io_thread_allocations
         )?;
+        if self.rx.queues.is_empty() {
+            return write!(
+                f,
+                "loss: not judged here (no RX queue: the receiver's report counts it) · exit code {}",
+                self.exit_code
+            );
+        }
         let verdict = if self.loss_ok() { "PASS" } else { "FAIL" };
         write!(
             f,
@@ -498,6 +516,7 @@ mod tests {
             started_at: rfc3339_utc(1_700_000_000_123_456_789),
             started_at_unix_ns: 1_700_000_000_123_456_789,
             duration_s: 2.0,
+            bytes_are: "payload".into(),
             exit_code: loss_exit_code(3, 0),
             loss_tolerance: 0,
             lost: 3,
@@ -525,8 +544,9 @@ mod tests {
         let v: Value = serde_json::to_value(&r).unwrap();
         assert_eq!(
             keys(&v),
-            "config_name config_sha256 duration_s engine exit_code io_thread_allocations \
-             loss_tolerance lost platform rtdaq_version rx started_at started_at_unix_ns tx"
+            "bytes_are config_name config_sha256 duration_s engine exit_code \
+             io_thread_allocations loss_tolerance lost platform rtdaq_version rx started_at \
+             started_at_unix_ns tx"
         );
         assert_eq!(v["started_at"], "2023-11-14T22:13:20.123456789Z");
         assert_eq!(v["exit_code"], 1);

@@ -56,6 +56,8 @@ pub struct RunResults {
     pub started_at_unix_ns: u64,
     /// Resources (counters) of the run.
     pub resources: Resources,
+    /// The engine moves whole Ethernet frames (`Engine::FRAMES`): byte counts are frame bytes.
+    pub frames: bool,
 }
 
 fn queue_name(config: &Config, interface: usize, dir: &str, q: usize) -> String {
@@ -328,6 +330,7 @@ where
         interrupted: signalled.load(std::sync::atomic::Ordering::Relaxed),
         started_at_unix_ns,
         resources: res,
+        frames: E::FRAMES,
     })
 }
 

@@ -13,6 +13,8 @@ const VLAN2: u32 = 8;
 const XDP_HEADROOM: u32 = 256;
 /// `tpacket3_hdr` + `sockaddr_ll`, aligned (what a frame costs in a `TPACKET_V3` block).
 const TPACKET3_OVERHEAD: u32 = 96;
+/// Frame data offset in a `TPACKET_V2` TX ring slot (`TPACKET2_HDRLEN - sizeof(sockaddr_ll)`).
+const TPACKET2_TX_OFFSET: u32 = 32;
 
 /// The largest frame (raw engines) or message (socket engine) an interface receives, with
 /// how it was derived.
@@ -207,14 +209,28 @@ pub(super) fn engine_frames(d: &Draft, errs: &mut Errors) {
         .max();
     let Some((max, mtu)) = worst else { return };
     match engine {
-        Engine::Afpacket(a) if a.block_size < max + TPACKET3_OVERHEAD => errs.push(
-            "engine.afpacket.block_size",
-            format!(
-                "block_size {} cannot hold one frame of {max} B (mtu {mtu}) plus {TPACKET3_OVERHEAD} B of tpacket3 header; use {}",
-                a.block_size,
-                (max + TPACKET3_OVERHEAD).next_power_of_two().max(4096)
-            ),
-        ),
+        Engine::Afpacket(a) => {
+            if a.block_size < max + TPACKET3_OVERHEAD {
+                errs.push(
+                    "engine.afpacket.block_size",
+                    format!(
+                        "block_size {} cannot hold one frame of {max} B (mtu {mtu}) plus {TPACKET3_OVERHEAD} B of tpacket3 header; use {}",
+                        a.block_size,
+                        (max + TPACKET3_OVERHEAD).next_power_of_two().max(4096)
+                    ),
+                );
+            }
+            if a.frame_size < max + TPACKET2_TX_OFFSET {
+                errs.push(
+                    "engine.afpacket.frame_size",
+                    format!(
+                        "frame_size {} cannot hold one frame of {max} B (mtu {mtu}) plus the {TPACKET2_TX_OFFSET} B tpacket2 header of a TX ring slot; use frame_size = {}",
+                        a.frame_size,
+                        (max + TPACKET2_TX_OFFSET).div_ceil(16) * 16
+                    ),
+                );
+            }
+        }
         Engine::Afxdp(x) if x.frame_size < max + XDP_HEADROOM => {
             let fix = if max + XDP_HEADROOM <= 4096 {
                 "use frame_size = 4096".to_owned()

@@ -84,11 +84,12 @@ impl<'a, const N: usize> AfpacketEngine<'a, N> {
         };
         for (i, iface) in cfg.interfaces.iter().enumerate() {
             let key = OpenCtx::addr_key(i);
+            check_frame_size(&ctx, i)?;
             let name = iface::netdev_name(&iface.address, &key, &opts.sysfs_root)?;
             let probe = PacketSocket::new().map_err(|e| socket_error(&key, e))?;
             let dev = iface::probe(&probe, &key, &name, opts)?;
             drop(probe);
-            check_sizes(&ctx, i, &dev)?;
+            warn_device(&ctx, i, &dev);
             let table: Flows = cfg.flow_table(i);
             let n_rx = iface.rx_queues.len();
             let steer = steering(n_rx, &table, ctx.af.fanout);
@@ -104,8 +105,8 @@ impl<'a, const N: usize> AfpacketEngine<'a, N> {
                 Steering::Fanout(mode) => Some(FanoutGroup { mode, id: None }),
                 _ => None,
             };
-            let classify = !table.is_empty()
-                || matches!(table.default_action(), DefaultAction::Drop);
+            let classify =
+                !table.is_empty() || matches!(table.default_action(), DefaultAction::Drop);
             let mut filter_lens = Vec::new();
             for (j, q) in iface.rx_queues.iter().enumerate() {
                 let res = ctx.resources(Dir::Rx, i, j, q.hds_split)?;
@@ -162,9 +163,8 @@ impl<'a, const N: usize> AfpacketEngine<'a, N> {
     }
 }
 
-/// `frame_size` holds the largest frame (TX slot, RX nominal frame); the device MTU agrees
-/// with the config.
-fn check_sizes(ctx: &OpenCtx<'_, '_>, i: usize, dev: &NetDev) -> Result<()> {
+/// `frame_size` holds the largest frame of interface `i` (TX slot, RX nominal frame).
+fn check_frame_size(ctx: &OpenCtx<'_, '_>, i: usize) -> Result<()> {
     let mtu = ctx.cfg.interfaces[i].mtu;
     let largest = mtu + L2_MAX;
     let fs = ctx.af.frame_size;
@@ -178,6 +178,12 @@ fn check_sizes(ctx: &OpenCtx<'_, '_>, i: usize, dev: &NetDev) -> Result<()> {
             ),
         });
     }
+    Ok(())
+}
+
+/// Warns when the device's MTU differs from the config's, or the device is down.
+fn warn_device(ctx: &OpenCtx<'_, '_>, i: usize, dev: &NetDev) {
+    let mtu = ctx.cfg.interfaces[i].mtu;
     if dev.mtu != mtu {
         log::warn!(
             "interfaces[{i}].mtu = {mtu} but \"{}\" has MTU {}: frames above {} B are {} (set interfaces[{i}].mtu = {} or `ip link set {} mtu {mtu}`)",
@@ -200,7 +206,6 @@ fn check_sizes(ctx: &OpenCtx<'_, '_>, i: usize, dev: &NetDev) -> Result<()> {
             dev.name
         );
     }
-    Ok(())
 }
 
 fn filter_error(i: usize, j: usize, e: AsmError) -> AfpacketError {
@@ -231,7 +236,9 @@ fn log_interface(
         Steering::Fanout(m) => format!(
             "fanout \"{}\" group {}",
             m.as_str(),
-            group.and_then(|g| g.id).map_or("-".to_owned(), |id| id.to_string())
+            group
+                .and_then(|g| g.id)
+                .map_or("-".to_owned(), |id| id.to_string())
         ),
         Steering::Filters { catch_all } => format!(
             "cBPF flow filters ({} instructions per queue), catch-all rx_queues[{}]",

@@ -248,14 +248,14 @@ mod tests {
 
     #[test]
     fn eperm_names_the_capability_and_the_key() {
-        let e = socket_error(
-            "interfaces[1].address",
-            io::Error::from_raw_os_error(EPERM),
-        );
+        let e = socket_error("interfaces[1].address", io::Error::from_raw_os_error(EPERM));
         let msg = e.to_string();
         assert!(matches!(e, AfpacketError::Privilege { .. }));
         assert!(msg.starts_with("interfaces[1].address: "), "{msg}");
-        assert!(msg.contains("needs CAP_NET_RAW (run as root or grant the capability"), "{msg}");
+        assert!(
+            msg.contains("needs CAP_NET_RAW (run as root or grant the capability"),
+            "{msg}"
+        );
         assert_eq!(e.key(), "interfaces[1].address");
         assert_eq!(e.os_error().and_then(io::Error::raw_os_error), Some(EPERM));
         let e = socket_error("k", io::Error::from_raw_os_error(libc::EMFILE));
@@ -270,13 +270,20 @@ mod tests {
             io::Error::from_raw_os_error(ENODEV),
         );
         let msg = e.to_string();
-        assert!(msg.starts_with("interfaces[0].address = \"nope0\": no such network device"), "{msg}");
+        assert!(
+            msg.starts_with("interfaces[0].address = \"nope0\": no such network device"),
+            "{msg}"
+        );
         assert!(msg.contains("fix interfaces[0].address"), "{msg}");
     }
 
     #[test]
     fn ring_refusals_name_the_geometry_key() {
-        let e = ring_error("RX ring", "64 × 1 MiB", io::Error::from_raw_os_error(ENOMEM));
+        let e = ring_error(
+            "RX ring",
+            "64 × 1 MiB",
+            io::Error::from_raw_os_error(ENOMEM),
+        );
         assert_eq!(e.key(), "engine.afpacket.block_count");
         assert!(e.to_string().contains("RX ring 64 × 1 MiB refused"), "{e}");
         let e = ring_error("TX ring", "x", io::Error::from_raw_os_error(EINVAL));

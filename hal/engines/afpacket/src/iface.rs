@@ -176,10 +176,7 @@ fn timestamps(sock: &PacketSocket, name: &str, opts: &AfpacketOptions) -> (bool,
             false,
             "software (the device offers no hardware receive timestamps)".to_owned(),
         ),
-        Err(e) => (
-            false,
-            format!("software (ETHTOOL_GET_TS_INFO failed: {e})"),
-        ),
+        Err(e) => (false, format!("software (ETHTOOL_GET_TS_INFO failed: {e})")),
     }
 }
 
@@ -204,11 +201,16 @@ mod tests {
         let key = "interfaces[2].address";
         let e = netdev_name(&pci(), key, &root).unwrap_err();
         assert!(e.to_string().contains("no such PCI device"), "{e}");
-        assert!(e.to_string().starts_with("interfaces[2].address = \"0000:17:00.1\""), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("interfaces[2].address = \"0000:17:00.1\""),
+            "{e}"
+        );
         std::fs::create_dir_all(&dev).unwrap();
         let e = netdev_name(&pci(), key, &root).unwrap_err();
         assert!(e.to_string().contains("bound to no driver"), "{e}");
-        std::os::unix::fs::symlink("../../../bus/pci/drivers/vfio-pci", dev.join("driver")).unwrap();
+        std::os::unix::fs::symlink("../../../bus/pci/drivers/vfio-pci", dev.join("driver"))
+            .unwrap();
         let e = netdev_name(&pci(), key, &root).unwrap_err();
         assert!(e.to_string().contains("driver \"vfio-pci\""), "{e}");
         std::fs::create_dir_all(dev.join("net/enp23s0f1np1")).unwrap();

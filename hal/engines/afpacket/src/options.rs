@@ -23,7 +23,7 @@ pub struct AfpacketOptions {
     pub tx_drain: Duration,
     /// RX, busy-polling queues: read the kernel's drop counter (`PACKET_STATISTICS`, a
     /// system call) once every this many empty polls (default 1024). Sleeping queues read
-    /// it after every wait that found nothing, and every queue reads it when a frame says
+    /// it after every wait that found nothing, and every queue reads it when a block says
     /// the kernel is losing frames (`TP_STATUS_LOSING`).
     pub busy_stats_every: u32,
     /// Where sysfs is mounted (default `/sys`): PCI addresses resolve through

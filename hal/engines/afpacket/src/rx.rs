@@ -4,8 +4,8 @@
 //!
 //! 1. walks the blocks the kernel has handed over (`TP_STATUS_USER`), in ring order, frame
 //!    by frame, keeping a hold on the current block (it may span polls);
-//! 2. per frame: `TP_STATUS_LOSING` → read the kernel's drop counter after the poll;
-//!    `tp_snaplen < tp_len` (or `TP_STATUS_COPY`) → `truncated`; a VLAN tag the kernel
+//! 2. per block flagged `TP_STATUS_LOSING`: read the kernel's drop counter after the poll;
+//!    per frame: `tp_snaplen < tp_len` (or `TP_STATUS_COPY`) → `truncated`; a VLAN tag the kernel
 //!    stripped is put back in place (12 bytes moved, no copy of the frame); the core
 //!    `FlowTable` classifies it (flow id, or `malformed` / `no_flow` / `flow_drop`), or, with
 //!    no flow table, `parse_frame` checks it (`malformed`);
@@ -39,10 +39,11 @@ use crate::rx_burst::AfpacketBurst;
 use crate::stats::RxStats;
 use crate::sys::consts::{
     tpacket_req3, EINTR, ETH_P_ALL, PACKET_FANOUT, PACKET_FANOUT_CPU, PACKET_FANOUT_FLAG_DEFRAG,
-    PACKET_FANOUT_FLAG_UNIQUEID, PACKET_FANOUT_HASH, PACKET_FANOUT_LB, PACKET_FANOUT_QM,
-    PACKET_FANOUT_ROLLOVER, PACKET_IGNORE_OUTGOING, PACKET_TIMESTAMP, PACKET_VERSION,
-    SOF_TIMESTAMPING_RAW_HARDWARE, SOL_PACKET, SOL_SOCKET, SO_LOCK_FILTER, TPACKET3_HDR_LEN, TP_STATUS_COPY,
-    TP_STATUS_LOSING, TP_STATUS_TS_RAW_HARDWARE, TP_STATUS_VLAN_TPID_VALID, TP_STATUS_VLAN_VALID,
+    PACKET_FANOUT_FLAG_IGNORE_OUTGOING, PACKET_FANOUT_FLAG_UNIQUEID, PACKET_FANOUT_HASH,
+    PACKET_FANOUT_LB, PACKET_FANOUT_QM, PACKET_FANOUT_ROLLOVER, PACKET_IGNORE_OUTGOING,
+    PACKET_TIMESTAMP, PACKET_VERSION, SOF_TIMESTAMPING_RAW_HARDWARE, SOL_PACKET, SOL_SOCKET,
+    SO_LOCK_FILTER, TPACKET3_HDR_LEN, TP_STATUS_COPY, TP_STATUS_LOSING, TP_STATUS_TS_RAW_HARDWARE,
+    TP_STATUS_VLAN_TPID_VALID, TP_STATUS_VLAN_VALID,
 };
 use crate::sys::{MmapRing, PacketSocket, TPACKET_V3};
 
@@ -118,15 +119,18 @@ pub struct AfpacketRx<'a, const N: usize> {
 }
 
 /// `PACKET_FANOUT` type and flags of a mode (`None` for no fanout).
+/// Every mode also ignores outgoing frames: the group's hook replaces the sockets' own, so
+/// `PACKET_IGNORE_OUTGOING` alone would not apply.
 fn fanout_type(mode: FanoutMode) -> Option<u32> {
-    Some(match mode {
+    let ty = match mode {
         FanoutMode::Hash => PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG,
         FanoutMode::Lb => PACKET_FANOUT_LB,
         FanoutMode::Cpu => PACKET_FANOUT_CPU,
         FanoutMode::Qm => PACKET_FANOUT_QM,
         FanoutMode::Rollover => PACKET_FANOUT_ROLLOVER,
         FanoutMode::None => return None,
-    })
+    };
+    Some(ty | PACKET_FANOUT_FLAG_IGNORE_OUTGOING)
 }
 
 /// Joins `sock` to the fanout group (creating it with a kernel-chosen unique id first).
@@ -148,12 +152,12 @@ fn join_fanout(sock: &PacketSocket, group: &mut FanoutGroup, netdev: &str) -> Re
             source,
         })?;
     if first {
-        let v = sock
-            .get_int(SOL_PACKET, PACKET_FANOUT)
-            .map_err(|source| AfpacketError::Fanout {
-                detail: format!("cannot read back the fanout group id ({source})"),
-                source,
-            })?;
+        let v =
+            sock.get_int(SOL_PACKET, PACKET_FANOUT)
+                .map_err(|source| AfpacketError::Fanout {
+                    detail: format!("cannot read back the fanout group id ({source})"),
+                    source,
+                })?;
         group.id = Some((v as u32 & 0xffff) as u16);
     }
     Ok(group.id)
@@ -182,7 +186,12 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
                     source,
                 })
         };
-        opt("PACKET_VERSION", PACKET_VERSION, TPACKET_V3, "the kernel lacks TPACKET_V3 (Linux ≥ 3.2)")?;
+        opt(
+            "PACKET_VERSION",
+            PACKET_VERSION,
+            TPACKET_V3,
+            "the kernel lacks TPACKET_V3 (Linux ≥ 3.2)",
+        )?;
         opt(
             "PACKET_IGNORE_OUTGOING",
             PACKET_IGNORE_OUTGOING,
@@ -214,11 +223,21 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
                 })?;
         }
         let (bs, bn, fs) = (af.block_size, af.block_count, af.frame_size);
+        let frames = u64::from(bs / fs) * u64::from(bn);
+        let Ok(frame_nr) = u32::try_from(frames) else {
+            return Err(AfpacketError::Config {
+                key: "engine.afpacket.block_count".to_owned(),
+                detail: format!(
+                    "{bn} blocks × {} frame slots of {fs} B per {bs} B block = {frames} slots, more than the kernel's 2^32 − 1; lower engine.afpacket.block_count or block_size, or raise frame_size"
+                    , bs / fs
+                ),
+            });
+        };
         let req = tpacket_req3 {
             tp_block_size: bs,
             tp_block_nr: bn,
             tp_frame_size: fs,
-            tp_frame_nr: (bs / fs) * bn,
+            tp_frame_nr: frame_nr,
             tp_retire_blk_tov: af.block_timeout_ms,
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
@@ -367,6 +386,11 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
                 None => match self.ring.try_take(self.next_block) {
                     Some(hold) => {
                         self.stats.blocks += 1;
+                        if hold.status & TP_STATUS_LOSING != 0 {
+                            // TPACKET_V3 flags losses per block, not per frame.
+                            self.losing = true;
+                            self.stats.losing += 1;
+                        }
                         Cursor {
                             off: hold.first,
                             left: hold.num_pkts,
@@ -403,7 +427,9 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
             }
             self.cur = Some(c);
         }
-        self.counters.record_rx_burst(got as u64, bytes);
+        if got > 0 {
+            self.counters.record_rx_burst(got as u64, bytes);
+        }
         got
     }
 
@@ -417,16 +443,23 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
 
     /// Handles one frame; returns its length when delivered into `burst`.
     #[inline]
-    fn frame(&mut self, c: &mut Cursor, h: FrameHdr, burst: &mut AfpacketBurst<'a, N>) -> Option<u32> {
+    fn frame(
+        &mut self,
+        c: &mut Cursor,
+        h: FrameHdr,
+        burst: &mut AfpacketBurst<'a, N>,
+    ) -> Option<u32> {
         if h.status & TP_STATUS_LOSING != 0 {
             self.losing = true;
-            self.stats.losing += 1;
         }
         if h.snaplen < h.len || h.status & TP_STATUS_COPY != 0 {
             self.counters.record_drop(DropReason::Truncated);
             return None;
         }
-        let mut start = h.off.checked_add(u32::from(h.mac))?;
+        let Some(mut start) = h.off.checked_add(u32::from(h.mac)) else {
+            self.stats.bad_headers += 1;
+            return self.discard(DropReason::Malformed);
+        };
         let mut len = h.snaplen;
         if h.status & TP_STATUS_VLAN_VALID != 0 {
             let tpid = if h.status & TP_STATUS_VLAN_TPID_VALID != 0 && h.vlan_tpid != 0 {
@@ -534,7 +567,9 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
                 // lap that bursts still hold. Sleep in short steps instead of spinning.
                 Ok(true) => {
                     if !self.ring.ready(self.next_block) {
-                        std::thread::sleep(HELD_STEP.min(end.saturating_duration_since(Instant::now())));
+                        std::thread::sleep(
+                            HELD_STEP.min(end.saturating_duration_since(Instant::now())),
+                        );
                     }
                 }
                 Ok(false) => return,

@@ -9,7 +9,7 @@
 pub struct RxStats {
     /// Ring blocks taken from the kernel.
     pub blocks: u64,
-    /// Frames flagged `TP_STATUS_LOSING` (the kernel had dropped frames since the last
+    /// Blocks flagged `TP_STATUS_LOSING` (the kernel had dropped frames since the last
     /// `PACKET_STATISTICS` read; the drops themselves are counted as `kernel`).
     pub losing: u64,
     /// Times the kernel found the next block still in user hands and froze the ring

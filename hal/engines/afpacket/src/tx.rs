@@ -39,6 +39,18 @@ use crate::tx_burst::AfpacketTxBurst;
 /// Ethernet header bytes.
 const ETH: usize = 14;
 
+/// TX ring block size: the smallest power of two (at least a page) that holds `frame_size`
+/// slots with at most 1/8 wasted, capped at `engine.afpacket.block_size`. The TX ring is
+/// sized by the queue's `ring_depth`, so RX-sized blocks (1 MiB by default) would mostly be
+/// wasted on it.
+pub(crate) fn tx_block_size(frame_size: usize, cap: usize) -> usize {
+    let mut b = frame_size.next_power_of_two().max(4096);
+    while b < cap && b % frame_size > b / 8 {
+        b *= 2;
+    }
+    b.min(cap).max(frame_size)
+}
+
 /// One TX queue of the AF_PACKET engine: a send-only packet socket with a TX ring, bound to
 /// the interface.
 pub struct AfpacketTx<'a, const N: usize> {
@@ -88,7 +100,8 @@ impl<'a, const N: usize> AfpacketTx<'a, N> {
                 "AfpacketOptions::qdisc_bypass",
             )?;
         }
-        let (bs, fs) = (af.block_size as usize, af.frame_size as usize);
+        let fs = af.frame_size as usize;
+        let bs = tx_block_size(fs, af.block_size as usize);
         let per_block = bs / fs;
         let want = (q.ring_depth as usize).max(q.batch_size as usize).max(1);
         let blocks = want.div_ceil(per_block);
@@ -350,3 +363,24 @@ impl<const N: usize> std::fmt::Debug for AfpacketTx<'_, N> {
 
 /// Offset of frame data in a TX slot (for docs and checks).
 pub(crate) const TX_SLOT_OVERHEAD: usize = TX_DATA_OFFSET;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tx_blocks_fit_the_slots() {
+        assert_eq!(tx_block_size(2048, 1 << 20), 4096);
+        assert_eq!(tx_block_size(128, 1 << 20), 4096);
+        assert_eq!(tx_block_size(9056, 1 << 20), 65536); // 7 slots, 3 % unused
+        assert_eq!(tx_block_size(9056, 16384), 16384); // capped
+        assert_eq!(tx_block_size(3008, 1 << 20), 16384); // 5 slots of 3008, 8 % unused
+        for fs in (128..20_000).step_by(16) {
+            let b = tx_block_size(fs, 1 << 22);
+            assert!(
+                b >= fs && b.is_power_of_two() && b % fs <= b / 8,
+                "{fs} -> {b}"
+            );
+        }
+    }
+}

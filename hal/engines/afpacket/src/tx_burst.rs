@@ -118,7 +118,11 @@ impl<const N: usize> TxBurst for AfpacketTxBurst<N> {
     /// When `i` is out of range (a caller bug).
     #[inline]
     fn packet_mut(&mut self, i: usize) -> Option<&mut [u8]> {
-        assert!(i < self.lens.len(), "AfpacketTxBurst::packet_mut({i}) of {}", self.lens.len());
+        assert!(
+            i < self.lens.len(),
+            "AfpacketTxBurst::packet_mut({i}) of {}",
+            self.lens.len()
+        );
         Some(self.slots.data_mut(i))
     }
 

@@ -735,7 +735,15 @@ mod tests {
         a.bind(no);
         a.ret_k(0);
         let p = a.finish().unwrap();
-        assert_eq!(p.insns()[1], Insn { code: 0x15, jt: 0, jf: 2, k: 0x800 });
+        assert_eq!(
+            p.insns()[1],
+            Insn {
+                code: 0x15,
+                jt: 0,
+                jf: 2,
+                k: 0x800
+            }
+        );
         assert_eq!((p.insns()[2].jt, p.insns()[2].jf), (0, 1));
         assert_eq!(p.run(&[0; 12], None), 0, "short frame: the load fails");
         let mut f = [0u8; 14];
@@ -766,10 +774,7 @@ mod tests {
         }
         a.bind(far);
         a.ret_k(0);
-        assert_eq!(
-            a.finish(),
-            Err(AsmError::JumpTooFar { at: 1, offset: 256 })
-        );
+        assert_eq!(a.finish(), Err(AsmError::JumpTooFar { at: 1, offset: 256 }));
     }
 
     #[test]
@@ -784,7 +789,10 @@ mod tests {
         // M[1] stored on one path only.
         let mut a = Asm::new();
         let (skip, join) = (a.label(), a.label());
-        a.ld_len().jmp_k(op::JGT, 10, skip, Target::Next).st(1).ja(join);
+        a.ld_len()
+            .jmp_k(op::JGT, 10, skip, Target::Next)
+            .st(1)
+            .ja(join);
         a.bind(skip);
         a.ld_imm(3);
         a.bind(join);

@@ -36,8 +36,10 @@
 //! lie entirely inside the frame (`base = "frame"`) or inside the UDP payload as bounded by
 //! the UDP length field (`base = "udp_payload"`).
 
-use rtdaq_core::flow::{FlowAction, FlowMatch, FlowTable, Ipv4Prefix, PortRange, WordBase, WordMatch};
 use rtdaq_core::flow::{toeplitz_hash, RSS_KEY_SYMMETRIC};
+use rtdaq_core::flow::{
+    FlowAction, FlowMatch, FlowTable, Ipv4Prefix, PortRange, WordBase, WordMatch,
+};
 use rtdaq_core::wire::{ETHERTYPE_ECPRI, ETHERTYPE_IPV4, ETHERTYPE_QINQ, ETHERTYPE_VLAN};
 use rtdaq_core::QueueId;
 
@@ -285,10 +287,12 @@ impl Compiler {
                 }
             }
             if let Some(l) = m.ipv4_total_len {
-                self.a
-                    .ldx_mem(M_L3)
-                    .ld_ind(Size::Half, 2)
-                    .jmp_k(op::JEQ, u32::from(l), Target::Next, next);
+                self.a.ldx_mem(M_L3).ld_ind(Size::Half, 2).jmp_k(
+                    op::JEQ,
+                    u32::from(l),
+                    Target::Next,
+                    next,
+                );
             }
         }
         let udp_word = m.word.is_some_and(|w| w.base == WordBase::UdpPayload);
@@ -349,8 +353,7 @@ impl Compiler {
         if w.mask != u32::MAX {
             self.a.alu_k(op::AND, w.mask);
         }
-        self.a
-            .jmp_k(op::JEQ, w.value & w.mask, Target::Next, next);
+        self.a.jmp_k(op::JEQ, w.value & w.mask, Target::Next, next);
     }
 
     /// A word at an offset of the frame as delivered (with a stripped VLAN tag put back).

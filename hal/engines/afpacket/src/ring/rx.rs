@@ -80,6 +80,10 @@ pub(crate) struct BlockHold {
     pub(crate) num_pkts: u32,
     /// Offset of the first frame header.
     pub(crate) first: u32,
+    /// `block_status` when taken (`TP_STATUS_USER`, plus `TP_STATUS_LOSING` when the kernel
+    /// had dropped frames since the last `PACKET_STATISTICS` read, `TP_STATUS_BLK_TMO` when
+    /// the block was retired by its timeout).
+    pub(crate) status: u32,
 }
 
 impl BlockHold {
@@ -99,14 +103,6 @@ pub(crate) struct FrameRef {
     block: u32,
     start: u32,
     len: u32,
-}
-
-impl FrameRef {
-    /// Frame length in bytes.
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.len as usize
-    }
 }
 
 /// The fields of one `tpacket3_hdr` the engine uses.
@@ -145,7 +141,9 @@ impl RxRing {
         block_size: usize,
         block_count: usize,
     ) -> RxRing {
-        assert!(block_size.checked_mul(block_count).is_some_and(|n| n <= map.len()));
+        assert!(block_size
+            .checked_mul(block_count)
+            .is_some_and(|n| n <= map.len()));
         RxRing {
             map,
             sock,
@@ -175,12 +173,6 @@ impl RxRing {
         self.block_size
     }
 
-    /// Process-unique id of this ring.
-    #[inline]
-    pub(crate) fn id(&self) -> u32 {
-        self.id
-    }
-
     #[inline]
     fn status(&self, block: usize) -> &AtomicU32 {
         self.map.u32_at(block * self.block_size + BLOCK_STATUS)
@@ -189,7 +181,10 @@ impl RxRing {
     /// Blocks user space holds right now (handed over by the kernel, not yet returned).
     /// A statistic: other threads may release meanwhile.
     pub(crate) fn held_blocks(&self) -> usize {
-        self.refs.iter().filter(|r| r.0.load(Relaxed) != IDLE).count()
+        self.refs
+            .iter()
+            .filter(|r| r.0.load(Relaxed) != IDLE)
+            .count()
     }
 
     /// True when [`try_take`](Self::try_take) would take `block` now. Never allocates.
@@ -207,7 +202,8 @@ impl RxRing {
         if refs.load(Acquire) != IDLE {
             return None;
         }
-        if self.status(block).load(Acquire) & TP_STATUS_USER == 0 {
+        let status = self.status(block).load(Acquire);
+        if status & TP_STATUS_USER == 0 {
             return None;
         }
         refs.store(1, Relaxed);
@@ -227,6 +223,7 @@ impl RxRing {
             cursor: BLOCK_DESC_LEN as u32,
             num_pkts,
             first,
+            status,
         })
     }
 
@@ -269,7 +266,12 @@ impl RxRing {
     /// The bytes `start..start + len` of the held block, `None` when outside it. Borrowed
     /// from the hold, so they cannot outlive it or a later write through it.
     #[inline]
-    pub(crate) fn bytes<'h>(&'h self, hold: &'h BlockHold, start: u32, len: u32) -> Option<&'h [u8]> {
+    pub(crate) fn bytes<'h>(
+        &'h self,
+        hold: &'h BlockHold,
+        start: u32,
+        len: u32,
+    ) -> Option<&'h [u8]> {
         self.check_hold(hold);
         if !self.in_block(start, len) {
             return None;
@@ -277,8 +279,10 @@ impl RxRing {
         // SAFETY: inside a block user space holds (`hold` keeps it from the kernel for the
         // borrow); user writes need `&mut BlockHold`, impossible while this borrow lives.
         Some(unsafe {
-            self.map
-                .bytes(hold.block() * self.block_size + start as usize, len as usize)
+            self.map.bytes(
+                hold.block() * self.block_size + start as usize,
+                len as usize,
+            )
         })
     }
 

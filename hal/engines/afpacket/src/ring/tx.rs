@@ -163,12 +163,6 @@ impl TxSlots {
         &self.ring
     }
 
-    /// Slots held.
-    #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.len as usize
-    }
-
     /// Adds up to `n` more free slots (the next ones in ring order); returns how many are
     /// held now. Fewer than asked: the kernel still holds the next slot (back-pressure), the
     /// ring is exhausted, or another claim owns the ring. Never blocks, never allocates.
@@ -266,7 +260,9 @@ impl TxSlots {
             // SAFETY: the slot header is owned by this claim until the status store below
             // hands the slot to the kernel.
             unsafe { self.ring.map.write_u32(off + TP_LEN, len) };
-            self.ring.status(self.slot(i)).store(TP_STATUS_SEND_REQUEST, Release);
+            self.ring
+                .status(self.slot(i))
+                .store(TP_STATUS_SEND_REQUEST, Release);
         }
         let n = lens.len();
         let head = (self.start as usize + n) % self.ring.frames;

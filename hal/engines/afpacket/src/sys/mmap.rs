@@ -117,13 +117,7 @@ impl MmapRing {
         self.check(dst, len);
         // SAFETY: both ranges in bounds (checked); exclusive by the caller's contract;
         // `copy` allows overlap.
-        unsafe {
-            std::ptr::copy(
-                self.ptr.as_ptr().add(src),
-                self.ptr.as_ptr().add(dst),
-                len,
-            )
-        }
+        unsafe { std::ptr::copy(self.ptr.as_ptr().add(src), self.ptr.as_ptr().add(dst), len) }
     }
 
     /// Reads a `T` at `off` (unaligned read).

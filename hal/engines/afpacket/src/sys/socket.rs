@@ -114,7 +114,12 @@ impl PacketSocket {
 
     /// Sets the device's hardware RX timestamp filter, keeping its TX timestamp type
     /// `tx_type` (`SIOCSHWTSTAMP`); returns the filter the device applied.
-    pub(crate) fn set_hwtstamp_rx(&self, name: &str, tx_type: i32, rx_filter: i32) -> io::Result<i32> {
+    pub(crate) fn set_hwtstamp_rx(
+        &self,
+        name: &str,
+        tx_type: i32,
+        rx_filter: i32,
+    ) -> io::Result<i32> {
         let cfg = libc::hwtstamp_config {
             flags: 0,
             tx_type,

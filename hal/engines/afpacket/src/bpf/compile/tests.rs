@@ -2,6 +2,9 @@
 //! ([`Program::run`]) against frames built with the core emitters, and compared with the
 //! core [`FlowTable`] on random rule sets and random frames.
 
+// Frame lists read better as `&[a.clone(), b]` throughout.
+#![allow(clippy::cloned_ref_to_slice_refs)]
+
 use super::*;
 use crate::bpf::asm::{Insn, VlanAux};
 use rtdaq_core::flow::{hash_ipv4_udp, Classified, DefaultAction, FlowRule};
@@ -78,7 +81,11 @@ fn progs<const N: usize>(t: &FlowTable<N>, queues: u16, catch_all: u16) -> Vec<P
 
 /// Queues whose filter accepts `f` (`stripped`: the outer tag in the ancillary data).
 fn accepting(ps: &[Program], f: &[u8], stripped: bool) -> Vec<u16> {
-    let (data, aux) = if stripped { strip(f) } else { (f.to_vec(), None) };
+    let (data, aux) = if stripped {
+        strip(f)
+    } else {
+        (f.to_vec(), None)
+    };
     (0..ps.len())
         .filter(|&q| match ps[q].run(&data, aux) {
             0 => false,
@@ -138,7 +145,10 @@ fn rss_constants_reproduce_the_core_hash() {
     let c = rss_bit_constants();
     let mut r = Rng(7);
     for _ in 0..2000 {
-        let (s, d) = ((r.next() as u32).to_be_bytes(), (r.next() as u32).to_be_bytes());
+        let (s, d) = (
+            (r.next() as u32).to_be_bytes(),
+            (r.next() as u32).to_be_bytes(),
+        );
         let (sp, dp) = (r.next() as u16, r.next() as u16);
         let src = u32::from_be_bytes(s);
         let dst = u32::from_be_bytes(d);
@@ -161,9 +171,16 @@ fn program_structure() {
         assert_eq!(p.insns()[1 + s as usize], Insn::stmt(op::ST, s));
     }
     let last = p.insns().last().unwrap();
-    assert_eq!(*last, Insn::stmt(op::RET | op::K, ACCEPT), "catch-all accepts");
+    assert_eq!(
+        *last,
+        Insn::stmt(op::RET | op::K, ACCEPT),
+        "catch-all accepts"
+    );
     let other = compile_rx_filter(&t, QueueId(1), QueueId(0)).unwrap();
-    assert_eq!(*other.insns().last().unwrap(), Insn::stmt(op::RET | op::K, 0));
+    assert_eq!(
+        *other.insns().last().unwrap(),
+        Insn::stmt(op::RET | op::K, 0)
+    );
     assert!(p.len() < 120, "prologue is {} instructions", p.len());
     // Jump offsets are bytes by construction; the checker also rejects jumps past the end.
     for (at, i) in p.insns().iter().enumerate() {
@@ -219,7 +236,11 @@ fn worst_case_rules() {
     }
     // The same rules steering to a queue other than the one compiled cost one `ret` each.
     let elsewhere: Vec<_> = (1..=64).map(|id| (id, m, rss(&[5]))).collect();
-    let p = compile_rx_filter(&table(DefaultAction::Drop, &elsewhere), QueueId(0), QueueId(0));
+    let p = compile_rx_filter(
+        &table(DefaultAction::Drop, &elsewhere),
+        QueueId(0),
+        QueueId(0),
+    );
     assert!(p.unwrap().len() < MAX_INSNS_FOR_TEST);
 }
 
@@ -291,7 +312,10 @@ fn field_ipv4() {
             ipv4_src: Some(Ipv4Prefix::new([169, 254, 7, 0], 24)),
             ..FlowMatch::ANY
         },
-        &[with([169, 254, 7, 9], [1, 2, 3, 4]), with([169, 254, 7, 255], [0; 4])],
+        &[
+            with([169, 254, 7, 9], [1, 2, 3, 4]),
+            with([169, 254, 7, 255], [0; 4]),
+        ],
         &[with([169, 254, 8, 9], [169, 254, 7, 9])],
     );
     check_field(
@@ -511,7 +535,11 @@ fn first_match_drop_and_default_go_to_the_catch_all_queue() {
     );
     let ps = progs(&t, 3, 0);
     assert_eq!(accepting(&ps, &frame(&spec(1, 5000)), false), vec![2]);
-    assert_eq!(accepting(&ps, &frame(&spec(1, 5001)), false), vec![0], "drop rule");
+    assert_eq!(
+        accepting(&ps, &frame(&spec(1, 5001)), false),
+        vec![0],
+        "drop rule"
+    );
     let mut other = frame(&spec(1, 5001));
     other[26] = 10;
     assert_eq!(accepting(&ps, &other, false), vec![0], "no rule");
@@ -538,10 +566,7 @@ fn rss_in_the_filter_matches_the_core_table() {
         udp_dst: Some(PortRange::single(6000)),
         ..FlowMatch::ANY
     };
-    let t = table(
-        DefaultAction::Queue(QueueId(0)),
-        &[(3, m, rss(&[1, 2, 3]))],
-    );
+    let t = table(DefaultAction::Queue(QueueId(0)), &[(3, m, rss(&[1, 2, 3]))]);
     let ps = progs(&t, 4, 0);
     let mut seen = [0u32; 4];
     for sport in 1000..1400 {
@@ -580,7 +605,12 @@ fn rss_in_the_filter_matches_the_core_table() {
 fn random_rules_partition_the_traffic_like_the_core_table() {
     let mut r = Rng(0x5eed);
     let ports = [0u16, 1, 2, 53, 4991, 5000, 5001, 6000, 65535];
-    let nets = [[169u8, 254, 1, 1], [169, 254, 1, 2], [10, 0, 0, 1], [169, 254, 9, 9]];
+    let nets = [
+        [169u8, 254, 1, 1],
+        [169, 254, 1, 2],
+        [10, 0, 0, 1],
+        [169, 254, 9, 9],
+    ];
     let mut checked = [0u32; 4];
     for round in 0..300 {
         let queues = 1 + r.below(4) as u16;
@@ -640,8 +670,7 @@ fn random_rules_partition_the_traffic_like_the_core_table() {
                 0 => FlowAction::Drop,
                 1 | 2 => {
                     let n = 1 + r.below(3);
-                    let qs: Vec<u16> =
-                        (0..n).map(|_| r.below(u64::from(queues)) as u16).collect();
+                    let qs: Vec<u16> = (0..n).map(|_| r.below(u64::from(queues)) as u16).collect();
                     rss(&qs)
                 }
                 _ => FlowAction::Queue(QueueId(r.below(u64::from(queues)) as u16)),
@@ -666,7 +695,8 @@ fn random_rules_partition_the_traffic_like_the_core_table() {
                 assert_eq!(got.len(), 1, "round {round}: {got:?} for {f:02x?}");
                 if let Some(w) = want {
                     assert_eq!(
-                        got[0], w,
+                        got[0],
+                        w,
                         "round {round}, stripped {stripped}, rules {:#?}\nframe {f:02x?}",
                         t.rules()
                     );
@@ -714,10 +744,10 @@ fn random_frame(r: &mut Rng, ports: &[u16], nets: &[[u8; 4]]) -> Vec<u8> {
     }
     let l3 = s.payload_offset() - 28;
     match r.below(14) {
-        0 => f[l3 + 6] |= 0x20,                      // fragment
-        1 => f[l3 + 9] = 6,                          // TCP
+        0 => f[l3 + 6] |= 0x20,                            // fragment
+        1 => f[l3 + 9] = 6,                                // TCP
         2 => f.truncate(r.below(f.len() as u64) as usize), // cut anywhere
-        3 => f[l3] = 0x4f,                           // bad IHL / options beyond the frame
+        3 => f[l3] = 0x4f,                                 // bad IHL / options beyond the frame
         4 => f[l3 + 24..l3 + 26].copy_from_slice(&[0, 4]), // UDP length < 8
         5 => {
             f[l3 - 2..l3].copy_from_slice(&0x0806u16.to_be_bytes()); // ARP

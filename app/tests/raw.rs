@@ -1,0 +1,472 @@
+//! The raw engines end to end (issue #4): a generator process in one network namespace, the
+//! appliance in the other, joined by a private veth pair (`rtdaq-testbed`).
+//!
+//! The engine is a compile-time feature, so these tests run the per-engine binaries that
+//! `scripts/build-engines.sh` builds into `target/engines/rtdaq-{socket,afpacket,afxdp}`. They
+//! need root (namespaces, raw sockets) and those binaries, so a plain `cargo test` skips them
+//! (`#[ignore]`); `scripts/test.sh` builds the binaries and runs them with `-- --ignored`,
+//! where a missing binary or missing root fails with a message saying what to do.
+//!
+//! Covered: lossless runs per engine; cross-engine interop (AF_PACKET TX into AF_XDP RX and
+//! back); the socket engine's UDP TX (real kernel-built frames) into each raw RX; jumbo
+//! frames on AF_PACKET; a real external sender, `tcpreplay`, replaying a pcap of good and
+//! malformed frames that this test writes.
+
+use rtdaq_testbed::{Side, VethPair};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Workspace root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The binary built with `engine-<engine>`.
+fn bin(engine: &str) -> PathBuf {
+    let p = root().join(format!("target/engines/rtdaq-{engine}"));
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/build-engines.sh first (scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+fn pair(tag: &str, mtu: u32) -> VethPair {
+    let p = VethPair::builder(tag)
+        .mtu(mtu)
+        .build()
+        .unwrap_or_else(|e| panic!("test bed: {e}"));
+    p.add_static_neighbors().expect("static neighbours");
+    p
+}
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// A shipped config with the test bed's names and addresses swapped for `pair`'s, plus edits.
+fn config(file: &str, pair: &VethPair, edits: &[(&str, String)], tag: &str) -> PathBuf {
+    let mut text = std::fs::read_to_string(root().join("configs").join(file)).unwrap();
+    let swaps = [
+        ("rtdaq0a", pair.ifname(Side::A).to_string()),
+        ("rtdaq0b", pair.ifname(Side::B).to_string()),
+        ("169.254.90.1", pair.ip(Side::A).to_string()),
+        ("169.254.90.2", pair.ip(Side::B).to_string()),
+        ("02:72:74:00:5a:02", mac(pair.mac(Side::B))),
+    ];
+    // The test bed's names: whichever the file has.
+    for (from, to) in &swaps {
+        text = text.replace(from, to);
+    }
+    for (from, to) in edits {
+        assert!(text.contains(from), "{file}: no {from:?} to replace");
+        text = text.replace(from, to);
+    }
+    let path = std::env::temp_dir().join(format!("rtdaq-raw-{}-{tag}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn report_path(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("rtdaq-raw-{}-{tag}.json", std::process::id()))
+}
+
+/// Starts `engine`'s binary in `side`'s namespace on `cfg` for `secs`.
+fn start(pair: &VethPair, side: Side, engine: &str, cfg: &Path, secs: f64, tag: &str) -> Child {
+    let _ = std::fs::remove_file(report_path(tag));
+    pair.command(side, bin(engine).to_str().unwrap())
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration"])
+        .arg(secs.to_string())
+        .arg("--report-json")
+        .arg(report_path(tag))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rtdaq")
+}
+
+fn finish(child: Child, tag: &str) -> (Output, Value) {
+    let out = child.wait_with_output().unwrap();
+    let text = std::fs::read_to_string(report_path(tag)).unwrap_or_else(|e| {
+        panic!(
+            "{tag}: no report ({e}); exit {:?}\n{}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, serde_json::from_str(&text).unwrap())
+}
+
+fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\n{}{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Receiver first (in B, `secs + 3` s), then the generator (in A, `secs` s): returns both
+/// reports after checking that every generated packet arrived exactly once, intact.
+fn lossless(
+    pair: &VethPair,
+    rx: (&str, PathBuf),
+    tx: (&str, PathBuf),
+    secs: f64,
+    tag: &str,
+) -> (Value, Value) {
+    let rtag = format!("{tag}-rx");
+    let ttag = format!("{tag}-tx");
+    let receiver = start(pair, Side::B, rx.0, &rx.1, secs + 3.0, &rtag);
+    std::thread::sleep(Duration::from_millis(1200));
+    let sender = start(pair, Side::A, tx.0, &tx.1, secs, &ttag);
+    let (tout, t) = finish(sender, &ttag);
+    let (rout, r) = finish(receiver, &rtag);
+    assert_eq!(tout.status.code(), Some(0), "sender: {}", show(&tout));
+    assert_eq!(rout.status.code(), Some(0), "receiver: {}", show(&rout));
+    let sent = u(&t, "/tx/totals/packets");
+    assert!(
+        sent > 1000,
+        "the generator sent only {sent}: {}",
+        show(&tout)
+    );
+    assert_eq!(
+        u(&t, "/tx/totals/drops_total"),
+        0,
+        "sender drops: {}",
+        show(&tout)
+    );
+    assert_eq!(
+        u(&r, "/rx/totals/packets"),
+        sent,
+        "delivered != sent\nreceiver: {}",
+        show(&rout)
+    );
+    for k in ["seq_gaps", "corrupt", "malformed", "duplicates"] {
+        assert_eq!(u(&r, &format!("/rx/totals/{k}")), 0, "{k}: {}", show(&rout));
+    }
+    assert_eq!(u(&r, "/io_thread_allocations"), 0);
+    assert_eq!(u(&t, "/io_thread_allocations"), 0);
+    (r, t)
+}
+
+/// A paced, short generator: `pps` packets/s of `payload` bytes.
+fn tx_edits(pps: u32, payload: u32) -> Vec<(&'static str, String)> {
+    vec![
+        ("rate_gbps = 0.5", format!("rate_pps = {pps}")),
+        ("payload_size = 1400", format!("payload_size = {payload}")),
+        ("duration_s = 10\n\n[run]", "\n[run]".to_string()),
+    ]
+}
+
+#[test]
+#[ignore = "needs root and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn afxdp_to_afxdp_lossless() {
+    let p = pair("e2e-xdp", 1500);
+    let rx = config("veth-afxdp-rx.toml", &p, &[], "xx-rx");
+    let tx = config("veth-afxdp-tx.toml", &p, &tx_edits(20_000, 1400), "xx-tx");
+    lossless(&p, ("afxdp", rx), ("afxdp", tx), 2.0, "xx");
+}
+
+#[test]
+#[ignore = "needs root and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn afpacket_to_afpacket_lossless() {
+    let p = pair("e2e-pkt", 1500);
+    let rx = config("veth-afpacket-rx.toml", &p, &[], "pp-rx");
+    let tx = config(
+        "veth-afpacket-tx.toml",
+        &p,
+        &tx_edits(20_000, 1400),
+        "pp-tx",
+    );
+    lossless(&p, ("afpacket", rx), ("afpacket", tx), 2.0, "pp");
+}
+
+#[test]
+#[ignore = "needs root and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn afpacket_jumbo_frames_lossless() {
+    let p = pair("e2e-jumbo", 9000);
+    let big = [
+        ("mtu = 1500", "mtu = 9000".to_string()),
+        ("buf_size = 2048", "buf_size = 9216".to_string()),
+    ];
+    let mut rx_edits = big.to_vec();
+    rx_edits.push(("frame_size = 2048", "frame_size = 9216".to_string()));
+    let rx = config("veth-afpacket-rx.toml", &p, &rx_edits, "jj-rx");
+    let mut t = tx_edits(5_000, 8900);
+    t.extend(big.iter().cloned());
+    t.push(("frame_size = 2048", "frame_size = 9216".to_string()));
+    let tx = config("veth-afpacket-tx.toml", &p, &t, "jj-tx");
+    let (r, _) = lossless(&p, ("afpacket", rx), ("afpacket", tx), 2.0, "jj");
+    // Raw engines count whole frames: 8900 B payload + 14 Ethernet + 20 IPv4 + 8 UDP.
+    assert_eq!(r["bytes_are"], "frame");
+    assert_eq!(
+        u(&r, "/rx/totals/bytes"),
+        u(&r, "/rx/totals/packets") * 8942
+    );
+}
+
+#[test]
+#[ignore = "needs root and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn afpacket_tx_into_afxdp_rx_and_back() {
+    let p = pair("e2e-cross", 1500);
+    let rx = config("veth-afxdp-rx.toml", &p, &[], "px-rx");
+    let tx = config(
+        "veth-afpacket-tx.toml",
+        &p,
+        &tx_edits(20_000, 1400),
+        "px-tx",
+    );
+    lossless(&p, ("afxdp", rx), ("afpacket", tx), 2.0, "px");
+    let rx = config("veth-afpacket-rx.toml", &p, &[], "xp-rx");
+    let tx = config("veth-afxdp-tx.toml", &p, &tx_edits(20_000, 1400), "xp-tx");
+    lossless(&p, ("afpacket", rx), ("afxdp", tx), 2.0, "xp");
+}
+
+/// The socket engine's generator in A: real kernel-built UDP frames (IP ident, checksums,
+/// neighbour lookup) into a raw receiver in B.
+fn socket_tx(p: &VethPair, tag: &str) -> PathBuf {
+    let text = format!(
+        r#"name = "socket-tx-{tag}"
+platform = "host"
+[engine]
+kind = "socket"
+[[memory_regions]]
+name = "tx_bufs"
+kind = "host"
+buf_size = 2048
+buf_count = 1024
+[[interfaces]]
+name = "kernel_udp"
+address = "udp://{a}:4000"
+mtu = 1500
+default_action = "drop"
+[[interfaces.tx_queues]]
+id = 0
+cpu_core = 0
+batch_size = 64
+ring_depth = 1024
+memory_regions = ["tx_bufs"]
+[generator]
+interface = "kernel_udp"
+tx_queue = 0
+destination = "udp://{b}:5000"
+payload_size = 1400
+rate_pps = 20000
+[run]
+drain_ms = 0
+"#,
+        a = p.ip(Side::A),
+        b = p.ip(Side::B)
+    );
+    let path = std::env::temp_dir().join(format!("rtdaq-raw-{}-{tag}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+#[ignore = "needs root and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn socket_engine_udp_into_each_raw_rx() {
+    let p = pair("e2e-sock", 1500);
+    for engine in ["afpacket", "afxdp"] {
+        let rx = config(
+            &format!("veth-{engine}-rx.toml"),
+            &p,
+            &[],
+            &format!("s{engine}-rx"),
+        );
+        let tx = socket_tx(&p, &format!("s{engine}-tx"));
+        lossless(&p, (engine, rx), ("socket", tx), 2.0, &format!("s{engine}"));
+    }
+}
+
+// ---------------------------------------------------------------- tcpreplay
+
+/// Frames of the replay: `good` rtdaq frames (stream 9, seq 0..good) to UDP port 5000, and
+/// the malformed kinds the issue lists, each `bad_each` times.
+fn replay_frames(p: &VethPair, good: u64, bad_each: usize) -> (Vec<Vec<u8>>, usize) {
+    use rtdaq_core::wire::{
+        emit_udp_frame, fill_pattern, SeqHeader, UdpChecksumMode, UdpFrameSpec,
+    };
+    let spec = |len: usize| UdpFrameSpec {
+        dst_mac: p.mac(Side::B),
+        src_mac: p.mac(Side::A),
+        src_ip: p.ip(Side::A).octets(),
+        dst_ip: p.ip(Side::B).octets(),
+        src_port: 4000,
+        dst_port: 5000,
+        payload_len: len,
+        checksum: UdpChecksumMode::Compute,
+        ..UdpFrameSpec::default()
+    };
+    let frame = |seq: u64| {
+        let s = spec(200);
+        let mut f = vec![0u8; s.frame_len()];
+        let off = s.payload_offset();
+        let h = SeqHeader {
+            flags: rtdaq_core::wire::seqhdr::FLAG_PATTERN,
+            stream_id: 9,
+            seq,
+            tx_timestamp_ns: 0,
+            payload_len: 200 - 32,
+        };
+        h.emit(&mut f[off..]).unwrap();
+        fill_pattern(9, seq, &mut f[off + 32..]);
+        emit_udp_frame(&mut f, &s).unwrap();
+        f
+    };
+    let mut out: Vec<Vec<u8>> = (0..good).map(frame).collect();
+    let mut bad = 0;
+    for k in 0..bad_each {
+        let base = frame(1_000_000 + k as u64);
+        // truncated IPv4: the IP total length says more than the frame holds
+        let mut t = base.clone();
+        t.truncate(14 + 20 + 8 + 50);
+        out.push(t);
+        // bad IHL (4 words < 5)
+        let mut b = base.clone();
+        b[14] = 0x44;
+        out.push(b);
+        // bad UDP length (longer than the IP payload)
+        let mut l = base.clone();
+        l[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&2000u16.to_be_bytes());
+        out.push(l);
+        // runt: an Ethernet header and 6 bytes of an IPv4 header
+        out.push(base[..20].to_vec());
+        bad += 4;
+    }
+    (out, bad)
+}
+
+/// A classic pcap file (LINKTYPE_ETHERNET, microsecond stamps 1 ms apart).
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    for v in [
+        0xa1b2_c3d4u32.to_le_bytes().as_slice(),
+        &2u16.to_le_bytes(),
+        &4u16.to_le_bytes(),
+    ] {
+        b.extend_from_slice(v);
+    }
+    b.extend_from_slice(&0i32.to_le_bytes()); // thiszone
+    b.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
+    b.extend_from_slice(&65535u32.to_le_bytes()); // snaplen
+    b.extend_from_slice(&1u32.to_le_bytes()); // Ethernet
+    for (i, f) in frames.iter().enumerate() {
+        b.extend_from_slice(&((i / 1000) as u32).to_le_bytes());
+        b.extend_from_slice(&(((i % 1000) * 1000) as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+#[ignore = "needs root, tcpreplay and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn tcpreplay_good_and_malformed_frames_into_each_raw_rx() {
+    assert!(
+        std::process::Command::new("tcpreplay")
+            .arg("--version")
+            .output()
+            .is_ok(),
+        "tcpreplay is missing: apt-get install tcpreplay (scripts/test.sh installs it)"
+    );
+    let p = pair("e2e-replay", 1500);
+    let (frames, bad) = replay_frames(&p, 2000, 5);
+    let pcap = std::env::temp_dir().join(format!("rtdaq-raw-{}.pcap", std::process::id()));
+    write_pcap(&pcap, &frames);
+    for engine in ["afpacket", "afxdp"] {
+        // No flow rules: every frame reaches queue 0, where the engine parses it.
+        let rx = config(
+            &format!("veth-{engine}-rx.toml"),
+            &p,
+            &[(
+                "default_action = \"drop\"",
+                "default_action = 0".to_string(),
+            )],
+            &format!("r{engine}-rx"),
+        );
+        let text = std::fs::read_to_string(&rx).unwrap();
+        let cut = text.find("[[flows]]").unwrap();
+        let end = text.find("[run]").unwrap();
+        std::fs::write(&rx, format!("{}{}", &text[..cut], &text[end..])).unwrap();
+        let rtag = format!("r{engine}");
+        let receiver = start(&p, Side::B, engine, &rx, 5.0, &rtag);
+        std::thread::sleep(Duration::from_millis(1200));
+        let t0 = Instant::now();
+        let replay = p
+            .exec(
+                Side::A,
+                "tcpreplay",
+                &[
+                    "-q",
+                    "--pps=5000",
+                    "-i",
+                    p.ifname(Side::A),
+                    pcap.to_str().unwrap(),
+                ],
+            )
+            .unwrap();
+        assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "replay too slow for the window"
+        );
+        let (out, r) = finish(receiver, &rtag);
+        assert_eq!(out.status.code(), Some(0), "{engine}: {}", show(&out));
+        assert_eq!(
+            u(&r, "/rx/totals/packets"),
+            2000,
+            "{engine}: {}",
+            show(&out)
+        );
+        assert_eq!(
+            u(&r, "/rx/totals/drops/malformed"),
+            bad as u64,
+            "{engine}: every malformed frame counted: {}",
+            show(&out)
+        );
+        for k in ["seq_gaps", "corrupt", "malformed"] {
+            assert_eq!(u(&r, &format!("/rx/totals/{k}")), 0, "{engine} {k}");
+        }
+    }
+    let _ = std::fs::remove_file(pcap);
+}
+
+#[test]
+#[ignore = "needs root and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn missing_interface_is_a_clear_error_for_each_raw_engine() {
+    for engine in ["afpacket", "afxdp"] {
+        let text = std::fs::read_to_string(root().join(format!("configs/veth-{engine}-rx.toml")))
+            .unwrap()
+            .replace("rtdaq0b", "nosuchdev0");
+        let cfg = std::env::temp_dir().join(format!(
+            "rtdaq-raw-{}-nodev-{engine}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&cfg, text).unwrap();
+        let out = std::process::Command::new(bin(engine))
+            .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{engine}: {}", show(&out));
+        assert!(err.contains("nosuchdev0"), "{engine}: {err}");
+        assert!(err.contains("interfaces[0].address"), "{engine}: {err}");
+    }
+}
