@@ -135,20 +135,20 @@ loopback_config() { # rate(unpaced|Gb/s) size port file
 udp_sample() { # variant size rep [part]
   local v=$1 size=$2 rep=$3 part=${4:-udp} port=$((PORT + 1)) b0 t0 b1 t1 rc=0
   local tag=$part-$v-$size-$rep
-  "$BIN/sendmmsg_tx" --port "$port" --cpu $TX_CPU --size "$size" --seconds $((SECS + 10)) \
+  "$BIN/sendmmsg_tx" --port "$port" --cpu "$TX_CPU" --size "$size" --seconds $((SECS + 10)) \
       > "$OUT/$tag.tx.json" &
   local txpid=$!
   sleep 0.5
-  read -r b0 t0 < <(cpu_jiffies $RX_CPU)
+  read -r b0 t0 < <(cpu_jiffies "$RX_CPU")
   if [ "$v" = c ]; then
-    "$BIN/recvmmsg_rx" --port "$port" --cpu $RX_CPU --seconds "$SECS" --batch 64 \
+    "$BIN/recvmmsg_rx" --port "$port" --cpu "$RX_CPU" --seconds "$SECS" --batch 64 \
         --bufsize "$(bufsize_for "$size")" --rcvbuf 16777216 --fifo 50 > "$OUT/$tag.rx.json" || rc=$?
   else
     rx_only_config "$size" "$v" "$port" "$OUT/$tag.toml"
     timeout -k 5 $((SECS + 30)) "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.rx.json" \
         > "$OUT/$tag.log" 2>&1 || rc=$?
   fi
-  read -r b1 t1 < <(cpu_jiffies $RX_CPU)
+  read -r b1 t1 < <(cpu_jiffies "$RX_CPU")
   kill -INT $txpid; wait $txpid || true
   [ -s "$OUT/$tag.rx.json" ] || { log "$tag: no result (rc=$rc), recorded as failed"; echo "{\"part\": \"failed\", \"tag\": \"$tag\", \"rc\": $rc}" >> "$RES"; return 0; }
   python3 - "$v" "$size" "$rep" "$OUT/$tag.rx.json" "$OUT/$tag.tx.json" "$(busy_pct "$b0" "$t0" "$b1" "$t1")" "$rc" "$part" >> "$RES" <<'EOF'
@@ -175,14 +175,14 @@ EOF
 udp2_sample() { # variant(c|direct|lean) size rep
   local v=$1 size=$2 rep=$3 port=$((PORT + 5)) rc=0 a0 at0 b0 bt0 a1 at1 b1 bt1
   local tag=udp2-$v-$size-$rep
-  "$BIN/sendmmsg_tx" --port "$port" --cpu $TX_CPU --size "$size" --sources 8 --seconds $((SECS + 10)) \
+  "$BIN/sendmmsg_tx" --port "$port" --cpu "$TX_CPU" --size "$size" --sources 8 --seconds $((SECS + 10)) \
       > "$OUT/$tag.tx.json" &
   local txpid=$!
   sleep 0.5
-  read -r a0 at0 < <(cpu_jiffies $TX_CPU); read -r b0 bt0 < <(cpu_jiffies $RX_CPU)
+  read -r a0 at0 < <(cpu_jiffies "$TX_CPU"); read -r b0 bt0 < <(cpu_jiffies "$RX_CPU")
   if [ "$v" = c ]; then
     local cpu k=0 pids=()
-    for cpu in $TX_CPU $RX_CPU; do
+    for cpu in "$TX_CPU" $RX_CPU; do
       "$BIN/recvmmsg_rx" --port "$port" --cpu "$cpu" --seconds "$SECS" --batch 64 --reuseport 1 \
           --bufsize "$(bufsize_for "$size")" --rcvbuf 16777216 --fifo 50 > "$OUT/$tag.rx$k.json" &
       pids+=($!); k=$((k + 1))
@@ -193,7 +193,7 @@ udp2_sample() { # variant(c|direct|lean) size rep
     timeout -k 5 $((SECS + 30)) "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.rx.json" \
         > "$OUT/$tag.log" 2>&1 || rc=$?
   fi
-  read -r a1 at1 < <(cpu_jiffies $TX_CPU); read -r b1 bt1 < <(cpu_jiffies $RX_CPU)
+  read -r a1 at1 < <(cpu_jiffies "$TX_CPU"); read -r b1 bt1 < <(cpu_jiffies "$RX_CPU")
   kill -INT $txpid; wait $txpid || true
   python3 - "$v" "$size" "$rep" "$OUT/$tag" "$(busy_pct "$a0" "$at0" "$a1" "$at1")" "$(busy_pct "$b0" "$bt0" "$b1" "$bt1")" "$rc" >> "$RES" <<'EOF2'
 import json, os, sys
@@ -239,10 +239,10 @@ EOF
 # iperf3 UDP sample: client on TX_CPU, server on RX_CPU
 iperf_udp_sample() { # size rep
   local size=$1 rep=$2 tag=iperf-udp-$1-$2 port=$((PORT + 3))
-  iperf3 -s -1 -p "$port" -A $RX_CPU -J > "$OUT/$tag.srv.json" 2> "$OUT/$tag.srv.err" &
+  iperf3 -s -1 -p "$port" -A "$RX_CPU" -J > "$OUT/$tag.srv.json" 2> "$OUT/$tag.srv.err" &
   local spid=$!
   sleep 0.5
-  iperf3 -c 127.0.0.1 -p "$port" -u -b 0 -l "$size" -t "$SECS" -A $TX_CPU -J > "$OUT/$tag.cli.json" 2> "$OUT/$tag.cli.err" || true
+  iperf3 -c 127.0.0.1 -p "$port" -u -b 0 -l "$size" -t "$SECS" -A "$TX_CPU" -J > "$OUT/$tag.cli.json" 2> "$OUT/$tag.cli.err" || true
   wait $spid || true
   python3 - "$size" "$rep" "$OUT/$tag.srv.json" "$OUT/$tag.cli.json" >> "$RES" <<'EOF'
 import json, sys
@@ -260,10 +260,10 @@ EOF
 
 iperf_tcp_sample() { # rep
   local rep=$1 tag=iperf-tcp-$1 port=$((PORT + 4))
-  iperf3 -s -1 -p "$port" -A $RX_CPU -J > "$OUT/$tag.srv.json" 2> "$OUT/$tag.srv.err" &
+  iperf3 -s -1 -p "$port" -A "$RX_CPU" -J > "$OUT/$tag.srv.json" 2> "$OUT/$tag.srv.err" &
   local spid=$!
   sleep 0.5
-  iperf3 -c 127.0.0.1 -p "$port" -l 8000 -t "$SECS" -A $TX_CPU -J > "$OUT/$tag.cli.json" 2> "$OUT/$tag.cli.err" || true
+  iperf3 -c 127.0.0.1 -p "$port" -l 8000 -t "$SECS" -A "$TX_CPU" -J > "$OUT/$tag.cli.json" 2> "$OUT/$tag.cli.err" || true
   wait $spid || true
   python3 - "$rep" "$OUT/$tag.cli.json" >> "$RES" <<'EOF'
 import json, sys
@@ -349,10 +349,10 @@ EOF
 
 sockperf_sample() { # rep
   local rep=$1 tag=sockperf-$1 port=$((PORT + 6))
-  taskset -c $RX_CPU sockperf server -i 127.0.0.1 -p "$port" > "$OUT/$tag.srv.log" 2>&1 &
+  taskset -c "$RX_CPU" sockperf server -i 127.0.0.1 -p "$port" > "$OUT/$tag.srv.log" 2>&1 &
   local spid=$!
   sleep 0.5
-  taskset -c $TX_CPU sockperf ping-pong -i 127.0.0.1 -p "$port" -m 1472 -t "$SECS" \
+  taskset -c "$TX_CPU" sockperf ping-pong -i 127.0.0.1 -p "$port" -m 1472 -t "$SECS" \
       > "$OUT/$tag.cli.log" 2>&1 || true
   kill -INT $spid 2>/dev/null || true; wait $spid 2>/dev/null || true
   python3 - "$rep" "$OUT/$tag.cli.log" >> "$RES" <<'EOF'

@@ -3,7 +3,7 @@
 # exactly one engine and one platform feature, and the embedded config validated at build
 # time with the same messages as `rtdaq config check`. Each case must fail with its message.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 fail=0
 expect_build_error() { # name, expected substring, cargo args...
     local name=$1 want=$2; shift 2

@@ -5,7 +5,7 @@
 #        RTDAQ_TEST_QUICK=1         skip the loom model and the feature-matrix build checks
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
+
 
 step() { printf '\n==== %s\n' "$*"; }
 fail=0
@@ -19,7 +19,9 @@ run() {
 
 # ---- 1. what the tests need -------------------------------------------------------------
 # Debian packages: util-linux (setpriv: privilege-drop tests), iproute2 (namespaces), procps,
-# iperf3 + nftables + jq (the iperf3 interop test: a real external sender).
+# iperf3 + nftables + jq (the iperf3 interop test: a real external sender), iputils-ping (test
+# bed), shellcheck (scripts), clang llvm m4 libelf-dev zlib1g-dev pkg-config (the AF_XDP
+# engine: libbpf/libxdp and its XDP program), tcpreplay (a real raw-frame sender).
 APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping shellcheck
     clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay)
 install_deps() {
@@ -71,6 +73,13 @@ release_checks() {
     "$bin" config check
 }
 run "release build + rtdaq version + config check on configs/" release_checks
+
+# The raw engines end to end: one binary per engine, generator and appliance in two private
+# network namespaces (app/tests/raw.rs; needs root).
+run "engine binaries (scripts/build-engines.sh)" scripts/build-engines.sh
+run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
+    cargo test -p rtdaq --test raw -- --ignored --test-threads 1
+run "shellcheck scripts/*.sh" shellcheck scripts/*.sh
 
 # The README's main job, exactly: the embedded default, 10 s, must end with zero loss (exit 0).
 run "main job: cargo run --release (embedded default, 10 s, zero loss)" cargo run --release -q
