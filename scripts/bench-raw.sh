@@ -33,6 +33,50 @@ RES=$OUT/results.jsonl
 : > "$RES"
 log() { printf '[bench-raw %s] %s\n' "$(date -u +%T)" "$*" >&2; }
 
+tables() { # OUT: print the tables of a finished run (BENCH_TABLES_ONLY=DIR re-prints them)
+python3 - "$1" <<'PY'
+import json, statistics as st, sys
+out = sys.argv[1]
+rows = [json.loads(l) for l in open(out + "/results.jsonl") if l.strip()]
+print("host:"); print(open(out + "/host.txt").read())
+failed = [r["tag"] for r in rows if r["part"] == "failed"]
+print("failed samples:", ", ".join(failed) if failed else "none"); print()
+raw = [r for r in rows if r["part"] == "raw"]
+def mmm(xs, f="{:.2f}"):
+    xs = [x for x in xs if x is not None]
+    return " / ".join(f.format(v) for v in (min(xs), st.median(xs), max(xs))) if xs else "n/a"
+engines = [e for e in ("socket", "afpacket", "afxdp") if any(r["engine"] == e for r in raw)]
+print("## Unpaced sender: delivered rate and receiving-thread CPU per packet")
+print("min / median / max over repeats; ratio = engine / socket, paired by repeat\n")
+print("| payload B | receiver | delivered Mpps | CPU ns/packet | CPU ratio vs socket | sender Mpps | drops per repeat (kernel/ring_full/no_flow/other) |")
+print("|---:|---|---:|---:|---:|---:|---|")
+for size in sorted({r["size"] for r in raw}):
+    by = {e: sorted([r for r in raw if r["engine"] == e and r["size"] == size and r["rate"] == "unpaced"], key=lambda r: r["rep"]) for e in engines}
+    ns = {e: [r["io_cpu_s"] * 1e9 / r["received"] if r["received"] and r["io_cpu_s"] else None for r in by[e]] for e in engines}
+    for e in engines:
+        rs = by[e]
+        if not rs: continue
+        ratio = "1" if e == "socket" else mmm([a / b for a, b in zip(ns[e], ns.get("socket", [])) if a and b], "{:.3f}")
+        d = lambda r, k: r["drops"][k]
+        drops = [f'{d(r, "kernel")}/{d(r, "ring_full")}/{d(r, "no_flow")}/{r["rx_drops"] - d(r, "kernel") - d(r, "ring_full") - d(r, "no_flow")}' for r in rs]
+        print(f"| {size} | {e} | {mmm([r['received'] / r['tx_s'] / 1e6 for r in rs], '{:.3f}')} | {mmm(ns[e], '{:.0f}')} | {ratio} | "
+              f"{mmm([r['tx_pps'] / 1e6 for r in rs], '{:.3f}')} | {', '.join(drops)} |")
+print()
+print("## Loss-free rate (paced sender): every repeat with received == sent, no gap, no drop other than no_flow\n")
+print("| payload B | receiver | rates tried (pps) | loss-free in all repeats | highest loss-free pps |")
+print("|---:|---|---|---|---:|")
+for size in sorted({r["size"] for r in raw}):
+    for e in engines:
+        rs = [r for r in raw if r["engine"] == e and r["size"] == size and r["rate"] != "unpaced"]
+        if not rs: continue
+        rates = sorted({int(r["rate"]) for r in rs})
+        # no_flow counts frames that are not the stream (e.g. the namespace's own ARP), not loss
+        ok = [x for x in rates if all(r["received"] == r["sent"] and r["rx_drops"] == r["drops"]["no_flow"] and r["tx_drops"] == 0
+                                      and r["seq_gaps"] == 0 for r in rs if int(r["rate"]) == x)]
+        print(f"| {size} | {e} | {', '.join(map(str, rates))} | {', '.join(map(str, ok)) or 'none'} | {max(ok) if ok else 'none'} |")
+PY
+}
+if [ -n "${BENCH_TABLES_ONLY:-}" ]; then tables "$BENCH_TABLES_ONLY"; exit 0; fi
 [ "$(id -u)" -eq 0 ] || { echo "bench-raw.sh needs root (namespaces, raw sockets)" >&2; exit 2; }
 trap 'scripts/netns.sh down >/dev/null 2>&1 || true' EXIT
 
@@ -166,43 +210,5 @@ for rep in $(seq 1 "$REPEATS"); do
 done
 echo "loadavg_end: $(cat /proc/loadavg)" >> "$OUT/host.txt"
 
-python3 - "$OUT" <<'PY' | tee "$OUT/tables.md"
-import json, statistics as st, sys
-out = sys.argv[1]
-rows = [json.loads(l) for l in open(out + "/results.jsonl") if l.strip()]
-print("host:"); print(open(out + "/host.txt").read())
-failed = [r["tag"] for r in rows if r["part"] == "failed"]
-print("failed samples:", ", ".join(failed) if failed else "none"); print()
-raw = [r for r in rows if r["part"] == "raw"]
-def mmm(xs, f="{:.2f}"):
-    xs = [x for x in xs if x is not None]
-    return " / ".join(f.format(v) for v in (min(xs), st.median(xs), max(xs))) if xs else "n/a"
-engines = [e for e in ("socket", "afpacket", "afxdp") if any(r["engine"] == e for r in raw)]
-print("## Unpaced sender: delivered rate and receiving-thread CPU per packet")
-print("min / median / max over repeats; ratio = engine / socket, paired by repeat\n")
-print("| payload B | receiver | delivered Mpps | CPU ns/packet | CPU ratio vs socket | sender Mpps | drops (kernel/ring/other) |")
-print("|---:|---|---:|---:|---:|---:|---|")
-for size in sorted({r["size"] for r in raw}):
-    by = {e: sorted([r for r in raw if r["engine"] == e and r["size"] == size and r["rate"] == "unpaced"], key=lambda r: r["rep"]) for e in engines}
-    ns = {e: [r["io_cpu_s"] * 1e9 / r["received"] if r["received"] and r["io_cpu_s"] else None for r in by[e]] for e in engines}
-    for e in engines:
-        rs = by[e]
-        if not rs: continue
-        ratio = "1" if e == "socket" else mmm([a / b for a, b in zip(ns[e], ns.get("socket", [])) if a and b], "{:.3f}")
-        drops = [f'{r["drops"]["kernel"]}/{r["drops"]["ring_full"]}/{r["rx_drops"] - r["drops"]["kernel"] - r["drops"]["ring_full"]}' for r in rs]
-        print(f"| {size} | {e} | {mmm([r['received'] / r['tx_s'] / 1e6 for r in rs], '{:.3f}')} | {mmm(ns[e], '{:.0f}')} | {ratio} | "
-              f"{mmm([r['tx_pps'] / 1e6 for r in rs], '{:.3f}')} | {', '.join(drops)} |")
-print()
-print("## Loss-free rate (paced sender): every repeat with received == sent, no drop, no gap\n")
-print("| payload B | receiver | rates tried (pps) | loss-free in all repeats | highest loss-free pps |")
-print("|---:|---|---|---|---:|")
-for size in sorted({r["size"] for r in raw}):
-    for e in engines:
-        rs = [r for r in raw if r["engine"] == e and r["size"] == size and r["rate"] != "unpaced"]
-        if not rs: continue
-        rates = sorted({int(r["rate"]) for r in rs})
-        ok = [x for x in rates if all(r["received"] == r["sent"] and r["rx_drops"] == 0 and r["tx_drops"] == 0 and r["seq_gaps"] == 0
-                                      for r in rs if int(r["rate"]) == x)]
-        print(f"| {size} | {e} | {', '.join(map(str, rates))} | {', '.join(map(str, ok)) or 'none'} | {max(ok) if ok else 'none'} |")
-PY
+tables "$OUT" | tee "$OUT/tables.md"
 log "results: $OUT"
