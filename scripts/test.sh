@@ -80,6 +80,14 @@ run "engine binaries (scripts/build-engines.sh)" scripts/build-engines.sh
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
 run "shellcheck scripts/*.sh" shellcheck scripts/*.sh
+# Every test that made a namespace (rtdaq-testbed pairs, the iperf3 script) removed it again.
+no_namespace_left() {
+    local left
+    left=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^rtdaq-([0-9]+-|iperf3)' || true)
+    [ -z "$left" ] || { echo "namespaces left behind by tests: $left" >&2; return 1; }
+    echo "no test namespace left"
+}
+run "no test namespace left behind" no_namespace_left
 
 # The README's main job, exactly: the embedded default, 10 s, must end with zero loss (exit 0).
 run "main job: cargo run --release (embedded default, 10 s, zero loss)" cargo run --release -q
