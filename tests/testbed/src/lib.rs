@@ -73,6 +73,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod alloc;
 mod error;
 mod ip;
 mod lease;
