@@ -21,9 +21,10 @@ run() {
 # Debian packages: util-linux (setpriv: privilege-drop tests), iproute2 (namespaces), procps,
 # iperf3 + nftables + jq (the iperf3 interop test: a real external sender), iputils-ping (test
 # bed), shellcheck (scripts), clang llvm m4 libelf-dev zlib1g-dev pkg-config (the AF_XDP
-# engine: libbpf/libxdp and its XDP program), tcpreplay (a real raw-frame sender).
+# engine: libbpf/libxdp and its XDP program), tcpreplay (a real raw-frame sender), dpdk dpdk-dev
+# libdpdk-dev libclang-dev (rtdaq-dpdk-sys: DPDK 22.11 headers/libraries/PMDs and bindgen).
 APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping shellcheck
-    clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay)
+    clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev libclang-dev)
 install_deps() {
     local missing=()
     for p in "${APT_PACKAGES[@]}"; do

@@ -1,0 +1,185 @@
+//! [`Mempool`]: a DPDK mbuf pool, freed on drop.
+use std::ffi::CString;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::mbuf::{Mbuf, MbufBurst};
+use super::{raw, result};
+use crate::error::{errno_name, DpdkError, Result};
+use crate::Eal;
+
+/// `RTE_MEMPOOL_NAMESIZE` (a macro expression bindgen cannot evaluate): 32 - 4 - 4 + 2.
+const MEMPOOL_NAMESIZE: usize = 26;
+
+/// Parameters of an mbuf pool (`rte_pktmbuf_pool_create`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MempoolConfig {
+    /// Number of mbufs (best a power of two minus one).
+    pub n: u32,
+    /// Per-lcore cache size (0 for none; at most 512 and `n / 1.5`).
+    pub cache_size: u32,
+    /// Data room per mbuf including the headroom ([`MempoolConfig::DEFAULT_DATA_ROOM`]).
+    pub data_room: u16,
+    /// NUMA socket, `None` for any (`SOCKET_ID_ANY`).
+    pub socket: Option<u32>,
+}
+
+impl MempoolConfig {
+    /// `RTE_MBUF_DEFAULT_BUF_SIZE`: 2048 B of data after a 128 B headroom.
+    pub const DEFAULT_DATA_ROOM: u16 = 2048 + raw::RTE_PKTMBUF_HEADROOM as u16;
+}
+
+impl Default for MempoolConfig {
+    fn default() -> Self {
+        Self {
+            n: 8191,
+            cache_size: 256,
+            data_room: Self::DEFAULT_DATA_ROOM,
+            socket: None,
+        }
+    }
+}
+
+/// An mbuf pool. Shared through `Arc` (the ports whose RX queues fill from it keep it
+/// alive); `Send + Sync` (DPDK mempools are multi-producer/multi-consumer).
+///
+/// # Resource cleanup
+/// Dropped (`rte_mempool_free`) when the last `Arc` goes — unless mbufs of it are still
+/// alive somewhere (`in_use() > 0`), in which case the pool is leaked rather than freed
+/// under them.
+#[derive(Debug)]
+pub struct Mempool {
+    ptr: NonNull<raw::rte_mempool>,
+    name: String,
+}
+
+// SAFETY: an rte_mempool is designed for concurrent use from any thread (MP/MC ring ops by
+// default); this handle only calls thread-safe functions on it.
+unsafe impl Send for Mempool {}
+// SAFETY: as above: every method takes &self and calls thread-safe DPDK functions.
+unsafe impl Sync for Mempool {}
+
+impl Mempool {
+    /// Creates a pool of `cfg.n` packet mbufs named `name` (unique in the process, at most
+    /// 25 characters).
+    ///
+    /// # Errors
+    /// [`DpdkError::Mempool`] (`ENOMEM`: not enough EAL memory — raise `-m` or reserve
+    /// hugepages; `EEXIST`: the name is taken; `EINVAL`: cache size too large),
+    /// [`DpdkError::InvalidArgument`] for a bad name.
+    pub fn new(_eal: &Eal, name: &str, cfg: &MempoolConfig) -> Result<Arc<Mempool>> {
+        let bad_name = |why| DpdkError::InvalidArgument {
+            what: "mempool name",
+            value: name.to_owned(),
+            why,
+        };
+        if name.len() >= MEMPOOL_NAMESIZE {
+            return Err(bad_name(
+                "longer than 25 bytes (RTE_MEMPOOL_NAMESIZE minus the ring prefix)",
+            ));
+        }
+        let c_name = CString::new(name).map_err(|_| bad_name("contains a NUL byte"))?;
+        let socket = cfg.socket.map_or(-1, |s| s as i32);
+        // SAFETY: c_name is a valid C string for the call (DPDK copies it); the numeric
+        // arguments are plain values; the EAL is initialised (&Eal).
+        let p = unsafe {
+            raw::rte_pktmbuf_pool_create(
+                c_name.as_ptr(),
+                cfg.n,
+                cfg.cache_size,
+                0,
+                cfg.data_room,
+                socket,
+            )
+        };
+        let ptr = result::null_rte_errno(p).map_err(|errno| DpdkError::Mempool {
+            name: name.to_owned(),
+            n: cfg.n,
+            data_room: cfg.data_room,
+            errno,
+            errno_name: errno_name(errno),
+            msg: result::strerror(errno),
+            fix: match errno {
+                12 => "not enough EAL memory: raise -m (with --no-huge) or reserve more hugepages",
+                17 => "a pool of that name exists: use a unique name",
+                22 => "cache_size must be <= 512 and <= n / 1.5",
+                95 | 2 => "the mempool driver (librte_mempool_ring) did not load: check the PMD directory / -d",
+                _ => "see the EAL log",
+            },
+        })?;
+        Ok(Arc::new(Mempool {
+            ptr,
+            name: name.to_owned(),
+        }))
+    }
+
+    /// The pool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Free mbufs, including those in per-lcore caches (`rte_mempool_avail_count`).
+    pub fn available(&self) -> u32 {
+        // SAFETY: ptr is a live pool (owned by self).
+        unsafe { raw::rte_mempool_avail_count(self.ptr.as_ptr()) }
+    }
+
+    /// Allocated mbufs (`rte_mempool_in_use_count`).
+    pub fn in_use(&self) -> u32 {
+        // SAFETY: ptr is a live pool (owned by self).
+        unsafe { raw::rte_mempool_in_use_count(self.ptr.as_ptr()) }
+    }
+
+    /// One reset mbuf (length 0), or `None` when the pool is empty. Never allocates memory.
+    pub fn alloc(&self) -> Option<Mbuf> {
+        // SAFETY: ptr is a live pool; the returned mbuf (if any) is exclusively ours.
+        let m = unsafe { raw::rtdaq_pktmbuf_alloc(self.ptr.as_ptr()) };
+        NonNull::new(m).map(Mbuf::from_non_null)
+    }
+
+    /// Like [`Mempool::alloc`], for cold paths: an error naming the pool when empty.
+    ///
+    /// # Errors
+    /// [`DpdkError::PoolEmpty`].
+    pub fn try_alloc(&self) -> Result<Mbuf> {
+        self.alloc().ok_or_else(|| DpdkError::PoolEmpty {
+            name: self.name.clone(),
+            in_use: self.in_use(),
+        })
+    }
+
+    /// Appends `n` fresh mbufs to `burst`, all or none (`rte_pktmbuf_alloc_bulk`). Returns
+    /// `false` (burst unchanged) when the pool has fewer than `n` free or the burst has no
+    /// room for `n`. Never allocates memory.
+    pub fn alloc_bulk(&self, burst: &mut MbufBurst, n: usize) -> bool {
+        let Some(tail) = burst.spare_tail(n) else {
+            return false;
+        };
+        // SAFETY: tail points to n writable, empty (None) slots whose layout is that of
+        // `*mut rte_mbuf` (Option<Mbuf> is a nullable NonNull); ptr is a live pool.
+        let rc = unsafe { raw::rtdaq_pktmbuf_alloc_bulk(self.ptr.as_ptr(), tail, n as u32) };
+        if rc != 0 {
+            return false;
+        }
+        // SAFETY: the call filled exactly those n slots with valid owned mbufs.
+        unsafe { burst.commit_tail(n) };
+        true
+    }
+
+    /// The raw pool pointer (escape hatch; valid while `self` lives).
+    pub fn as_ptr(&self) -> *mut raw::rte_mempool {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Mempool {
+    fn drop(&mut self) {
+        if self.in_use() != 0 {
+            // Live mbufs point into this pool: freeing it would make them dangle.
+            return;
+        }
+        // SAFETY: no mbuf of the pool is in use and no Port references it (ports hold an
+        // Arc), so nothing can touch it after this.
+        unsafe { raw::rte_mempool_free(self.ptr.as_ptr()) };
+    }
+}

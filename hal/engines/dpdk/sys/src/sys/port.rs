@@ -1,0 +1,493 @@
+//! [`Port`] (an ethdev port: configured, started, stopped and closed on drop) and its
+//! [`RxQueue`] / [`TxQueue`] handles.
+use std::ffi::{c_char, CStr, CString};
+use std::sync::Arc;
+
+use super::mbuf::{Mbuf, MbufBurst};
+use super::mempool::Mempool;
+use super::{raw, result};
+use crate::error::{errno_name, DpdkError, Result};
+use crate::Eal;
+
+/// How to set up a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfig {
+    /// RX queues (each filled from the pool given to [`Port::open`]).
+    pub rx_queues: u16,
+    /// TX queues.
+    pub tx_queues: u16,
+    /// RX descriptors per queue (the PMD may round it: `rte_eth_dev_adjust_nb_rx_tx_desc`).
+    pub rx_desc: u16,
+    /// TX descriptors per queue.
+    pub tx_desc: u16,
+    /// Enable promiscuous mode (failures are ignored: many vdevs lack it).
+    pub promiscuous: bool,
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        Self {
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_desc: 1024,
+            tx_desc: 1024,
+            promiscuous: true,
+        }
+    }
+}
+
+/// Basic port counters (`rte_eth_stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Packets received.
+    pub ipackets: u64,
+    /// Packets sent.
+    pub opackets: u64,
+    /// Bytes received.
+    pub ibytes: u64,
+    /// Bytes sent.
+    pub obytes: u64,
+    /// RX packets dropped by the hardware (queue full).
+    pub imissed: u64,
+    /// RX errors.
+    pub ierrors: u64,
+    /// TX errors.
+    pub oerrors: u64,
+    /// RX mbuf allocation failures.
+    pub rx_nombuf: u64,
+}
+
+/// What the PMD reports about a port (`rte_eth_dev_info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    /// The PMD's driver name (`net_null`, `net_ring`, ...).
+    pub driver: String,
+    /// Maximum RX queues.
+    pub max_rx_queues: u16,
+    /// Maximum TX queues.
+    pub max_tx_queues: u16,
+}
+
+/// Name of port `p`, `None` if it is not a valid port.
+pub(crate) fn port_name(p: u16) -> Option<String> {
+    // SAFETY: plain validity check; any port id may be asked.
+    if unsafe { raw::rte_eth_dev_is_valid_port(p) } == 0 {
+        return None;
+    }
+    let mut buf = [0 as c_char; raw::RTE_ETH_NAME_MAX_LEN as usize];
+    // SAFETY: buf has RTE_ETH_NAME_MAX_LEN bytes, the size DPDK writes at most (with NUL).
+    let rc = unsafe { raw::rte_eth_dev_get_name_by_port(p, buf.as_mut_ptr()) };
+    result::neg_errno(rc).ok()?;
+    // SAFETY: on success buf holds a NUL-terminated name.
+    Some(
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+fn port_err(op: &'static str, port: u16, errno: i32, fix: &'static str) -> DpdkError {
+    DpdkError::Port {
+        op,
+        port,
+        errno,
+        errno_name: errno_name(errno),
+        msg: result::strerror(errno),
+        fix,
+    }
+}
+
+#[derive(Debug)]
+struct PortInner {
+    id: u16,
+    name: String,
+    rx_queues: u16,
+    tx_queues: u16,
+    /// Kept alive while the port (and its RX rings full of its mbufs) exists.
+    _pool: Arc<Mempool>,
+}
+
+impl Drop for PortInner {
+    fn drop(&mut self) {
+        // SAFETY: the last handle (Port, RxQueue or TxQueue) is gone, so no thread uses the
+        // port's queues any more; stop then close is the documented teardown.
+        unsafe {
+            raw::rte_eth_dev_stop(self.id);
+            raw::rte_eth_dev_close(self.id);
+        }
+    }
+}
+
+/// A started ethdev port. The port, and every [`RxQueue`] / [`TxQueue`] it handed out,
+/// share it: it is stopped and closed (`rte_eth_dev_stop` + `rte_eth_dev_close`) when the
+/// last of them is dropped. A closed vdev port is released by DPDK and cannot be reopened
+/// in the same process.
+#[derive(Debug, Clone)]
+pub struct Port {
+    inner: Arc<PortInner>,
+}
+
+/// Port open result: the port and its queues, by queue index.
+pub type OpenPort = (Port, Vec<RxQueue>, Vec<TxQueue>);
+
+impl Port {
+    /// The id of the port named `name` (a `--vdev` name such as `net_null0`, or a PCI BDF).
+    ///
+    /// # Errors
+    /// [`DpdkError::PortNotFound`], listing the ports that exist and how to add one.
+    pub fn id_by_name(eal: &Eal, name: &str) -> Result<u16> {
+        let not_found = || DpdkError::PortNotFound {
+            name: name.to_owned(),
+            present: eal.port_names().into_iter().map(|(_, n)| n).collect(),
+            pmd_dir: env!("RTDAQ_DPDK_PMD_DIR"),
+        };
+        let c = CString::new(name).map_err(|_| not_found())?;
+        let mut id = 0u16;
+        // SAFETY: c is a valid C string and id a valid out pointer for the call.
+        let rc = unsafe { raw::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) };
+        result::neg_errno(rc).map_err(|_| not_found())?;
+        Ok(id)
+    }
+
+    /// Opens port `name`: checks the queue counts against the PMD, configures it (default
+    /// `rte_eth_conf`: no offloads, no RSS), sets up every RX queue filling from `pool` and
+    /// every TX queue, enables promiscuous mode if asked, and starts it.
+    ///
+    /// # Errors
+    /// [`DpdkError::PortNotFound`], [`DpdkError::PortInUse`] (already open in this process),
+    /// [`DpdkError::PortLimit`], or [`DpdkError::Port`] naming the failing ethdev call.
+    pub fn open(eal: &Eal, name: &str, cfg: &PortConfig, pool: &Arc<Mempool>) -> Result<OpenPort> {
+        let id = Self::id_by_name(eal, name)?;
+        {
+            let mut claimed = eal.claimed.lock().unwrap_or_else(|p| p.into_inner());
+            if claimed.contains(&id) {
+                return Err(DpdkError::PortInUse {
+                    port: id,
+                    name: name.to_owned(),
+                });
+            }
+            claimed.push(id);
+        }
+        let info = Self::info_of(id)?;
+        for (what, asked, max) in [
+            ("rx_queues", cfg.rx_queues, info.max_rx_queues),
+            ("tx_queues", cfg.tx_queues, info.max_tx_queues),
+        ] {
+            if asked > max {
+                return Err(DpdkError::PortLimit {
+                    port: id,
+                    name: name.to_owned(),
+                    what,
+                    asked: asked.into(),
+                    max: max.into(),
+                });
+            }
+        }
+        let conf = raw::rte_eth_conf::default();
+        // SAFETY: id is a valid port not opened elsewhere in the process (claimed above);
+        // conf is a zeroed (default) rte_eth_conf that DPDK only reads.
+        let rc = unsafe { raw::rte_eth_dev_configure(id, cfg.rx_queues, cfg.tx_queues, &conf) };
+        result::neg_errno(rc).map_err(|e| {
+            port_err(
+                "rte_eth_dev_configure",
+                id,
+                e,
+                "check the queue counts and offloads against the PMD",
+            )
+        })?;
+        // From here on the PortInner drop stops and closes the port on any error.
+        let inner = Arc::new(PortInner {
+            id,
+            name: name.to_owned(),
+            rx_queues: cfg.rx_queues,
+            tx_queues: cfg.tx_queues,
+            _pool: Arc::clone(pool),
+        });
+        let (mut nb_rx, mut nb_tx) = (cfg.rx_desc, cfg.tx_desc);
+        // SAFETY: valid configured port; both pointers are valid in/out u16s.
+        let rc = unsafe { raw::rte_eth_dev_adjust_nb_rx_tx_desc(id, &mut nb_rx, &mut nb_tx) };
+        result::neg_errno(rc).map_err(|e| {
+            port_err(
+                "rte_eth_dev_adjust_nb_rx_tx_desc",
+                id,
+                e,
+                "check rx_desc/tx_desc",
+            )
+        })?;
+        // SAFETY: plain getter on a valid port.
+        let socket = unsafe { raw::rte_eth_dev_socket_id(id) } as u32; // -1 = SOCKET_ID_ANY
+        for q in 0..cfg.rx_queues {
+            // SAFETY: configured port, q < rx_queues; NULL rxconf = PMD defaults; the pool
+            // outlives the port (PortInner holds an Arc of it).
+            let rc = unsafe {
+                raw::rte_eth_rx_queue_setup(id, q, nb_rx, socket, std::ptr::null(), pool.as_ptr())
+            };
+            result::neg_errno(rc).map_err(|e| {
+                port_err(
+                    "rte_eth_rx_queue_setup",
+                    id,
+                    e,
+                    "check rx_desc and that the pool's mbufs are large enough (data_room)",
+                )
+            })?;
+        }
+        for q in 0..cfg.tx_queues {
+            // SAFETY: configured port, q < tx_queues; NULL txconf = PMD defaults.
+            let rc = unsafe { raw::rte_eth_tx_queue_setup(id, q, nb_tx, socket, std::ptr::null()) };
+            result::neg_errno(rc)
+                .map_err(|e| port_err("rte_eth_tx_queue_setup", id, e, "check tx_desc"))?;
+        }
+        // SAFETY: every queue is set up.
+        let rc = unsafe { raw::rte_eth_dev_start(id) };
+        result::neg_errno(rc).map_err(|e| {
+            port_err(
+                "rte_eth_dev_start",
+                id,
+                e,
+                "see the PMD log above (link, mbuf size, queue setup)",
+            )
+        })?;
+        if cfg.promiscuous {
+            // SAFETY: started valid port; failure (ENOTSUP on some vdevs) is harmless.
+            let _ = unsafe { raw::rte_eth_promiscuous_enable(id) };
+        }
+        let rx = (0..cfg.rx_queues)
+            .map(|q| RxQueue {
+                port: Arc::clone(&inner),
+                queue: q,
+            })
+            .collect();
+        let tx = (0..cfg.tx_queues)
+            .map(|q| TxQueue {
+                port: Arc::clone(&inner),
+                queue: q,
+            })
+            .collect();
+        Ok((Port { inner }, rx, tx))
+    }
+
+    fn info_of(id: u16) -> Result<PortInfo> {
+        let mut info = raw::rte_eth_dev_info::default();
+        // SAFETY: valid port id; info is a valid out struct.
+        let rc = unsafe { raw::rte_eth_dev_info_get(id, &mut info) };
+        result::neg_errno(rc)
+            .map_err(|e| port_err("rte_eth_dev_info_get", id, e, "is the port valid?"))?;
+        let driver = if info.driver_name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: driver_name points to the PMD's static NUL-terminated name.
+            unsafe { CStr::from_ptr(info.driver_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        Ok(PortInfo {
+            driver,
+            max_rx_queues: info.max_rx_queues,
+            max_tx_queues: info.max_tx_queues,
+        })
+    }
+
+    /// Port id.
+    pub fn id(&self) -> u16 {
+        self.inner.id
+    }
+
+    /// Port name (as passed to [`Port::open`]).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Number of RX and TX queues.
+    pub fn queues(&self) -> (u16, u16) {
+        (self.inner.rx_queues, self.inner.tx_queues)
+    }
+
+    /// Driver name and queue limits.
+    ///
+    /// # Errors
+    /// [`DpdkError::Port`] if the PMD refuses.
+    pub fn info(&self) -> Result<PortInfo> {
+        Self::info_of(self.inner.id)
+    }
+
+    /// The port's MAC address (`rte_eth_macaddr_get`).
+    ///
+    /// # Errors
+    /// [`DpdkError::Port`] if the PMD refuses.
+    pub fn mac(&self) -> Result<[u8; 6]> {
+        let mut a = raw::rte_ether_addr::default();
+        // SAFETY: valid port; a is a valid out struct.
+        let rc = unsafe { raw::rte_eth_macaddr_get(self.inner.id, &mut a) };
+        result::neg_errno(rc).map_err(|e| {
+            port_err(
+                "rte_eth_macaddr_get",
+                self.inner.id,
+                e,
+                "is the port valid?",
+            )
+        })?;
+        Ok(a.addr_bytes)
+    }
+
+    /// Basic counters (`rte_eth_stats_get`).
+    ///
+    /// # Errors
+    /// [`DpdkError::Port`] if the PMD refuses.
+    pub fn stats(&self) -> Result<PortStats> {
+        let mut s = raw::rte_eth_stats::default();
+        // SAFETY: valid port; s is a valid out struct.
+        let rc = unsafe { raw::rte_eth_stats_get(self.inner.id, &mut s) };
+        result::neg_errno(rc).map_err(|e| {
+            port_err(
+                "rte_eth_stats_get",
+                self.inner.id,
+                e,
+                "the PMD has no stats",
+            )
+        })?;
+        Ok(PortStats {
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            ibytes: s.ibytes,
+            obytes: s.obytes,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        })
+    }
+
+    /// Resets the counters (`rte_eth_stats_reset`).
+    ///
+    /// # Errors
+    /// [`DpdkError::Port`] if the PMD refuses.
+    pub fn reset_stats(&self) -> Result<()> {
+        // SAFETY: valid port.
+        let rc = unsafe { raw::rte_eth_stats_reset(self.inner.id) };
+        result::neg_errno(rc).map_err(|e| {
+            port_err(
+                "rte_eth_stats_reset",
+                self.inner.id,
+                e,
+                "the PMD has no stats",
+            )
+        })?;
+        Ok(())
+    }
+}
+
+/// One RX queue of a [`Port`]: `Send`, used by one owner thread (`&mut self` methods).
+/// Keeps the port open while it lives.
+#[derive(Debug)]
+pub struct RxQueue {
+    port: Arc<PortInner>,
+    queue: u16,
+}
+
+impl RxQueue {
+    /// Port id.
+    pub fn port_id(&self) -> u16 {
+        self.port.id
+    }
+
+    /// Queue index.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+
+    /// Receives up to `slots.len()` (at most 65535) mbufs into `slots[..n]` and returns `n`
+    /// (`rte_eth_rx_burst`). Mbufs already in `slots` are freed first. Never allocates,
+    /// never blocks.
+    pub fn rx_burst(&mut self, slots: &mut [Option<Mbuf>]) -> usize {
+        for s in slots.iter_mut() {
+            drop(s.take());
+        }
+        let n = slots.len().min(usize::from(u16::MAX)) as u16;
+        // SAFETY: this queue was set up on a started port (kept alive by self.port) and
+        // only this handle (&mut self) polls it; slots holds n empty slots laid out as
+        // `struct rte_mbuf *`; DPDK writes owned mbufs into the first returned count.
+        let got =
+            unsafe { raw::rtdaq_rx_burst(self.port.id, self.queue, slots.as_mut_ptr().cast(), n) };
+        usize::from(got)
+    }
+
+    /// Receives into the free tail of `burst` (as many as fit) and returns how many came.
+    /// Never allocates, never blocks.
+    pub fn rx_into(&mut self, burst: &mut MbufBurst) -> usize {
+        let n = burst.spare_len();
+        let Some(tail) = burst.spare_tail(n) else {
+            return 0;
+        };
+        if n == 0 {
+            return 0;
+        }
+        // SAFETY: as in rx_burst; tail points to n empty slots of the burst.
+        let got = unsafe { raw::rtdaq_rx_burst(self.port.id, self.queue, tail, n as u16) };
+        let got = usize::from(got);
+        // SAFETY: DPDK wrote `got` owned mbufs into the first slots of the tail.
+        unsafe { burst.commit_tail(got) };
+        got
+    }
+}
+
+/// One TX queue of a [`Port`]: `Send`, used by one owner thread. Keeps the port open.
+#[derive(Debug)]
+pub struct TxQueue {
+    port: Arc<PortInner>,
+    queue: u16,
+}
+
+impl TxQueue {
+    /// Port id.
+    pub fn port_id(&self) -> u16 {
+        self.port.id
+    }
+
+    /// Queue index.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+
+    /// Sends the leading `Some` mbufs of `slots` (up to the first `None`) and returns how
+    /// many the PMD accepted (`rte_eth_tx_burst`); their slots become `None` (the PMD frees
+    /// them once sent), the rest stay for a retry. Never allocates, never blocks.
+    pub fn tx_burst(&mut self, slots: &mut [Option<Mbuf>]) -> usize {
+        let k = slots
+            .iter()
+            .take(usize::from(u16::MAX))
+            .take_while(|s| s.is_some())
+            .count();
+        // SAFETY: slots[..k] are valid owned mbufs laid out as `struct rte_mbuf *`; the
+        // queue belongs to a started port kept alive by self.port, used only through &mut
+        // self.
+        let sent = unsafe {
+            raw::rtdaq_tx_burst(
+                self.port.id,
+                self.queue,
+                slots.as_mut_ptr().cast(),
+                k as u16,
+            )
+        };
+        let sent = usize::from(sent);
+        for s in &mut slots[..sent] {
+            // SAFETY: DPDK took ownership of these mbufs; forget them without freeing.
+            unsafe { std::ptr::write(s, None) };
+        }
+        sent
+    }
+
+    /// Sends the mbufs held by `burst` (from its front) and returns how many the PMD
+    /// accepted; those leave the burst, the rest stay. Never allocates, never blocks.
+    pub fn tx_from(&mut self, burst: &mut MbufBurst) -> usize {
+        let (p, n) = burst.held_raw();
+        if n == 0 {
+            return 0;
+        }
+        // SAFETY: p points to n owned mbufs of the burst; the queue is live (self.port).
+        let sent = unsafe { raw::rtdaq_tx_burst(self.port.id, self.queue, p, n as u16) };
+        let sent = usize::from(sent);
+        // SAFETY: DPDK took exactly the first `sent` mbufs.
+        unsafe { burst.consume_head(sent) };
+        sent
+    }
+}
