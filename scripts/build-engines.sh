@@ -4,9 +4,10 @@
 #   target/engines/rtdaq-socket    (configs/host-loopback-udp.toml, the default)
 #   target/engines/rtdaq-afpacket  (configs/veth-afpacket-rx.toml)
 #   target/engines/rtdaq-afxdp     (configs/veth-afxdp-rx.toml)
+#   target/engines/rtdaq-dpdk      (configs/vdev-dpdk-ring.toml)
 # They share one target directory (cargo keeps every feature set's artifacts apart), so only
 # the rtdaq crate and the engine crate build again per engine.
-# Usage: scripts/build-engines.sh [--release] [ENGINE...]     (default: all three, debug)
+# Usage: scripts/build-engines.sh [--release] [ENGINE...]     (default: all four, debug)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=debug
@@ -15,17 +16,18 @@ engines=()
 for a in "$@"; do
     case $a in
     --release) profile=release; args+=(--release) ;;
-    socket | afpacket | afxdp) engines+=("$a") ;;
-    *) echo "usage: $0 [--release] [socket|afpacket|afxdp ...]" >&2; exit 2 ;;
+    socket | afpacket | afxdp | dpdk) engines+=("$a") ;;
+    *) echo "usage: $0 [--release] [socket|afpacket|afxdp|dpdk ...]" >&2; exit 2 ;;
     esac
 done
-[ ${#engines[@]} -gt 0 ] || engines=(socket afpacket afxdp)
+[ ${#engines[@]} -gt 0 ] || engines=(socket afpacket afxdp dpdk)
 mkdir -p target/engines
 for e in "${engines[@]}"; do
     case $e in
     socket) cfg=configs/host-loopback-udp.toml ;;
     afpacket) cfg=configs/veth-afpacket-rx.toml ;;
     afxdp) cfg=configs/veth-afxdp-rx.toml ;;
+    dpdk) cfg=configs/vdev-dpdk-ring.toml ;;
     esac
     echo "building rtdaq with engine-$e ($profile, embedded $cfg)"
     RTDAQ_CONFIG=$cfg cargo build -q -p rtdaq "${args[@]}" --no-default-features \

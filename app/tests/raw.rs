@@ -470,3 +470,30 @@ fn missing_interface_is_a_clear_error_for_each_raw_engine() {
         assert!(err.contains("interfaces[0].address"), "{engine}: {err}");
     }
 }
+
+#[test]
+#[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn dpdk_ring_pmd_loopback_lossless() {
+    // The shipped configs/vdev-dpdk-ring.toml (embedded in the binary): the generator sends
+    // into DPDK's ring PMD, whose TX ring is its RX ring; one RX queue receives it all.
+    let json = report_path("dpdk-ring");
+    let _ = std::fs::remove_file(&json);
+    let out = std::process::Command::new(bin("dpdk"))
+        .args(["run", "--duration", "2", "--report-json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["engine"], "dpdk");
+    assert_eq!(r["bytes_are"], "frame");
+    let sent = u(&r, "/tx/totals/packets");
+    assert!(
+        sent > 50_000,
+        "1 Gb/s of 1400 B for 2 s is ~170 000 frames, sent {sent}"
+    );
+    assert_eq!(u(&r, "/rx/totals/packets"), sent);
+    assert_eq!(u(&r, "/lost"), 0);
+    assert_eq!(u(&r, "/rx/totals/drops_total"), 0);
+    assert_eq!(u(&r, "/io_thread_allocations"), 0);
+}

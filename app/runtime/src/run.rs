@@ -385,6 +385,9 @@ where
         tx: res.tx,
     })
     .map_err(|e| RuntimeError::Engine(e.to_string()))?;
+    let macs: Vec<Option<[u8; 6]>> = (0..config.interfaces.len())
+        .map(|i| engine.interface_mac(i))
+        .collect();
     let (mut rxq, mut txq) = (Vec::new(), Vec::new());
     engine.split(&mut |q| rxq.push(q), &mut |q| txq.push(q));
     let parked_gone = |queue: String| RuntimeError::Thread {
@@ -442,7 +445,7 @@ where
                 _ => None,
             },
             frame: if E::FRAMES {
-                Some(frame_spec(config, r.interface, g)?)
+                Some(frame_spec(config, r.interface, g, macs[r.interface])?)
             } else {
                 None
             },
@@ -453,16 +456,12 @@ where
     Ok(start_ns)
 }
 
-/// The Ethernet/IPv4/UDP headers a raw engine's generator wraps each payload in: from this
-/// interface's MAC (sysfs) and `generator.source` to `generator.dst_mac` and
-/// `generator.destination`. No UDP checksum (0: allowed on IPv4; the sequence header and
-/// payload pattern protect the payload). Cold path.
-fn frame_spec(
+/// The MAC address of interface `interface`'s Linux network device (sysfs). Cold path.
+fn netdev_mac(
     config: &Config,
     interface: usize,
-    g: &Generator,
-) -> Result<UdpFrameSpec, RuntimeError> {
-    let root = std::path::Path::new("/");
+    root: &std::path::Path,
+) -> Result<[u8; 6], RuntimeError> {
     let netdev = match &config.interfaces[interface].address {
         Address::Netdev(n) => n.clone(),
         Address::Pci(bdf) => netdev::netdev_of_pci(root, &bdf.to_string())?.ok_or_else(|| {
@@ -476,7 +475,24 @@ fn frame_spec(
             )))
         }
     };
-    let src_mac = netdev::mac_address(root, &netdev)?;
+    Ok(netdev::mac_address(root, &netdev)?)
+}
+
+/// The Ethernet/IPv4/UDP headers a raw engine's generator wraps each payload in: from this
+/// interface's MAC (the engine's when it knows it, e.g. a DPDK port, else sysfs) and `generator.source` to `generator.dst_mac` and
+/// `generator.destination`. No UDP checksum (0: allowed on IPv4; the sequence header and
+/// payload pattern protect the payload). Cold path.
+fn frame_spec(
+    config: &Config,
+    interface: usize,
+    g: &Generator,
+    engine_mac: Option<[u8; 6]>,
+) -> Result<UdpFrameSpec, RuntimeError> {
+    let root = std::path::Path::new("/");
+    let src_mac = match engine_mac {
+        Some(m) => m,
+        None => netdev_mac(config, interface, root)?,
+    };
     let missing = |key: &str| {
         RuntimeError::Generator(format!(
             "generator.{key} is required with a raw engine (the config check enforces it)"

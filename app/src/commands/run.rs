@@ -14,14 +14,17 @@ type ActiveEngine = rtdaq_engine_socket::SocketEngine<'static>;
 type ActiveEngine = rtdaq_engine_afpacket::AfpacketEngine<'static>;
 #[cfg(rtdaq_engine = "afxdp")]
 type ActiveEngine = rtdaq_engine_afxdp::AfxdpEngine<'static>;
+#[cfg(rtdaq_engine = "dpdk")]
+type ActiveEngine = rtdaq_engine_dpdk::DpdkEngine<'static>;
 #[cfg(not(any(
     rtdaq_engine = "socket",
     rtdaq_engine = "afpacket",
-    rtdaq_engine = "afxdp"
+    rtdaq_engine = "afxdp",
+    rtdaq_engine = "dpdk"
 )))]
 compile_error!(
     "this engine has no engine crate in this tree yet: build with engine-socket, \
-     engine-afpacket or engine-afxdp (DPDK: issue #5, ibverbs: issue #8)"
+     engine-afpacket, engine-afxdp or engine-dpdk (ibverbs: issue #8)"
 );
 
 /// Loads the config (embedded or `--config FILE`), runs it, prints and writes the report.

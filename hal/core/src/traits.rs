@@ -146,6 +146,13 @@ pub trait Engine<'a>: Sized {
     type Error: core::error::Error;
     /// Opens the engine: registers memory, opens sockets/devices, creates queues. Cold path.
     fn open(cfg: Self::Config) -> Result<Self, Self::Error>;
+    /// The MAC address interface `interface` (config index) sends from, when the engine
+    /// knows it itself (a DPDK port has no Linux network device to read it from). The default,
+    /// `None`, lets the runtime read the Linux network device's address. Cold path.
+    fn interface_mac(&self, interface: usize) -> Option<[u8; 6]> {
+        let _ = interface;
+        None
+    }
     /// Consumes the engine and hands out its queues in config order (interface by interface,
     /// queue by queue), each to be moved to its own thread. Cold path.
     fn split(self, rx: &mut dyn FnMut(Self::Rx), tx: &mut dyn FnMut(Self::Tx));

@@ -1,0 +1,237 @@
+//! [`DpdkRx`]: one RX queue of a DPDK port.
+//!
+//! Each [`poll`](rtdaq_core::traits::RxQueue::poll) makes one `rte_eth_rx_burst` of up to
+//! `min(burst room, batch_size)` mbufs into a scratch array, reads the clock once, and
+//! classifies every frame by the interface's [`FlowTable`] (`rtdaq_core::wire::parse_frame`
+//! inside): delivered into the burst (zero copy, the mbuf itself) with its flow id, or
+//! counted `malformed` / `no_flow` / `flow_drop` (chained mbufs: `truncated`) and freed in
+//! bulk at the end of the poll.
+//!
+//! DPDK has no RX interrupt mode here (the vdevs lack it and the engine does not arm
+//! `rte_eth_dev_rx_intr_*`): a sleeping queue (`busy_poll = false`, `timeout_us > 0`) that
+//! finds nothing sleeps in steps of [`SLEEP_STEP`] and polls again until something arrives
+//! or `timeout_us` passed. A busy queue returns at once.
+//!
+//! Delivered frames are counted with `record_rx_burst` (packets, frame bytes): the runtime
+//! must not count them again. `poll` never allocates and never logs.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rtdaq_core::flow::{Classified, FlowTable};
+use rtdaq_core::{ConnId, DropReason, PacketMeta, QueueCounters, QueueId};
+use rtdaq_dpdk_sys::{Mbuf, MbufBurst, Mempool, RxQueue as PortRxQueue};
+
+use crate::burst::DpdkRxBurst;
+
+/// Flow table of one interface (the config's maximum number of rules).
+pub(crate) type Flows = FlowTable<{ rtdaq_config::MAX_FLOWS_PER_INTERFACE }>;
+
+/// Sleep step of a sleeping queue that found nothing (the kernel's timer slack, ~50 µs
+/// without `SCHED_FIFO`, makes real steps longer).
+pub const SLEEP_STEP: Duration = Duration::from_micros(10);
+
+/// Events of one RX queue that are not drops (those go to its `QueueCounters`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RxStats {
+    /// `rte_eth_rx_burst` calls.
+    pub polls: u64,
+    /// Frames the flow table assigned to another queue of the interface (delivered here
+    /// anyway: without RSS / `rte_flow` the port does not steer by the rules).
+    pub misrouted: u64,
+}
+
+/// `CLOCK_REALTIME` in nanoseconds (no allocation).
+#[inline]
+pub(crate) fn realtime_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// What `open` hands a new RX queue.
+pub(crate) struct RxSetup<'a> {
+    pub(crate) q: PortRxQueue,
+    pub(crate) pool: Arc<Mempool>,
+    pub(crate) counters: &'a QueueCounters,
+    pub(crate) flows: Box<Flows>,
+    pub(crate) interface: usize,
+    pub(crate) queue: usize,
+    pub(crate) batch: usize,
+    pub(crate) busy: bool,
+    pub(crate) timeout: Duration,
+    pub(crate) port: String,
+}
+
+/// One RX queue of the DPDK engine. `Send`; owned by its I/O thread.
+pub struct DpdkRx<'a> {
+    q: PortRxQueue,
+    pool: Arc<Mempool>,
+    scratch: Box<[Option<Mbuf>]>,
+    drops: MbufBurst,
+    counters: &'a QueueCounters,
+    flows: Box<Flows>,
+    interface: usize,
+    queue: QueueId,
+    busy: bool,
+    timeout: Duration,
+    stats: RxStats,
+    port: String,
+}
+
+impl<'a> DpdkRx<'a> {
+    pub(crate) fn new(s: RxSetup<'a>) -> Self {
+        let batch = s.batch.clamp(1, usize::from(u16::MAX));
+        DpdkRx {
+            q: s.q,
+            pool: s.pool,
+            scratch: (0..batch).map(|_| None).collect(),
+            drops: MbufBurst::with_capacity(batch),
+            counters: s.counters,
+            flows: s.flows,
+            interface: s.interface,
+            queue: QueueId(s.queue as u16),
+            busy: s.busy,
+            timeout: s.timeout,
+            stats: RxStats::default(),
+            port: s.port,
+        }
+    }
+
+    /// Index of the queue's interface in the config.
+    pub fn interface(&self) -> usize {
+        self.interface
+    }
+
+    /// Index of the queue within its interface's `rx_queues` (= the DPDK queue id).
+    pub fn queue(&self) -> usize {
+        usize::from(self.queue.0)
+    }
+
+    /// The DPDK port name.
+    pub fn port_name(&self) -> &str {
+        &self.port
+    }
+
+    /// The mbuf pool the port's RX queues fill from (DPDK memory, see the crate docs).
+    pub fn mempool(&self) -> &Arc<Mempool> {
+        &self.pool
+    }
+
+    /// Frames per `rte_eth_rx_burst` (`batch_size`).
+    pub fn batch(&self) -> usize {
+        self.scratch.len()
+    }
+
+    /// Events so far.
+    pub fn stats(&self) -> RxStats {
+        self.stats
+    }
+
+    /// Appends ready frames to `burst`; see the module docs. Never allocates, never logs.
+    pub(crate) fn poll_burst(&mut self, burst: &mut DpdkRxBurst) -> usize {
+        let got = self.recv(burst);
+        if got > 0 || self.busy || self.timeout.is_zero() || burst.room() == 0 {
+            return got;
+        }
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                return 0;
+            }
+            std::thread::sleep(SLEEP_STEP.min(deadline - now));
+            let got = self.recv(burst);
+            if got > 0 {
+                return got;
+            }
+        }
+    }
+
+    /// One `rx_burst`: classify, deliver or drop. Returns the frames delivered.
+    #[inline]
+    fn recv(&mut self, burst: &mut DpdkRxBurst) -> usize {
+        let room = burst.room().min(self.scratch.len());
+        if room == 0 {
+            return 0;
+        }
+        self.stats.polls += 1;
+        let n = self.q.rx_burst(&mut self.scratch[..room]);
+        if n == 0 {
+            return 0;
+        }
+        let now = realtime_ns();
+        let (mut packets, mut bytes) = (0u64, 0u64);
+        for k in 0..n {
+            let Some(m) = self.scratch[k].take() else {
+                continue;
+            };
+            let len = m.len();
+            let verdict = if m.segments() > 1 {
+                Err(DropReason::Truncated)
+            } else {
+                match self.flows.classify(m.data()) {
+                    Classified::Deliver { queue, flow } => {
+                        if queue != self.queue {
+                            self.stats.misrouted += 1;
+                        }
+                        Ok(flow)
+                    }
+                    Classified::Malformed => Err(DropReason::Malformed),
+                    Classified::NoFlow => Err(DropReason::NoFlow),
+                    Classified::FlowDrop => Err(DropReason::FlowDrop),
+                }
+            };
+            match verdict {
+                Ok(flow) => {
+                    let meta = PacketMeta {
+                        len: len as u32,
+                        flow,
+                        queue: self.queue,
+                        rx_timestamp_ns: now,
+                        conn: ConnId(0),
+                    };
+                    match burst.push(m, meta) {
+                        Ok(()) => {
+                            packets += 1;
+                            bytes += len as u64;
+                        }
+                        Err(m) => {
+                            // Unreachable: `n` is bounded by the room.
+                            self.counters.record_drop(DropReason::RingFull);
+                            drop_into(&mut self.drops, m);
+                        }
+                    }
+                }
+                Err(reason) => {
+                    self.counters.record_drop(reason);
+                    drop_into(&mut self.drops, m);
+                }
+            }
+        }
+        self.drops.clear();
+        self.counters.record_rx_burst(packets, bytes);
+        packets as usize
+    }
+}
+
+/// Queues `m` for the bulk free at the end of the poll (freed at once if that is full).
+#[inline]
+fn drop_into(drops: &mut MbufBurst, m: Mbuf) {
+    if let Err(m) = drops.push(m) {
+        drop(m);
+    }
+}
+
+impl std::fmt::Debug for DpdkRx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DpdkRx")
+            .field("interface", &self.interface)
+            .field("queue", &self.queue.0)
+            .field("port", &self.port)
+            .field("busy", &self.busy)
+            .finish()
+    }
+}

@@ -1,0 +1,222 @@
+//! Test helpers: root check, configs from TOML with leaked counters, frame builders.
+//!
+//! One EAL per test binary (DPDK initialises once per process): every test of a binary
+//! uses the same `engine.dpdk.eal_args` and the same cores, so `open` derives the same EAL
+//! arguments; each test uses its own vdev port (a closed vdev port cannot be reopened).
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use rtdaq_config::Config;
+use rtdaq_core::traits::{EngineArgs, QueueResources, RxBurst, RxQueue, TxBurst, TxQueue};
+use rtdaq_core::wire::{emit_udp_frame, fill_pattern, SeqHeader, UdpFrameSpec};
+use rtdaq_core::{PacketMeta, QueueCounters};
+use rtdaq_engine_dpdk::{DpdkEngine, DpdkEngineError, DpdkRx, DpdkTx};
+
+/// Fails the test with a clear message when not root (DPDK's EAL needs it here).
+pub fn require_root() {
+    assert!(
+        rtdaq_testbed::is_root(),
+        "the DPDK engine tests need root (the EAL maps memory and probes devices): run them as root, e.g. `sudo -E cargo test -p rtdaq-engine-dpdk`"
+    );
+}
+
+/// A deployment config for one interface on DPDK port `port`, with `eal` as
+/// `engine.dpdk.eal_args`, main core 0, RX queues on core 1, TX queues on core 0, `rx`/`tx` queues on region
+/// "pkts", the UDP port 5000 rule → flow 7 on RX queue 0, unmatched frames dropped.
+pub fn config_toml(
+    eal: &[&str],
+    port: &str,
+    rx: usize,
+    tx: usize,
+    busy: bool,
+    timeout_us: u32,
+) -> String {
+    let eal = eal
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut t = format!(
+        r#"
+name = "dpdk-test"
+platform = "host"
+
+[engine]
+kind = "dpdk"
+
+[engine.dpdk]
+eal_args = [{eal}]
+main_core = 0
+
+[[memory_regions]]
+name = "pkts"
+kind = "host"
+buf_size = 2048
+buf_count = 2047
+
+[[interfaces]]
+name = "port0"
+address = "{port}"
+mtu = 1500
+default_action = "drop"
+"#
+    );
+    for j in 0..rx {
+        t += &format!(
+            r#"
+[[interfaces.rx_queues]]
+id = {j}
+cpu_core = 1
+batch_size = 64
+timeout_us = {timeout_us}
+ring_depth = 1024
+memory_regions = ["pkts"]
+busy_poll = {busy}
+mode = "direct"
+"#
+        );
+    }
+    for j in 0..tx {
+        t += &format!(
+            r#"
+[[interfaces.tx_queues]]
+id = {j}
+cpu_core = 0
+batch_size = 64
+ring_depth = 1024
+memory_regions = ["pkts"]
+"#
+        );
+    }
+    if rx > 0 {
+        t += r#"
+[[flows]]
+interface = "port0"
+id = 7
+queue = 0
+[flows.match]
+udp_dst = 5000
+"#;
+    }
+    t += "\n[run]\nduration_s = 1\n\n[rt]\nrequired = false\n";
+    t
+}
+
+/// Everything `open` needs: the config and one counters block per queue, all leaked.
+/// The engine uses DPDK mempools, so no runtime pools are handed over.
+pub struct Setup {
+    pub config: &'static Config,
+    pub rx: &'static [QueueResources<'static>],
+    pub tx: &'static [QueueResources<'static>],
+}
+
+impl Setup {
+    pub fn new(toml: &str) -> Setup {
+        let config: &'static Config = Box::leak(Box::new(
+            rtdaq_config::load_str(toml)
+                .unwrap_or_else(|e| panic!("bad test config: {e:?}\n{toml}")),
+        ));
+        let res = |i: usize, j: usize| QueueResources {
+            interface: i,
+            queue: j,
+            pools: &[],
+            counters: Box::leak(Box::new(QueueCounters::new())),
+        };
+        let mut rx = Vec::new();
+        let mut tx = Vec::new();
+        for (i, iface) in config.interfaces.iter().enumerate() {
+            rx.extend((0..iface.rx_queues.len()).map(|j| res(i, j)));
+            tx.extend((0..iface.tx_queues.len()).map(|j| res(i, j)));
+        }
+        Setup {
+            config,
+            rx: Box::leak(rx.into_boxed_slice()),
+            tx: Box::leak(tx.into_boxed_slice()),
+        }
+    }
+
+    pub fn args(&self) -> EngineArgs<'static, Config> {
+        EngineArgs {
+            config: self.config,
+            rx: self.rx,
+            tx: self.tx,
+        }
+    }
+
+    pub fn open(&self) -> Result<DpdkEngine<'static>, DpdkEngineError> {
+        use rtdaq_core::traits::Engine;
+        DpdkEngine::open(self.args())
+    }
+}
+
+/// A UDP frame spec to `dport` with `payload_len` bytes of payload.
+pub fn spec(dport: u16, payload_len: usize) -> UdpFrameSpec {
+    UdpFrameSpec {
+        dst_mac: [0x02, 0, 0, 0, 0, 2],
+        src_mac: [0x02, 0, 0, 0, 0, 1],
+        src_ip: [169, 254, 90, 1],
+        dst_ip: [169, 254, 90, 2],
+        src_port: 40000,
+        dst_port: dport,
+        payload_len,
+        ..UdpFrameSpec::default()
+    }
+}
+
+/// A UDP frame carrying the rtdaq sequence header (stream 1, `seq`) and its pattern.
+pub fn seq_frame(spec: &UdpFrameSpec, seq: u64) -> Vec<u8> {
+    let mut f = vec![0u8; spec.frame_len()];
+    let start = spec.payload_offset();
+    let payload = &mut f[start..];
+    SeqHeader {
+        flags: rtdaq_core::wire::seqhdr::FLAG_PATTERN,
+        stream_id: 1,
+        seq,
+        tx_timestamp_ns: 0,
+        payload_len: (spec.payload_len - SeqHeader::LEN) as u32,
+    }
+    .emit(payload)
+    .unwrap();
+    fill_pattern(1, seq, &mut payload[SeqHeader::LEN..]);
+    let n = emit_udp_frame(&mut f, spec).unwrap();
+    assert_eq!(n, f.len());
+    f
+}
+
+/// Sends `frames` through `q` (one burst per 64); returns the frames accepted.
+pub fn send_all(q: &mut DpdkTx<'_>, frames: &[Vec<u8>]) -> usize {
+    let mut burst = q.new_burst();
+    let mut sent = 0;
+    for chunk in frames.chunks(64) {
+        assert_eq!(
+            q.reserve(&mut burst, chunk.len()),
+            chunk.len(),
+            "pool short"
+        );
+        for (i, f) in chunk.iter().enumerate() {
+            burst.packet_mut(i).unwrap()[..f.len()].copy_from_slice(f);
+            burst.set_len(i, f.len());
+        }
+        sent += q.send(&mut burst);
+    }
+    sent
+}
+
+/// Polls `q` until `want` frames came or `limit` passed; copies them out.
+pub fn recv(q: &mut DpdkRx<'_>, want: usize, limit: Duration) -> Vec<(Vec<u8>, PacketMeta)> {
+    let mut burst = q.new_burst();
+    let mut out = Vec::new();
+    let end = Instant::now() + limit;
+    while out.len() < want && Instant::now() < end {
+        q.poll(&mut burst);
+        for i in 0..RxBurst::len(&burst) {
+            let rtdaq_core::traits::Segment::Host(b) = burst.segment(i, 0) else {
+                panic!("host segment expected")
+            };
+            out.push((b.to_vec(), burst.meta(i)));
+        }
+        burst.clear();
+    }
+    out
+}
