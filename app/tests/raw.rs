@@ -78,22 +78,48 @@ fn report_path(tag: &str) -> PathBuf {
 }
 
 /// Starts `engine`'s binary in `side`'s namespace on `cfg` for `secs`.
+fn stderr_path(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("rtdaq-raw-{}-{tag}.err", std::process::id()))
+}
+
+/// Starts `engine`'s binary in `side`'s namespace on `cfg` for `secs` and waits until its
+/// queues run (the runtime logs "queues running" once every queue thread has its queue), so
+/// a peer started next is never early, however slowly a loaded host starts the process.
 fn start(pair: &VethPair, side: Side, engine: &str, cfg: &Path, secs: f64, tag: &str) -> Child {
     let _ = std::fs::remove_file(report_path(tag));
-    pair.command(side, bin(engine).to_str().unwrap())
+    let err = std::fs::File::create(stderr_path(tag)).unwrap();
+    let mut child = pair
+        .command(side, bin(engine).to_str().unwrap())
         .args(["run", "--config", cfg.to_str().unwrap(), "--duration"])
         .arg(secs.to_string())
         .arg("--report-json")
         .arg(report_path(tag))
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::from(err))
         .spawn()
-        .expect("spawn rtdaq")
+        .expect("spawn rtdaq");
+    let t0 = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(stderr_path(tag)).unwrap_or_default();
+        if log.contains("queues running") {
+            return child;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{tag}: rtdaq exited ({status}) before its queues ran:\n{log}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{tag}: queues not running after 20 s:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn finish(child: Child, tag: &str) -> (Output, Value) {
-    let out = child.wait_with_output().unwrap();
+    let mut out = child.wait_with_output().unwrap();
+    out.stderr = std::fs::read(stderr_path(tag)).unwrap_or_default();
+    let _ = std::fs::remove_file(stderr_path(tag));
     let text = std::fs::read_to_string(report_path(tag)).unwrap_or_else(|e| {
         panic!(
             "{tag}: no report ({e}); exit {:?}\n{}{}",
@@ -132,7 +158,6 @@ fn lossless(
     let rtag = format!("{tag}-rx");
     let ttag = format!("{tag}-tx");
     let receiver = start(pair, Side::B, rx.0, &rx.1, secs + 3.0, &rtag);
-    std::thread::sleep(Duration::from_millis(1200));
     let sender = start(pair, Side::A, tx.0, &tx.1, secs, &ttag);
     let (tout, t) = finish(sender, &ttag);
     let (rout, r) = finish(receiver, &rtag);
@@ -407,7 +432,6 @@ fn tcpreplay_good_and_malformed_frames_into_each_raw_rx() {
         std::fs::write(&rx, format!("{}{}", &text[..cut], &text[end..])).unwrap();
         let rtag = format!("r{engine}");
         let receiver = start(&p, Side::B, engine, &rx, 5.0, &rtag);
-        std::thread::sleep(Duration::from_millis(1200));
         let t0 = Instant::now();
         let replay = p
             .exec(

@@ -249,6 +249,15 @@ where
         Err(_) => now_ns(),
     };
     let started_at_unix_ns = crate::pacer::wall_clock_ns();
+    if opened.is_ok() {
+        // Tests and scripts wait for this line before they start a peer.
+        log::info!(
+            "queues running: {} RX, {} TX (engine {})",
+            res.rx.len(),
+            res.tx.len(),
+            E::NAME
+        );
+    }
     if let Err(e) = opened {
         tx_stop.store(true, Release);
         rx_stop.store(true, Release);

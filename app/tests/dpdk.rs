@@ -1,0 +1,549 @@
+//! The DPDK engine end to end on a veth pair (issue #5): `dpdk-testpmd` (Debian's `dpdk`) as a
+//! real peer sending into rtdaq's DPDK RX over `net_af_packet`, rtdaq's DPDK TX into rtdaq's
+//! AF_PACKET RX, and the EAL misconfiguration errors (unknown vdev, no hugepages).
+//!
+//! Like `raw.rs`, these run the per-engine binaries that `scripts/build-engines.sh` builds
+//! (`target/engines/rtdaq-{dpdk,afpacket}`) in the namespaces of an `rtdaq_testbed::VethPair`.
+//! They need root, DPDK and those binaries, so a plain `cargo test` skips them (`#[ignore]`);
+//! `scripts/test.sh` runs them with `-- --ignored --test-threads 1`.
+//!
+//! Every DPDK process here uses `--no-huge -m 512 --no-shconf` and its own `--file-prefix`, so
+//! the two DPDK processes of a test (and other tests' DPDK processes) never share EAL state.
+//! testpmd runs with `--no-mlockall`: its default `mlockall` of 512 MiB of no-huge memory
+//! stalls it for seconds on a small VM (seen here: one burst sent, then nothing).
+
+use rtdaq_testbed::{Side, VethPair};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Workspace root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The binary built with `engine-<engine>`.
+fn bin(engine: &str) -> PathBuf {
+    let p = root().join(format!("target/engines/rtdaq-{engine}"));
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/build-engines.sh first (scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+fn pair(tag: &str) -> VethPair {
+    let p = VethPair::builder(tag)
+        .build()
+        .unwrap_or_else(|e| panic!("test bed: {e}"));
+    p.add_static_neighbors().expect("static neighbours");
+    p
+}
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn tmp(tag: &str, ext: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("rtdaq-dpdk-{}-{tag}.{ext}", std::process::id()))
+}
+
+/// A unique EAL `--file-prefix` for one DPDK process of this test binary.
+fn prefix(tag: &str) -> String {
+    format!("rtdaq-{}-{tag}", std::process::id())
+}
+
+/// `text` with each `(from, to)` replaced; every `from` must be there.
+fn edit(file: &str, mut text: String, edits: &[(&str, String)]) -> String {
+    for (from, to) in edits {
+        assert!(text.contains(from), "{file}: no {from:?} to replace");
+        text = text.replace(from, to);
+    }
+    text
+}
+
+/// `text` without the part from `start` (included) to `end` (excluded).
+fn cut(text: &str, start: &str, end: &str) -> String {
+    let a = text.find(start).unwrap_or_else(|| panic!("no {start:?}"));
+    let b = a + text[a..].find(end).unwrap_or_else(|| panic!("no {end:?}"));
+    format!("{}{}", &text[..a], &text[b..])
+}
+
+fn ring_config() -> String {
+    std::fs::read_to_string(root().join("configs/vdev-dpdk-ring.toml")).unwrap()
+}
+
+/// The DPDK side of `configs/vdev-dpdk-ring.toml` moved onto `net_af_packet0` over `ifname`
+/// (`devargs`: more of the PMD's arguments, each with a leading comma).
+fn af_packet_vdev(ifname: &str, devargs: &str, tag: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "\"--vdev\", \"net_ring0\"",
+            format!(
+                "\"--vdev\", \"net_af_packet0,iface={ifname}{devargs}\", \"--file-prefix\", \"{}\"",
+                prefix(tag)
+            ),
+        ),
+        (
+            "address = \"net_ring0\"",
+            "address = \"net_af_packet0\"".into(),
+        ),
+    ]
+}
+
+fn write(tag: &str, text: &str) -> PathBuf {
+    let path = tmp(tag, "toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A shipped config with the test bed's names and addresses swapped for `pair`'s.
+fn swapped(file: &str, pair: &VethPair, tag: &str) -> PathBuf {
+    let mut text = std::fs::read_to_string(root().join("configs").join(file)).unwrap();
+    let swaps = [
+        ("rtdaq0a", pair.ifname(Side::A).to_string()),
+        ("rtdaq0b", pair.ifname(Side::B).to_string()),
+        ("169.254.90.1", pair.ip(Side::A).to_string()),
+        ("169.254.90.2", pair.ip(Side::B).to_string()),
+        ("02:72:74:00:5a:02", mac(pair.mac(Side::B))),
+    ];
+    for (from, to) in &swaps {
+        text = text.replace(from, to);
+    }
+    write(tag, &text)
+}
+
+/// Starts `engine`'s binary in `side`'s namespace on `cfg` for `secs`.
+fn start(pair: &VethPair, side: Side, engine: &str, cfg: &Path, secs: f64, tag: &str) -> Child {
+    let _ = std::fs::remove_file(tmp(tag, "json"));
+    pair.command(side, bin(engine).to_str().unwrap())
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration"])
+        .arg(secs.to_string())
+        .arg("--report-json")
+        .arg(tmp(tag, "json"))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rtdaq")
+}
+
+fn finish(child: Child, tag: &str) -> (Output, Value) {
+    let out = child.wait_with_output().unwrap();
+    let text = std::fs::read_to_string(tmp(tag, "json")).unwrap_or_else(|e| {
+        panic!(
+            "{tag}: no report ({e}); exit {:?}\n{}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, serde_json::from_str(&text).unwrap())
+}
+
+fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\n{}{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A counter of a veth end, read inside its namespace.
+fn veth_stat(pair: &VethPair, side: Side, name: &str) -> u64 {
+    let path = format!("/sys/class/net/{}/statistics/{name}", pair.ifname(side));
+    let out = pair.exec(side, "cat", &[&path]).unwrap();
+    assert!(out.status.success(), "{path}: {}", show(&out));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// What the kernel dropped on the pair so far (A's TX side, B's RX side).
+fn veth_drops(pair: &VethPair) -> u64 {
+    veth_stat(pair, Side::A, "tx_dropped") + veth_stat(pair, Side::B, "rx_dropped")
+}
+
+// ---------------------------------------------------------------- testpmd -> rtdaq DPDK RX
+
+/// `dpdk-testpmd` in interactive mode, its stdout collected by a thread.
+struct Testpmd {
+    child: Child,
+    out: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Testpmd {
+    fn spawn(pair: &VethPair, side: Side, peer: Side, frame_len: usize, tag: &str) -> Testpmd {
+        // stdbuf: testpmd's printf output is block-buffered into a pipe; the statistics
+        // after each `stop` are needed as they come.
+        let mut child = pair
+            .command(side, "stdbuf")
+            .args(["-o0", "dpdk-testpmd"])
+            .args(["-l", "0,1", "--main-lcore", "1"]) // forwarding lcore 0, rtdaq RX on 1
+            .args(["--no-huge", "-m", "512", "--no-pci", "--no-shconf"])
+            .args(["--file-prefix", &prefix(tag)])
+            .arg("--vdev")
+            .arg(format!("net_af_packet0,iface={}", pair.ifname(side)))
+            .args(["--log-level=lib.eal:notice", "--"])
+            .args(["-i", "--no-mlockall", "--nb-cores=1", "--burst=32"])
+            .arg("--total-num-mbufs=8192")
+            .arg(format!("--txpkts={frame_len}"))
+            .arg(format!("--eth-peer=0,{}", mac(pair.mac(peer))))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dpdk-testpmd (apt-get install dpdk)");
+        let out = Arc::new(Mutex::new(String::new()));
+        let mut stdout = child.stdout.take().unwrap();
+        let sink = out.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Testpmd {
+            child,
+            out,
+            reader: Some(reader),
+        }
+    }
+
+    fn text(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    /// Waits until testpmd has printed `what` `count` times in all.
+    fn wait_for(&mut self, what: &str, count: usize, timeout: Duration) {
+        let t0 = Instant::now();
+        while self.text().matches(what).count() < count {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                panic!("testpmd exited ({st}) early:\n{}", self.text());
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "testpmd: no {what:?} after {timeout:?}:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn cmd(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// `quit`, then its whole output.
+    fn quit(mut self) -> String {
+        self.cmd("quit");
+        drop(self.child.stdin.take());
+        let t0 = Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(20) {
+                let _ = self.child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.wait();
+        self.reader.take().unwrap().join().unwrap();
+        self.text()
+    }
+}
+
+/// The number after `key` (e.g. "TX-packets:") in `line`.
+fn field(line: &str, key: &str) -> Option<u64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Sums "TX-packets" / "TX-dropped" of every "Accumulated forward statistics" block (one per
+/// `stop`), and the port's cumulative "TX-packets" from the last `show port stats 0`.
+fn testpmd_tx(out: &str) -> (u64, u64, u64) {
+    let mut sent = 0;
+    let mut dropped = 0;
+    for block in out.split("Accumulated forward statistics").skip(1) {
+        let line = block
+            .lines()
+            .find(|l| l.contains("TX-packets:"))
+            .expect("TX-packets in the forward statistics");
+        sent += field(line, "TX-packets:").unwrap();
+        dropped += field(line, "TX-dropped:").unwrap();
+    }
+    let nic = out
+        .rsplit("NIC statistics for port 0")
+        .next()
+        .and_then(|b| b.lines().find(|l| l.contains("TX-packets:")))
+        .and_then(|l| field(l, "TX-packets:"))
+        .expect("TX-packets in `show port stats 0`");
+    (sent, dropped, nic)
+}
+
+/// rtdaq's DPDK RX (`net_af_packet0` on B's veth end, count-only validation: testpmd's frames
+/// carry no rtdaq header) receiving what testpmd sends from A with `start tx_first N`: N bursts
+/// of 32 `txonly` frames of `frame_len` bytes per round, ROUNDS rounds ~0.2 s apart (txonly
+/// alone is unpaced and overruns the receiver's AF_PACKET ring, whose drops nobody counts).
+fn testpmd_into_rtdaq(pair: &VethPair, frame_len: usize, tag: &str) {
+    const ROUNDS: u32 = 10;
+    const BURSTS: u32 = 50;
+    let text = edit(
+        "vdev-dpdk-ring.toml",
+        ring_config(),
+        // A 4096-frame PACKET_RX_RING (the PMD's default is 512): one round of 1600 frames
+        // fits even if the RX thread is late; the ring's own drops are in no counter here.
+        &af_packet_vdev(pair.ifname(Side::B), ",framecnt=4096", &format!("{tag}-rx")),
+    );
+    let text = cut(&text, "[[interfaces.tx_queues]]", "[run]");
+    let text = edit(
+        "vdev-dpdk-ring.toml",
+        text,
+        &[(
+            "loss_tolerance = 0",
+            "loss_tolerance = 0\nvalidate = \"count\"".into(),
+        )],
+    );
+    let cfg = write(&format!("{tag}-rx"), &text);
+    let drops_before = veth_drops(pair);
+    // Stopped by SIGINT once testpmd is done (the report is written as at the end of a run).
+    let rtag = format!("{tag}-rx");
+    let rx = start(pair, Side::B, "dpdk", &cfg, 60.0, &rtag);
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let mut tp = Testpmd::spawn(pair, Side::A, Side::B, frame_len, &format!("{tag}-tp"));
+    tp.wait_for("testpmd> ", 1, Duration::from_secs(30));
+    tp.cmd("set fwd rxonly");
+    for round in 1..=ROUNDS {
+        tp.cmd(&format!("start tx_first {BURSTS}"));
+        std::thread::sleep(Duration::from_millis(200));
+        tp.cmd("stop");
+        tp.wait_for(
+            "Accumulated forward statistics",
+            round as usize,
+            Duration::from_secs(10),
+        );
+    }
+    tp.cmd("show port stats 0");
+    tp.wait_for("NIC statistics for port 0", 1, Duration::from_secs(10));
+    let tp_out = tp.quit();
+    let (sent, tp_dropped, nic_sent) = testpmd_tx(&tp_out);
+
+    std::thread::sleep(Duration::from_millis(500));
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &rx.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let (rout, r) = finish(rx, &rtag);
+    let kernel = veth_drops(pair) - drops_before;
+
+    let received = u(&r, "/rx/totals/packets");
+    let rtdaq_drops = u(&r, "/rx/totals/drops_total");
+    let expected = u64::from(ROUNDS * BURSTS * 32);
+    eprintln!(
+        "{tag}: testpmd sent {sent} frames of {frame_len} B (port counter {nic_sent}, \
+         not taken by the PMD {tp_dropped}); kernel veth drops {kernel}; rtdaq received \
+         {received}, dropped {rtdaq_drops}"
+    );
+    assert_eq!(rout.status.code(), Some(0), "rtdaq: {}", show(&rout));
+    assert_eq!(tp_dropped, 0, "testpmd TX-dropped:\n{tp_out}");
+    assert_eq!(
+        sent, expected,
+        "testpmd: {ROUNDS} x {BURSTS} bursts of 32:\n{tp_out}"
+    );
+    assert_eq!(
+        nic_sent, sent,
+        "testpmd: port counter vs forward statistics"
+    );
+    assert_eq!(
+        received + rtdaq_drops,
+        sent - kernel,
+        "every frame testpmd sent is received or counted as dropped\nrtdaq: {}",
+        show(&rout)
+    );
+    assert_eq!(rtdaq_drops, 0, "rtdaq: {}", show(&rout));
+    assert_eq!(
+        u(&r, "/rx/totals/bytes"),
+        received * frame_len as u64,
+        "frame bytes"
+    );
+    assert_eq!(u(&r, "/io_thread_allocations"), 0);
+}
+
+#[test]
+#[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn testpmd_txonly_into_dpdk_af_packet_rx() {
+    let p = pair("dpdk-tp");
+    testpmd_into_rtdaq(&p, 64, "tp64");
+    testpmd_into_rtdaq(&p, 1514, "tp1514");
+}
+
+// ---------------------------------------------------------------- rtdaq DPDK TX -> AF_PACKET RX
+
+#[test]
+#[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn dpdk_tx_into_afpacket_rx_lossless() {
+    let p = pair("dpdk-tx");
+    // The generator of vdev-dpdk-ring.toml on net_af_packet0 over A's veth end, no RX queue,
+    // addressed to B (the AF_PACKET receiver's flow rule matches UDP port 5000).
+    let text = edit(
+        "vdev-dpdk-ring.toml",
+        ring_config(),
+        &af_packet_vdev(p.ifname(Side::A), "", "tx-tx"),
+    );
+    let text = cut(
+        &text,
+        "[[interfaces.rx_queues]]",
+        "[[interfaces.tx_queues]]",
+    );
+    let text = edit(
+        "vdev-dpdk-ring.toml",
+        text,
+        &[
+            (
+                "udp://169.254.91.2:5000",
+                format!("udp://{}:5000", p.ip(Side::B)),
+            ),
+            (
+                "udp://169.254.91.1:4000",
+                format!("udp://{}:4000", p.ip(Side::A)),
+            ),
+            ("02:72:74:00:5b:02", mac(p.mac(Side::B))),
+            ("rate_gbps = 1.0", "rate_pps = 20000".into()),
+            ("default_action = 0", "default_action = \"drop\"".into()),
+        ],
+    );
+    let tx = write("tx-tx", &text);
+    let rx = swapped("veth-afpacket-rx.toml", &p, "tx-rx");
+
+    let secs = 2.0;
+    let receiver = start(&p, Side::B, "afpacket", &rx, secs + 3.0, "tx-rx");
+    std::thread::sleep(Duration::from_millis(1200));
+    let sender = start(&p, Side::A, "dpdk", &tx, secs, "tx-tx");
+    let (tout, t) = finish(sender, "tx-tx");
+    let (rout, r) = finish(receiver, "tx-rx");
+    assert_eq!(tout.status.code(), Some(0), "sender: {}", show(&tout));
+    assert_eq!(rout.status.code(), Some(0), "receiver: {}", show(&rout));
+    assert_eq!(t["engine"], "dpdk");
+    assert_eq!(r["engine"], "afpacket");
+    let sent = u(&t, "/tx/totals/packets");
+    eprintln!(
+        "DPDK TX (net_af_packet) sent {sent}, AF_PACKET RX received {}",
+        u(&r, "/rx/totals/packets")
+    );
+    assert!(
+        sent > 20_000,
+        "20 000 pps for 2 s, sent {sent}: {}",
+        show(&tout)
+    );
+    assert_eq!(
+        u(&t, "/tx/totals/drops_total"),
+        0,
+        "sender: {}",
+        show(&tout)
+    );
+    assert_eq!(
+        u(&r, "/rx/totals/packets"),
+        sent,
+        "delivered != sent\nreceiver: {}",
+        show(&rout)
+    );
+    for k in [
+        "seq_gaps",
+        "corrupt",
+        "malformed",
+        "duplicates",
+        "reordered",
+    ] {
+        assert_eq!(u(&r, &format!("/rx/totals/{k}")), 0, "{k}: {}", show(&rout));
+    }
+    assert_eq!(u(&r, "/lost"), 0);
+    assert_eq!(u(&r, "/io_thread_allocations"), 0);
+    assert_eq!(u(&t, "/io_thread_allocations"), 0);
+}
+
+// ---------------------------------------------------------------- misconfiguration
+
+/// Runs the DPDK binary on vdev-dpdk-ring.toml with `edits`; returns (exit code, stderr).
+fn run_misconfigured(edits: &[(&str, String)], tag: &str) -> (Option<i32>, String, Output) {
+    let text = edit("vdev-dpdk-ring.toml", ring_config(), edits);
+    let cfg = write(tag, &text);
+    let out = std::process::Command::new(bin("dpdk"))
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), err, out)
+}
+
+#[test]
+#[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn unknown_vdev_is_a_clear_error() {
+    let (code, err, out) = run_misconfigured(
+        &[
+            (
+                "\"--vdev\", \"net_ring0\"",
+                "\"--vdev\", \"net_bogus0\"".into(),
+            ),
+            ("address = \"net_ring0\"", "address = \"net_bogus0\"".into()),
+        ],
+        "bogus",
+    );
+    assert_eq!(code, Some(2), "{}", show(&out));
+    for want in [
+        "engine.dpdk.eal_args",
+        "net_bogus0",
+        "ENODEV",
+        "unknown --vdev driver name",
+        "net_af_packet0,iface=X",
+    ] {
+        assert!(err.contains(want), "no {want:?} in:\n{err}");
+    }
+}
+
+#[test]
+#[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn no_hugepages_is_a_clear_error() {
+    let nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+    let reserved: u64 = std::fs::read_to_string(nr)
+        .map(|s| s.trim().parse().unwrap_or(0))
+        .unwrap_or(0);
+    if reserved > 0 {
+        eprintln!("SKIPPED: {reserved} hugepages of 2 MiB are reserved ({nr}), so EAL init without --no-huge would succeed");
+        return;
+    }
+    let (code, err, out) = run_misconfigured(
+        &[("\"--no-huge\", \"-m\", \"512\", ", String::new())],
+        "nohuge",
+    );
+    assert_eq!(code, Some(2), "{}", show(&out));
+    for want in [
+        "engine.dpdk.eal_args",
+        "no hugepages reserved",
+        "EACCES",
+        "nr_hugepages",
+        "--no-huge -m 512",
+    ] {
+        assert!(err.contains(want), "no {want:?} in:\n{err}");
+    }
+}
