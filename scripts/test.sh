@@ -80,6 +80,8 @@ run "release build + rtdaq version + config check on configs/" release_checks
 run "engine binaries (scripts/build-engines.sh)" scripts/build-engines.sh
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
+run "DPDK end to end: ring PMD, testpmd peer, AF_PACKET interop (cargo test --test dpdk -- --ignored)" \
+    cargo test -p rtdaq --test dpdk -- --ignored --test-threads 1
 run "shellcheck scripts/*.sh" shellcheck scripts/*.sh
 # Every test that made a namespace (rtdaq-testbed pairs, the iperf3 script) removed it again.
 no_namespace_left() {

@@ -10,31 +10,18 @@
 //! Every DPDK process here uses `--no-huge -m 512 --no-shconf` and its own `--file-prefix`, so
 //! the two DPDK processes of a test (and other tests' DPDK processes) never share EAL state.
 //! testpmd runs with `--no-mlockall`: its default `mlockall` of 512 MiB of no-huge memory
-//! stalls it for seconds on a small VM (seen here: one burst sent, then nothing).
+//! stalled it for seconds on the 2-core VM (one burst sent, then nothing; its main thread then
+//! also shared a CPU with rtdaq's SCHED_FIFO RX thread, which `--lcores 0@0,1@0` now avoids).
 
+mod e2e;
+
+use e2e::*;
 use rtdaq_testbed::{Side, VethPair};
-use serde_json::Value;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Workspace root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The binary built with `engine-<engine>`.
-fn bin(engine: &str) -> PathBuf {
-    let p = root().join(format!("target/engines/rtdaq-{engine}"));
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/build-engines.sh first (scripts/test.sh does)",
-        p.display()
-    );
-    p
-}
 
 fn pair(tag: &str) -> VethPair {
     let p = VethPair::builder(tag)
@@ -42,17 +29,6 @@ fn pair(tag: &str) -> VethPair {
         .unwrap_or_else(|e| panic!("test bed: {e}"));
     p.add_static_neighbors().expect("static neighbours");
     p
-}
-
-fn mac(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-fn tmp(tag: &str, ext: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("rtdaq-dpdk-{}-{tag}.{ext}", std::process::id()))
 }
 
 /// A unique EAL `--file-prefix` for one DPDK process of this test binary.
@@ -120,49 +96,6 @@ fn swapped(file: &str, pair: &VethPair, tag: &str) -> PathBuf {
     write(tag, &text)
 }
 
-/// Starts `engine`'s binary in `side`'s namespace on `cfg` for `secs`.
-fn start(pair: &VethPair, side: Side, engine: &str, cfg: &Path, secs: f64, tag: &str) -> Child {
-    let _ = std::fs::remove_file(tmp(tag, "json"));
-    pair.command(side, bin(engine).to_str().unwrap())
-        .args(["run", "--config", cfg.to_str().unwrap(), "--duration"])
-        .arg(secs.to_string())
-        .arg("--report-json")
-        .arg(tmp(tag, "json"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn rtdaq")
-}
-
-fn finish(child: Child, tag: &str) -> (Output, Value) {
-    let out = child.wait_with_output().unwrap();
-    let text = std::fs::read_to_string(tmp(tag, "json")).unwrap_or_else(|e| {
-        panic!(
-            "{tag}: no report ({e}); exit {:?}\n{}{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out, serde_json::from_str(&text).unwrap())
-}
-
-fn u(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 /// A counter of a veth end, read inside its namespace.
 fn veth_stat(pair: &VethPair, side: Side, name: &str) -> u64 {
     let path = format!("/sys/class/net/{}/statistics/{name}", pair.ifname(side));
@@ -192,7 +125,9 @@ impl Testpmd {
         let mut child = pair
             .command(side, "stdbuf")
             .args(["-o0", "dpdk-testpmd"])
-            .args(["-l", "0,1", "--main-lcore", "1"]) // forwarding lcore 0, rtdaq RX on 1
+            // main lcore 0 and forwarding lcore 1 both on CPU 0: rtdaq's RX thread (SCHED_FIFO)
+            // has CPU 1, and would starve testpmd's command line there (slow `stop`, `quit`)
+            .args(["--lcores", "0@0,1@0"])
             .args(["--no-huge", "-m", "512", "--no-pci", "--no-shconf"])
             .args(["--file-prefix", &prefix(tag)])
             .arg("--vdev")
@@ -328,7 +263,6 @@ fn testpmd_into_rtdaq(pair: &VethPair, frame_len: usize, tag: &str) {
     // Stopped by SIGINT once testpmd is done (the report is written as at the end of a run).
     let rtag = format!("{tag}-rx");
     let rx = start(pair, Side::B, "dpdk", &cfg, 60.0, &rtag);
-    std::thread::sleep(Duration::from_millis(1500));
 
     let mut tp = Testpmd::spawn(pair, Side::A, Side::B, frame_len, &format!("{tag}-tp"));
     tp.wait_for("testpmd> ", 1, Duration::from_secs(30));
@@ -438,7 +372,6 @@ fn dpdk_tx_into_afpacket_rx_lossless() {
 
     let secs = 2.0;
     let receiver = start(&p, Side::B, "afpacket", &rx, secs + 3.0, "tx-rx");
-    std::thread::sleep(Duration::from_millis(1200));
     let sender = start(&p, Side::A, "dpdk", &tx, secs, "tx-tx");
     let (tout, t) = finish(sender, "tx-tx");
     let (rout, r) = finish(receiver, "tx-rx");

@@ -12,27 +12,13 @@
 //! frames on AF_PACKET; a real external sender, `tcpreplay`, replaying a pcap of good and
 //! malformed frames that this test writes.
 
+mod e2e;
+
+use e2e::*;
 use rtdaq_testbed::{Side, VethPair};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// Workspace root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The binary built with `engine-<engine>`.
-fn bin(engine: &str) -> PathBuf {
-    let p = root().join(format!("target/engines/rtdaq-{engine}"));
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/build-engines.sh first (scripts/test.sh does)",
-        p.display()
-    );
-    p
-}
 
 fn pair(tag: &str, mtu: u32) -> VethPair {
     let p = VethPair::builder(tag)
@@ -41,13 +27,6 @@ fn pair(tag: &str, mtu: u32) -> VethPair {
         .unwrap_or_else(|e| panic!("test bed: {e}"));
     p.add_static_neighbors().expect("static neighbours");
     p
-}
-
-fn mac(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// A shipped config with the test bed's names and addresses swapped for `pair`'s, plus edits.
@@ -71,79 +50,6 @@ fn config(file: &str, pair: &VethPair, edits: &[(&str, String)], tag: &str) -> P
     let path = std::env::temp_dir().join(format!("rtdaq-raw-{}-{tag}.toml", std::process::id()));
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn report_path(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("rtdaq-raw-{}-{tag}.json", std::process::id()))
-}
-
-/// Starts `engine`'s binary in `side`'s namespace on `cfg` for `secs`.
-fn stderr_path(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("rtdaq-raw-{}-{tag}.err", std::process::id()))
-}
-
-/// Starts `engine`'s binary in `side`'s namespace on `cfg` for `secs` and waits until its
-/// queues run (the runtime logs "queues running" once every queue thread has its queue), so
-/// a peer started next is never early, however slowly a loaded host starts the process.
-fn start(pair: &VethPair, side: Side, engine: &str, cfg: &Path, secs: f64, tag: &str) -> Child {
-    let _ = std::fs::remove_file(report_path(tag));
-    let err = std::fs::File::create(stderr_path(tag)).unwrap();
-    let mut child = pair
-        .command(side, bin(engine).to_str().unwrap())
-        .args(["run", "--config", cfg.to_str().unwrap(), "--duration"])
-        .arg(secs.to_string())
-        .arg("--report-json")
-        .arg(report_path(tag))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(err))
-        .spawn()
-        .expect("spawn rtdaq");
-    let t0 = Instant::now();
-    loop {
-        let log = std::fs::read_to_string(stderr_path(tag)).unwrap_or_default();
-        if log.contains("queues running") {
-            return child;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("{tag}: rtdaq exited ({status}) before its queues ran:\n{log}");
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "{tag}: queues not running after 20 s:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn finish(child: Child, tag: &str) -> (Output, Value) {
-    let mut out = child.wait_with_output().unwrap();
-    out.stderr = std::fs::read(stderr_path(tag)).unwrap_or_default();
-    let _ = std::fs::remove_file(stderr_path(tag));
-    let text = std::fs::read_to_string(report_path(tag)).unwrap_or_else(|e| {
-        panic!(
-            "{tag}: no report ({e}); exit {:?}\n{}{}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out, serde_json::from_str(&text).unwrap())
-}
-
-fn u(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Receiver first (in B, `secs + 3` s), then the generator (in A, `secs` s): returns both

@@ -1,0 +1,110 @@
+//! Helpers shared by the end-to-end tests that run the per-engine binaries
+//! (`target/engines/rtdaq-*` from `scripts/build-engines.sh`) in `rtdaq-testbed` namespaces:
+//! `raw.rs` and `dpdk.rs`.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use rtdaq_testbed::{Side, VethPair};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The binary built with `engine-<engine>`.
+pub fn bin(engine: &str) -> PathBuf {
+    let p = root().join(format!("target/engines/rtdaq-{engine}"));
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/build-engines.sh first (scripts/test.sh does)",
+        p.display()
+    );
+    p
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// A file of this test process in the temp directory.
+pub fn tmp(tag: &str, ext: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("rtdaq-e2e-{}-{tag}.{ext}", std::process::id()))
+}
+
+/// Where the run tagged `tag` writes its JSON report.
+pub fn report_path(tag: &str) -> PathBuf {
+    tmp(tag, "json")
+}
+
+fn stderr_path(tag: &str) -> PathBuf {
+    tmp(tag, "err")
+}
+
+/// Starts `engine`'s binary in `side`'s namespace on `cfg` for `secs` and waits until its
+/// queues run (the runtime logs "queues running" once every queue thread has its queue), so
+/// a peer started next is never early, however slowly a loaded host starts the process.
+pub fn start(pair: &VethPair, side: Side, engine: &str, cfg: &Path, secs: f64, tag: &str) -> Child {
+    let _ = std::fs::remove_file(report_path(tag));
+    let err = std::fs::File::create(stderr_path(tag)).unwrap();
+    let mut child = pair
+        .command(side, bin(engine).to_str().unwrap())
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration"])
+        .arg(secs.to_string())
+        .arg("--report-json")
+        .arg(report_path(tag))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(err))
+        .spawn()
+        .expect("spawn rtdaq");
+    let t0 = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(stderr_path(tag)).unwrap_or_default();
+        if log.contains("queues running") {
+            return child;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{tag}: rtdaq exited ({status}) before its queues ran:\n{log}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{tag}: queues not running after 30 s:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for a run started with [`start`]; its output (stderr included) and its report.
+pub fn finish(child: Child, tag: &str) -> (Output, Value) {
+    let mut out = child.wait_with_output().unwrap();
+    out.stderr = std::fs::read(stderr_path(tag)).unwrap_or_default();
+    let _ = std::fs::remove_file(stderr_path(tag));
+    let text = std::fs::read_to_string(report_path(tag)).unwrap_or_else(|e| {
+        panic!("{tag}: no report ({e}); {}", show(&out));
+    });
+    (out, serde_json::from_str(&text).unwrap())
+}
+
+/// The unsigned number at JSON pointer `ptr`.
+pub fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+/// Exit code, stdout and stderr of a run, for assertion messages.
+pub fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\n{}{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
