@@ -50,12 +50,15 @@
 //! use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RxBurst, RxQueue};
 //! use rtdaq_core::{BufferPool, QueueCounters};
 //! use rtdaq_engine_afxdp::AfxdpEngine;
+//! use rtdaq_platform::memory::{Region, RegionSpec};
 //!
 //! let config = rtdaq_config::load_file("afxdp.toml".as_ref()).unwrap();
-//! // Pools are page aligned with 4096-byte slots (= engine.afxdp.frame_size); the
-//! // runtime allocates them from the config's regions.
-//! # let pool: &'static BufferPool<'static> = unimplemented!();
-//! let pools = [pool];
+//! // Pools are page aligned with 4096-byte slots (= engine.afxdp.frame_size); the runtime
+//! // allocates them from the config's regions the same way.
+//! let mut region = Region::allocate(&RegionSpec::host("umem", 1024 * 4096)).unwrap();
+//! let mut links: Vec<AtomicU32> = (0..1024).map(|_| AtomicU32::new(0)).collect();
+//! let pool = BufferPool::new(region.as_mut_slice(), &mut links, 4096).unwrap();
+//! let pools = [&pool];
 //! let counters = QueueCounters::new();
 //! let rx = [QueueResources { interface: 0, queue: 0, pools: &pools, counters: &counters }];
 //! let engine = AfxdpEngine::<64>::open(EngineArgs { config: &config, rx: &rx, tx: &[] }).unwrap();
