@@ -31,7 +31,7 @@
 use core::fmt;
 
 use crate::meta::{PacketMeta, QueueId};
-use crate::pool::Buf;
+use crate::pool::{Buf, ReturnBatch};
 use crate::traits::{RxBurst, Segment, TxBurst};
 use crate::MAX_SEGMENTS;
 
@@ -140,6 +140,18 @@ impl<'p, const N: usize> Burst<'p, N> {
         self.pkts.push(packet)
     }
 
+    /// Appends a single-segment packet built in place (cheaper than [`push`](Self::push) of
+    /// a [`Packet::single`] on the receive hot path); gives the buffer back when full.
+    #[inline]
+    pub fn push_single(&mut self, buf: Buf<'p>, meta: PacketMeta) -> Result<(), Buf<'p>> {
+        if self.pkts.is_full() {
+            return Err(buf);
+        }
+        // Cannot fail: checked above.
+        let _ = self.pkts.push(Packet::single(buf, meta));
+        Ok(())
+    }
+
     /// Removes and returns the last packet.
     #[inline]
     pub fn pop(&mut self) -> Option<Packet<'p>> {
@@ -200,9 +212,17 @@ impl<'p, const N: usize> Burst<'p, N> {
         self.pkts.iter().map(Packet::bytes).sum()
     }
 
-    /// Drops every packet (returning its buffers) and keeps the burst for reuse.
+    /// Drops every packet and keeps the burst for reuse. The buffers go back to their pools
+    /// in bulk (one compare-exchange per run of same-pool buffers, see [`ReturnBatch`]).
     #[inline]
     pub fn clear(&mut self) {
+        let mut ret = ReturnBatch::new();
+        for p in self.pkts.iter_mut() {
+            while let Some(b) = p.segs.pop() {
+                ret.push(b);
+            }
+        }
+        // The packets hold no buffer any more: this only resets the length.
         self.pkts.clear();
     }
 }
@@ -219,7 +239,17 @@ impl<'p, const N: usize> IntoIterator for Burst<'p, N> {
     type Item = Packet<'p>;
     type IntoIter = heapless::vec::IntoIter<Packet<'p>, N, usize>;
     fn into_iter(self) -> Self::IntoIter {
-        self.pkts.into_iter()
+        // `Burst` has a `Drop`: move the packets out and drop an empty shell.
+        let mut this = core::mem::ManuallyDrop::new(self);
+        core::mem::take(&mut this.pkts).into_iter()
+    }
+}
+
+impl<const N: usize> Drop for Burst<'_, N> {
+    /// Returns every buffer in bulk, as [`clear`](Burst::clear).
+    #[inline]
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 

@@ -55,7 +55,7 @@ pub use burst::{Burst, Packet};
 pub use counters::{CounterSnapshot, DropReason, QueueCounters};
 pub use error::{ParseError, PoolError, RingError, TxError};
 pub use meta::{ConnId, FlowId, PacketMeta, QueueId};
-pub use pool::{Buf, BufferPool};
+pub use pool::{Buf, BufferPool, ReturnBatch};
 pub use ring::{Consumer, Producer, Ring, RingStorage};
 pub use seq::{SeqEvent, SeqStats, SeqTracker};
 pub use slot_ring::{SlotConsumer, SlotProducer, SlotRing};

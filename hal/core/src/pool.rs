@@ -171,6 +171,33 @@ impl<'m> BufferPool<'m> {
         })
     }
 
+    /// Takes up to `n` free slots with **one** compare-exchange on the stack head (one
+    /// `free` update instead of one per slot) and hands each to `f`, top of the stack first.
+    /// Returns how many were taken (0 when the pool is empty or `n == 0`; count the rest as
+    /// `pool_empty`). Lock-free; never blocks, never allocates.
+    ///
+    /// This is what an RX queue uses to refill its receive descriptors each poll.
+    #[inline]
+    pub fn get_bulk<'s>(&'s self, n: usize, mut f: impl FnMut(Buf<'s>)) -> usize {
+        let Some((first, count)) = self.pop_chain(n.min(self.slots as usize) as u32) else {
+            return 0;
+        };
+        // After the pop, as in `get`.
+        self.head.free.fetch_sub(count, Relaxed);
+        let mut idx = first;
+        for _ in 0..count {
+            // Read the link before `f` runs: `f` may drop the `Buf`, which rewrites it.
+            let next = self.links[idx as usize].load(Relaxed);
+            f(Buf {
+                pool: self,
+                idx,
+                len: 0,
+            });
+            idx = next;
+        }
+        count as usize
+    }
+
     /// Rebuilds the `Buf` of a slot index an engine got from [`Buf::into_raw`] (e.g. a frame
     /// the kernel or NIC handed back), with `len` bytes used.
     ///
@@ -271,6 +298,73 @@ impl<'m> BufferPool<'m> {
                 .compare_exchange_weak(cur, new, Acquire, Acquire)
             {
                 Ok(_) => return Some(idx),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Pops the top `1..=n` free indices as one chain: `(first, count)`, linked through
+    /// `links` from `first`. `None` when empty or `n == 0`.
+    #[inline]
+    fn pop_chain(&self, n: u32) -> Option<(u32, u32)> {
+        if n == 0 {
+            return None;
+        }
+        // Acquire: as in `pop`; every push's link stores are visible for the whole walk (all
+        // head changes are read-modify-writes, so this load synchronises with every earlier
+        // `Release` push).
+        let mut cur = self.head.top.load(Acquire);
+        'retry: loop {
+            let first = cur as u32;
+            if first == NIL {
+                return None;
+            }
+            // Walk `n` links down the stack. Reads may be stale when the stack changes
+            // meanwhile (then the tag changed and the compare-exchange fails); the walk is
+            // bounded by `n` and every index is checked before use.
+            let mut count = 1;
+            let mut next = self.links[first as usize].load(Relaxed);
+            while count < n && next != NIL {
+                if next >= self.slots {
+                    // Only a stale read can produce this (links hold indices or NIL).
+                    cur = self.head.top.load(Acquire);
+                    continue 'retry;
+                }
+                next = self.links[next as usize].load(Relaxed);
+                count += 1;
+            }
+            let new = pack(next, ((cur >> 32) as u32).wrapping_add(1));
+            // A success proves the head (index and tag) never changed since the load, so no
+            // slot was popped or pushed meanwhile and the walked chain is exactly the top of
+            // the stack (links of slots on the stack only change when they are popped).
+            match self
+                .head
+                .top
+                .compare_exchange_weak(cur, new, Acquire, Acquire)
+            {
+                Ok(_) => return Some((first, count)),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Pushes a chain of `count` indices we own (`first` → … → `last` through `links`) back
+    /// on the free stack with one compare-exchange.
+    #[inline]
+    fn put_chain(&self, first: u32, last: u32, count: u32) {
+        self.head.free.fetch_add(count, Relaxed);
+        let mut cur = self.head.top.load(Relaxed);
+        loop {
+            self.links[last as usize].store(cur as u32, Relaxed);
+            let new = pack(first, ((cur >> 32) as u32).wrapping_add(1));
+            // Release: the chain's link stores and every write to its slots happen-before the
+            // next `get` of any of them.
+            match self
+                .head
+                .top
+                .compare_exchange_weak(cur, new, Release, Relaxed)
+            {
+                Ok(_) => return,
                 Err(actual) => cur = actual,
             }
         }
@@ -441,6 +535,116 @@ impl Drop for Buf<'_> {
     }
 }
 
+/// Returns many [`Buf`]s with one compare-exchange per pool: [`push`](Self::push) links each
+/// slot into a private chain (no atomic read-modify-write), [`flush`](Self::flush) — or the
+/// drop — pushes the chain on its pool's free stack at once. Buffers of another pool flush the
+/// chain first, so any mix is fine (a chain per run of same-pool buffers).
+///
+/// ```
+/// use core::sync::atomic::AtomicU32;
+/// use rtdaq_core::pool::{BufferPool, ReturnBatch};
+/// let mut mem = [0u8; 8 * 64];
+/// let mut links = [const { AtomicU32::new(0) }; 8];
+/// let pool = BufferPool::new(&mut mem, &mut links, 64).unwrap();
+/// let mut taken = Vec::new();
+/// assert_eq!(pool.get_bulk(5, |b| taken.push(b)), 5);
+/// let mut ret = ReturnBatch::new();
+/// for b in taken.drain(..) {
+///     ret.push(b);
+/// }
+/// assert_eq!(pool.available(), 3); // not returned yet
+/// drop(ret);
+/// assert_eq!(pool.available(), 8);
+/// ```
+///
+/// Never blocks, never allocates.
+pub struct ReturnBatch<'p> {
+    pool: Option<&'p BufferPool<'p>>,
+    first: u32,
+    last: u32,
+    count: u32,
+}
+
+impl<'p> ReturnBatch<'p> {
+    /// An empty batch.
+    #[inline]
+    pub const fn new() -> Self {
+        ReturnBatch {
+            pool: None,
+            first: NIL,
+            last: NIL,
+            count: 0,
+        }
+    }
+
+    /// Takes `buf` into the chain (its slot goes back to the pool at the next flush).
+    #[inline]
+    pub fn push(&mut self, buf: Buf<'p>) {
+        let buf = ManuallyDrop::new(buf);
+        match self.pool {
+            Some(p) if core::ptr::eq(p, buf.pool) => {}
+            Some(_) => {
+                self.flush();
+                self.pool = Some(buf.pool);
+            }
+            None => self.pool = Some(buf.pool),
+        }
+        if self.count == 0 {
+            self.last = buf.idx;
+        } else {
+            // We own `buf.idx` (it is off the stack), so writing its link is ours to do.
+            buf.pool.links[buf.idx as usize].store(self.first, Relaxed);
+        }
+        self.first = buf.idx;
+        self.count += 1;
+    }
+
+    /// Buffers waiting in the chain.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// True when no buffer waits.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Returns the chain to its pool now.
+    #[inline]
+    pub fn flush(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            if self.count > 0 {
+                pool.put_chain(self.first, self.last, self.count);
+            }
+        }
+        self.count = 0;
+    }
+}
+
+impl Default for ReturnBatch<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for ReturnBatch<'_> {
+    /// Returns what is left in the chain.
+    #[inline]
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+impl fmt::Debug for ReturnBatch<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReturnBatch")
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
 impl fmt::Debug for Buf<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Buf")
@@ -477,6 +681,62 @@ mod tests {
         );
         let p = BufferPool::new(&mut mem, &mut l, 30).unwrap();
         assert_eq!((p.slot_count(), p.slot_size()), (3, 30));
+    }
+
+    #[test]
+    fn bulk_get_and_chained_return() {
+        let mut mem = [0u8; 8 * 64];
+        let mut l = links::<8>();
+        let pool = BufferPool::new(&mut mem, &mut l, 64).unwrap();
+        let mut bufs: heapless::Vec<Buf<'_>, 8> = heapless::Vec::new();
+        assert_eq!(pool.get_bulk(0, |_| unreachable!()), 0);
+        assert_eq!(pool.get_bulk(3, |b| bufs.push(b).unwrap()), 3);
+        assert_eq!(pool.available(), 5);
+        // Asking for more than is left takes what is left.
+        assert_eq!(pool.get_bulk(100, |b| bufs.push(b).unwrap()), 5);
+        assert_eq!(pool.available(), 0);
+        assert_eq!(pool.get_bulk(1, |_| unreachable!()), 0);
+        let mut seen = [false; 8];
+        for b in &bufs {
+            assert!(!core::mem::replace(&mut seen[b.index() as usize], true));
+        }
+        // Return 5 as one chain, then take 8 again: every slot comes back exactly once.
+        let mut ret = ReturnBatch::new();
+        for _ in 0..5 {
+            ret.push(bufs.pop().unwrap());
+        }
+        assert_eq!((ret.len(), pool.available()), (5, 0));
+        ret.flush();
+        assert!(ret.is_empty());
+        assert_eq!(pool.available(), 5);
+        drop(ret);
+        assert_eq!(pool.available(), 5);
+        assert_eq!(pool.get_bulk(8, |b| bufs.push(b).unwrap()), 5);
+        let mut seen = [false; 8];
+        for b in &bufs {
+            assert!(!core::mem::replace(&mut seen[b.index() as usize], true));
+        }
+        assert_eq!(seen, [true; 8]);
+        bufs.clear();
+        assert_eq!(pool.available(), 8);
+    }
+
+    #[test]
+    fn return_batch_splits_by_pool() {
+        let (mut m1, mut m2) = ([0u8; 4 * 32], [0u8; 4 * 32]);
+        let (mut l1, mut l2) = (links::<4>(), links::<4>());
+        let p1 = BufferPool::new(&mut m1, &mut l1, 32).unwrap();
+        let p2 = BufferPool::new(&mut m2, &mut l2, 32).unwrap();
+        let mut ret = ReturnBatch::new();
+        for _ in 0..2 {
+            ret.push(p1.get().unwrap());
+            ret.push(p2.get().unwrap());
+        }
+        // Each pool change flushed the chain before it: only the last buffer waits.
+        assert_eq!(ret.len(), 1);
+        assert_eq!((p1.available(), p2.available()), (4, 3));
+        drop(ret);
+        assert_eq!((p1.available(), p2.available()), (4, 4));
     }
 
     #[test]

@@ -284,3 +284,42 @@ fn pool_cross_thread_drop() {
         unsafe { fx.free() };
     });
 }
+
+/// Bulk take and chained return race with single get/put on another thread: no slot gets two
+/// owners, every slot comes back, and the ABA tag guards the multi-slot pop.
+#[test]
+fn pool_bulk_get_and_return_race() {
+    loom::model(|| {
+        let fx = PoolFixture::new(3, 8);
+        let (pool, cells) = (fx.pool(), fx.cells());
+        let h = thread::spawn(move || {
+            let a = Owned::get(pool, cells);
+            let b = Owned::get(pool, cells);
+            drop(a);
+            drop(b);
+        });
+        let mut taken = Vec::new();
+        pool.get_bulk(2, |buf| {
+            cells[buf.index() as usize].with_mut(|p| {
+                // SAFETY: loom checks this access is exclusive and ordered.
+                let owned = unsafe { &mut *p };
+                assert_eq!(*owned, 0, "slot {} has two owners", buf.index());
+                *owned = 1;
+            });
+            taken.push(buf);
+        });
+        let mut ret = rtdaq_core::pool::ReturnBatch::new();
+        for buf in taken {
+            cells[buf.index() as usize].with_mut(|p| {
+                // SAFETY: as above.
+                unsafe { *p = 0 }
+            });
+            ret.push(buf);
+        }
+        drop(ret);
+        h.join().unwrap();
+        assert_eq!(pool.available(), 3);
+        // SAFETY: the thread is joined and every `Buf` dropped.
+        unsafe { fx.free() };
+    });
+}

@@ -296,11 +296,9 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         if want == 0 {
             return 0;
         }
-        while self.cache.len() < want {
-            match self.pool.get() {
-                Some(b) => self.cache.push(b),
-                None => break,
-            }
+        if self.cache.len() < want {
+            let cache = &mut self.cache;
+            self.pool.get_bulk(want - cache.len(), |b| cache.push(b));
         }
         if self.cache.is_empty() {
             return self.drain_to_scratch(flags);
@@ -521,19 +519,19 @@ impl<'a, const N: usize> Out<'_, 'a, N> {
             },
             conn: ConnId(0),
         };
-        let mut pkt = Packet::single(buf, meta);
+        let mut buf = buf;
         if self.pending.is_empty() {
-            match self.burst.push(pkt) {
+            match self.burst.push_single(buf, meta) {
                 Ok(()) => {
                     self.packets += 1;
                     self.bytes += len as u64;
                     return;
                 }
-                Err(p) => pkt = p,
+                Err(b) => buf = b,
             }
         }
         if self.pending.len() < self.pending.capacity() {
-            self.pending.push(pkt);
+            self.pending.push(Packet::single(buf, meta));
             self.packets += 1;
             self.bytes += len as u64;
         } else {
