@@ -3,7 +3,8 @@
 //! 1. Enforces exactly one `engine-*` and exactly one `platform-*` cargo feature and turns them
 //!    into `cfg(rtdaq_engine = "...")` / `cfg(rtdaq_platform = "...")`.
 //! 2. Reads the deployment config named by `RTDAQ_CONFIG` (default
-//!    `configs/host-loopback-udp.toml`, relative to the workspace root), validates it with the
+//!    `configs/host-loopback-udp.toml` on `host`, the board's `configs/<board>/<engine>-*.toml`
+//!    on a board; relative to the workspace root), validates it with the
 //!    same `rtdaq-config` crate the CLI uses (a bad config fails the build with the same message),
 //!    checks that it asks for this binary's engine and platform, and embeds its text with its
 //!    SHA-256 into `$OUT_DIR/embedded.rs`.
@@ -84,6 +85,29 @@ fn git_commit(root: &Path) -> String {
     commit
 }
 
+/// The config embedded when `RTDAQ_CONFIG` is unset: [`DEFAULT_CONFIG`] on `host`; on a board
+/// the first of `configs/<board>/<engine>-*.toml` (so `--features engine-socket,platform-igx-thor`
+/// builds with `configs/igx-thor/socket-udp.toml`), else [`DEFAULT_CONFIG`] (which then fails
+/// the platform check with its message).
+fn default_config(root: &Path, engine: &str, platform: &str) -> String {
+    if platform == "host" {
+        return DEFAULT_CONFIG.to_string();
+    }
+    let dir = format!("configs/{platform}");
+    let mut names: Vec<String> = fs::read_dir(root.join(&dir))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("{engine}-")) && n.ends_with(".toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+        .first()
+        .map_or_else(|| DEFAULT_CONFIG.to_string(), |n| format!("{dir}/{n}"))
+}
+
 fn main() {
     println!("cargo::rerun-if-env-changed=RTDAQ_CONFIG");
     println!("cargo::rerun-if-changed=build.rs");
@@ -115,7 +139,8 @@ fn main() {
         .parent()
         .expect("app/ lives in the workspace root")
         .to_path_buf();
-    let requested = env::var("RTDAQ_CONFIG").unwrap_or_else(|_| DEFAULT_CONFIG.to_string());
+    let requested =
+        env::var("RTDAQ_CONFIG").unwrap_or_else(|_| default_config(&root, engine, platform));
     let path = if Path::new(&requested).is_absolute() {
         PathBuf::from(&requested)
     } else {
@@ -167,8 +192,20 @@ fn main() {
             config.platform().as_str()
         ));
     }
+    if config.uses_gpu() && env::var_os("CARGO_FEATURE_GPU").is_none() {
+        mismatch.push(format!(
+            "{}: the config uses GPU memory or a GPU stage but this binary is built without \
+             `--features gpu`; build with `--features gpu`",
+            path.display()
+        ));
+    }
     if !mismatch.is_empty() {
         fail(&mismatch);
+    }
+
+    // Valid but poor on the board (queue cores that are not isolated): shown, not fatal.
+    for w in config.warnings() {
+        println!("cargo::warning={}: {w}", path.display());
     }
 
     let sha = Sha256::digest(text.as_bytes());

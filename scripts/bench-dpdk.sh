@@ -23,11 +23,33 @@
 #                   testpmd: RX-packets / the forwarding lcore thread's utime+stime over the
 #                   same window (/proc/PID/task/TID/stat, 10 ms ticks)
 #   ratio           rtdaq / that testpmd mode, paired by repeat
+# Part "veth" (docs/benchmarks/dpdk.md, "veth"): the DPDK engine on a veth vs rtdaq's own raw
+# engines on the same veth, in the same run, interleaved per repeat and frame size. Test bed
+# scripts/netns.sh (rtdaq-a/rtdaq0a 169.254.90.1 <-> rtdaq-b/rtdaq0b 169.254.90.2, MTU 1500).
+#   sender   the same for every receiver: dpdk-testpmd --forward-mode=txonly (unpaced) on
+#            net_af_packet0,iface=rtdaq0a in rtdaq-a, both lcores on TX_CPU, frames of SIZE bytes
+#            (--txpkts) to rtdaq0b's MAC, 169.254.90.1 -> 169.254.90.2, UDP 5000 -> 5000;
+#            `start`, sleep SECS, `stop` through a FIFO
+#   receivers, one RX queue on RX_CPU in rtdaq-b, each started first (until it logs "queues
+#            running") and run SECS + 4 s; the same flow rule everywhere (udp_dst 5000 ->
+#            queue 0, the rest dropped), run.validate = "count" (testpmd's frames carry no
+#            rtdaq header), timeout_us = 100 (sleeping queues, as shipped):
+#     dpdk-afpacket  rtdaq-dpdk, --vdev net_af_packet0,iface=rtdaq0b,framecnt=4096
+#     dpdk-afxdp     rtdaq-dpdk, --vdev net_af_xdp0,iface=rtdaq0b,start_queue=0,queue_count=1
+#     afpacket       rtdaq-afpacket, configs/veth-afpacket-rx.toml
+#     afxdp          rtdaq-afxdp, configs/veth-afxdp-rx.toml
+#   (the DPDK ones with --no-huge -m 512 --no-shconf and engine.dpdk.flow_offload = "software":
+#   neither PMD has rte_flow.) Figures per sample: delivered Mpps (packets / SECS), CPU ns per
+#   packet (io_cpu_s / packets), testpmd's sent Mpps; ratios dpdk-afpacket / afpacket and
+#   dpdk-afxdp / afxdp, paired by repeat, median over repeats.
 # Environment: BENCH_REPEATS (3), BENCH_SECONDS (3), BENCH_SIZES ("64 1500", bytes per packet),
-# BENCH_TESTPMD_MODES ("rxonly csum"),
+# BENCH_PARTS ("null veth"), BENCH_VETH_RECEIVERS ("dpdk-afpacket afpacket dpdk-afxdp afxdp"),
+# BENCH_TX_CPU (0, veth sender), BENCH_TESTPMD_MODES ("rxonly csum"),
 # BENCH_RX_CPU (1), BENCH_MAIN_CPU (0), BENCH_OUT (target/bench-dpdk/<timestamp>),
+# BENCH_NO_BUILD=1 (use target/engines/rtdaq-* as they are, e.g. a smoke run of debug builds),
 # BENCH_TABLES_ONLY=DIR re-prints the tables of a finished run. Needs root and Debian's dpdk.
-# Builds the release binary with scripts/build-engines.sh --release dpdk.
+# Builds the release binaries with scripts/build-engines.sh --release dpdk (+ afpacket afxdp
+# for the veth part).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -37,6 +59,9 @@ SIZES=${BENCH_SIZES:-"64 1500"}
 MODES=${BENCH_TESTPMD_MODES:-"rxonly csum"}
 RX_CPU=${BENCH_RX_CPU:-1}
 MAIN_CPU=${BENCH_MAIN_CPU:-0}
+TX_CPU=${BENCH_TX_CPU:-0}
+PARTS=${BENCH_PARTS:-"null veth"}
+VETH_RECEIVERS=${BENCH_VETH_RECEIVERS:-"dpdk-afpacket afpacket dpdk-afxdp afxdp"}
 OUT=${BENCH_OUT:-$ROOT/target/bench-dpdk/$(date -u +%Y%m%dT%H%M%SZ)}
 log() { printf '[bench-dpdk %s] %s\n' "$(date -u +%T)" "$*" >&2; }
 
@@ -52,6 +77,8 @@ ok = [r for r in rows if r["part"] == "sample"]
 def mmm(xs, f="{:.2f}"):
     xs = [x for x in xs if x is not None]
     return " / ".join(f.format(v) for v in (min(xs), st.median(xs), max(xs))) if xs else "n/a"
+if not ok:
+    print("(no net_null samples in this run)")
 print("## RX on net_null, one core: Mpps (min / median / max over repeats)")
 print("ratio = rtdaq / that receiver, paired by repeat\n")
 print("| packet B | receiver | Mpps (wall) | Mpps per CPU s | ns CPU / packet | ratio (wall) | ratio (per CPU s) | packets per repeat |")
@@ -78,6 +105,30 @@ print("| tag | packets | seconds | CPU s | Mpps (wall) |")
 print("|---|---:|---:|---:|---:|")
 for r in ok:
     print(f"| {r['tag']} | {r['packets']} | {r['secs']:.3f} | {r['cpu_s']:.2f} | {r['packets'] / r['secs'] / 1e6:.2f} |")
+veth = [r for r in rows if r["part"] == "veth"]
+if veth:
+    print()
+    print("## veth: the DPDK engine (net_af_packet, net_af_xdp) vs the AF_PACKET and AF_XDP engines")
+    print("same sender (testpmd txonly, unpaced); min / median / max over repeats; ratio = DPDK receiver / the")
+    print("engine of the same kernel interface, paired by repeat (CPU: > 1 means the DPDK engine needs more CPU)\n")
+    print("| frame B | receiver | delivered Mpps | CPU ns/packet | ratio delivered | ratio CPU ns/packet | sent Mpps | delivered / sent |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    base = {"dpdk-afpacket": "afpacket", "dpdk-afxdp": "afxdp"}
+    for size in sorted({r["size"] for r in veth}):
+        whos = [w for w in ("dpdk-afpacket", "afpacket", "dpdk-afxdp", "afxdp") if any(r["who"] == w and r["size"] == size for r in veth)]
+        by = {w: {r["rep"]: r for r in veth if r["who"] == w and r["size"] == size} for w in whos}
+        mpps = lambda r: r["received"] / r["secs"] / 1e6
+        ns = lambda r: r["cpu_s"] * 1e9 / r["received"] if r["received"] else None
+        for w in whos:
+            rs = list(by[w].values())
+            rd = rc = "-"
+            b = base.get(w)
+            if b in by:
+                reps = [k for k in by[w] if k in by[b]]
+                rd = mmm([mpps(by[w][k]) / mpps(by[b][k]) for k in reps if by[b][k]["received"]], "{:.3f}")
+                rc = mmm([ns(by[w][k]) / ns(by[b][k]) for k in reps if ns(by[w][k]) and ns(by[b][k])], "{:.3f}")
+            print(f"| {size} | {w} | {mmm([mpps(r) for r in rs])} | {mmm([ns(r) for r in rs], '{:.0f}')} | {rd} | {rc} | "
+                  f"{mmm([r['sent'] / r['secs'] / 1e6 for r in rs])} | {mmm([r['received'] / r['sent'] if r['sent'] else None for r in rs], '{:.3f}')} |")
 PY
 }
 if [ -n "${BENCH_TABLES_ONLY:-}" ]; then tables "$BENCH_TABLES_ONLY"; exit 0; fi
@@ -87,8 +138,16 @@ mkdir -p "$OUT"
 RES=$OUT/results.jsonl
 : > "$RES"
 
-log "building the release binary (scripts/build-engines.sh --release dpdk)"
-scripts/build-engines.sh --release dpdk >&2
+has_part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
+  log "BENCH_NO_BUILD=1: using target/engines/rtdaq-* as they are"
+elif has_part veth; then
+  log "building the release binaries (scripts/build-engines.sh --release dpdk afpacket afxdp)"
+  scripts/build-engines.sh --release dpdk afpacket afxdp >&2
+else
+  log "building the release binary (scripts/build-engines.sh --release dpdk)"
+  scripts/build-engines.sh --release dpdk >&2
+fi
 BIN=$ROOT/target/engines/rtdaq-dpdk
 
 {
@@ -100,7 +159,8 @@ BIN=$ROOT/target/engines/rtdaq-dpdk
   echo "dpdk: $(dpkg-query -W -f '${Version}' dpdk 2>/dev/null || echo unknown)"
   echo "rtdaq: $("$BIN" version | head -2 | tr '\n' ' ')"
   echo "RX core: $RX_CPU, EAL main core: $MAIN_CPU"
-  echo "repeats: $REPEATS seconds: $SECS sizes: $SIZES testpmd modes: $MODES"
+  echo "repeats: $REPEATS seconds: $SECS sizes: $SIZES parts: $PARTS testpmd modes: $MODES"
+  echo "veth: sender core $TX_CPU, receivers: $VETH_RECEIVERS"
 } > "$OUT/host.txt"
 cat "$OUT/host.txt" >&2
 
@@ -151,9 +211,10 @@ thread_ticks() { # pid comm: utime+stime (clock ticks) of the thread named comm
 }
 
 wait_log() { # file pattern count timeout_s
-  local i
+  local i n
   for ((i = 0; i < $4 * 20; i++)); do
-    [ "$(grep -c -- "$2" "$1" 2>/dev/null || true)" -ge "$3" ] && return 0
+    n=$(grep -c -- "$2" "$1" 2>/dev/null || true)
+    [ "${n:-0}" -ge "$3" ] && return 0
     sleep 0.05
   done
   return 1
@@ -197,6 +258,7 @@ sample_testpmd() { # mode size rep
     "$(awk -v a="$c1" -v b="$c0" -v hz="$hz" 'BEGIN { print (a - b) / hz }')"
 }
 
+if has_part null; then
 for rep in $(seq 1 "$REPEATS"); do
   for size in $SIZES; do
     log "rep=$rep size=$size rtdaq"
@@ -207,6 +269,106 @@ for rep in $(seq 1 "$REPEATS"); do
     done
   done
 done
+fi
+
+# ---- part "veth" ----------------------------------------------------------------------------
+MAC_B=02:72:74:00:5a:02   # rtdaq0b (scripts/netns.sh)
+
+veth_rx_config() { # receiver file: one RX queue on RX_CPU, udp_dst 5000 -> queue 0, count only
+  local who=$1 f=$2
+  case $who in
+  dpdk-*)
+    # net_af_xdp refuses a port with RX but no TX queues: it keeps the (idle) TX queue.
+    local vdev=net_af_packet0 args=",framecnt=4096" cut='^\[\[interfaces.tx_queues\]\]'
+    if [ "$who" = dpdk-afxdp ]; then
+      vdev=net_af_xdp0 args=",start_queue=0,queue_count=1" cut='^\[generator\]'
+    fi
+    sed -e "s/\"--vdev\", \"net_ring0\"/\"--vdev\", \"$vdev,iface=rtdaq0b$args\"/" \
+        -e 's/"--no-shconf", /"--no-shconf", "--file-prefix", "bench-dpdk-veth-rx", /' \
+        -e 's/^address = "net_ring0".*/address = "rtdaq0b"/' \
+        -e "s/^main_core = 0 .*/main_core = $MAIN_CPU\nflow_offload = \"software\"/" \
+        -e "s/^cpu_core = 1$/cpu_core = $RX_CPU/" \
+        -e 's/^default_action = 0$/default_action = "drop"/' \
+        -e "/$cut/,/^\\[run\\]/{/^\\[run\\]/!d}" \
+        -e 's/^\[run\]$/[[flows]]\ninterface = "ring"\nid = 1\nqueue = 0\n[flows.match]\nudp_dst = 5000\n\n[run]/' \
+        -e 's/^loss_tolerance = 0$/loss_tolerance = 0\nvalidate = "count"/' \
+        configs/vdev-dpdk-ring.toml > "$f" ;;
+  afpacket | afxdp)
+    sed -e "s/^cpu_core = 1$/cpu_core = $RX_CPU/" \
+        -e 's/^drain_ms = 100.*/drain_ms = 100\nvalidate = "count"/' \
+        "configs/veth-$who-rx.toml" > "$f" ;;
+  esac
+}
+
+sample_veth() { # receiver size rep
+  local who=$1 size=$2 rep=$3 tag=veth-$1-$2-$3 bin fifo tp rx t0 t1 rc=0
+  case $who in
+  dpdk-*) bin=$ROOT/target/engines/rtdaq-dpdk ;;
+  *) bin=$ROOT/target/engines/rtdaq-$who ;;
+  esac
+  veth_rx_config "$who" "$OUT/$tag.toml"
+  "$bin" config check "$OUT/$tag.toml" > /dev/null
+  RUST_LOG=info ip netns exec rtdaq-b "$bin" run --config "$OUT/$tag.toml" --duration "$((SECS + 4))" \
+      --report-json "$OUT/$tag.json" > "$OUT/$tag.log" 2>&1 &
+  rx=$!
+  if ! wait_log "$OUT/$tag.log" 'queues running' 1 60; then
+    kill "$rx" 2>/dev/null || true; wait "$rx" || true
+    failed "$tag" "receiver did not start"; return
+  fi
+  fifo=$OUT/$tag.in
+  rm -f "$fifo"; mkfifo "$fifo"
+  ip netns exec rtdaq-a stdbuf -o0 dpdk-testpmd --lcores "0@$TX_CPU,1@$TX_CPU" \
+      --no-huge -m 512 --no-pci --no-shconf --file-prefix bench-dpdk-veth-tp \
+      --vdev net_af_packet0,iface=rtdaq0a \
+      --log-level=lib.eal:notice -- -i --no-mlockall --forward-mode=txonly --nb-cores=1 \
+      --burst=32 --total-num-mbufs=8192 --txpkts="$size" --eth-peer="0,$MAC_B" \
+      --tx-ip=169.254.90.1,169.254.90.2 --tx-udp=5000,5000 < "$fifo" > "$OUT/$tag.tp.log" 2>&1 &
+  tp=$!
+  exec 3> "$fifo"
+  if ! wait_log "$OUT/$tag.tp.log" 'testpmd> ' 1 60; then
+    exec 3>&-; kill "$tp" "$rx" 2>/dev/null || true; wait "$tp" || true; wait "$rx" || true
+    failed "$tag" "no testpmd prompt"; return
+  fi
+  t0=$(date +%s.%N)
+  echo start >&3
+  sleep "$SECS"
+  echo stop >&3
+  t1=$(date +%s.%N)
+  wait_log "$OUT/$tag.tp.log" 'Accumulated forward statistics' 1 30 || true
+  echo quit >&3
+  exec 3>&-
+  wait "$tp" || true
+  rm -f "$fifo"
+  wait "$rx" || rc=$?
+  if [ "$rc" -ne 0 ]; then failed "$tag" "receiver exit $rc"; return; fi
+  python3 - "$who" "$size" "$rep" "$tag" "$OUT" "$t0" "$t1" >> "$RES" <<'PY'
+import json, sys
+who, size, rep, tag, out, t0, t1 = sys.argv[1:]
+r = json.load(open(f"{out}/{tag}.json"))["rx"]["totals"]
+sent = None
+acc = False
+for line in open(f"{out}/{tag}.tp.log"):
+    if "Accumulated forward statistics" in line: acc = True
+    if acc and "TX-packets:" in line:
+        sent = int(line.split("TX-packets:")[1].split()[0]); break
+print(json.dumps({"part": "veth", "who": who, "size": int(size), "rep": int(rep), "tag": tag,
+    "received": r["packets"], "drops": r["drops_total"], "cpu_s": r["io_cpu_s"],
+    "secs": float(t1) - float(t0), "sent": sent or 0}))
+PY
+}
+
+if has_part veth; then
+  trap 'scripts/netns.sh down >/dev/null 2>&1 || true' EXIT
+  scripts/netns.sh up --mtu 1500 >/dev/null
+  for rep in $(seq 1 "$REPEATS"); do
+    for size in $SIZES; do
+      for who in $VETH_RECEIVERS; do
+        log "rep=$rep size=$size veth receiver=$who"
+        sample_veth "$who" "$size" "$rep"
+      done
+    done
+  done
+fi
 echo "loadavg_end: $(cat /proc/loadavg)" >> "$OUT/host.txt"
 
 tables "$OUT" | tee "$OUT/tables.md"

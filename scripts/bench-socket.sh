@@ -21,7 +21,8 @@
 #            one-way latency p50/p99 (generator timestamp -> RX kernel timestamp).
 #
 # Environment: BENCH_REPEATS (3), BENCH_SECONDS (3), BENCH_SIZES ("1472 8000 64000"),
-# BENCH_RATES ("0.5 1 2 3 4 5 6"), BENCH_OUT (target/bench-socket/<timestamp>).
+# BENCH_RATES ("0.5 1 2 3 4 5 6"), BENCH_OUT (target/bench-socket/<timestamp>), BENCH_TX_FIFO (0:
+# SCHED_FIFO priority of the C sender; e.g. 40 keeps concurrent builds off the measured cores).
 # Needs root for SCHED_FIFO / SO_RCVBUFFORCE (it runs without, with other numbers), and
 # iperf3 + sockperf for the last parts (Debian: apt-get install iperf3 sockperf).
 set -euo pipefail
@@ -37,6 +38,9 @@ VARIANTS=${BENCH_VARIANTS:-"c direct lean indirect"}
 OUT=${BENCH_OUT:-$ROOT/target/bench-socket/$(date -u +%Y%m%dT%H%M%SZ)}
 BIN=$ROOT/target/bench-socket/bin
 RTDAQ=$ROOT/target/release/rtdaq
+# BENCH_TX_FIFO: SCHED_FIFO priority of the C sender (0 = normal). With the sender and the
+# receivers all SCHED_FIFO, other work on the host (builds) gets only the RT throttling slack.
+TX_FIFO=${BENCH_TX_FIFO:-0}
 PORT=${BENCH_PORT:-5650}
 RX_CPU=${BENCH_RX_CPU:-1}   # receiver core (every generated config's RX queue goes here)
 TX_CPU=${BENCH_TX_CPU:-0}   # sender core (and rtdaq's consumer / TX queue core)
@@ -66,7 +70,7 @@ cargo build --release -p rtdaq >&2
   echo "rtdaq: $("$RTDAQ" version 2>/dev/null | head -1)"
   echo "iperf3: $(iperf3 --version 2>/dev/null | head -1 || echo absent)"
   echo "sockperf: $(sockperf --version 2>/dev/null | grep -m1 -i version || echo absent)"
-  echo "sender core (TX_CPU): $TX_CPU receiver core (RX_CPU): $RX_CPU"
+  echo "sender core (TX_CPU): $TX_CPU receiver core (RX_CPU): $RX_CPU sender SCHED_FIFO: $TX_FIFO"
   echo "repeats: $REPEATS seconds: $SECS sizes: $SIZES rates: $RATES parts: $PARTS"
 } > "$OUT/host.txt"
 cat "$OUT/host.txt" >&2
@@ -135,7 +139,7 @@ loopback_config() { # rate(unpaced|Gb/s) size port file
 udp_sample() { # variant size rep [part]
   local v=$1 size=$2 rep=$3 part=${4:-udp} port=$((PORT + 1)) b0 t0 b1 t1 rc=0
   local tag=$part-$v-$size-$rep
-  "$BIN/sendmmsg_tx" --port "$port" --cpu "$TX_CPU" --size "$size" --seconds $((SECS + 10)) \
+  "$BIN/sendmmsg_tx" --port "$port" --cpu "$TX_CPU" --size "$size" --seconds $((SECS + 10)) --fifo "$TX_FIFO" \
       > "$OUT/$tag.tx.json" &
   local txpid=$!
   sleep 0.5
@@ -175,7 +179,7 @@ EOF
 udp2_sample() { # variant(c|direct|lean) size rep
   local v=$1 size=$2 rep=$3 port=$((PORT + 5)) rc=0 a0 at0 b0 bt0 a1 at1 b1 bt1
   local tag=udp2-$v-$size-$rep
-  "$BIN/sendmmsg_tx" --port "$port" --cpu "$TX_CPU" --size "$size" --sources 8 --seconds $((SECS + 10)) \
+  "$BIN/sendmmsg_tx" --port "$port" --cpu "$TX_CPU" --size "$size" --sources 8 --seconds $((SECS + 10)) --fifo "$TX_FIFO" \
       > "$OUT/$tag.tx.json" &
   local txpid=$!
   sleep 0.5

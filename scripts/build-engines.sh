@@ -8,6 +8,7 @@
 # They share one target directory (cargo keeps every feature set's artifacts apart), so only
 # the rtdaq crate and the engine crate build again per engine.
 # Usage: scripts/build-engines.sh [--release] [ENGINE...]     (default: all four, debug)
+# Honours CARGO_TARGET_DIR (the binaries still go to target/engines/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=debug
@@ -32,7 +33,7 @@ for e in "${engines[@]}"; do
     echo "building rtdaq with engine-$e ($profile, embedded $cfg)"
     RTDAQ_CONFIG=$cfg cargo build -q -p rtdaq "${args[@]}" --no-default-features \
         --features "engine-$e,platform-host"
-    cp "target/$profile/rtdaq" "target/engines/rtdaq-$e"
+    cp "${CARGO_TARGET_DIR:-target}/$profile/rtdaq" "target/engines/rtdaq-$e"
     "target/engines/rtdaq-$e" version | sed -n '1,3p'
 done
 # Leave target/$profile/rtdaq as the default build (engine-socket) for everything else.

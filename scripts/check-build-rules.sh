@@ -30,6 +30,8 @@ expect_build_error "engine differs from the config" 'engine.kind = "socket" but 
     "${CHECK[@]}" --no-default-features --features engine-dpdk,platform-host
 expect_build_error "missing config file" "cannot read" \
     env RTDAQ_CONFIG=configs/does-not-exist.toml "${CHECK[@]}"
+expect_build_error "GPU config without the gpu feature" "built without \`--features gpu\`" \
+    env RTDAQ_CONFIG=configs/host-loopback-udp-gpu.toml "${CHECK[@]}"
 
 # Every invalid fixture fails the build with the same key path `rtdaq config check` reports.
 for f in tests/fixtures/config-invalid/*.toml; do
@@ -38,19 +40,28 @@ for f in tests/fixtures/config-invalid/*.toml; do
         env RTDAQ_CONFIG="$f" "${CHECK[@]}"
 done
 
-# Every shipped config builds into a binary of the engine/platform it names.
-for f in configs/*.toml; do
-    read -r kind plat < <(python3 -c 'import sys, tomllib
-c = tomllib.load(open(sys.argv[1], "rb")); print(c["engine"]["kind"], c["platform"])' "$f")
+# Every shipped config builds into a binary of the engine/platform it names: configs/*.toml
+# and the board examples configs/<board>/*.toml (built with platform-<board>). A config with
+# GPU memory or a GPU stage is built with the `gpu` feature too.
+for f in configs/*.toml configs/{igx-orin,igx-thor,dgx-spark}/*.toml; do
+    read -r kind plat gpu < <(python3 -c 'import sys, tomllib
+c = tomllib.load(open(sys.argv[1], "rb"))
+gpu = bool(c.get("gpu_stages")) or any(r.get("kind") in ("host_pinned", "device") for r in c.get("memory_regions", []))
+print(c["engine"]["kind"], c["platform"], ",gpu" if gpu else "")' "$f")
+    name=${f#configs/}
+    if [[ $name == */* && ${name%%/*} != "$plat" ]]; then
+        echo "FAIL $name: a config under configs/${name%%/*}/ must say platform = \"${name%%/*}\""; fail=1
+        continue
+    fi
     if ! grep -q "^platform-$plat *=" app/Cargo.toml; then
-        echo "skip $(basename "$f"): platform-$plat is not a feature of this tree yet (board platforms: issue #7)"
+        echo "skip $name: platform-$plat is not a feature of this tree"
         continue
     fi
     if RTDAQ_CONFIG="$f" "${CHECK[@]}" --no-default-features \
-        --features "engine-$kind,platform-$plat" >/dev/null 2>&1; then
-        echo "ok   $(basename "$f") builds with engine-$kind,platform-$plat"
+        --features "engine-$kind,platform-$plat$gpu" >/dev/null 2>&1; then
+        echo "ok   $name builds with engine-$kind,platform-$plat$gpu"
     else
-        echo "FAIL $(basename "$f") does not build with engine-$kind,platform-$plat"; fail=1
+        echo "FAIL $name does not build with engine-$kind,platform-$plat$gpu"; fail=1
     fi
 done
 exit $fail

@@ -22,9 +22,12 @@ run() {
 # iperf3 + nftables + jq (the iperf3 interop test: a real external sender), iputils-ping (test
 # bed), shellcheck (scripts), clang llvm m4 libelf-dev zlib1g-dev pkg-config (the AF_XDP
 # engine: libbpf/libxdp and its XDP program), tcpreplay (a real raw-frame sender), dpdk dpdk-dev
-# libdpdk-dev libclang-dev (rtdaq-dpdk-sys: DPDK 22.11 headers/libraries/PMDs and bindgen).
+# libdpdk-dev libclang-dev (rtdaq-dpdk-sys: DPDK 22.11 headers/libraries/PMDs and bindgen),
+# gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user (the sealed aarch64 binary and its
+# tests under qemu-aarch64; docs/deploy.md).
 APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping shellcheck
-    clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev libclang-dev)
+    clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev libclang-dev
+    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 install_deps() {
     local missing=()
     for p in "${APT_PACKAGES[@]}"; do
@@ -41,6 +44,8 @@ install_deps() {
     for c in rustfmt clippy; do
         rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
     done
+    rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu ||
+        rustup target add aarch64-unknown-linux-gnu
 }
 if [ "${RTDAQ_TEST_SKIP_INSTALL:-0}" != 1 ]; then
     step "install test dependencies"
@@ -80,9 +85,100 @@ run "release build + rtdaq version + config check on configs/" release_checks
 run "engine binaries (scripts/build-engines.sh)" scripts/build-engines.sh
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
-run "DPDK end to end: ring PMD, testpmd peer, AF_PACKET interop (cargo test --test dpdk -- --ignored)" \
-    cargo test -p rtdaq --test dpdk -- --ignored --test-threads 1
+# DPDK end to end, first with no hugepages reserved (no_hugepages_is_a_clear_error needs none;
+# every other test there runs with --no-huge), then the with_hugepages_* tests with 2 MiB
+# hugepages reserved (and hugetlbfs mounted) only for them: dpdk_with_hugepages below.
+run "DPDK end to end: ring PMD, testpmd peer over net_af_packet/net_af_xdp, AF_PACKET interop, rte_flow and EAL errors (cargo test --test dpdk -- --ignored --skip with_hugepages)" \
+    cargo test -p rtdaq --test dpdk -- --ignored --test-threads 1 --skip with_hugepages
+
+HP_NR=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+HP_WANT=${RTDAQ_TEST_HUGEPAGES_COUNT:-256}
+HP_PREV=""
+HP_MOUNTED=""
+# Gives back what dpdk_with_hugepages took: the previous page count, and the hugetlbfs mount
+# it made. Also the EXIT trap while it runs (a failed or interrupted test still releases).
+hugepages_release() {
+    if [ -n "$HP_MOUNTED" ]; then
+        if umount "$HP_MOUNTED"; then
+            rmdir "$HP_MOUNTED" 2>/dev/null || true
+            echo "unmounted hugetlbfs at $HP_MOUNTED"
+        fi
+        HP_MOUNTED=""
+    fi
+    if [ -n "$HP_PREV" ]; then
+        echo "$HP_PREV" > "$HP_NR" || true
+        echo "2 MiB hugepages back to $HP_PREV (now $(cat "$HP_NR"))"
+        HP_PREV=""
+    fi
+}
+dpdk_with_hugepages() {
+    [ -w "$HP_NR" ] || { echo "cannot write $HP_NR (not root, or no 2 MiB hugepage support)" >&2; return 1; }
+    HP_PREV=$(cat "$HP_NR")
+    trap hugepages_release EXIT
+    trap 'exit 130' INT TERM
+    local want=$HP_WANT rc=0
+    [ "$HP_PREV" -gt "$want" ] && want=$HP_PREV
+    echo "$want" > "$HP_NR"
+    echo "2 MiB hugepages: $HP_PREV -> $(cat "$HP_NR") (asked $want)"
+    if [ "$(cat "$HP_NR")" -lt 1 ]; then
+        echo "the kernel reserved no hugepage (memory fragmented?)" >&2
+        rc=1
+    fi
+    if [ $rc -eq 0 ] && ! awk '$3 == "hugetlbfs" { found = 1 } END { exit !found }' /proc/mounts; then
+        HP_MOUNTED=/dev/hugepages-rtdaq-test
+        mkdir -p "$HP_MOUNTED"
+        mount -t hugetlbfs -o pagesize=2M nodev "$HP_MOUNTED" || { HP_MOUNTED=""; rc=1; }
+        [ -n "$HP_MOUNTED" ] && echo "mounted hugetlbfs at $HP_MOUNTED"
+    fi
+    if [ $rc -eq 0 ]; then
+        RTDAQ_TEST_HUGEPAGES=1 cargo test -p rtdaq --test dpdk -- --ignored --test-threads 1 with_hugepages || rc=$?
+    fi
+    hugepages_release
+    trap - EXIT INT TERM
+    return $rc
+}
+run "DPDK end to end with 2 MiB hugepages reserved, then released (cargo test --test dpdk -- --ignored with_hugepages)" \
+    dpdk_with_hugepages
 run "shellcheck scripts/*.sh" shellcheck scripts/*.sh
+run "shellcheck rt-tuning/" shellcheck -x rt-tuning/*.sh rt-tuning/lib/*.sh rt-tuning/tests/*.sh
+
+# ---- 5. deployment (docs/deploy.md): sealed aarch64 binary, host tuning, systemd unit ---------
+# The sealed IGX Thor binary (socket engine): configs/igx-thor/*socket*.toml when the board
+# ships one, else the default deployment with platform = "igx-thor".
+sealed_igx_thor() {
+    local cfg="" f
+    for f in configs/igx-thor/*socket*.toml; do [ -f "$f" ] && { cfg=$f; break; }; done
+    if [ -z "$cfg" ]; then
+        cfg=target/sealed/igx-thor-loopback-udp.toml
+        mkdir -p target/sealed
+        sed -e 's/^platform = "host"/platform = "igx-thor"/' \
+            -e 's/^name = "host-loopback-udp"/name = "igx-thor-loopback-udp"/' \
+            configs/host-loopback-udp.toml > "$cfg"
+    fi
+    scripts/build-sealed.sh --board igx-thor --engine socket --config "$cfg"
+}
+run "sealed aarch64 binary (scripts/build-sealed.sh --board igx-thor --engine socket)" sealed_igx_thor
+run "rtdaq-core and rtdaq-config tests for aarch64 under qemu-aarch64" \
+    env CARGO_TARGET_DIR=target/aarch64-unknown-linux-gnu \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu" \
+    cargo test -p rtdaq-core -p rtdaq-config --target aarch64-unknown-linux-gnu
+run "rt-tuning: tune.sh check/apply/idempotence/revert on a fake IGX Thor tree" rt-tuning/tests/test-tune.sh
+# tune.sh apply on copies of doctor's fixture trees, then doctor: what tune.sh can fix passes,
+# exactly the reboot/operator checks still fail (the tuned tree: apply does nothing).
+doctor_roundtrips() {
+    local rc=0
+    rt-tuning/tests/test-doctor-roundtrip.sh target/release/rtdaq tests/fixtures/host-untuned || rc=1
+    rt-tuning/tests/test-doctor-roundtrip.sh target/release/rtdaq tests/fixtures/igx-orin-half-tuned \
+        configs/igx-orin/dpdk-hds.toml || rc=1
+    rt-tuning/tests/test-doctor-roundtrip.sh target/release/rtdaq tests/fixtures/igx-thor-tuned \
+        configs/igx-thor/dpdk-hds.toml || rc=1
+    return $rc
+}
+run "rt-tuning: tune.sh apply --root on the doctor fixture trees, then rtdaq doctor --root" doctor_roundtrips
+run "systemd unit: lint, systemd-analyze verify, unprivileged run with exactly its capabilities" \
+    rt-tuning/tests/test-service.sh
 # Every test that made a namespace (rtdaq-testbed pairs, the iperf3 script) removed it again.
 no_namespace_left() {
     local left

@@ -23,6 +23,26 @@ pub enum Command {
     /// Inspect or validate deployment configs.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Check this host (read-only) against the deployment config: PREEMPT_RT, kernel command
+    /// line, governor, C-states, RT throttling, hugepages, MTU, NIC IRQs, PCIe MRRS/MPS, GPU.
+    /// One line per check with pass/warn/fail and a fix. Exit 0 no failure, 1 a check failed,
+    /// 2 usage or config error.
+    Doctor(DoctorArgs),
+}
+
+/// `rtdaq doctor ...`
+#[derive(Debug, Default, clap::Args)]
+pub struct DoctorArgs {
+    /// Read /proc and /sys below DIR instead of / (a fixture tree or a fake root); GPU facts
+    /// then come from DIR/nvidia-smi-q.txt instead of running nvidia-smi.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// Print the findings as a JSON array of {check, status, detail, fix}.
+    #[arg(long)]
+    pub json: bool,
+    /// Check against this TOML deployment instead of the embedded config.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `rtdaq run ...`

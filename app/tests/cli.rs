@@ -85,6 +85,19 @@ fn every_shipped_config_checks_ok() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
             let out = rtdaq(&["config", "check", path.to_str().unwrap()]);
+            let gpu = rtdaq_config::load_file(&path).is_ok_and(|c| c.uses_gpu());
+            if gpu && !cfg!(feature = "gpu") {
+                // A GPU deployment needs a `--features gpu` binary: exit 2, saying so.
+                assert_eq!(out.status.code(), Some(2), "{}", path.display());
+                assert!(
+                    text(&out.stderr).contains("built without `--features gpu`"),
+                    "{}: {}",
+                    path.display(),
+                    text(&out.stderr)
+                );
+                n += 1;
+                continue;
+            }
             assert!(
                 out.status.success(),
                 "{}: {}{}",

@@ -59,18 +59,20 @@ fn ring_config() -> String {
 /// The DPDK side of `configs/vdev-dpdk-ring.toml` moved onto `net_af_packet0` over `ifname`
 /// (`devargs`: more of the PMD's arguments, each with a leading comma).
 fn af_packet_vdev(ifname: &str, devargs: &str, tag: &str) -> Vec<(&'static str, String)> {
+    vdev("net_af_packet0", ifname, devargs, tag)
+}
+
+/// The same for any vdev `port` (`net_af_packet0`, `net_af_xdp0`) over `ifname`.
+fn vdev(port: &str, ifname: &str, devargs: &str, tag: &str) -> Vec<(&'static str, String)> {
     vec![
         (
             "\"--vdev\", \"net_ring0\"",
             format!(
-                "\"--vdev\", \"net_af_packet0,iface={ifname}{devargs}\", \"--file-prefix\", \"{}\"",
+                "\"--vdev\", \"{port},iface={ifname}{devargs}\", \"--file-prefix\", \"{}\"",
                 prefix(tag)
             ),
         ),
-        (
-            "address = \"net_ring0\"",
-            "address = \"net_af_packet0\"".into(),
-        ),
+        ("address = \"net_ring0\"", format!("address = \"{port}\"")),
     ]
 }
 
@@ -240,16 +242,32 @@ fn testpmd_tx(out: &str) -> (u64, u64, u64) {
 /// of 32 `txonly` frames of `frame_len` bytes per round, ROUNDS rounds ~0.2 s apart (txonly
 /// alone is unpaced and overruns the receiver's AF_PACKET ring, whose drops nobody counts).
 fn testpmd_into_rtdaq(pair: &VethPair, frame_len: usize, tag: &str) {
+    // A 4096-frame PACKET_RX_RING (the PMD's default is 512): one round of 1600 frames
+    // fits even if the RX thread is late; the ring's own drops are in no counter here.
+    let rx = af_packet_vdev(pair.ifname(Side::B), ",framecnt=4096", &format!("{tag}-rx"));
+    testpmd_into(pair, &rx, 50, frame_len, tag);
+}
+
+/// testpmd on A (`net_af_packet`) into rtdaq's DPDK RX on B with the vdev `rx_vdev` (edits
+/// of vdev-dpdk-ring.toml), `bursts` bursts of 32 per round.
+fn testpmd_into(
+    pair: &VethPair,
+    rx_vdev: &[(&str, String)],
+    bursts: u32,
+    frame_len: usize,
+    tag: &str,
+) {
     const ROUNDS: u32 = 10;
-    const BURSTS: u32 = 50;
-    let text = edit(
-        "vdev-dpdk-ring.toml",
-        ring_config(),
-        // A 4096-frame PACKET_RX_RING (the PMD's default is 512): one round of 1600 frames
-        // fits even if the RX thread is late; the ring's own drops are in no counter here.
-        &af_packet_vdev(pair.ifname(Side::B), ",framecnt=4096", &format!("{tag}-rx")),
-    );
-    let text = cut(&text, "[[interfaces.tx_queues]]", "[run]");
+    let text = edit("vdev-dpdk-ring.toml", ring_config(), rx_vdev);
+    // net_af_xdp (like net_tap) refuses rte_eth_dev_configure with RX but no TX queues:
+    // keep the (idle) TX queue there, drop only the generator.
+    let xdp = rx_vdev.iter().any(|(_, to)| to.contains("net_af_xdp"));
+    let from = if xdp {
+        "[generator]"
+    } else {
+        "[[interfaces.tx_queues]]"
+    };
+    let text = cut(&text, from, "[run]");
     let text = edit(
         "vdev-dpdk-ring.toml",
         text,
@@ -268,7 +286,7 @@ fn testpmd_into_rtdaq(pair: &VethPair, frame_len: usize, tag: &str) {
     tp.wait_for("testpmd> ", 1, Duration::from_secs(30));
     tp.cmd("set fwd rxonly");
     for round in 1..=ROUNDS {
-        tp.cmd(&format!("start tx_first {BURSTS}"));
+        tp.cmd(&format!("start tx_first {bursts}"));
         std::thread::sleep(Duration::from_millis(200));
         tp.cmd("stop");
         tp.wait_for(
@@ -293,7 +311,7 @@ fn testpmd_into_rtdaq(pair: &VethPair, frame_len: usize, tag: &str) {
 
     let received = u(&r, "/rx/totals/packets");
     let rtdaq_drops = u(&r, "/rx/totals/drops_total");
-    let expected = u64::from(ROUNDS * BURSTS * 32);
+    let expected = u64::from(ROUNDS * bursts * 32);
     eprintln!(
         "{tag}: testpmd sent {sent} frames of {frame_len} B (port counter {nic_sent}, \
          not taken by the PMD {tp_dropped}); kernel veth drops {kernel}; rtdaq received \
@@ -303,7 +321,7 @@ fn testpmd_into_rtdaq(pair: &VethPair, frame_len: usize, tag: &str) {
     assert_eq!(tp_dropped, 0, "testpmd TX-dropped:\n{tp_out}");
     assert_eq!(
         sent, expected,
-        "testpmd: {ROUNDS} x {BURSTS} bursts of 32:\n{tp_out}"
+        "testpmd: {ROUNDS} x {bursts} bursts of 32:\n{tp_out}"
     );
     assert_eq!(
         nic_sent, sent,
@@ -479,4 +497,168 @@ fn no_hugepages_is_a_clear_error() {
     ] {
         assert!(err.contains(want), "no {want:?} in:\n{err}");
     }
+}
+
+// ---------------------------------------------------------------- testpmd -> net_af_xdp RX
+
+/// The `net_af_xdp` PMD of the installed DPDK (`.../dpdk/pmds-*/librte_net_af_xdp.so`), if
+/// any: Debian builds it when libxdp/libbpf were there at build time.
+fn af_xdp_pmd() -> Option<PathBuf> {
+    let pc = std::process::Command::new("pkg-config")
+        .args(["--variable=libdir", "libdpdk"])
+        .output()
+        .ok()?;
+    let libdir = PathBuf::from(String::from_utf8_lossy(&pc.stdout).trim());
+    std::fs::read_dir(libdir.join("dpdk"))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("librte_net_af_xdp.so"))
+        .find(|p| p.exists())
+}
+
+#[test]
+#[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn testpmd_txonly_into_dpdk_af_xdp_rx() {
+    // net_af_xdp: an AF_XDP socket (copy mode on a veth) on B's queue 0, its UMEM carved
+    // from the port's mempool; libxdp loads its default XDP program (without /sys/fs/bpf it
+    // says "Falling back to loading single prog without dispatcher", which works).
+    let Some(pmd) = af_xdp_pmd() else {
+        eprintln!("SKIPPED: this DPDK has no net_af_xdp PMD (librte_net_af_xdp.so; built only with libxdp + libbpf)");
+        return;
+    };
+    eprintln!("net_af_xdp PMD: {}", pmd.display());
+    let p = pair("dpdk-xdp");
+    for (len, t) in [(64, "xdp64"), (1514, "xdp1514")] {
+        let rx = vdev(
+            "net_af_xdp0",
+            p.ifname(Side::B),
+            ",start_queue=0,queue_count=1",
+            &format!("{t}-rx"),
+        );
+        // 8 bursts of 32 per round: 256 frames, what the veth's XDP ring holds (a veth with
+        // an XDP program queues frames in a 256-entry ring; its overflow shows as veth
+        // drops, which the test subtracts), and well within the 1024-entry AF_XDP RX ring
+        // (whose overflow is in no counter of the report).
+        testpmd_into(&p, &rx, 8, len, t);
+    }
+}
+
+// ---------------------------------------------------------------- rte_flow
+
+#[test]
+#[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn rte_flow_hardware_on_a_pmd_without_it_is_a_clear_error() {
+    // vdev-dpdk-ring.toml plus one flow, flow_offload = "hardware": net_ring has no rte_flow.
+    let (code, err, out) = run_misconfigured(
+        &[
+            (
+                "main_core = 0 ",
+                "flow_offload = \"hardware\"\nmain_core = 0 ".into(),
+            ),
+            (
+                "[run]",
+                "[[flows]]\ninterface = \"ring\"\nid = 1\nqueue = 0\n[flows.match]\nudp_dst = 5000\n\n[run]"
+                    .into(),
+            ),
+        ],
+        "flowhw",
+    );
+    assert_eq!(code, Some(2), "{}", show(&out));
+    for want in [
+        "flows[0] (id 1: udp_dst=5000 -> rx_queues[0])",
+        "DPDK port \"net_ring0\" (PMD net_ring)",
+        "engine.dpdk.flow_offload = \"hardware\"",
+        "[prio 0: eth / ipv4 / udp dst 5000 -> queue 0]",
+        "no rte_flow support",
+        "Function not implemented",
+        "ENOSYS",
+        "flow_offload = \"auto\"",
+    ] {
+        assert!(err.contains(want), "no {want:?} in:\n{err}");
+    }
+}
+
+// ---------------------------------------------------------------- with hugepages
+
+/// 2 MiB hugepages reserved now (`nr_hugepages`).
+fn hugepages() -> u64 {
+    std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages")
+        .map(|s| s.trim().parse().unwrap_or(0))
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "needs root, DPDK, reserved 2 MiB hugepages and scripts/build-engines.sh; scripts/test.sh reserves them and runs it"]
+fn with_hugepages_ring_pmd_loopback_lossless() {
+    // vdev-dpdk-ring.toml without --no-huge -m 512, --in-memory: the EAL maps its memory (mempool, rings)
+    // from hugepages, which scripts/test.sh reserves (RTDAQ_TEST_HUGEPAGES=1) before this
+    // test and releases after. Without them the EAL would fail (no_hugepages_is_a_clear_error).
+    let n = hugepages();
+    if n == 0 {
+        assert!(
+            std::env::var_os("RTDAQ_TEST_HUGEPAGES").is_none(),
+            "RTDAQ_TEST_HUGEPAGES is set but no 2 MiB hugepage is reserved"
+        );
+        eprintln!(
+            "SKIPPED: no 2 MiB hugepages reserved (scripts/test.sh reserves 256 for this test)"
+        );
+        return;
+    }
+    let text = edit(
+        "vdev-dpdk-ring.toml",
+        ring_config(),
+        &[
+            ("\"--no-huge\", \"-m\", \"512\", ", String::new()),
+            // --in-memory: no shared config and no hugepage files left behind (rtdaq never
+            // calls rte_eal_cleanup), so the pages are free again when the process exits.
+            ("\"--no-shconf\",", "\"--in-memory\",".into()),
+            // 20 000 pps: the 1024-frame ring covers a 50 ms stall of the RX thread (seen on
+            // a loaded 2-core host); this test is about the EAL on hugepages, not speed.
+            ("rate_gbps = 1.0", "rate_pps = 20000".into()),
+        ],
+    );
+    let cfg = write("huge", &text);
+    let json = report_path("huge");
+    let _ = std::fs::remove_file(&json);
+    let free_before = meminfo("HugePages_Free");
+    let out = std::process::Command::new(bin("dpdk"))
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "2"])
+        .arg("--report-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let sent = u(&r, "/tx/totals/packets");
+    eprintln!("{n} hugepages reserved ({free_before} free before); ring PMD: sent {sent}");
+    assert!(
+        sent > 30_000,
+        "20 000 pps for 2 s, sent {sent}: {}",
+        show(&out)
+    );
+    assert_eq!(u(&r, "/rx/totals/packets"), sent);
+    assert_eq!(u(&r, "/lost"), 0);
+    assert_eq!(u(&r, "/rx/totals/drops_total"), 0);
+    assert_eq!(
+        meminfo("HugePages_Free"),
+        free_before,
+        "the run gave its hugepages back"
+    );
+}
+
+/// A number from /proc/meminfo.
+fn meminfo(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(key)?
+                .trim_start_matches(':')
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{key} in /proc/meminfo"))
 }

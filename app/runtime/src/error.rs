@@ -31,6 +31,10 @@ pub enum RuntimeError {
     /// The generator's frame headers could not be built (raw engines).
     #[error("generator: {0}")]
     Generator(String),
+    /// The GPU data path could not start: no CUDA driver, not enough GPU memory, a kernel
+    /// that did not compile, a binary built without the `gpu` feature, ...
+    #[error("{0}")]
+    Gpu(String),
     /// Signal handlers could not be installed.
     #[error("cannot install the SIGINT/SIGTERM handlers: {0}")]
     Signals(#[source] std::io::Error),

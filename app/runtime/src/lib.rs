@@ -14,6 +14,8 @@
 //! | [`report`] | the final report (human and JSON) |
 //! | [`outcome`] | builds the report and the exit code from a finished run |
 //! | [`generator`] | sequence-numbered, pattern-filled payloads |
+//! | [`gpu_report`] | GPU stage counters and the report's `gpu` section |
+//! | `gpu_stage` | (feature `gpu`) `host_pinned` regions, the GPU consumer stage of queues with `gpu_stage` |
 //!
 //! Data path rules: after set-up the queue threads never allocate (proved by
 //! `rtdaq_platform::alloc_audit` and reported as `io_thread_allocations`), never log, never
@@ -22,6 +24,10 @@
 
 pub mod error;
 pub mod generator;
+pub mod gpu_hook;
+pub mod gpu_report;
+#[cfg(feature = "gpu")]
+pub mod gpu_stage;
 pub mod latency;
 pub mod memory;
 pub mod outcome;
@@ -33,5 +39,5 @@ mod threads;
 pub mod validator;
 
 pub use error::RuntimeError;
-pub use run::{run, Identity, RunOptions, RunResults};
+pub use run::{run, run_with_stats, Identity, RunOptions, RunResults, StatsHook};
 pub use threads::GenTotals;

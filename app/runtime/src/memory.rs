@@ -25,6 +25,8 @@ pub struct QueueStats {
     pub io_cpu_ns: AtomicU64,
     /// CPU time of the consumer thread (indirect RX) in ns, stored once when it ends.
     pub consumer_cpu_ns: AtomicU64,
+    /// GPU stage counters (RX queues with `gpu_stage`; written by the thread driving it).
+    pub gpu: crate::gpu_report::GpuCounters,
 }
 
 impl QueueStats {
@@ -34,7 +36,32 @@ impl QueueStats {
             consumer: QueueCounters::new(),
             io_cpu_ns: AtomicU64::new(0),
             consumer_cpu_ns: AtomicU64::new(0),
+            gpu: crate::gpu_report::GpuCounters::default(),
         }
+    }
+}
+
+/// Where a GPU region (`host_pinned`) lives for the GPU: the device-visible address of its
+/// first byte. Plain numbers; the region itself lives for the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuMap {
+    /// CUDA device ordinal.
+    pub gpu: u32,
+    /// CPU address of byte 0.
+    pub host_base: usize,
+    /// Device-visible address of byte 0.
+    pub dev_base: u64,
+    /// Bytes.
+    pub len: usize,
+}
+
+impl GpuMap {
+    /// Device-visible address of the CPU address `p`, `None` outside the region. Never
+    /// allocates.
+    #[inline]
+    pub fn device_addr(&self, p: *const u8) -> Option<u64> {
+        let off = (p as usize).checked_sub(self.host_base)?;
+        (off < self.len).then(|| self.dev_base + off as u64)
     }
 }
 
@@ -53,6 +80,8 @@ pub struct Resources {
     pub tx_stats: &'static [QueueStats],
     /// Bytes of memory regions allocated.
     pub region_bytes: u64,
+    /// Per config memory region: its GPU mapping (`host_pinned` regions), else `None`.
+    pub gpu_maps: Vec<Option<GpuMap>>,
 }
 
 fn leak<T>(v: Vec<T>) -> &'static mut [T] {
@@ -73,9 +102,27 @@ fn mem_kind(k: RegionKind) -> MemKind {
 pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, RuntimeError> {
     let mut pools = Vec::with_capacity(config.memory_regions.len());
     let mut region_bytes = 0;
+    let mut gpu_maps = Vec::with_capacity(config.memory_regions.len());
+    // GPU regions and stages: driver, libraries and device memory checked before anything.
+    crate::gpu_hook::check(config)?;
     for r in &config.memory_regions {
         let stride = r.stride() as usize;
         let size = r.footprint() as usize;
+        if r.kind.is_gpu() {
+            let (mem, map) = crate::gpu_hook::alloc_region(r, size)?;
+            region_bytes += mem.len() as u64;
+            gpu_maps.push(Some(map));
+            let links: &'static mut [AtomicU32] =
+                leak((0..r.buf_count).map(|_| AtomicU32::new(0)).collect());
+            let pool = BufferPool::new(&mut mem[..stride * r.buf_count as usize], links, stride)
+                .map_err(|e| RuntimeError::Pool {
+                    region: r.name.clone(),
+                    reason: e,
+                })?;
+            pools.push(&*Box::leak(Box::new(pool)));
+            continue;
+        }
+        gpu_maps.push(None);
         let spec = RegionSpec {
             name: &r.name,
             kind: mem_kind(r.kind),
@@ -156,5 +203,6 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
         rx_stats,
         tx_stats,
         region_bytes,
+        gpu_maps,
     })
 }

@@ -39,7 +39,13 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                 elapsed,
                 Some(&stats),
             )
-            .with_cpu(rs.io_cpu_ns.load(Acquire), rs.consumer_cpu_ns.load(Acquire)),
+            .with_cpu(rs.io_cpu_ns.load(Acquire), rs.consumer_cpu_ns.load(Acquire))
+            .with_gpu(crate::gpu_report::GpuReport::of(
+                config,
+                q.interface,
+                q.queue,
+                &rs.gpu,
+            )),
         );
     }
     let mut tx = Vec::new();
@@ -65,6 +71,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         (_, true) => total.lost_against(generated),
         (_, false) => total.seq_gaps,
     };
+    // Packets a GPU stage dropped never reached the GPU: lost to the deployment.
+    let (lost, gpu_failed) = crate::gpu_report::judge(&rx, lost);
     let loss_tolerance = config.run.loss_tolerance;
     RunReport {
         engine: id.engine.to_string(),
@@ -76,11 +84,22 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         started_at_unix_ns: r.started_at_unix_ns,
         duration_s: elapsed,
         bytes_are: if r.frames { "frame" } else { "payload" }.to_string(),
-        exit_code: loss_exit_code(lost, loss_tolerance),
+        exit_code: loss_exit_code(lost, loss_tolerance).max(u8::from(gpu_failed)),
         loss_tolerance,
         lost,
         io_thread_allocations: r.io_thread_allocations,
         rx: DirectionReport::rx(rx, elapsed, Some(total.latency)),
         tx: DirectionReport::tx(tx, elapsed),
+        ports: r
+            .ports
+            .iter()
+            .map(|p| {
+                let name = config
+                    .interfaces
+                    .get(p.interface)
+                    .map_or_else(|| p.port.clone(), |i| i.name.clone());
+                crate::report::PortReport::from_stats(name, p)
+            })
+            .collect(),
     }
 }

@@ -17,9 +17,10 @@
 //!       io_cpu_s, consumer_cpu_s,     (CPU seconds of the I/O / consumer thread; null
 //!                                      when the queue has no such thread)
 //!       drops: { ring_full, pool_empty, too_large, malformed, no_flow, flow_drop,
-//!                kernel, truncated }          (every DropReason, always all keys)
+//!                kernel, truncated, gpu_busy } (every DropReason, always all keys)
 //!       rx only: seq_gaps, reordered, duplicates, corrupt, malformed, too_old,
-//!                latency_ns: { p50, p99, p999, max, count, min } }
+//!                latency_ns: { p50, p99, p999, max, count, min },
+//!                gpu: { ... }                 (queues with a GPU stage: crate::gpu_report) }
 //! ```
 //! In `totals`, `interface` is `"total"` and `queue`/`core` are `null`; `core` is also
 //! `null` for a queue without a pinned core.
@@ -85,6 +86,131 @@ pub struct RunReport {
     pub rx: DirectionReport,
     /// Transmit side.
     pub tx: DirectionReport,
+    /// Per-port driver counters, link and MAC, for engines with ports of their own
+    /// (DPDK; absent from the JSON for the others). See [`PortReport`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<PortReport>,
+}
+
+// --- Per-port counters (engines implementing rtdaq_core::traits::EngineStats) ---
+
+/// One port's driver counters after the run (`rte_eth_stats` on DPDK), its non-zero
+/// extended counters by name, and its link state and MAC:
+/// `{ interface, port, driver, mac, link: { up, speed_mbps, full_duplex } | null,
+///    ipackets, opackets, ibytes, obytes, imissed, ierrors, oerrors, rx_nombuf,
+///    xstats: { name: value } }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortReport {
+    /// The config's interface name.
+    pub interface: String,
+    /// The engine's port name (`net_ring0`, a PCI address, ...).
+    pub port: String,
+    /// The driver (`net_ring`, `mlx5_pci`, ...).
+    pub driver: String,
+    /// MAC address (`02:00:00:00:00:01`), `null` when unknown.
+    pub mac: Option<String>,
+    /// Link state when the run ended, `null` when the driver reports none.
+    pub link: Option<LinkReport>,
+    /// Packets received by the port.
+    pub ipackets: u64,
+    /// Packets sent.
+    pub opackets: u64,
+    /// Bytes received.
+    pub ibytes: u64,
+    /// Bytes sent.
+    pub obytes: u64,
+    /// Received packets the hardware dropped (no free descriptor): loss the queues never saw.
+    pub imissed: u64,
+    /// Receive errors.
+    pub ierrors: u64,
+    /// Transmit errors.
+    pub oerrors: u64,
+    /// Receive buffer (mbuf) allocation failures.
+    pub rx_nombuf: u64,
+    /// The driver's non-zero extended counters.
+    pub xstats: BTreeMap<String, u64>,
+}
+
+/// Link state of a [`PortReport`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkReport {
+    /// Link up.
+    pub up: bool,
+    /// Speed in Mb/s (0 unknown).
+    pub speed_mbps: u32,
+    /// Full duplex.
+    pub full_duplex: bool,
+}
+
+impl PortReport {
+    /// From the engine's [`PortStats`](rtdaq_core::traits::PortStats); `interface` is the
+    /// config's name of its interface.
+    pub fn from_stats(interface: String, s: &rtdaq_core::traits::PortStats) -> Self {
+        PortReport {
+            interface,
+            port: s.port.clone(),
+            driver: s.driver.clone(),
+            mac: s.mac.map(|m| {
+                m.iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(":")
+            }),
+            link: s.link.map(|l| LinkReport {
+                up: l.up,
+                speed_mbps: l.speed_mbps,
+                full_duplex: l.full_duplex,
+            }),
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            ibytes: s.ibytes,
+            obytes: s.obytes,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+            xstats: s.xstats.iter().cloned().collect(),
+        }
+    }
+}
+
+impl fmt::Display for PortReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let link = match &self.link {
+            Some(l) => format!(
+                "link {} {} Mb/s {}",
+                if l.up { "up" } else { "down" },
+                l.speed_mbps,
+                if l.full_duplex { "full" } else { "half" }
+            ),
+            None => "link unknown".into(),
+        };
+        write!(
+            f,
+            "  {} = {} ({}) MAC {} · {link} · rx {} pkts {} B · tx {} pkts {} B · imissed {} ierrors {} oerrors {} rx_nombuf {}",
+            self.interface,
+            self.port,
+            self.driver,
+            self.mac.as_deref().unwrap_or("?"),
+            self.ipackets,
+            self.ibytes,
+            self.opackets,
+            self.obytes,
+            self.imissed,
+            self.ierrors,
+            self.oerrors,
+            self.rx_nombuf
+        )?;
+        if !self.xstats.is_empty() {
+            let x: Vec<String> = self
+                .xstats
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            write!(f, "\n    xstats: {}", x.join(" "))?;
+        }
+        Ok(())
+    }
 }
 
 /// One direction: the sum over its queues, and each queue.
@@ -127,6 +253,9 @@ pub struct QueueReport {
     /// RX only: sequence, integrity and latency checks.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub rx: Option<RxChecks>,
+    /// RX queues with a GPU stage: its counters ([`crate::gpu_report`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::gpu_report::GpuReport>,
 }
 
 /// The RX-only fields of a [`QueueReport`] (from the validator).
@@ -200,6 +329,7 @@ impl QueueReport {
             io_cpu_s: None,
             consumer_cpu_s: None,
             rx: None,
+            gpu: None,
         }
     }
 
@@ -297,6 +427,7 @@ impl QueueReport {
             io_cpu_s: sum(|q| q.io_cpu_s),
             consumer_cpu_s: sum(|q| q.consumer_cpu_s),
             rx,
+            gpu: None,
         }
     }
 
@@ -418,6 +549,9 @@ fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> f
                 .collect();
             writeln!(f, "        drops: {}", why.join(" "))?;
         }
+        if let Some(g) = &q.gpu {
+            writeln!(f, "        {g}{}", if g.failed() { " · FAIL" } else { "" })?;
+        }
     }
     Ok(())
 }
@@ -443,6 +577,12 @@ impl fmt::Display for RunReport {
         )?;
         write_table(f, "RX", &self.rx)?;
         write_table(f, "TX", &self.tx)?;
+        if !self.ports.is_empty() {
+            writeln!(f, "ports (driver counters at the end of the run):")?;
+            for p in &self.ports {
+                writeln!(f, "{p}")?;
+            }
+        }
         writeln!(
             f,
             "I/O-thread allocations after set-up: {}",
@@ -523,7 +663,50 @@ mod tests {
             io_thread_allocations: 0,
             rx: DirectionReport::rx(rxq, 2.0, None),
             tx: DirectionReport::tx(txq, 2.0),
+            ports: Vec::new(),
         }
+    }
+
+    #[test]
+    fn ports_appear_in_json_and_text_only_when_present() {
+        let mut r = sample();
+        let v: Value = serde_json::to_value(&r).unwrap();
+        assert!(v.get("ports").is_none(), "no ports key without port stats");
+        let stats = rtdaq_core::traits::PortStats {
+            interface: 0,
+            port: "net_ring0".into(),
+            driver: "net_ring".into(),
+            mac: Some([2, 0, 0, 0, 0, 1]),
+            link: Some(rtdaq_core::traits::LinkInfo {
+                up: true,
+                speed_mbps: 10_000,
+                full_duplex: true,
+            }),
+            ipackets: 5,
+            opackets: 6,
+            ibytes: 500,
+            obytes: 600,
+            xstats: vec![("rx_q0_packets".into(), 5)],
+            ..Default::default()
+        };
+        r.ports.push(PortReport::from_stats("ring".into(), &stats));
+        let v: Value = serde_json::to_value(&r).unwrap();
+        let p = &v["ports"][0];
+        assert_eq!(
+            keys(p),
+            "driver ibytes ierrors imissed interface ipackets link mac obytes oerrors opackets port rx_nombuf xstats"
+        );
+        assert_eq!(p["mac"], "02:00:00:00:00:01");
+        assert_eq!(p["link"]["speed_mbps"], 10_000);
+        assert_eq!(p["xstats"]["rx_q0_packets"], 5);
+        let back: RunReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+        let text = r.to_string();
+        assert!(
+            text.contains("ring = net_ring0 (net_ring) MAC 02:00:00:00:00:01 · link up 10000 Mb/s full · rx 5 pkts 500 B · tx 6 pkts 600 B"),
+            "{text}"
+        );
+        assert!(text.contains("xstats: rx_q0_packets=5"), "{text}");
     }
 
     /// The sorted keys of a JSON object, space-separated.

@@ -10,7 +10,7 @@ use crate::threads::{self, GenPlan, GenTotals, Placement};
 use crate::validator::{PayloadGen, Validator};
 use rtdaq_config::model::{Address, Config, Generator, GeneratorLimit, RxMode, Transport};
 use rtdaq_core::slot_ring::{SlotConsumer, SlotProducer};
-use rtdaq_core::traits::{Engine, EngineArgs, RxQueue};
+use rtdaq_core::traits::{Engine, EngineArgs, EngineStats, RxQueue};
 use rtdaq_core::wire::{UdpChecksumMode, UdpFrameSpec};
 use rtdaq_core::SlotRing;
 use rtdaq_platform::{alloc_audit, netdev, rt};
@@ -58,7 +58,31 @@ pub struct RunResults {
     pub resources: Resources,
     /// The engine moves whole Ethernet frames (`Engine::FRAMES`): byte counts are frame bytes.
     pub frames: bool,
+    /// Per-port driver counters read after the queues stopped (engines with an
+    /// [`EngineStats`] handle, see [`run_with_stats`]; empty otherwise).
+    pub ports: Vec<rtdaq_core::traits::PortStats>,
 }
+
+// --- Port stats seam (optional engine ability, rtdaq_core::traits::EngineStats) ---
+
+/// How the app takes an engine's [`EngineStats`] handle: called once on the opened engine,
+/// before its queues are handed out; the handle is read after every queue thread ended.
+pub type StatsHook<E> = fn(&E) -> Box<dyn EngineStats>;
+
+/// [`run`] for an engine with port counters of its own: `stats` takes its handle, whose
+/// [`EngineStats::port_stats`] fills [`RunResults::ports`] (and the report's `ports`).
+pub fn run_with_stats<E>(
+    config: &'static Config,
+    opts: &RunOptions,
+    stats: StatsHook<E>,
+) -> Result<RunResults, RuntimeError>
+where
+    E: Engine<'static, Config = EngineArgs<'static, Config>>,
+    <E::Rx as RxQueue>::Burst: 'static,
+{
+    run_inner::<E>(config, opts, Some(stats))
+}
+// --- end of the port stats seam ---
 
 fn queue_name(config: &Config, interface: usize, dir: &str, q: usize) -> String {
     format!("{}.{dir}{q}", config.interfaces[interface].name)
@@ -87,6 +111,18 @@ where
     E: Engine<'static, Config = EngineArgs<'static, Config>>,
     <E::Rx as RxQueue>::Burst: 'static,
 {
+    run_inner::<E>(config, opts, None)
+}
+
+fn run_inner<E>(
+    config: &'static Config,
+    opts: &RunOptions,
+    stats: Option<StatsHook<E>>,
+) -> Result<RunResults, RuntimeError>
+where
+    E: Engine<'static, Config = EngineArgs<'static, Config>>,
+    <E::Rx as RxQueue>::Burst: 'static,
+{
     let signalled = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&signalled)).map_err(RuntimeError::Signals)?;
@@ -95,6 +131,8 @@ where
         rt::lock_memory(config.rt.required)?;
     }
     let res = memory::allocate(config, config.rt.required && config.rt.lock_memory)?;
+    // GPU stages (feature `gpu`): pipelines built before any thread starts.
+    let mut gpu_stages = crate::gpu_hook::prepare(config, &res)?;
     // Stop flags live for the process, like the queues.
     let tx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
     let rx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
@@ -122,6 +160,7 @@ where
             required: config.rt.required,
         };
         let validator = Validator::with_mode(config.run.validate);
+        let gpu = gpu_stages[rx_feeds.len()].take();
         let unwrap = threads::Unwrap::new(E::FRAMES);
         let busy = qc.busy_poll;
         match qc.mode {
@@ -136,7 +175,9 @@ where
                     let Ok(queue) = parked.recv() else {
                         return validator;
                     };
-                    let v = threads::rx_direct(queue, validator, stats, rx_stop, busy, unwrap);
+                    let v = crate::gpu_hook::rx_direct(
+                        queue, gpu, validator, stats, rx_stop, busy, unwrap,
+                    );
                     store_cpu(&stats.io_cpu_ns);
                     v
                 })?;
@@ -174,7 +215,9 @@ where
                     let Ok(cons) = parked_cons.recv() else {
                         return validator;
                     };
-                    let v = threads::rx_consumer(cons, validator, stats, io_done, busy, unwrap);
+                    let v = crate::gpu_hook::rx_consumer(
+                        cons, gpu, validator, stats, io_done, busy, unwrap,
+                    );
                     store_cpu(&stats.consumer_cpu_ns);
                     v
                 })?;
@@ -238,14 +281,14 @@ where
     // 2. Open the engine and hand each parked thread its queue (RX first, then the
     //    generators). A failure drops the feeds: parked threads wake up and return.
     let opened = match startup_error {
-        None => open_and_feed::<E>(config, &res, rx_feeds, tx_feeds),
+        None => open_and_feed::<E>(config, &res, rx_feeds, tx_feeds, stats),
         Some(message) => Err(RuntimeError::Thread {
             queue: "start-up".into(),
             message,
         }),
     };
     let start_ns = match &opened {
-        Ok(t) => *t,
+        Ok((t, _)) => *t,
         Err(_) => now_ns(),
     };
     let started_at_unix_ns = crate::pacer::wall_clock_ns();
@@ -258,6 +301,10 @@ where
             E::NAME
         );
     }
+    let (opened, port_stats) = match opened {
+        Ok((t, p)) => (Ok(t), p),
+        Err(e) => (Err(e), None),
+    };
     if let Err(e) = opened {
         tx_stop.store(true, Release);
         rx_stop.store(true, Release);
@@ -340,6 +387,8 @@ where
         started_at_unix_ns,
         resources: res,
         frames: E::FRAMES,
+        // After every queue thread ended (the handle kept the ports open for this read).
+        ports: port_stats.map(|p| p.port_stats()).unwrap_or_default(),
     })
 }
 
@@ -383,7 +432,8 @@ fn open_and_feed<E>(
     res: &Resources,
     rx_feeds: Vec<RxFeed<E::Rx>>,
     tx_feeds: Vec<Option<TxFeed<E::Tx>>>,
-) -> Result<u64, RuntimeError>
+    stats: Option<StatsHook<E>>,
+) -> Result<(u64, Option<Box<dyn EngineStats>>), RuntimeError>
 where
     E: Engine<'static, Config = EngineArgs<'static, Config>>,
     <E::Rx as RxQueue>::Burst: 'static,
@@ -397,6 +447,7 @@ where
     let macs: Vec<Option<[u8; 6]>> = (0..config.interfaces.len())
         .map(|i| engine.interface_mac(i))
         .collect();
+    let port_stats = stats.map(|f| f(&engine));
     let (mut rxq, mut txq) = (Vec::new(), Vec::new());
     engine.split(&mut |q| rxq.push(q), &mut |q| txq.push(q));
     let parked_gone = |queue: String| RuntimeError::Thread {
@@ -462,7 +513,7 @@ where
         feed.send((queue, plan))
             .map_err(|_| parked_gone(queue_name(config, r.interface, "tx", r.queue)))?;
     }
-    Ok(start_ns)
+    Ok((start_ns, port_stats))
 }
 
 /// The MAC address of interface `interface`'s Linux network device (sysfs). Cold path.

@@ -41,7 +41,7 @@ const MIN_PACE_SLEEP_NS: u64 = 50_000;
 /// unpaced generator, a consumer behind a fast queue) would otherwise starve them. A
 /// busy-polling thread owns its core (the config forbids sharing it), so it never yields.
 #[inline]
-fn cooperate(busy: bool) {
+pub(crate) fn cooperate(busy: bool) {
     if !busy {
         std::thread::yield_now();
     }
@@ -67,7 +67,7 @@ pub(crate) fn enter(name: &str, p: Placement, ready: &Sender<Result<(), String>>
     }
 }
 
-fn idle(busy: bool) {
+pub(crate) fn idle(busy: bool) {
     if busy {
         std::hint::spin_loop();
     } else {
@@ -97,7 +97,7 @@ impl Unwrap {
 
 /// The UDP payload of `frame`, or an empty slice (which the validator counts as malformed)
 /// when it is not an IPv4/UDP frame. Never allocates.
-fn udp_payload(frame: &[u8]) -> &[u8] {
+pub(crate) fn udp_payload(frame: &[u8]) -> &[u8] {
     match rtdaq_core::wire::parse_frame(frame) {
         Ok(rtdaq_core::wire::FrameInfo { udp: Some(u), .. }) => {
             let off = usize::from(u.payload_offset);

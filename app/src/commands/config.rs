@@ -34,6 +34,10 @@ pub fn check(file: Option<&Path>) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
+    if let Some(msg) = super::gpu::refusal(&config, &label) {
+        eprintln!("{msg}");
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    }
     let summary = config.summary();
     let mut text = format!("{label}: valid\n");
     let (kind, platform) = (config.engine_kind().as_str(), config.platform().as_str());
@@ -46,6 +50,9 @@ pub fn check(file: Option<&Path>) -> anyhow::Result<ExitCode> {
             embedded::PLATFORM,
         );
     }
+    for w in config.warnings() {
+        let _ = writeln!(text, "warning: {w}");
+    }
     let _ = write!(text, "{summary}");
     for (size, needed) in [
         (HugePageSize::Size2M, summary.hugepages_2m),
@@ -54,6 +61,9 @@ pub fn check(file: Option<&Path>) -> anyhow::Result<ExitCode> {
         if needed > 0 {
             let _ = writeln!(text, "{}", hugepage_note(size, needed));
         }
+    }
+    if let Some(note) = super::gpu::host_note(&config) {
+        let _ = writeln!(text, "{note}");
     }
     out(&text);
     Ok(ExitCode::SUCCESS)

@@ -1,6 +1,8 @@
 //! Subcommand implementations.
 
 mod config;
+mod doctor;
+mod gpu;
 mod run;
 mod version;
 
@@ -19,6 +21,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Version) => version::run(),
         Some(Command::Config(ConfigCommand::Check { file })) => config::check(file.as_deref()),
         Some(Command::Config(ConfigCommand::Show)) => config::show(),
+        Some(Command::Doctor(args)) => doctor::run(&args),
     }
 }
 

@@ -27,6 +27,23 @@ compile_error!(
      engine-afpacket, engine-afxdp or engine-dpdk (ibverbs: issue #8)"
 );
 
+// Port counters for the report: engines with ports of their own hand out an
+// `EngineStats` handle (rtdaq_core::traits); the others run without one.
+#[cfg(rtdaq_engine = "dpdk")]
+fn run_engine(
+    config: &'static rtdaq_config::Config,
+    opts: &RunOptions,
+) -> Result<rtdaq_runtime::RunResults, rtdaq_runtime::RuntimeError> {
+    rtdaq_runtime::run_with_stats::<ActiveEngine>(config, opts, |e| Box::new(e.stats_handle()))
+}
+#[cfg(not(rtdaq_engine = "dpdk"))]
+fn run_engine(
+    config: &'static rtdaq_config::Config,
+    opts: &RunOptions,
+) -> Result<rtdaq_runtime::RunResults, rtdaq_runtime::RuntimeError> {
+    rtdaq_runtime::run::<ActiveEngine>(config, opts)
+}
+
 /// Loads the config (embedded or `--config FILE`), runs it, prints and writes the report.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(d) = args.duration {
@@ -69,6 +86,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(EXIT_CONFIG));
     }
+    if let Some(msg) = super::gpu::refusal(&config, &label) {
+        eprintln!("{msg}");
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    }
     let sha = if args.config.is_some() {
         Sha256::digest(text.as_bytes())
             .iter()
@@ -91,7 +112,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         "{label}: engine {kind}, platform {platform}, {} s (Ctrl-C stops early)",
         opts.duration_s.unwrap_or(config.run.duration_s)
     );
-    let results = match rtdaq_runtime::run::<ActiveEngine>(config, &opts) {
+    let results = match run_engine(config, &opts) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

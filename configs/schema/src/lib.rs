@@ -48,10 +48,12 @@
 //! | `de` | TOML → schema, with key paths, line/column and suggestions |
 //! | `validate` | one function per rule, all errors collected |
 //! | [`summary`] | threads, cores, memory footprint, hugepages |
+//! | `board` | [`Config::warnings`]: valid but poor on the board (queue cores that are not isolated) |
 //! | `parse` | ports and ranges, prefixes, URIs, PCI addresses, MACs |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod board;
 mod de;
 mod error;
 mod flows;

@@ -1,7 +1,8 @@
 //! [`Summary`]: what a config asks of the machine — threads, cores, memory, hugepages.
 
 use crate::model::{
-    Config, EngineKind, GeneratorLimit, GeneratorRate, PageSize, Platform, RegionKind, RxMode,
+    Config, EngineKind, GeneratorLimit, GeneratorRate, PageSize, Placement, Platform, RegionKind,
+    RxMode,
 };
 use crate::validate::human_bytes;
 use rtdaq_core::flow::DefaultAction;
@@ -91,6 +92,29 @@ pub struct RegionSummary {
     pub hugepages: u64,
 }
 
+/// GPU memory one GPU needs in a [`Summary`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuSummary {
+    /// CUDA device ordinal.
+    pub gpu: u32,
+    /// Device memory of the GPU stages' pipelines (one per queue using a stage): batch
+    /// buffers, descriptors, results, staging and workload buffers.
+    pub pipeline_bytes: u64,
+    /// `device` regions placed on this GPU.
+    pub device_region_bytes: u64,
+    /// `host_pinned` regions mapped for this GPU (host memory, page-locked).
+    pub pinned_bytes: u64,
+    /// `"stage on interface rx queue id"` per pipeline.
+    pub pipelines: Vec<String>,
+}
+
+impl GpuSummary {
+    /// Device memory in total (checked against free GPU memory when the run starts).
+    pub fn device_bytes(&self) -> u64 {
+        self.pipeline_bytes + self.device_region_bytes
+    }
+}
+
 /// What a config needs: threads, cores, memory. Displays as a human-readable report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
@@ -114,6 +138,8 @@ pub struct Summary {
     pub hugepages_2m: u64,
     /// 1 GiB hugepages needed.
     pub hugepages_1g: u64,
+    /// GPU memory per GPU (GPUs with a stage or a GPU region only), ascending by id.
+    pub gpus: Vec<GpuSummary>,
     /// One line describing the generator, if any.
     pub generator: Option<String>,
     /// Run length in seconds (0 = until stopped).
@@ -212,9 +238,58 @@ impl Config {
             hugepages_2m: pages(PageSize::Size2M),
             hugepages_1g: pages(PageSize::Size1G),
             regions,
+            gpus: self.gpu_summary(),
             generator: self.generator.as_ref().map(|g| self.describe_generator(g)),
             duration_s: self.run.duration_s,
         }
+    }
+
+    fn gpu_summary(&self) -> Vec<GpuSummary> {
+        let mut gpus: Vec<GpuSummary> = Vec::new();
+        fn entry(gpus: &mut Vec<GpuSummary>, id: u32) -> &mut GpuSummary {
+            let k = match gpus.iter().position(|g| g.gpu == id) {
+                Some(k) => k,
+                None => {
+                    gpus.push(GpuSummary {
+                        gpu: id,
+                        pipeline_bytes: 0,
+                        device_region_bytes: 0,
+                        pinned_bytes: 0,
+                        pipelines: Vec::new(),
+                    });
+                    gpus.len() - 1
+                }
+            };
+            &mut gpus[k]
+        }
+        let mut pending = Vec::new();
+        for r in &self.memory_regions {
+            if let Placement::Gpu(g) = r.placement {
+                pending.push((g, r.kind, r.footprint()));
+            }
+        }
+        for (g, kind, bytes) in pending {
+            let e = entry(&mut gpus, g);
+            match kind {
+                RegionKind::Device => e.device_region_bytes += bytes,
+                _ => e.pinned_bytes += bytes,
+            }
+        }
+        for iface in &self.interfaces {
+            for q in &iface.rx_queues {
+                if let Some(s) = q.gpu_stage {
+                    let stage = &self.gpu_stages[s.0];
+                    let e = entry(&mut gpus, stage.gpu);
+                    e.pipeline_bytes += stage.device_bytes();
+                    e.pipelines.push(format!(
+                        "{} on {} rx queue {}",
+                        stage.name, iface.name, q.id
+                    ));
+                }
+            }
+        }
+        gpus.sort_by_key(|g| g.gpu);
+        gpus
     }
 
     fn describe_generator(&self, g: &crate::model::Generator) -> String {
@@ -360,6 +435,24 @@ impl fmt::Display for Summary {
             self.hugepages_2m,
             self.hugepages_1g
         )?;
+        for g in &self.gpus {
+            writeln!(
+                f,
+                "gpu {}: device memory {} ({}): pipelines {} + device regions {}; pinned host memory {} ({}){}",
+                g.gpu,
+                g.device_bytes(),
+                human_bytes(g.device_bytes()),
+                human_bytes(g.pipeline_bytes),
+                human_bytes(g.device_region_bytes),
+                g.pinned_bytes,
+                human_bytes(g.pinned_bytes),
+                if g.pipelines.is_empty() {
+                    String::new()
+                } else {
+                    format!("; stages: {}", g.pipelines.join(", "))
+                }
+            )?;
+        }
         if let Some(g) = &self.generator {
             writeln!(f, "generator: {g}")?;
         }

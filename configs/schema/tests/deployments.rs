@@ -6,9 +6,9 @@ fn configs_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn deployment_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(configs_dir())
-        .expect("read configs/")
+fn toml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
         .map(|e| e.expect("dir entry").path())
         .filter(|p| {
             p.extension().is_some_and(|x| x == "toml")
@@ -18,6 +18,18 @@ fn deployment_files() -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// `configs/*.toml` and the board examples `configs/<board>/*.toml`.
+fn deployment_files() -> Vec<PathBuf> {
+    let mut files = toml_files(&configs_dir());
+    for board in BOARD_DIRS {
+        files.extend(toml_files(&configs_dir().join(board)));
+    }
+    files
+}
+
+/// Board example directories: one per board platform, named as the platform.
+const BOARD_DIRS: [&str; 3] = ["igx-orin", "igx-thor", "dgx-spark"];
 
 #[test]
 fn every_deployment_file_loads() {
@@ -86,5 +98,24 @@ fn line_deletions_never_panic() {
                 }
             }
         }
+    }
+}
+
+/// Each board directory has an example per engine, for its own platform, without warnings
+/// (queue cores on the board's isolated cores, memory kinds that suit its GPU).
+#[test]
+fn board_examples_cover_every_engine() {
+    for board in BOARD_DIRS {
+        let files = toml_files(&configs_dir().join(board));
+        let mut kinds: Vec<&str> = Vec::new();
+        for f in &files {
+            let c = rtdaq_config::load_file(f).unwrap_or_else(|e| panic!("{}:\n{e}", f.display()));
+            assert_eq!(c.platform().as_str(), board, "{}", f.display());
+            let w = c.warnings();
+            assert!(w.is_empty(), "{}: {w:?}", f.display());
+            kinds.push(c.engine_kind().as_str());
+        }
+        kinds.sort_unstable();
+        assert_eq!(kinds, ["afpacket", "afxdp", "dpdk", "socket"], "{board}");
     }
 }

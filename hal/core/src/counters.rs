@@ -50,11 +50,14 @@ pub enum DropReason {
     Kernel = 6,
     /// The packet was truncated (buffer shorter than the frame) (`truncated`).
     Truncated = 7,
+    /// Received and validated, but its GPU batch was refused because the GPU stage already
+    /// had `depth` batches in flight (`gpu_busy`): the GPU fell behind, RX did not wait.
+    GpuBusy = 8,
 }
 
 impl DropReason {
     /// Number of reasons.
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
 
     /// Every reason, in discriminant order.
     pub const ALL: [DropReason; DropReason::COUNT] = [
@@ -66,6 +69,7 @@ impl DropReason {
         DropReason::FlowDrop,
         DropReason::Kernel,
         DropReason::Truncated,
+        DropReason::GpuBusy,
     ];
 
     /// Stable `snake_case` name (`"ring_full"`, `"pool_empty"`, ...), for JSON keys.
@@ -79,6 +83,7 @@ impl DropReason {
             DropReason::FlowDrop => "flow_drop",
             DropReason::Kernel => "kernel",
             DropReason::Truncated => "truncated",
+            DropReason::GpuBusy => "gpu_busy",
         }
     }
 
@@ -296,6 +301,7 @@ mod tests {
             "flow_drop",
             "kernel",
             "truncated",
+            "gpu_busy",
         ];
         for (i, r) in DropReason::ALL.iter().enumerate() {
             assert_eq!(r.index(), i);

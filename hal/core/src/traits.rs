@@ -224,3 +224,62 @@ pub trait Platform {
     /// The board's GPU data path.
     const GPU_DIRECT: GpuDirect;
 }
+
+// --- Optional ability: per-port counters and state for the report (std only). ---
+
+/// Link state of a port when the engine read it.
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinkInfo {
+    /// Link up.
+    pub up: bool,
+    /// Speed in Mb/s (0 when unknown).
+    pub speed_mbps: u32,
+    /// Full duplex.
+    pub full_duplex: bool,
+}
+
+/// Counters and state of one port (a NIC port or a virtual device) of an engine, read
+/// after the run. Hardware/driver counters, not the queues' own: they include what the
+/// queues never saw (`imissed`: frames the NIC dropped for lack of descriptors).
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PortStats {
+    /// Index of the port's interface in the deployment config.
+    pub interface: usize,
+    /// The engine's name for the port (a DPDK port name, a PCI address, ...).
+    pub port: String,
+    /// Its driver (`net_ring`, `mlx5_pci`, ...).
+    pub driver: String,
+    /// MAC address, when known.
+    pub mac: Option<[u8; 6]>,
+    /// Link state, when the driver reports one.
+    pub link: Option<LinkInfo>,
+    /// Packets received.
+    pub ipackets: u64,
+    /// Packets sent.
+    pub opackets: u64,
+    /// Bytes received.
+    pub ibytes: u64,
+    /// Bytes sent.
+    pub obytes: u64,
+    /// Received packets dropped by the hardware (no free descriptor).
+    pub imissed: u64,
+    /// Receive errors.
+    pub ierrors: u64,
+    /// Transmit errors.
+    pub oerrors: u64,
+    /// Receive buffer allocation failures.
+    pub rx_nombuf: u64,
+    /// The driver's extended counters that are not zero, by name, in its order.
+    pub xstats: std::vec::Vec<(std::string::String, u64)>,
+}
+
+/// Optional ability of an engine with ports of its own (DPDK): a handle, taken before
+/// [`Engine::split`] and kept past the run, that reads every port's counters for the report.
+/// Engines without one simply do not implement it. Cold path.
+#[cfg(feature = "std")]
+pub trait EngineStats: Send {
+    /// Every port's counters and state now, in interface order.
+    fn port_stats(&self) -> std::vec::Vec<PortStats>;
+}

@@ -5,6 +5,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`board`] | [`BoardFacts`]: the one table of board facts (cores to isolate, NIC ports, GPU kind, tuning targets) that the board crates, the config validator and `rtdaq doctor` share |
 //! | [`topology`] | [`Topology`]: online CPUs, NUMA node of each CPU, isolated and `nohz_full` CPUs, read from sysfs below a root directory |
 //! | [`rt`] | **all** real-time setup: pin ([`sched_setaffinity`]), `SCHED_FIFO`, `mlockall`, stack and region prefault; warn-once degradation without privileges |
 //! | [`memory`] | [`Region`]: preallocated, prefaulted `host` / `huge` memory, optionally NUMA-bound, implementing [`MemoryRegion`] |
@@ -90,6 +91,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod alloc_audit;
+pub mod board;
 pub mod cpulist;
 pub mod error;
 pub mod hugepages;
@@ -100,6 +102,7 @@ mod sys;
 mod sysfs;
 pub mod topology;
 
+pub use board::{BoardFacts, GpuKind, NicPort, TuningTargets};
 pub use cpulist::CpuList;
 pub use error::{PlatformError, Result};
 pub use hugepages::{HugePageSize, HugepageStatus};
@@ -126,6 +129,12 @@ pub trait PlatformExt: Platform {
     /// As [`rt::enter_thread`].
     fn enter_rt(req: &RtRequest) -> Result<RtOutcome> {
         rt::enter_thread(req)
+    }
+
+    /// The board's facts (cores to isolate, NIC ports, GPU kind, tuning targets); `None` for
+    /// the generic `host`, which knows no board.
+    fn board() -> Option<&'static BoardFacts> {
+        None
     }
 
     /// A short human summary of the board for `rtdaq version` / `rtdaq config check`.

@@ -224,6 +224,36 @@ pub struct DpdkEngine {
     pub eal_args: Vec<String>,
     /// EAL main lcore (housekeeping); `None` = the lowest core no queue uses.
     pub main_core: Option<u32>,
+    /// Whether `[[flows]]` become `rte_flow` rules in the NIC (`engine.dpdk.flow_offload`).
+    pub flow_offload: FlowOffload,
+}
+
+/// Where the DPDK engine classifies `[[flows]]` (`engine.dpdk.flow_offload`). Software
+/// classification always runs (it assigns flow ids and counts drops); offloaded rules also
+/// steer frames to their queue (or drop them) in the NIC as `rte_flow` rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowOffload {
+    /// Try `rte_flow`; from the first rule the PMD refuses (or that `rte_flow` cannot
+    /// express) on, classify in software only, with one warning naming that rule (default).
+    #[default]
+    Auto,
+    /// Every rule must become an `rte_flow` rule; otherwise opening the engine fails with
+    /// an error naming the rule and the PMD's reason.
+    Hardware,
+    /// No `rte_flow`: software classification only.
+    Software,
+}
+
+impl FlowOffload {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowOffload::Auto => "auto",
+            FlowOffload::Hardware => "hardware",
+            FlowOffload::Software => "software",
+        }
+    }
 }
 
 /// Verbs transport (`engine.ibverbs.transport`).

@@ -141,6 +141,8 @@ pub struct RxQueue {
     pub mode: RxMode,
     /// Busy-poll (the I/O thread, and the consumer thread in indirect mode, never sleep).
     pub busy_poll: bool,
+    /// GPU stage that consumes this queue's packets (`gpu_stage`), if any.
+    pub gpu_stage: Option<super::GpuStageId>,
 }
 
 /// One TX queue: an I/O thread pinned to `cpu_core` at `SCHED_FIFO` `rt_priority`.

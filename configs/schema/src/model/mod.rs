@@ -6,13 +6,18 @@
 //! into constants; the types carry no behaviour beyond small derived quantities.
 
 mod engine;
+mod gpu;
 mod interface;
 mod memory;
 mod run;
 
 pub use engine::{
-    AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, IbTransport,
-    IbverbsEngine, RxTimestamps, SocketEngine, Sockopt, ZeroCopy,
+    AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, FlowOffload,
+    IbTransport, IbverbsEngine, RxTimestamps, SocketEngine, Sockopt, ZeroCopy,
+};
+pub use gpu::{
+    BatchMode, GpuStage, GpuStageId, GpuStaging, GpuWorkload, SampleConversion, SampleIn,
+    SampleOut, FFT_LEN, GEMM_DIM, GPU_ALIGN,
 };
 pub use interface::{
     Address, Interface, PciAddress, RxMode, RxQueue, SocketUri, TcpRole, Transport, TxQueue,
@@ -36,13 +41,16 @@ pub enum Platform {
     /// A development or CI machine (`host`): no board-specific checks.
     #[serde(rename = "host")]
     Host,
-    /// NVIDIA IGX Orin (`igx-orin`): 12 Arm Cortex-A78AE cores, 64 GB.
+    /// NVIDIA IGX Orin (`igx-orin`): 12 Arm Cortex-A78AE cores, 64 GB (facts:
+    /// `rtdaq_platform::board::IGX_ORIN`).
     #[serde(rename = "igx-orin")]
     IgxOrin,
-    /// NVIDIA IGX Thor (`igx-thor`): 14 Arm Neoverse-V3AE cores, 128 GB.
+    /// NVIDIA IGX Thor (`igx-thor`): 14 Arm Neoverse-V3AE cores, 128 GB (facts:
+    /// `rtdaq_platform::board::IGX_THOR`).
     #[serde(rename = "igx-thor")]
     IgxThor,
-    /// NVIDIA DGX Spark (`dgx-spark`): 20 Arm cores (10 X925 + 10 A725), 128 GB unified memory.
+    /// NVIDIA DGX Spark (`dgx-spark`): 20 Arm cores (10 X925 + 10 A725), 128 GB unified memory
+    /// (facts: `rtdaq_platform::board::DGX_SPARK`).
     #[serde(rename = "dgx-spark")]
     DgxSpark,
 }
@@ -66,32 +74,25 @@ impl Platform {
         }
     }
 
+    /// The board's facts (cores, isolated cores, NICs, GPU kind, tuning targets) from the one
+    /// table in `rtdaq_platform::board`, or `None` for `host`, which knows no board.
+    pub fn board(self) -> Option<&'static rtdaq_platform::board::BoardFacts> {
+        rtdaq_platform::board::by_name(self.as_str())
+    }
+
     /// Number of CPU cores (numbered `0..n`), or `None` when unknown (`host`).
     pub fn cpu_count(self) -> Option<u32> {
-        match self {
-            Platform::Host => None,
-            Platform::IgxOrin => Some(12),
-            Platform::IgxThor => Some(14),
-            Platform::DgxSpark => Some(20),
-        }
+        self.board().map(|b| b.cpus)
     }
 
     /// Installed memory in bytes, or `None` when unknown (`host`).
     pub fn memory_bytes(self) -> Option<u64> {
-        const GIB: u64 = 1 << 30;
-        match self {
-            Platform::Host => None,
-            Platform::IgxOrin => Some(64 * GIB),
-            Platform::IgxThor | Platform::DgxSpark => Some(128 * GIB),
-        }
+        self.board().map(|b| b.memory_bytes)
     }
 
     /// Number of NUMA nodes, or `None` when unknown (`host`). The boards have one.
     pub fn numa_nodes(self) -> Option<u32> {
-        match self {
-            Platform::Host => None,
-            _ => Some(1),
-        }
+        self.board().map(|b| b.numa_nodes)
     }
 }
 
@@ -119,6 +120,8 @@ pub struct Config {
     pub interfaces: Vec<Interface>,
     /// Flow rules, in file order (`[[flows]]`); first match wins per interface.
     pub flows: Vec<Flow>,
+    /// GPU stages, in file order (`[[gpu_stages]]`).
+    pub gpu_stages: Vec<GpuStage>,
     /// Traffic generator (`[generator]`).
     pub generator: Option<Generator>,
     /// Run parameters (`[run]`).
@@ -167,6 +170,12 @@ impl Config {
             .iter()
             .position(|r| r.name == name)
             .map(RegionId)
+    }
+
+    /// True when the config needs a binary built with the `gpu` feature: a GPU stage or a
+    /// `host_pinned` / `device` memory region.
+    pub fn uses_gpu(&self) -> bool {
+        !self.gpu_stages.is_empty() || self.memory_regions.iter().any(|r| r.kind.is_gpu())
     }
 
     /// The memory region behind an id.

@@ -1,7 +1,7 @@
 //! `[engine]` and its per-engine sub-tables.
 
 use super::yes;
-use crate::model::{EngineKind, FanoutMode, IbTransport, RxTimestamps, ZeroCopy};
+use crate::model::{EngineKind, FanoutMode, FlowOffload, IbTransport, RxTimestamps, ZeroCopy};
 use serde::Deserialize;
 
 /// `[engine]`: the kind plus at most the one sub-table matching it (checked in validation).
@@ -157,6 +157,8 @@ pub(crate) struct RawDpdk {
     pub eal_args: Vec<String>,
     #[serde(default)]
     pub main_core: Option<i64>,
+    #[serde(default)]
+    pub flow_offload: FlowOffload,
 }
 
 /// `[engine.ibverbs]`.

@@ -92,6 +92,8 @@ pub(crate) struct RawRxQueue {
     pub consumer_core: Option<i64>,
     #[serde(default)]
     pub busy_poll: bool,
+    #[serde(default)]
+    pub gpu_stage: Option<String>,
 }
 
 /// `[[interfaces.tx_queues]]`.

@@ -6,11 +6,13 @@
 
 mod engine;
 mod flow;
+mod gpu;
 mod interface;
 mod value;
 
 pub(crate) use engine::{RawAfpacket, RawAfxdp, RawDpdk, RawEngine, RawIbverbs, RawSocket};
 pub(crate) use flow::{RawFlow, RawMatch, RawWord, RawWordBase};
+pub(crate) use gpu::{RawBatchMode, RawGpuStage, RawSlotMode, RawStaging, RawWorkload};
 pub(crate) use interface::{RawInterface, RawRegion, RawRxMode, RawRxQueue, RawTxQueue};
 pub(crate) use value::IntOrStr;
 
@@ -32,6 +34,8 @@ pub(crate) struct RawConfig {
     pub interfaces: Vec<RawInterface>,
     #[serde(default)]
     pub flows: Vec<RawFlow>,
+    #[serde(default)]
+    pub gpu_stages: Vec<RawGpuStage>,
     #[serde(default)]
     pub generator: Option<RawGenerator>,
     #[serde(default)]

@@ -254,6 +254,7 @@ fn dpdk(raw: &RawDpdk, errs: &mut Errors) -> Option<DpdkEngine> {
     Some(DpdkEngine {
         eal_args: raw.eal_args.clone(),
         main_core: main_core?,
+        flow_offload: raw.flow_offload,
     })
 }
 

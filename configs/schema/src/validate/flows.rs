@@ -4,7 +4,7 @@ use super::capacity::largest_frame;
 use super::interfaces::{no_interface, no_rx_queue, rx_queue_index};
 use super::{int, Draft, MAX_FLOWS_PER_INTERFACE};
 use crate::error::Errors;
-use crate::model::{Address, EngineKind, Flow, IbTransport, InterfaceId, Transport};
+use crate::model::{Address, EngineKind, Flow, FlowOffload, IbTransport, InterfaceId, Transport};
 use crate::parse;
 use crate::schema::{RawConfig, RawFlow, RawInterface, RawMatch, RawWord};
 use rtdaq_core::flow::{FlowAction, FlowMatch, FlowRule, WordBase, WordMatch, MAX_RSS_QUEUES};
@@ -30,7 +30,8 @@ pub(super) fn flows(raw: &RawConfig, d: &mut Draft, errs: &mut Errors) {
             let a = consistent(m, &p, errs);
             let b = engine_expresses(raw.engine.kind, m, &p, errs);
             let c = iface.is_none_or(|i| word_within_frame(d, i, m, &p, errs));
-            a && b && c
+            let e = dpdk_hardware_expresses(raw, m, &p, errs);
+            a && b && c && e
         });
         let action = action(flow, ifc, &p, errs);
         if let (Some(m), Some(FlowAction::Rss(_))) = (&matcher, &action) {
@@ -379,6 +380,33 @@ fn engine_expresses(kind: EngineKind, m: &FlowMatch, p: &str, errs: &mut Errors)
         EngineKind::Afpacket | EngineKind::Afxdp => {}
     }
     ok
+}
+
+/// `engine.dpdk.flow_offload = "hardware"` needs every rule as an `rte_flow` rule; rtdaq
+/// builds no `rte_flow` item for payload words or eCPRI (those stay software-only).
+fn dpdk_hardware_expresses(raw: &RawConfig, m: &FlowMatch, p: &str, errs: &mut Errors) -> bool {
+    let hardware = raw.engine.kind == EngineKind::Dpdk
+        && raw.engine.dpdk.as_ref().map(|d| d.flow_offload) == Some(FlowOffload::Hardware);
+    if !hardware {
+        return true;
+    }
+    let what = if m.word.is_some() {
+        Some(("word", "a payload word match"))
+    } else if m.ecpri_msg_type.is_some() {
+        Some(("ecpri_msg_type", "an eCPRI message type"))
+    } else {
+        None
+    };
+    let Some((key, what)) = what else {
+        return true;
+    };
+    errs.push(
+        format!("{p}.match.{key}"),
+        format!(
+            "engine.dpdk.flow_offload = \"hardware\" needs every flow as an rte_flow rule, but rtdaq cannot express {what} in rte_flow (such rules are classified in software only); set flow_offload = \"auto\" (rules before this one stay in hardware) or \"software\""
+        ),
+    );
+    false
 }
 
 /// A `word` lies inside the largest frame (or datagram) the interface receives.

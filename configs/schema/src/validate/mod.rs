@@ -6,11 +6,13 @@
 //! function in one of the submodules; each reports errors with the key path they are about.
 
 mod afxdp;
+mod board;
 mod capacity;
 mod cores;
 mod engine;
 mod flows;
 mod generator;
+mod gpu;
 mod interfaces;
 mod queues;
 mod regions;
@@ -18,8 +20,8 @@ mod top;
 
 use crate::error::{ConfigError, ConfigErrors, Errors};
 use crate::model::{
-    Address, Config, Engine, EngineKind, Flow, Generator, Interface, MemoryRegion, Rt, Run,
-    RxQueue, TcpRole, TxQueue,
+    Address, Config, Engine, EngineKind, Flow, Generator, GpuStage, Interface, MemoryRegion, Rt,
+    Run, RxQueue, TcpRole, TxQueue,
 };
 use crate::schema::RawConfig;
 use rtdaq_core::flow::DefaultAction;
@@ -54,6 +56,8 @@ pub(crate) struct Draft {
     /// First index of each interface name.
     pub interface_index: HashMap<String, usize>,
     pub flows: Vec<Option<Flow>>,
+    /// `[[gpu_stages]]` in file order.
+    pub gpu_stages: Vec<Option<GpuStage>>,
     pub generator: Option<Option<Generator>>,
     pub run: Option<Run>,
     pub rt: Option<Rt>,
@@ -76,6 +80,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
         interfaces: Vec::new(),
         interface_index: HashMap::new(),
         flows: Vec::new(),
+        gpu_stages: Vec::new(),
         generator: None,
         run,
         rt,
@@ -88,9 +93,12 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     capacity::enough_buffers(&draft, &mut errs);
     capacity::engine_frames(&draft, &mut errs);
     cores::cores_exist(raw, &draft, &mut errs);
+    board::memory_kinds(raw, &draft, &mut errs);
     cores::busy_poll_cores(&draft, &mut errs);
     flows::flows(raw, &mut draft, &mut errs);
     afxdp::umem(&draft, &mut errs);
+    draft.gpu_stages = gpu::stages(raw, &draft, &mut errs);
+    gpu::queues_fit_stages(&draft, &mut errs);
     draft.generator = raw
         .generator
         .as_ref()
@@ -134,6 +142,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
         memory_regions: d.regions.into_iter().collect::<Option<_>>()?,
         interfaces,
         flows: d.flows.into_iter().collect::<Option<_>>()?,
+        gpu_stages: d.gpu_stages.into_iter().collect::<Option<_>>()?,
         generator: match d.generator {
             None => None,
             Some(g) => Some(g?),

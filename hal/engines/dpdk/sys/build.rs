@@ -74,6 +74,8 @@ fn main() {
         .allowlist_var("RTE_PKTMBUF_HEADROOM")
         .allowlist_var("RTE_ETHER_ADDR_LEN")
         .allowlist_var("RTE_ETH_NAME_MAX_LEN")
+        .allowlist_var("RTDAQ_.*")
+        .allowlist_var("RTE_ETH_XSTATS_NAME_SIZE")
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
     for f in [
         "rte_eal_init",
@@ -103,6 +105,41 @@ fn main() {
         "rte_eth_promiscuous_enable",
         "rte_eth_dev_get_port_by_name",
         "rte_eth_dev_get_name_by_port",
+    ] {
+        b = b.allowlist_function(f);
+    }
+    // rte_flow (src/sys/flow.rs): the three calls, and the item/action structs rtdaq fills.
+    for f in ["rte_flow_validate", "rte_flow_create", "rte_flow_destroy"] {
+        b = b.allowlist_function(f);
+    }
+    for t in [
+        "rte_flow_item_eth",
+        "rte_flow_item_vlan",
+        "rte_flow_item_ipv4",
+        "rte_flow_item_udp",
+        "rte_flow_action_queue",
+        "rte_flow_action_rss",
+        "rte_flow_item_type",
+        "rte_flow_action_type",
+        "rte_flow_error_type",
+        "rte_eth_hash_function",
+    ] {
+        b = b.allowlist_type(t);
+    }
+    // External memory, per-queue RX setup (RSS, RETA, buffer split), xstats and link
+    // (src/sys/extmem.rs, src/sys/port.rs, src/sys/port_info.rs).
+    for f in [
+        "rte_extmem_register",
+        "rte_extmem_unregister",
+        "rte_dev_dma_map",
+        "rte_dev_dma_unmap",
+        "rte_eal_iova_mode",
+        "rte_mem_virt2phy",
+        "rte_pktmbuf_pool_create_extbuf",
+        "rte_eth_dev_rss_reta_update",
+        "rte_eth_dev_rss_reta_query",
+        "rte_eth_xstats_get",
+        "rte_eth_xstats_get_names",
     ] {
         b = b.allowlist_function(f);
     }

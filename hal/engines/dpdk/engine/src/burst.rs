@@ -8,9 +8,10 @@ use rtdaq_core::traits::{RxBurst, Segment, TxBurst};
 use rtdaq_core::{PacketMeta, QueueId};
 use rtdaq_dpdk_sys::{Mbuf, MbufBurst};
 
-/// Received frames of one queue: one mbuf each (first segment only; chained mbufs are
-/// dropped as `truncated` by the queue), one segment per frame starting at the Ethernet
-/// header, with its [`PacketMeta`].
+/// Received frames of one queue: one mbuf (chain) each, with its [`PacketMeta`]. Segment 0
+/// starts at the Ethernet header; with header-data split (buffer split) a frame has two
+/// segments: the first `hds_split` bytes, then the rest (a chained mbuf of the data
+/// region). Longer chains are dropped as `truncated` by the queue.
 pub struct DpdkRxBurst {
     queue: QueueId,
     mbufs: MbufBurst,
@@ -68,31 +69,33 @@ impl RxBurst for DpdkRxBurst {
         self.mbufs.len()
     }
 
-    /// Always 1 (the first mbuf segment).
+    /// 1, or 2 with header-data split.
     ///
     /// # Panics
     /// When `pkt` is out of range.
     #[inline]
     fn segments(&self, pkt: usize) -> usize {
-        assert!(
-            pkt < self.mbufs.len(),
-            "DpdkRxBurst: packet index out of range"
-        );
-        1
-    }
-
-    /// `Segment::Host(mbuf data)`, from the Ethernet header.
-    ///
-    /// # Panics
-    /// When `pkt` is out of range or `seg != 0`.
-    #[inline]
-    fn segment(&self, pkt: usize, seg: usize) -> Segment<'_> {
-        assert!(seg == 0, "DpdkRxBurst: frames have one segment");
         let m = self
             .mbufs
             .get(pkt)
             .expect("DpdkRxBurst: packet index out of range");
-        Segment::Host(m.data())
+        usize::from(m.segments())
+    }
+
+    /// `Segment::Host(data of mbuf segment seg)`; segment 0 from the Ethernet header.
+    ///
+    /// # Panics
+    /// When `pkt` or `seg` is out of range.
+    #[inline]
+    fn segment(&self, pkt: usize, seg: usize) -> Segment<'_> {
+        let m = self
+            .mbufs
+            .get(pkt)
+            .expect("DpdkRxBurst: packet index out of range");
+        Segment::Host(
+            m.segment_data(seg)
+                .expect("DpdkRxBurst: segment index out of range"),
+        )
     }
 
     /// # Panics

@@ -6,8 +6,9 @@ use rtdaq_config::model::{Address, DpdkEngine as DpdkConfig};
 use rtdaq_config::Config;
 
 /// The EAL arguments for `cfg` (without `argv[0]`): `engine.dpdk.eal_args` as written, then
-/// `-l <queue cores + main core>`, `--main-lcore <main>`, and `-a <BDF>` for every
-/// interface whose address is a PCI address.
+/// `--file-prefix rtdaq-<pid>` unless they set a `--file-prefix` or `--in-memory` (see
+/// [`file_prefix`]), `-l <queue cores + main core>`, `--main-lcore <main>`, and `-a <BDF>`
+/// for every interface whose address is a PCI address.
 ///
 /// The main core is `engine.dpdk.main_core`, or else the lowest core of this machine no
 /// queue uses, or else (every core has a queue) the lowest queue core.
@@ -33,6 +34,9 @@ pub fn eal_args(cfg: &Config, d: &DpdkConfig) -> Vec<String> {
         .collect::<Vec<_>>()
         .join(",");
     let mut args = d.eal_args.clone();
+    if let Some(p) = file_prefix(&d.eal_args) {
+        args.extend(["--file-prefix".to_owned(), p]);
+    }
     args.extend([
         "-l".to_owned(),
         list,
@@ -45,6 +49,24 @@ pub fn eal_args(cfg: &Config, d: &DpdkConfig) -> Vec<String> {
         }
     }
     args
+}
+
+/// The `--file-prefix` rtdaq adds to `eal_args`: `rtdaq-<pid>`, unique per process, so
+/// that two rtdaq processes (or rtdaq and another DPDK application) never share DPDK's
+/// runtime directory (`/var/run/dpdk/<prefix>`) or hugepage files. `None` when `eal_args`
+/// already has a `--file-prefix` (either spelling) or `--in-memory` (no shared files at
+/// all: nothing to collide on).
+pub fn file_prefix(eal_args: &[String]) -> Option<String> {
+    let has = |flag: &str| {
+        eal_args
+            .iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    if has("--file-prefix") || has("--in-memory") {
+        None
+    } else {
+        Some(format!("rtdaq-{}", std::process::id()))
+    }
 }
 
 /// The vdev an `--vdev` argument of `eal_args` creates over netdev `ifname`
@@ -73,6 +95,15 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| (*x).to_owned()).collect()
+    }
+
+    #[test]
+    fn file_prefix_is_added_unless_given_or_in_memory() {
+        let mine = format!("rtdaq-{}", std::process::id());
+        assert_eq!(file_prefix(&s(&["--no-huge"])), Some(mine));
+        assert_eq!(file_prefix(&s(&["--file-prefix", "x"])), None);
+        assert_eq!(file_prefix(&s(&["--file-prefix=x"])), None);
+        assert_eq!(file_prefix(&s(&["--in-memory"])), None);
     }
 
     #[test]

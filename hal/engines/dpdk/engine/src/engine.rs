@@ -8,25 +8,29 @@
 //!   `--vdev NAME,iface=<address>` whose vdev is then used), else [`DpdkEngineError::NoSuchPort`].
 //! - RX queue `j` / TX queue `j` = DPDK queue `j` of the port; descriptors per queue =
 //!   the largest `max(ring_depth, batch_size)` of the direction, clamped to 64..=4096.
-//! - Every RX queue of a port fills from one mempool (DPDK sets the pool per RX queue, the
-//!   sys crate per port): the RX queues of one interface must name the same region.
-//! - TX queue `j` allocates from the mempool of its own region.
+//! - Every memory region a queue names becomes one mbuf pool whose data buffers are the
+//!   region's own memory (`memory.rs`); RX queue `j` fills from the pool of its region (two
+//!   pools with `hds_split`: buffer split), TX queue `j` allocates from its region's pool.
+//! - Several RX queues: RSS over them (`port_setup.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rtdaq_config::model::{Address, Engine as EngineConfig, RegionId, RegionKind};
+use rtdaq_config::model::{Address, Engine as EngineConfig, RegionId};
 use rtdaq_config::Config;
 use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RxQueue, TxQueue};
 use rtdaq_core::{QueueCounters, QueueId};
-use rtdaq_dpdk_sys::{raw, Eal, Mempool, MempoolConfig, Port, PortConfig};
+use rtdaq_dpdk_sys::{Eal, Mempool, Port, PortConfig};
 
 use crate::burst::{DpdkRxBurst, DpdkTxBurst};
 use crate::eal::{eal_args, vdev_for_netdev};
 use crate::error::{DpdkEngineError, Result};
+use crate::memory::{check_region, region_mempool, region_pools};
+use crate::port_setup::{rss_for, rx_queue_configs};
 use crate::rx::{DpdkRx, RxSetup};
+use crate::stats::DpdkPortStats;
 use crate::tx::{DpdkTx, TxSetup};
 use crate::DpdkOptions;
 
@@ -38,8 +42,8 @@ const MAX_DESC: u32 = 4096;
 /// Makes mempool names unique within the process (DPDK names are global).
 static POOL_SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// The DPDK engine: one EAL per process, one port per interface, DPDK mempools per
-/// memory region.
+/// The DPDK engine: one EAL per process, one port per interface, one mbuf pool per memory
+/// region over that region's memory.
 pub struct DpdkEngine<'a> {
     rx: Vec<DpdkRx<'a>>,
     tx: Vec<DpdkTx<'a>>,
@@ -62,14 +66,21 @@ pub struct InterfaceInfo {
     pub driver: String,
     /// (RX, TX) queues configured.
     pub queues: (u16, u16),
+    /// How many of the interface's flows steer in the NIC as `rte_flow` rules (the first
+    /// ones; see `engine.dpdk.flow_offload`).
+    pub flows_offloaded: usize,
+    /// Whether `default_action` is an `rte_flow` rule too.
+    pub default_offloaded: bool,
+    /// `rte_flow` rules created on the port (port ranges may expand a flow to several).
+    pub flow_rules: usize,
 }
 
 /// The validated plan of one interface, made before the EAL starts.
 struct Plan<'a> {
     rx: Vec<(usize, &'a QueueCounters)>,
     tx: Vec<(usize, &'a QueueCounters)>,
-    /// Region of the port's RX pool (or of TX queue 0 without RX queues).
-    port_region: usize,
+    /// Regions of each RX queue (two with header-data split: header, data).
+    rx_regions: Vec<Vec<usize>>,
     tx_regions: Vec<usize>,
     rx_desc: u16,
     tx_desc: u16,
@@ -109,14 +120,17 @@ fn descs<I: Iterator<Item = u32>>(it: I) -> u16 {
         .min(MAX_DESC) as u16
 }
 
-impl<'a> DpdkEngine<'a> {
+impl DpdkEngine<'static> {
     /// Opens the engine with explicit tuning; [`Engine::open`] is
     /// `open_with(args, &DpdkOptions::default())`. Cold path.
     ///
+    /// The buffer pools of `args` must be `'static` (the runtime's are, leaked for the
+    /// process): DPDK keeps their memory as mbuf data buffers for as long as mbufs exist.
+    ///
     /// # Errors
     /// [`DpdkEngineError`], naming the config key to change.
-    pub fn open_with(args: EngineArgs<'a, Config>, opts: &DpdkOptions) -> Result<Self> {
-        let cfg: &'a Config = args.config;
+    pub fn open_with(args: EngineArgs<'static, Config>, opts: &DpdkOptions) -> Result<Self> {
+        let cfg: &'static Config = args.config;
         let EngineConfig::Dpdk(d) = &cfg.engine else {
             return Err(DpdkEngineError::config(
                 "engine.kind",
@@ -127,14 +141,16 @@ impl<'a> DpdkEngine<'a> {
             ));
         };
         let plans = plan(cfg, &args)?;
+        let flow_plans = crate::flow::plan_all(cfg, d.flow_offload)?;
         let used: BTreeMap<usize, ()> = plans
             .iter()
-            .flat_map(|p| std::iter::once(p.port_region).chain(p.tx_regions.iter().copied()))
+            .flat_map(|p| p.rx_regions.iter().flatten().chain(&p.tx_regions).copied())
             .map(|r| (r, ()))
             .collect();
         for &r in used.keys() {
             check_region(cfg, r)?;
         }
+        let region_bufs = region_pools(cfg, &args)?;
 
         let eal_args = eal_args(cfg, d);
         let eal = Eal::init(&eal_args).map_err(|source| DpdkEngineError::Eal {
@@ -148,59 +164,82 @@ impl<'a> DpdkEngine<'a> {
             .map(|(i, iface)| port_name(eal, &d.eal_args, i, &iface.address))
             .collect::<Result<Vec<_>>>()?;
 
+        let port_ids = names
+            .iter()
+            .map(|n| Port::id_by_name(eal, n).map(|id| (n.clone(), id)))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|source| DpdkEngineError::Port {
+                key: "interfaces".into(),
+                port: String::new(),
+                source: Box::new(source),
+            })?;
+        // What each PMD offers, and the RSS it gets: checked before any memory is handed over.
+        let mut port_infos = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let info = Port::query_info(eal, name).map_err(|source| DpdkEngineError::Port {
+                key: format!("interfaces[{i}]"),
+                port: name.clone(),
+                source: Box::new(source),
+            })?;
+            let rss = rss_for(cfg, i, name, &info)?;
+            port_infos.push((info, rss));
+        }
         let seq = POOL_SEQ.fetch_add(1, Ordering::Relaxed);
         let mut pools: BTreeMap<usize, Arc<Mempool>> = BTreeMap::new();
         for &r in used.keys() {
-            let reg = &cfg.memory_regions[r];
-            let n = reg.buf_count;
-            let mc = MempoolConfig {
-                n,
-                cache_size: (n / 2).min(256),
-                data_room: (reg.buf_size + raw::RTE_PKTMBUF_HEADROOM) as u16,
-                socket: None,
-            };
-            let pool = Mempool::new(eal, &format!("rtdaq{seq}_r{r}"), &mc).map_err(|source| {
-                DpdkEngineError::Mempool {
-                    key: format!("memory_regions[{r}]"),
-                    source: Box::new(source),
-                }
+            let bufs = region_bufs.get(&r).copied().ok_or_else(|| {
+                DpdkEngineError::config(
+                    format!("memory_regions[{r}]"),
+                    "the runtime handed the engine no buffer pool for this region",
+                )
             })?;
-            pools.insert(r, pool);
+            pools.insert(r, region_mempool(eal, cfg, r, bufs, &port_ids, seq)?);
         }
+        check_pool_sizes(cfg, &plans, &pools)?;
 
         let mut rx = Vec::new();
         let mut tx = Vec::new();
         let mut ports = Vec::new();
         let mut interfaces = Vec::new();
-        for (i, (p, name)) in plans.into_iter().zip(names).enumerate() {
+        for (i, ((p, name), (pinfo, rss))) in
+            plans.into_iter().zip(names).zip(port_infos).enumerate()
+        {
             let iface = &cfg.interfaces[i];
+            let port_err = |source| DpdkEngineError::Port {
+                key: format!("interfaces[{i}]"),
+                port: name.clone(),
+                source: Box::new(source),
+            };
+            let rxc = rx_queue_configs(cfg, i, &name, &pinfo, &p.rx_regions, &pools)?;
             let pc = PortConfig {
                 rx_queues: p.rx.len() as u16,
                 tx_queues: p.tx.len() as u16,
                 rx_desc: p.rx_desc,
                 tx_desc: p.tx_desc,
                 promiscuous: true,
+                rss,
             };
-            let port_pool = &pools[&p.port_region];
-            let (port, rxq, txq) =
-                Port::open(eal, &name, &pc, port_pool).map_err(|source| DpdkEngineError::Port {
-                    key: format!("interfaces[{i}]"),
-                    port: name.clone(),
-                    source: Box::new(source),
-                })?;
+            let (port, rxq, txq) = Port::open_with(eal, &name, &pc, &rxc).map_err(port_err)?;
+            log_port(i, &name, &port);
             let driver = port.info().map(|x| x.driver).unwrap_or_default();
+            let offloaded = crate::flow::offload(cfg, i, &port, d.flow_offload, &flow_plans[i])?;
+            let flow_rules: Arc<[rtdaq_dpdk_sys::FlowRule]> = offloaded.rules.into();
             interfaces.push(InterfaceInfo {
                 index: i,
                 port: name.clone(),
                 port_id: port.id(),
                 driver,
                 queues: port.queues(),
+                flows_offloaded: offloaded.flows,
+                default_offloaded: offloaded.default_action,
+                flow_rules: flow_rules.len(),
             });
-            for ((j, counters), q) in p.rx.into_iter().zip(rxq) {
+            for (((j, counters), q), qc) in p.rx.into_iter().zip(rxq).zip(rxc) {
                 let c = &iface.rx_queues[j];
                 rx.push(DpdkRx::new(RxSetup {
                     q,
-                    pool: Arc::clone(port_pool),
+                    segments: if qc.split.is_some() { 2 } else { 1 },
+                    pool: qc.pool,
                     counters,
                     flows: Box::new(cfg.flow_table(i)),
                     interface: i,
@@ -209,6 +248,7 @@ impl<'a> DpdkEngine<'a> {
                     busy: c.busy_poll,
                     timeout: Duration::from_micros(u64::from(c.timeout_us)),
                     port: name.clone(),
+                    flow_rules: Arc::clone(&flow_rules),
                 }));
             }
             for (((j, counters), q), r) in p.tx.into_iter().zip(txq).zip(p.tx_regions) {
@@ -235,6 +275,22 @@ impl<'a> DpdkEngine<'a> {
             interfaces,
             eal,
         })
+    }
+}
+
+impl<'a> DpdkEngine<'a> {
+    /// A handle reading every port's counters, xstats, link and MAC (the runtime's
+    /// [`EngineStats`](rtdaq_core::traits::EngineStats) seam, for the report). It keeps the
+    /// ports open until dropped: take it before [`split`](Engine::split) and drop it after
+    /// the queues.
+    pub fn stats_handle(&self) -> DpdkPortStats {
+        DpdkPortStats::new(
+            self.interfaces
+                .iter()
+                .cloned()
+                .zip(self.ports.iter().cloned())
+                .collect(),
+        )
     }
 
     /// What `open` found for each interface, in config order.
@@ -271,28 +327,12 @@ fn plan<'a>(cfg: &'a Config, args: &EngineArgs<'a, Config>) -> Result<Vec<Plan<'
             ));
         }
         let mut rx = Vec::new();
-        let mut rx_region: Option<(usize, usize)> = None;
+        let mut rx_regions = Vec::new();
         for (j, q) in iface.rx_queues.iter().enumerate() {
             let key = format!("interfaces[{i}].rx_queues[{j}]");
-            if let Some(h) = q.hds_split {
-                return Err(DpdkEngineError::config(
-                    format!("{key}.hds_split"),
-                    format!("header-data split ({h} B headers) needs DPDK buffer split, which this engine does not set up yet; remove hds_split or use engine.kind = \"afpacket\""),
-                ));
-            }
-            let r = first_region(&q.memory_regions, &key)?;
-            match rx_region {
-                None => rx_region = Some((j, r)),
-                Some((j0, r0)) if r0 != r => {
-                    return Err(DpdkEngineError::config(
-                        format!("{key}.memory_regions"),
-                        format!(
-                            "names memory_regions[{r}] but interfaces[{i}].rx_queues[{j0}] names memory_regions[{r0}]; every RX queue of a DPDK port fills from one mbuf pool here: list the same region for all RX queues of the interface"
-                        ),
-                    ));
-                }
-                Some(_) => {}
-            }
+            first_region(&q.memory_regions, &key)?;
+            let n = if q.hds_split.is_some() { 2 } else { 1 };
+            rx_regions.push(q.memory_regions.iter().take(n).map(|r| r.0).collect());
             rx.push((j, counters_for(args.rx, i, j, &key)?));
         }
         let mut tx = Vec::new();
@@ -302,7 +342,7 @@ fn plan<'a>(cfg: &'a Config, args: &EngineArgs<'a, Config>) -> Result<Vec<Plan<'
             tx_regions.push(first_region(&q.memory_regions, &key)?);
             tx.push((j, counters_for(args.tx, i, j, &key)?));
         }
-        let Some(port_region) = rx_region.map(|(_, r)| r).or(tx_regions.first().copied()) else {
+        if rx.is_empty() && tx.is_empty() {
             return Err(DpdkEngineError::config(
                 format!("interfaces[{i}]"),
                 "the interface has no queue; add an rx_queues or tx_queues entry",
@@ -323,30 +363,84 @@ fn plan<'a>(cfg: &'a Config, args: &EngineArgs<'a, Config>) -> Result<Vec<Plan<'
             ),
             rx,
             tx,
-            port_region,
+            rx_regions,
             tx_regions,
         });
     }
     Ok(plans)
 }
 
-/// A region the engine can make a mempool for.
-fn check_region(cfg: &Config, r: usize) -> Result<()> {
-    let reg = &cfg.memory_regions[r];
-    if matches!(reg.kind, RegionKind::HostPinned | RegionKind::Device) {
-        return Err(DpdkEngineError::config(
-            format!("memory_regions[{r}].kind"),
-            format!("kind \"{}\": the DPDK engine allocates its mbufs from DPDK's own memory and does not register pinned or GPU memory yet (rte_extmem_register, issue #6); use kind = \"host\" or \"huge\"", reg.kind.as_str()),
-        ));
+/// Every mbuf pool holds at least the RX descriptors of the queues filling from it plus
+/// one burst per queue (otherwise the port cannot start, or RX starves at once).
+fn check_pool_sizes(
+    cfg: &Config,
+    plans: &[Plan<'_>],
+    pools: &BTreeMap<usize, Arc<Mempool>>,
+) -> Result<()> {
+    let mut need: BTreeMap<usize, u64> = BTreeMap::new();
+    for (i, p) in plans.iter().enumerate() {
+        for (j, regs) in p.rx_regions.iter().enumerate() {
+            let batch = u64::from(cfg.interfaces[i].rx_queues[j].batch_size);
+            for r in regs {
+                *need.entry(*r).or_default() += u64::from(p.rx_desc) + batch;
+            }
+        }
     }
-    let max = u32::from(u16::MAX) - raw::RTE_PKTMBUF_HEADROOM;
-    if reg.buf_size > max {
-        return Err(DpdkEngineError::config(
-            format!("memory_regions[{r}].buf_size"),
-            format!("{} B does not fit a DPDK mbuf (at most {max} B of data after the {} B headroom); lower buf_size", reg.buf_size, raw::RTE_PKTMBUF_HEADROOM),
-        ));
+    for (r, n) in need {
+        let have = pools[&r].size();
+        if u64::from(have) < n {
+            let reg = &cfg.memory_regions[r];
+            return Err(DpdkEngineError::config(
+                format!("memory_regions[{r}].buf_count"),
+                format!(
+                    "region \"{}\" holds {have} mbufs of {} B + {} B headroom, but its RX queues need {n} (descriptors + one burst each); raise buf_count or lower ring_depth",
+                    reg.name,
+                    reg.buf_size,
+                    rtdaq_dpdk_sys::raw::RTE_PKTMBUF_HEADROOM
+                ),
+            ));
+        }
     }
     Ok(())
+}
+
+/// Logs the port's MAC, link and RSS once at open.
+fn log_port(i: usize, name: &str, port: &Port) {
+    let mac = port
+        .mac()
+        .map(|m| {
+            m.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        })
+        .unwrap_or_else(|e| format!("unknown ({e})"));
+    let link = match port.link() {
+        Ok(l) => format!(
+            "link {} {} Mb/s {}",
+            if l.up { "up" } else { "down" },
+            l.speed_mbps,
+            if l.full_duplex {
+                "full duplex"
+            } else {
+                "half duplex"
+            }
+        ),
+        Err(e) => format!("link unknown ({e})"),
+    };
+    let rss = match port.rss() {
+        Some(r) => format!(
+            ", RSS hash {:#x} over a {}-entry RETA",
+            r.hash_fields, r.reta_size
+        ),
+        None => String::new(),
+    };
+    log::info!(
+        "interfaces[{i}]: DPDK port \"{name}\" (id {}) MAC {mac}, {link}, {} RX / {} TX queues{rss}",
+        port.id(),
+        port.queues().0,
+        port.queues().1
+    );
 }
 
 /// The DPDK port name of interface `i`.
@@ -389,12 +483,12 @@ fn port_name(eal: &Eal, eal_args: &[String], i: usize, a: &Address) -> Result<St
     }
 }
 
-impl<'a> Engine<'a> for DpdkEngine<'a> {
+impl Engine<'static> for DpdkEngine<'static> {
     const NAME: &'static str = "dpdk";
     const FRAMES: bool = true;
-    type Config = EngineArgs<'a, Config>;
-    type Rx = DpdkRx<'a>;
-    type Tx = DpdkTx<'a>;
+    type Config = EngineArgs<'static, Config>;
+    type Rx = DpdkRx<'static>;
+    type Tx = DpdkTx<'static>;
     type Error = DpdkEngineError;
 
     fn open(cfg: Self::Config) -> Result<Self> {

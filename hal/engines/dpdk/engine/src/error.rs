@@ -64,6 +64,22 @@ pub enum DpdkEngineError {
         #[source]
         source: Box<DpdkError>,
     },
+    /// A flow could not become an `rte_flow` rule with `engine.dpdk.flow_offload =
+    /// "hardware"` (software-only match, or the PMD refused it).
+    #[error("{key} ({rule}) on DPDK port {port}: {detail}")]
+    FlowOffload {
+        /// `flows[k]` or `interfaces[i].default_action`.
+        key: String,
+        /// The flow in config terms (`id 1: udp_dst=5000 -> rx_queues[1]`).
+        rule: String,
+        /// The port name and its PMD (`"net_tap0" (PMD net_tap)`).
+        port: String,
+        /// Why, and what to do.
+        detail: String,
+        /// The PMD's refusal, when it was one.
+        #[source]
+        source: Option<Box<DpdkError>>,
+    },
 }
 
 impl DpdkEngineError {
@@ -74,7 +90,8 @@ impl DpdkEngineError {
             DpdkEngineError::Config { key, .. }
             | DpdkEngineError::NoSuchPort { key, .. }
             | DpdkEngineError::Mempool { key, .. }
-            | DpdkEngineError::Port { key, .. } => key,
+            | DpdkEngineError::Port { key, .. }
+            | DpdkEngineError::FlowOffload { key, .. } => key,
             DpdkEngineError::Eal { .. } => "engine.dpdk.eal_args",
         }
     }

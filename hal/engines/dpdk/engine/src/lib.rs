@@ -4,7 +4,8 @@
 //! PCI address, or virtual devices such as `net_ring0`, `net_null0`,
 //! `net_af_packet0,iface=X`). It implements [`rtdaq_core::traits::Engine`] with
 //! [`DpdkEngine`] (`NAME = "dpdk"`, `FRAMES = true`), whose queues are [`DpdkRx`] (fills
-//! [`DpdkRxBurst`]s: one mbuf per frame, one segment from the Ethernet header) and
+//! [`DpdkRxBurst`]s: one mbuf per frame, segment 0 from the Ethernet header, a second one
+//! with header-data split) and
 //! [`DpdkTx`] (sends [`DpdkTxBurst`]s of whole frames built in mbufs). It is built on the
 //! RAII layer of [`rtdaq_dpdk_sys`]; this crate has no `unsafe` code.
 //!
@@ -12,22 +13,45 @@
 //! [`Engine::open`](rtdaq_core::traits::Engine::open) checks the config (engine kind,
 //! regions, queues) before touching DPDK, then initialises the EAL once per process with
 //! `engine.dpdk.eal_args` + `-l <queue cores and main core>` + `--main-lcore` + `-a <BDF>`
-//! per PCI interface, resolves every `interfaces[i].address` to a port, creates one mbuf
-//! pool per memory region the queues use, and configures and starts each port with its
-//! RX/TX queue counts.
+//! per PCI interface + `--file-prefix rtdaq-<pid>` (unless `eal_args` name a prefix or
+//! `--in-memory`: two rtdaq processes never collide), resolves every `interfaces[i].address`
+//! to a port, checks RSS and buffer split against each PMD, creates one mbuf pool per memory
+//! region the queues use (over the region's memory, below), and configures and starts each
+//! port: one pool per RX queue, RSS over several RX queues (`port_setup.rs`: hash IPv4/UDP
+//! with the classifier's symmetric key, RETA over the `rss` flows' queues or all of them; a
+//! PMD without RSS is refused naming `interfaces[i].rx_queues`, except `net_af_packet` /
+//! `net_af_xdp`, which spread by themselves, and `net_tap`, which spreads by `rte_flow`),
+//! header-data split as DPDK buffer split (`hds_split`; refused naming the key when the PMD
+//! lacks it). The MAC, link and RSS of each port are logged.
 //!
-//! ## Memory: DPDK's own, not the runtime's regions
-//! The mempools live in DPDK memory (hugepages, or anonymous memory with `--no-huge`),
-//! sized from the region (`buf_count` mbufs with `buf_size` bytes of data room after DPDK's
-//! headroom). The runtime's preallocated [`BufferPool`](rtdaq_core::BufferPool)s in
-//! [`QueueResources`](rtdaq_core::traits::QueueResources) are **not used**: the memory is
-//! allocated twice, and pinned / GPU regions are refused (external memory registration,
-//! `rte_extmem_register`, is not done).
+//! ## Memory: the runtime's regions, handed whole to DPDK
+//! The mbuf **data buffers live in the runtime's preallocated memory regions**: for every
+//! region a queue names, the engine takes the region's [`BufferPool`](rtdaq_core::BufferPool)
+//! from [`QueueResources::pools`](rtdaq_core::traits::QueueResources) *whole*
+//! ([`rtdaq_dpdk_sys::ExtMem::from_pool`]: every slot taken, so neither the runtime nor
+//! anyone else can hand out the same bytes while DPDK owns them), registers its memory with
+//! `rte_extmem_register` at the region's page size (IOVA = VA in IOVA-as-VA mode),
+//! DMA-maps it for every port's device (`rte_dev_dma_map`; a virtual device answering
+//! `ENOTSUP` needs none, logged once per region) and creates a pinned-external-buffer mbuf
+//! pool over it (`rte_pktmbuf_pool_create_extbuf`: `buf_size` + 128 B headroom per buffer,
+//! rounded up to 64 B, as many as the region holds). Only the mbuf headers are DPDK memory.
+//! **Design decision:** a region named by a DPDK queue belongs to DPDK for the run; the
+//! runtime does not use those pools itself (it only hands pools to engines), so a region
+//! cannot be shared between DPDK and anything else. The slots go back to the pool once the
+//! ports are closed, the mbuf pools freed and the memory unregistered. The pools must be
+//! `'static` (the runtime's are), hence `DpdkEngine<'static>`. `device` (GPU) regions are
+//! refused until the GPU issue registers them through the same
+//! [`ExtMem`](rtdaq_dpdk_sys::ExtMem) API (`register(addr, len, page_size)` + `dma_map`).
+//!
+//! ## Port stats
+//! [`DpdkEngine::stats_handle`] is the engine's
+//! [`EngineStats`](rtdaq_core::traits::EngineStats): per-port `rte_eth_stats`, non-zero
+//! xstats, link and MAC, read by the runtime after the run for the report.
 //!
 //! ## Counting
 //! Every frame not delivered is counted once in the queue's
 //! [`QueueCounters`](rtdaq_core::QueueCounters): RX `malformed`, `no_flow`, `flow_drop`,
-//! `truncated` (chained mbufs); TX `malformed`, `too_large`, `ring_full`. RX queues count
+//! `truncated` (more mbuf segments than configured); TX `malformed`, `too_large`, `ring_full`. RX queues count
 //! delivered frames and TX queues accepted frames (`record_rx_burst`): the runtime must not
 //! count them again.
 //!
@@ -38,14 +62,28 @@
 //!
 //! ## Quick start
 //! ```no_run
+//! use std::sync::atomic::AtomicU32;
 //! use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RxBurst, RxQueue};
 //! use rtdaq_core::{BufferPool, QueueCounters};
 //! use rtdaq_engine_dpdk::DpdkEngine;
+//! use rtdaq_platform::memory::{Region, RegionSpec};
 //!
-//! let config = rtdaq_config::load_file("dpdk.toml".as_ref()).unwrap();
-//! let counters = QueueCounters::new();
-//! let rx = [QueueResources { interface: 0, queue: 0, pools: &[], counters: &counters }];
-//! let engine = DpdkEngine::open(EngineArgs { config: &config, rx: &rx, tx: &[] }).unwrap();
+//! // One RX queue on region 0 (the runtime does this for every region and queue).
+//! let config = Box::leak(Box::new(rtdaq_config::load_file("dpdk.toml".as_ref()).unwrap()));
+//! let r = &config.memory_regions[0];
+//! let region = Box::leak(Box::new(
+//!     Region::allocate(&RegionSpec::host(&r.name, r.footprint() as usize)).unwrap(),
+//! ));
+//! let links: &'static mut [AtomicU32] =
+//!     Box::leak((0..r.buf_count).map(|_| AtomicU32::new(0)).collect());
+//! let stride = r.stride() as usize;
+//! let mem = &mut region.as_mut_slice()[..stride * r.buf_count as usize];
+//! let pool: &'static BufferPool<'static> =
+//!     Box::leak(Box::new(BufferPool::new(mem, links, stride).unwrap()));
+//! let counters = Box::leak(Box::new(QueueCounters::new()));
+//! let pools: &'static [&'static BufferPool<'static>] = Box::leak(Box::new([pool]));
+//! let rx = Box::leak(Box::new([QueueResources { interface: 0, queue: 0, pools, counters }]));
+//! let engine = DpdkEngine::open(EngineArgs { config, rx, tx: &[] }).unwrap();
 //! let (mut queues, _) = engine.into_queues();
 //! let mut burst = queues[0].new_burst();
 //! let n = queues[0].poll(&mut burst);
@@ -60,7 +98,9 @@
 //!
 //! ## Resource cleanup
 //! Bursts free their mbufs on `clear` and drop. A port is stopped and closed when its last
-//! queue (or the [`rtdaq_dpdk_sys::Port`] handle) is dropped; a closed vdev port cannot be
+//! queue (or the [`rtdaq_dpdk_sys::Port`] handle, or the [`DpdkPortStats`] handle) is
+//! dropped; then its mbuf pools are freed, their memory DMA-unmapped and unregistered, and
+//! the region's slots given back; a closed vdev port cannot be
 //! reopened in the same process, and the EAL is never torn down.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -69,16 +109,23 @@ mod burst;
 mod eal;
 mod engine;
 mod error;
+mod flow;
+mod memory;
+mod port_setup;
 mod rx;
+mod stats;
 mod tx;
 
 use std::time::Duration;
 
 pub use burst::{DpdkRxBurst, DpdkTxBurst};
-pub use eal::{eal_args, vdev_for_netdev};
+pub use eal::{eal_args, file_prefix, vdev_for_netdev};
 pub use engine::{DpdkEngine, InterfaceInfo};
 pub use error::{DpdkEngineError, Result};
+pub use flow::{describe, plan_interface, port_blocks, translate, PlannedFlow, MAX_EXPANSION};
+pub use port_setup::SELF_SPREADING;
 pub use rx::{DpdkRx, RxStats, SLEEP_STEP};
+pub use stats::DpdkPortStats;
 pub use tx::{DpdkTx, TxStats};
 
 /// Tuning of the DPDK engine beyond the deployment config. [`Default`] is what

@@ -54,6 +54,8 @@ pub(crate) fn realtime_ns() -> u64 {
 /// What `open` hands a new RX queue.
 pub(crate) struct RxSetup<'a> {
     pub(crate) q: PortRxQueue,
+    /// Segments a frame may have: 1, or 2 with header-data split (buffer split).
+    pub(crate) segments: u16,
     pub(crate) pool: Arc<Mempool>,
     pub(crate) counters: &'a QueueCounters,
     pub(crate) flows: Box<Flows>,
@@ -63,11 +65,14 @@ pub(crate) struct RxSetup<'a> {
     pub(crate) busy: bool,
     pub(crate) timeout: Duration,
     pub(crate) port: String,
+    /// The port's `rte_flow` rules: alive (steering) while any RX queue of the port is.
+    pub(crate) flow_rules: Arc<[rtdaq_dpdk_sys::FlowRule]>,
 }
 
 /// One RX queue of the DPDK engine. `Send`; owned by its I/O thread.
 pub struct DpdkRx<'a> {
     q: PortRxQueue,
+    segments: u16,
     pool: Arc<Mempool>,
     scratch: Box<[Option<Mbuf>]>,
     drops: MbufBurst,
@@ -79,6 +84,7 @@ pub struct DpdkRx<'a> {
     timeout: Duration,
     stats: RxStats,
     port: String,
+    _flow_rules: Arc<[rtdaq_dpdk_sys::FlowRule]>,
 }
 
 impl<'a> DpdkRx<'a> {
@@ -86,6 +92,7 @@ impl<'a> DpdkRx<'a> {
         let batch = s.batch.clamp(1, usize::from(u16::MAX));
         DpdkRx {
             q: s.q,
+            segments: s.segments,
             pool: s.pool,
             scratch: (0..batch).map(|_| None).collect(),
             drops: MbufBurst::with_capacity(batch),
@@ -97,6 +104,7 @@ impl<'a> DpdkRx<'a> {
             timeout: s.timeout,
             stats: RxStats::default(),
             port: s.port,
+            _flow_rules: s.flow_rules,
         }
     }
 
@@ -115,7 +123,8 @@ impl<'a> DpdkRx<'a> {
         &self.port
     }
 
-    /// The mbuf pool the port's RX queues fill from (DPDK memory, see the crate docs).
+    /// The mbuf pool the queue fills from (the header pool with header-data split); its
+    /// data buffers are the region's memory (see the crate docs).
     pub fn mempool(&self) -> &Arc<Mempool> {
         &self.pool
     }
@@ -168,8 +177,8 @@ impl<'a> DpdkRx<'a> {
             let Some(m) = self.scratch[k].take() else {
                 continue;
             };
-            let len = m.len();
-            let verdict = if m.segments() > 1 {
+            let len = m.pkt_len();
+            let verdict = if m.segments() > self.segments {
                 Err(DropReason::Truncated)
             } else {
                 match self.flows.classify(m.data()) {

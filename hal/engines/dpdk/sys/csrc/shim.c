@@ -1,4 +1,6 @@
 /* See shim.h. Each function is a one-line forward to DPDK's static-inline original. */
+#include <string.h>
+
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
@@ -83,4 +85,41 @@ int rtdaq_errno(void)
 unsigned int rtdaq_lcore_id(void)
 {
 	return rte_lcore_id();
+}
+
+/* --- memory and port features --- */
+_Static_assert(RTDAQ_RSS_IPV4 == RTE_ETH_RSS_IPV4, "RTE_ETH_RSS_IPV4");
+_Static_assert(RTDAQ_RSS_NONFRAG_IPV4_UDP == RTE_ETH_RSS_NONFRAG_IPV4_UDP, "RSS UDP");
+_Static_assert(RTDAQ_RX_OFFLOAD_SCATTER == RTE_ETH_RX_OFFLOAD_SCATTER, "SCATTER");
+_Static_assert(RTDAQ_RX_OFFLOAD_BUFFER_SPLIT == RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT, "BUFFER_SPLIT");
+_Static_assert(RTDAQ_RETA_GROUP_SIZE == RTE_ETH_RETA_GROUP_SIZE, "RETA group");
+
+int rtdaq_link_get(uint16_t port, uint32_t *speed_mbps, int *full_duplex, int *up, int *autoneg)
+{
+	struct rte_eth_link link;
+	int rc;
+
+	memset(&link, 0, sizeof(link));
+	rc = rte_eth_link_get_nowait(port, &link);
+	if (rc != 0)
+		return rc;
+	*speed_mbps = link.link_speed;
+	*full_duplex = link.link_duplex == RTE_ETH_LINK_FULL_DUPLEX;
+	*up = link.link_status == RTE_ETH_LINK_UP;
+	*autoneg = link.link_autoneg == RTE_ETH_LINK_AUTONEG;
+	return 0;
+}
+
+struct rte_mbuf *rtdaq_mbuf_next(const struct rte_mbuf *m)
+{
+	return m->next;
+}
+
+struct rte_device *rtdaq_port_device(uint16_t port)
+{
+	struct rte_eth_dev_info info;
+
+	if (rte_eth_dev_info_get(port, &info) != 0)
+		return NULL;
+	return info.device;
 }

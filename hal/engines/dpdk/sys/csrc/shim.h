@@ -11,6 +11,7 @@
 
 struct rte_mbuf;
 struct rte_mempool;
+struct rte_device;
 
 /* rte_eth_rx_burst: receive up to n mbufs from (port, queue) into pkts; returns the count. */
 uint16_t rtdaq_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
@@ -44,5 +45,20 @@ int rtdaq_mbuf_set_len(struct rte_mbuf *m, uint16_t len);
 int rtdaq_errno(void);
 /* rte_lcore_id(): this thread's lcore, or UINT32_MAX (LCORE_ID_ANY) for non-EAL threads. */
 unsigned int rtdaq_lcore_id(void);
+
+/* --- memory and port features (extmem, link, segments, constants) --- */
+/* rte_eth_link_get_nowait, unpacked (rte_eth_link is a bitfield struct): 0 or -errno. */
+int rtdaq_link_get(uint16_t port, uint32_t *speed_mbps, int *full_duplex, int *up, int *autoneg);
+/* m->next: the next segment of a chained mbuf, or NULL. */
+struct rte_mbuf *rtdaq_mbuf_next(const struct rte_mbuf *m);
+/* The rte_device behind an ethdev port (rte_eth_dev_info.device), or NULL. */
+struct rte_device *rtdaq_port_device(uint16_t port);
+/* The values of DPDK macros the Rust side needs (RTE_BIT64 expressions bindgen cannot
+ * evaluate); shim.c checks them with static asserts, so they cannot drift. */
+#define RTDAQ_RSS_IPV4 (1ULL << 2)
+#define RTDAQ_RSS_NONFRAG_IPV4_UDP (1ULL << 5)
+#define RTDAQ_RX_OFFLOAD_SCATTER (1ULL << 13)
+#define RTDAQ_RX_OFFLOAD_BUFFER_SPLIT (1ULL << 20)
+#define RTDAQ_RETA_GROUP_SIZE 64
 
 #endif

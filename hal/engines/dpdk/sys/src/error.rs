@@ -139,6 +139,24 @@ pub enum DpdkError {
         /// Mbufs currently allocated.
         in_use: u32,
     },
+    /// `rte_flow_validate` / `rte_flow_create` refused a rule (or the PMD has no `rte_flow`).
+    #[error("{op} on DPDK port {port} ({driver}) refused the rule: {message} (rte_flow error type {cause}, {errno_name})")]
+    Flow {
+        /// The DPDK function (`rte_flow_validate`, `rte_flow_create`).
+        op: &'static str,
+        /// Port id.
+        port: u16,
+        /// The port's PMD (`net_tap`, `mlx5_pci`, ...).
+        driver: String,
+        /// Positive errno (`ENOSYS`: the PMD has no `rte_flow`; `ENOTSUP`: this rule is not).
+        errno: i32,
+        /// Its symbolic name.
+        errno_name: &'static str,
+        /// `rte_flow_error.type`, as its name (`ITEM_MASK`, `ACTION`, `ATTR_PRIORITY`, ...).
+        cause: &'static str,
+        /// `rte_flow_error.message`, the PMD's reason (or `rte_strerror` when it gave none).
+        message: String,
+    },
     /// `Mbuf::set_len` beyond the room of a single-segment mbuf.
     #[error("mbuf length {len} exceeds its room {room} (or the mbuf is chained) — use a larger data_room")]
     MbufTooSmall {
@@ -146,6 +164,36 @@ pub enum DpdkError {
         len: usize,
         /// Bytes available from the data start.
         room: u16,
+    },
+    /// Registering, mapping or unregistering external memory failed.
+    #[error("{op} for external memory {addr:#x}+{len} failed: {msg} ({errno_name}) — {fix}")]
+    ExtMem {
+        /// The DPDK function.
+        op: &'static str,
+        /// Start address.
+        addr: usize,
+        /// Bytes.
+        len: usize,
+        /// Positive errno.
+        errno: i32,
+        /// Its symbolic name.
+        errno_name: &'static str,
+        /// `rte_strerror` text.
+        msg: String,
+        /// What to do.
+        fix: &'static str,
+    },
+    /// The PMD lacks a feature the port configuration asks for (RSS, buffer split, ...).
+    #[error("DPDK port {port} ({driver}): {what} — {fix}")]
+    Unsupported {
+        /// Port id.
+        port: u16,
+        /// The port's PMD.
+        driver: String,
+        /// The feature and what the PMD offers instead.
+        what: String,
+        /// What to do.
+        fix: &'static str,
     },
 }
 
@@ -168,6 +216,7 @@ pub(crate) fn errno_name(e: i32) -> &'static str {
         71 => "EPROTO",
         95 => "ENOTSUP",
         114 => "EALREADY",
+        38 => "ENOSYS",
         _ => "E?",
     }
 }

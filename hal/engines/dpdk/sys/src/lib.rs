@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | raw | [`raw`] | bindgen bindings (allowlisted control path) + the C shim `rtdaq_*` re-exporting DPDK's `static inline` fast path (`rte_eth_rx_burst`, `rte_eth_tx_burst`, mbuf alloc/free/data access, `rte_errno`) |
 //! | result | `sys::result` (private) | status codes / `rte_errno` → [`Result`]`<_, `[`DpdkError`]`>`; the only place reading `rte_errno` |
-//! | safe | crate root | [`Eal`] (once per process), [`Mempool`], [`Port`] + [`RxQueue`] / [`TxQueue`], [`Mbuf`], [`MbufBurst`] |
+//! | safe | crate root | [`Eal`] (once per process), [`Mempool`] (DPDK memory, or data buffers in [`ExtMem`]: external memory registered with `rte_extmem_register` + `rte_dev_dma_map`), [`Port`] (per-queue pools [`RxQueueConfig`], RSS [`RssConfig`], buffer split [`BufferSplit`], stats / xstats / [`LinkState`]) + [`RxQueue`] / [`TxQueue`], [`Mbuf`], [`MbufBurst`] |
 //!
 //! All `unsafe` code lives in the `sys` module; the crate root denies it.
 //!
@@ -57,7 +57,9 @@
 //!   still holds on drop/clear. Mbufs handed to `tx_*` belong to the PMD.
 //! - [`Port`]: stopped and closed when the `Port` *and* all its queues are dropped.
 //! - [`Mempool`]: freed when the last `Arc` goes (ports hold one), unless mbufs of it are
-//!   still alive (then leaked, never freed under them).
+//!   still alive (then leaked, never freed under them, with its [`ExtMem`]).
+//! - [`ExtMem`]: DMA-unmapped and unregistered when the last `Arc` goes (its pools hold one);
+//!   [`ExtMem::from_pool`] gives the `BufferPool`'s slots back then.
 //! - [`Eal`]: never torn down (`rte_eal_cleanup` is not called; the process exit frees it).
 //!
 //! ## Hot path
@@ -68,13 +70,21 @@
 #![deny(unsafe_code)]
 
 mod error;
+mod flow;
 mod sys;
 
 pub use error::{DpdkError, Result};
+pub use flow::{FlowAction, FlowItem, FlowSpec};
 pub use sys::eal::Eal;
+pub use sys::extmem::{DmaMapping, ExtMem};
+pub use sys::flow::FlowRule;
 pub use sys::mbuf::{Mbuf, MbufBurst};
 pub use sys::mempool::{Mempool, MempoolConfig};
-pub use sys::port::{OpenPort, Port, PortConfig, PortInfo, PortStats, RxQueue, TxQueue};
+pub use sys::port::{
+    BufferSplit, OpenPort, Port, PortConfig, PortInfo, PortStats, RssConfig, RssState, RxQueue,
+    RxQueueConfig, TxQueue,
+};
+pub use sys::port_info::LinkState;
 pub use sys::raw;
 
 /// The PMD plugin directory found at build time (`<libdir>/dpdk/pmds-<ABI>`; empty if none).

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use rtdaq_config::Config;
 use rtdaq_core::traits::{EngineArgs, QueueResources, RxBurst, RxQueue, TxBurst, TxQueue};
 use rtdaq_core::wire::{emit_udp_frame, fill_pattern, SeqHeader, UdpFrameSpec};
-use rtdaq_core::{PacketMeta, QueueCounters};
+use rtdaq_core::{BufferPool, PacketMeta, QueueCounters};
 use rtdaq_engine_dpdk::{DpdkEngine, DpdkEngineError, DpdkRx, DpdkTx};
+use rtdaq_platform::memory::{Region, RegionSpec};
+use std::sync::atomic::AtomicU32;
 
 /// Fails the test with a clear message when not root (DPDK's EAL needs it here).
 pub fn require_root() {
@@ -103,12 +105,28 @@ udp_dst = 5000
     t
 }
 
-/// Everything `open` needs: the config and one counters block per queue, all leaked.
-/// The engine uses DPDK mempools, so no runtime pools are handed over.
+/// Everything `open` needs: the config, one page-aligned buffer pool per memory region (as
+/// the runtime builds them: `buf_count` slots of the region's stride) and one counters
+/// block per queue, all leaked (`'static`, as the engine requires).
 pub struct Setup {
     pub config: &'static Config,
     pub rx: &'static [QueueResources<'static>],
     pub tx: &'static [QueueResources<'static>],
+    /// The runtime-side pool of each memory region (config order).
+    pub pools: Vec<&'static BufferPool<'static>>,
+}
+
+/// A leaked `BufferPool` over a page-aligned, locked `host` region of region `r`'s
+/// footprint (as the runtime builds it: `buf_count` slots of the region's stride).
+pub fn region_pool(r: &rtdaq_config::model::MemoryRegion) -> &'static BufferPool<'static> {
+    let region: &'static mut Region = Box::leak(Box::new(
+        Region::allocate(&RegionSpec::host(&r.name, r.footprint() as usize)).unwrap(),
+    ));
+    let links: &'static mut [AtomicU32] =
+        Box::leak((0..r.buf_count).map(|_| AtomicU32::new(0)).collect());
+    let stride = r.stride() as usize;
+    let mem = &mut region.as_mut_slice()[..stride * r.buf_count as usize];
+    Box::leak(Box::new(BufferPool::new(mem, links, stride).unwrap()))
 }
 
 impl Setup {
@@ -117,22 +135,43 @@ impl Setup {
             rtdaq_config::load_str(toml)
                 .unwrap_or_else(|e| panic!("bad test config: {e:?}\n{toml}")),
         ));
-        let res = |i: usize, j: usize| QueueResources {
+        let pools: Vec<&'static BufferPool<'static>> =
+            config.memory_regions.iter().map(region_pool).collect();
+        let res = |i: usize, j: usize, regions: &[rtdaq_config::model::RegionId]| QueueResources {
             interface: i,
             queue: j,
-            pools: &[],
+            pools: Box::leak(
+                regions
+                    .iter()
+                    .map(|r| pools[r.0])
+                    .collect::<Vec<_>>()
+                    .into_boxed_slice(),
+            ),
             counters: Box::leak(Box::new(QueueCounters::new())),
         };
         let mut rx = Vec::new();
         let mut tx = Vec::new();
         for (i, iface) in config.interfaces.iter().enumerate() {
-            rx.extend((0..iface.rx_queues.len()).map(|j| res(i, j)));
-            tx.extend((0..iface.tx_queues.len()).map(|j| res(i, j)));
+            rx.extend(
+                iface
+                    .rx_queues
+                    .iter()
+                    .enumerate()
+                    .map(|(j, q)| res(i, j, &q.memory_regions)),
+            );
+            tx.extend(
+                iface
+                    .tx_queues
+                    .iter()
+                    .enumerate()
+                    .map(|(j, q)| res(i, j, &q.memory_regions)),
+            );
         }
         Setup {
             config,
             rx: Box::leak(rx.into_boxed_slice()),
             tx: Box::leak(tx.into_boxed_slice()),
+            pools,
         }
     }
 

@@ -91,6 +91,29 @@ impl Mbuf {
         }
     }
 
+    /// Data of segment `k` of the chain (`k = 0` is [`data`](Self::data)), `None` past the
+    /// last segment. With buffer split, segment 0 holds the headers and segment 1 the rest.
+    /// Never allocates.
+    pub fn segment_data(&self, k: usize) -> Option<&[u8]> {
+        let mut p = self.0.as_ptr();
+        for _ in 0..k {
+            // SAFETY: p is a valid segment of the chain self owns.
+            p = unsafe { raw::rtdaq_mbuf_next(p) };
+            if p.is_null() {
+                return None;
+            }
+        }
+        // SAFETY: p is a valid segment of self's chain (owned by self for the borrow); its
+        // data start is followed by data_len initialised bytes.
+        unsafe {
+            let d = raw::rtdaq_mbuf_data(p).cast::<u8>();
+            Some(std::slice::from_raw_parts(
+                d,
+                usize::from(raw::rtdaq_mbuf_data_len(p)),
+            ))
+        }
+    }
+
     /// The first segment's data, writable.
     pub fn data_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in data(); &mut self gives exclusive access to the buffer.

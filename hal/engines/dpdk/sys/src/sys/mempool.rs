@@ -3,6 +3,7 @@ use std::ffi::CString;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use super::extmem::ExtMem;
 use super::mbuf::{Mbuf, MbufBurst};
 use super::{raw, result};
 use crate::error::{errno_name, DpdkError, Result};
@@ -51,6 +52,12 @@ impl Default for MempoolConfig {
 pub struct Mempool {
     ptr: NonNull<raw::rte_mempool>,
     name: String,
+    /// Mbufs in the pool.
+    size: u32,
+    /// Data room per mbuf (headroom included).
+    data_room: u16,
+    /// The external memory holding the data buffers (pools of [`Mempool::new_external`]).
+    ext: Option<Arc<ExtMem>>,
 }
 
 // SAFETY: an rte_mempool is designed for concurrent use from any thread (MP/MC ring ops by
@@ -68,17 +75,7 @@ impl Mempool {
     /// hugepages; `EEXIST`: the name is taken; `EINVAL`: cache size too large),
     /// [`DpdkError::InvalidArgument`] for a bad name.
     pub fn new(_eal: &Eal, name: &str, cfg: &MempoolConfig) -> Result<Arc<Mempool>> {
-        let bad_name = |why| DpdkError::InvalidArgument {
-            what: "mempool name",
-            value: name.to_owned(),
-            why,
-        };
-        if name.len() >= MEMPOOL_NAMESIZE {
-            return Err(bad_name(
-                "longer than 25 bytes (RTE_MEMPOOL_NAMESIZE minus the ring prefix)",
-            ));
-        }
-        let c_name = CString::new(name).map_err(|_| bad_name("contains a NUL byte"))?;
+        let c_name = check_name(name)?;
         let socket = cfg.socket.map_or(-1, |s| s as i32);
         // SAFETY: c_name is a valid C string for the call (DPDK copies it); the numeric
         // arguments are plain values; the EAL is initialised (&Eal).
@@ -110,7 +107,95 @@ impl Mempool {
         Ok(Arc::new(Mempool {
             ptr,
             name: name.to_owned(),
+            size: cfg.n,
+            data_room: cfg.data_room,
+            ext: None,
         }))
+    }
+
+    /// Creates a pool whose mbuf **data buffers live in `ext`** (pinned external buffers,
+    /// `rte_pktmbuf_pool_create_extbuf`); only the mbuf headers (~192 B each) come from DPDK
+    /// memory. Each buffer is `cfg.data_room` bytes (headroom included) rounded up to 64 B
+    /// (cache line), laid out back to back from the start of `ext` (one run per
+    /// IOVA-contiguous part); `cfg.n` mbufs, or as many as fit when `cfg.n` is 0. The pool
+    /// holds an `Arc` of `ext`, so the registration outlives it.
+    ///
+    /// # Errors
+    /// [`DpdkError::Mempool`] (`ENOMEM`: `ext` holds fewer than `cfg.n` buffers, or no EAL
+    /// memory for the headers), [`DpdkError::InvalidArgument`] for a bad name.
+    pub fn new_external(
+        _eal: &Eal,
+        name: &str,
+        cfg: &MempoolConfig,
+        ext: &Arc<ExtMem>,
+    ) -> Result<Arc<Mempool>> {
+        let c_name = check_name(name)?;
+        let elt = usize::from(cfg.data_room).div_ceil(64) * 64;
+        let (descs, fit) = ext.descriptors(elt.min(usize::from(u16::MAX)));
+        let n = if cfg.n == 0 {
+            fit.min(u64::from(u32::MAX)) as u32
+        } else {
+            cfg.n
+        };
+        let socket = cfg.socket.map_or(-1, |s| s as i32);
+        let mk_err = |errno: i32| {
+            DpdkError::Mempool {
+            name: name.to_owned(),
+            n,
+            data_room: cfg.data_room,
+            errno,
+            errno_name: errno_name(errno),
+            msg: result::strerror(errno),
+            fix: match errno {
+                12 if u64::from(n) > fit => "the external memory holds fewer buffers than asked: enlarge the region (buf_count) or lower the count",
+                12 => "not enough EAL memory for the mbuf headers: raise -m (with --no-huge) or reserve more hugepages",
+                17 => "a pool of that name exists: use a unique name",
+                22 => "cache_size must be <= 512 and <= n / 1.5, and the data room must fit a buffer",
+                _ => "see the EAL log",
+            },
+        }
+        };
+        if n == 0 || descs.is_empty() {
+            return Err(mk_err(12));
+        }
+        // SAFETY: c_name is a valid C string; descs describe memory registered by `ext`
+        // (kept alive by the pool through the Arc below) and is copied by DPDK's init loop
+        // before the call returns; the EAL is initialised.
+        let p = unsafe {
+            raw::rte_pktmbuf_pool_create_extbuf(
+                c_name.as_ptr(),
+                n,
+                cfg.cache_size,
+                0,
+                cfg.data_room,
+                socket,
+                descs.as_ptr(),
+                descs.len() as u32,
+            )
+        };
+        let ptr = result::null_rte_errno(p).map_err(mk_err)?;
+        Ok(Arc::new(Mempool {
+            ptr,
+            name: name.to_owned(),
+            size: n,
+            data_room: cfg.data_room,
+            ext: Some(Arc::clone(ext)),
+        }))
+    }
+
+    /// Number of mbufs.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Data room per mbuf, headroom included.
+    pub fn data_room(&self) -> u16 {
+        self.data_room
+    }
+
+    /// The external memory of a [`Mempool::new_external`] pool.
+    pub fn external(&self) -> Option<&Arc<ExtMem>> {
+        self.ext.as_ref()
     }
 
     /// The pool's name.
@@ -172,10 +257,28 @@ impl Mempool {
     }
 }
 
+fn check_name(name: &str) -> Result<CString> {
+    let bad_name = |why| DpdkError::InvalidArgument {
+        what: "mempool name",
+        value: name.to_owned(),
+        why,
+    };
+    if name.len() >= MEMPOOL_NAMESIZE {
+        return Err(bad_name(
+            "longer than 25 bytes (RTE_MEMPOOL_NAMESIZE minus the ring prefix)",
+        ));
+    }
+    CString::new(name).map_err(|_| bad_name("contains a NUL byte"))
+}
+
 impl Drop for Mempool {
     fn drop(&mut self) {
         if self.in_use() != 0 {
-            // Live mbufs point into this pool: freeing it would make them dangle.
+            // Live mbufs point into this pool: freeing it would make them dangle; its
+            // external memory stays registered for the same reason.
+            if let Some(ext) = self.ext.take() {
+                std::mem::forget(ext);
+            }
             return;
         }
         // SAFETY: no mbuf of the pool is in use and no Port references it (ports hold an

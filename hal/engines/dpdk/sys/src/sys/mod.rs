@@ -9,8 +9,11 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub(crate) mod eal;
+pub(crate) mod extmem;
+pub(crate) mod flow;
 pub(crate) mod mbuf;
 pub(crate) mod mempool;
 pub(crate) mod port;
+pub(crate) mod port_info;
 pub mod raw;
 pub(crate) mod result;

@@ -22,6 +22,68 @@ pub struct PortConfig {
     pub tx_desc: u16,
     /// Enable promiscuous mode (failures are ignored: many vdevs lack it).
     pub promiscuous: bool,
+    /// Receive-side scaling over the RX queues (used when `rx_queues > 1`; `None` keeps
+    /// the PMD's default, no RSS).
+    pub rss: Option<RssConfig>,
+}
+
+/// Receive-side scaling of a port: `RTE_ETH_MQ_RX_RSS` with these hash fields (restricted
+/// to what the PMD offers, `rte_eth_dev_info.flow_type_rss_offloads`) and key, and a
+/// redirection table (RETA) cycling over `queues`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RssConfig {
+    /// `RTE_ETH_RSS_*` bits ([`RssConfig::IPV4`], [`RssConfig::NONFRAG_IPV4_UDP`], ...).
+    pub hash_fields: u64,
+    /// The Toeplitz key; repeated or cut to the PMD's key size. Empty: the PMD's key.
+    pub key: Vec<u8>,
+    /// RX queues the RETA spreads over, in order (entry `i` = `queues[i % len]`).
+    pub queues: Vec<u16>,
+}
+
+impl RssConfig {
+    /// `RTE_ETH_RSS_IPV4`: hash IPv4 addresses.
+    pub const IPV4: u64 = raw::RTDAQ_RSS_IPV4 as u64;
+    /// `RTE_ETH_RSS_NONFRAG_IPV4_UDP`: hash IPv4 addresses and UDP ports.
+    pub const NONFRAG_IPV4_UDP: u64 = raw::RTDAQ_RSS_NONFRAG_IPV4_UDP as u64;
+}
+
+/// Where one RX queue's mbufs come from: one pool, or two with buffer split
+/// (`RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT`: the first `split.header_len` bytes of each frame in
+/// an mbuf of `pool`, the rest in a chained mbuf of `split.data`).
+#[derive(Debug, Clone)]
+pub struct RxQueueConfig {
+    /// The queue's pool (the header pool with a split).
+    pub pool: Arc<Mempool>,
+    /// Header-data split.
+    pub split: Option<BufferSplit>,
+}
+
+impl RxQueueConfig {
+    /// A queue filling whole frames from `pool`.
+    pub fn new(pool: &Arc<Mempool>) -> Self {
+        RxQueueConfig {
+            pool: Arc::clone(pool),
+            split: None,
+        }
+    }
+}
+
+/// Buffer split of an RX queue.
+#[derive(Debug, Clone)]
+pub struct BufferSplit {
+    /// Bytes of each frame placed in the header mbuf.
+    pub header_len: u16,
+    /// The pool of the data mbufs (the rest of the frame).
+    pub data: Arc<Mempool>,
+}
+
+/// What [`Port::open`] configured for RSS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RssState {
+    /// The hash fields in effect (asked ∩ offered).
+    pub hash_fields: u64,
+    /// RETA entries programmed.
+    pub reta_size: u16,
 }
 
 impl Default for PortConfig {
@@ -32,6 +94,7 @@ impl Default for PortConfig {
             rx_desc: 1024,
             tx_desc: 1024,
             promiscuous: true,
+            rss: None,
         }
     }
 }
@@ -66,6 +129,31 @@ pub struct PortInfo {
     pub max_rx_queues: u16,
     /// Maximum TX queues.
     pub max_tx_queues: u16,
+    /// RSS hash fields the PMD can hash (`flow_type_rss_offloads`; 0: no RSS).
+    pub rss_offloads: u64,
+    /// RETA entries (`reta_size`; 0: no redirection table).
+    pub reta_size: u16,
+    /// RSS key bytes (`hash_key_size`; 0: the PMD does not say).
+    pub hash_key_size: u8,
+    /// Port-level RX offloads (`rx_offload_capa`).
+    pub rx_offload_capa: u64,
+    /// Per-queue RX offloads (`rx_queue_offload_capa`).
+    pub rx_queue_offload_capa: u64,
+    /// Most segments of a buffer split (`rx_seg_capa.max_nseg`).
+    pub max_rx_segments: u16,
+}
+
+impl PortInfo {
+    /// `RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT`.
+    pub const RX_OFFLOAD_BUFFER_SPLIT: u64 = raw::RTDAQ_RX_OFFLOAD_BUFFER_SPLIT as u64;
+    /// `RTE_ETH_RX_OFFLOAD_SCATTER`.
+    pub const RX_OFFLOAD_SCATTER: u64 = raw::RTDAQ_RX_OFFLOAD_SCATTER as u64;
+
+    /// True when the PMD offers buffer split into two pools.
+    pub fn buffer_split(&self) -> bool {
+        (self.rx_offload_capa | self.rx_queue_offload_capa) & Self::RX_OFFLOAD_BUFFER_SPLIT != 0
+            && self.max_rx_segments >= 2
+    }
 }
 
 /// Name of port `p`, `None` if it is not a valid port.
@@ -86,7 +174,7 @@ pub(crate) fn port_name(p: u16) -> Option<String> {
     )
 }
 
-fn port_err(op: &'static str, port: u16, errno: i32, fix: &'static str) -> DpdkError {
+pub(crate) fn port_err(op: &'static str, port: u16, errno: i32, fix: &'static str) -> DpdkError {
     DpdkError::Port {
         op,
         port,
@@ -103,8 +191,9 @@ struct PortInner {
     name: String,
     rx_queues: u16,
     tx_queues: u16,
-    /// Kept alive while the port (and its RX rings full of its mbufs) exists.
-    _pool: Arc<Mempool>,
+    rss: Option<RssState>,
+    /// Kept alive while the port (and its RX rings full of their mbufs) exists.
+    _pools: Vec<Arc<Mempool>>,
 }
 
 impl Drop for PortInner {
@@ -149,14 +238,47 @@ impl Port {
         Ok(id)
     }
 
-    /// Opens port `name`: checks the queue counts against the PMD, configures it (default
-    /// `rte_eth_conf`: no offloads, no RSS), sets up every RX queue filling from `pool` and
-    /// every TX queue, enables promiscuous mode if asked, and starts it.
+    /// What the PMD of port `name` offers (queues, RSS, buffer split), before opening it.
+    ///
+    /// # Errors
+    /// [`DpdkError::PortNotFound`], or [`DpdkError::Port`] if the PMD refuses.
+    pub fn query_info(eal: &Eal, name: &str) -> Result<PortInfo> {
+        Self::info_of(Self::id_by_name(eal, name)?)
+    }
+
+    /// Opens port `name` with every RX queue filling from `pool`: [`Port::open_with`] with
+    /// `cfg.rx_queues` × [`RxQueueConfig::new`]`(pool)`.
+    ///
+    /// # Errors
+    /// As [`Port::open_with`].
+    pub fn open(eal: &Eal, name: &str, cfg: &PortConfig, pool: &Arc<Mempool>) -> Result<OpenPort> {
+        let rx = vec![RxQueueConfig::new(pool); usize::from(cfg.rx_queues)];
+        Self::open_with(eal, name, cfg, &rx)
+    }
+
+    /// Opens port `name`: checks the queue counts against the PMD, configures it (RSS when
+    /// `cfg.rss` is set and there are several RX queues; buffer split on the queues that ask
+    /// for it), sets up RX queue `q` from `rx[q]` and every TX queue, starts it, programs
+    /// the RETA, and enables promiscuous mode if asked.
     ///
     /// # Errors
     /// [`DpdkError::PortNotFound`], [`DpdkError::PortInUse`] (already open in this process),
-    /// [`DpdkError::PortLimit`], or [`DpdkError::Port`] naming the failing ethdev call.
-    pub fn open(eal: &Eal, name: &str, cfg: &PortConfig, pool: &Arc<Mempool>) -> Result<OpenPort> {
+    /// [`DpdkError::PortLimit`], [`DpdkError::Unsupported`] (RSS or buffer split asked of a
+    /// PMD without it), [`DpdkError::InvalidArgument`] (`rx.len() != cfg.rx_queues`), or
+    /// [`DpdkError::Port`] naming the failing ethdev call.
+    pub fn open_with(
+        eal: &Eal,
+        name: &str,
+        cfg: &PortConfig,
+        rx: &[RxQueueConfig],
+    ) -> Result<OpenPort> {
+        if rx.len() != usize::from(cfg.rx_queues) {
+            return Err(DpdkError::InvalidArgument {
+                what: "RX queue pools",
+                value: format!("{} pools for {} RX queues", rx.len(), cfg.rx_queues),
+                why: "give one RxQueueConfig per RX queue",
+            });
+        }
         let id = Self::id_by_name(eal, name)?;
         {
             let mut claimed = eal.claimed.lock().unwrap_or_else(|p| p.into_inner());
@@ -168,7 +290,7 @@ impl Port {
             }
             claimed.push(id);
         }
-        let info = Self::info_of(id)?;
+        let (info, info_raw) = Self::info_raw(id)?;
         for (what, asked, max) in [
             ("rx_queues", cfg.rx_queues, info.max_rx_queues),
             ("tx_queues", cfg.tx_queues, info.max_tx_queues),
@@ -183,10 +305,66 @@ impl Port {
                 });
             }
         }
-        let conf = raw::rte_eth_conf::default();
+        let unsupported = |what: String, fix: &'static str| DpdkError::Unsupported {
+            port: id,
+            driver: info.driver.clone(),
+            what,
+            fix,
+        };
+        let mut conf = raw::rte_eth_conf::default();
+        let rss = match &cfg.rss {
+            Some(r) if cfg.rx_queues > 1 => {
+                Some(rss_plan(r, &info, cfg.rx_queues).map_err(|(w, f)| unsupported(w, f))?)
+            }
+            _ => None,
+        };
+        // The key must live until rte_eth_dev_configure returns (DPDK copies it).
+        let mut key: Vec<u8> = Vec::new();
+        if let (Some(r), Some((hf, _))) = (&cfg.rss, &rss) {
+            conf.rxmode.mq_mode = raw::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
+            conf.rx_adv_conf.rss_conf.rss_hf = *hf;
+            if !r.key.is_empty() {
+                let n = if info.hash_key_size > 0 {
+                    usize::from(info.hash_key_size)
+                } else {
+                    r.key.len()
+                };
+                key = r.key.iter().copied().cycle().take(n).collect();
+                conf.rx_adv_conf.rss_conf.rss_key = key.as_mut_ptr();
+                conf.rx_adv_conf.rss_conf.rss_key_len = key.len() as u8;
+            }
+        }
+        let splits = rx.iter().filter(|q| q.split.is_some()).count();
+        let split_at_port = splits > 0 && splits == rx.len();
+        if splits > 0 {
+            if !info.buffer_split() {
+                return Err(unsupported(
+                    format!(
+                        "buffer split (header-data split) is not offered (RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT {}, {} RX segments at most)",
+                        if (info.rx_offload_capa | info.rx_queue_offload_capa) & PortInfo::RX_OFFLOAD_BUFFER_SPLIT != 0 { "offered" } else { "absent" },
+                        info.max_rx_segments
+                    ),
+                    "receive whole frames into one pool, or use a NIC whose PMD offers buffer split",
+                ));
+            }
+            if !split_at_port && info.rx_queue_offload_capa & PortInfo::RX_OFFLOAD_BUFFER_SPLIT == 0
+            {
+                return Err(unsupported(
+                    "buffer split is a port-wide offload here, but only some RX queues split"
+                        .to_owned(),
+                    "split every RX queue of the port, or none",
+                ));
+            }
+            if split_at_port {
+                conf.rxmode.offloads |= PortInfo::RX_OFFLOAD_BUFFER_SPLIT
+                    | (info.rx_offload_capa & PortInfo::RX_OFFLOAD_SCATTER);
+            }
+        }
         // SAFETY: id is a valid port not opened elsewhere in the process (claimed above);
-        // conf is a zeroed (default) rte_eth_conf that DPDK only reads.
+        // conf is an rte_eth_conf that DPDK only reads; its key pointer (if any) points
+        // into `key`, alive for the call.
         let rc = unsafe { raw::rte_eth_dev_configure(id, cfg.rx_queues, cfg.tx_queues, &conf) };
+        drop(key);
         result::neg_errno(rc).map_err(|e| {
             port_err(
                 "rte_eth_dev_configure",
@@ -201,7 +379,17 @@ impl Port {
             name: name.to_owned(),
             rx_queues: cfg.rx_queues,
             tx_queues: cfg.tx_queues,
-            _pool: Arc::clone(pool),
+            rss: rss.map(|(hash_fields, _)| RssState {
+                hash_fields,
+                reta_size: info.reta_size,
+            }),
+            _pools: rx
+                .iter()
+                .flat_map(|q| {
+                    std::iter::once(Arc::clone(&q.pool))
+                        .chain(q.split.as_ref().map(|s| Arc::clone(&s.data)))
+                })
+                .collect(),
         });
         let (mut nb_rx, mut nb_tx) = (cfg.rx_desc, cfg.tx_desc);
         // SAFETY: valid configured port; both pointers are valid in/out u16s.
@@ -216,11 +404,55 @@ impl Port {
         })?;
         // SAFETY: plain getter on a valid port.
         let socket = unsafe { raw::rte_eth_dev_socket_id(id) } as u32; // -1 = SOCKET_ID_ANY
-        for q in 0..cfg.rx_queues {
-            // SAFETY: configured port, q < rx_queues; NULL rxconf = PMD defaults; the pool
-            // outlives the port (PortInner holds an Arc of it).
-            let rc = unsafe {
-                raw::rte_eth_rx_queue_setup(id, q, nb_rx, socket, std::ptr::null(), pool.as_ptr())
+        for (q, rq) in (0..cfg.rx_queues).zip(rx) {
+            let rc = match &rq.split {
+                None => {
+                    // SAFETY: configured port, q < rx_queues; NULL rxconf = PMD defaults;
+                    // the pool outlives the port (PortInner holds an Arc of it).
+                    unsafe {
+                        raw::rte_eth_rx_queue_setup(
+                            id,
+                            q,
+                            nb_rx,
+                            socket,
+                            std::ptr::null(),
+                            rq.pool.as_ptr(),
+                        )
+                    }
+                }
+                Some(split) => {
+                    let mut segs = [raw::rte_eth_rxseg::default(); 2];
+                    segs[0].split = raw::rte_eth_rxseg_split {
+                        mp: rq.pool.as_ptr(),
+                        length: split.header_len,
+                        ..Default::default()
+                    };
+                    segs[1].split = raw::rte_eth_rxseg_split {
+                        mp: split.data.as_ptr(),
+                        length: 0,
+                        ..Default::default()
+                    };
+                    let mut rxconf = info_raw.default_rxconf;
+                    if !split_at_port {
+                        rxconf.offloads |= PortInfo::RX_OFFLOAD_BUFFER_SPLIT;
+                    }
+                    rxconf.rx_seg = segs.as_mut_ptr();
+                    rxconf.rx_nseg = 2;
+                    // SAFETY: configured port with buffer split offered (checked above);
+                    // rxconf and segs live for the call (DPDK copies them); the pool
+                    // argument is NULL as buffer split requires; both pools outlive the
+                    // port (PortInner holds them).
+                    unsafe {
+                        raw::rte_eth_rx_queue_setup(
+                            id,
+                            q,
+                            nb_rx,
+                            socket,
+                            &rxconf,
+                            std::ptr::null_mut(),
+                        )
+                    }
+                }
             };
             result::neg_errno(rc).map_err(|e| {
                 port_err(
@@ -247,6 +479,9 @@ impl Port {
                 "see the PMD log above (link, mbuf size, queue setup)",
             )
         })?;
+        if let (Some(r), Some((_, entries))) = (&cfg.rss, &rss) {
+            program_reta(id, &r.queues, *entries)?;
+        }
         if cfg.promiscuous {
             // SAFETY: started valid port; failure (ENOTSUP on some vdevs) is harmless.
             let _ = unsafe { raw::rte_eth_promiscuous_enable(id) };
@@ -267,6 +502,10 @@ impl Port {
     }
 
     fn info_of(id: u16) -> Result<PortInfo> {
+        Self::info_raw(id).map(|i| i.0)
+    }
+
+    fn info_raw(id: u16) -> Result<(PortInfo, raw::rte_eth_dev_info)> {
         let mut info = raw::rte_eth_dev_info::default();
         // SAFETY: valid port id; info is a valid out struct.
         let rc = unsafe { raw::rte_eth_dev_info_get(id, &mut info) };
@@ -280,11 +519,20 @@ impl Port {
                 .to_string_lossy()
                 .into_owned()
         };
-        Ok(PortInfo {
-            driver,
-            max_rx_queues: info.max_rx_queues,
-            max_tx_queues: info.max_tx_queues,
-        })
+        Ok((
+            PortInfo {
+                driver,
+                max_rx_queues: info.max_rx_queues,
+                max_tx_queues: info.max_tx_queues,
+                rss_offloads: info.flow_type_rss_offloads,
+                reta_size: info.reta_size,
+                hash_key_size: info.hash_key_size,
+                rx_offload_capa: info.rx_offload_capa,
+                rx_queue_offload_capa: info.rx_queue_offload_capa,
+                max_rx_segments: info.rx_seg_capa.max_nseg,
+            },
+            info,
+        ))
     }
 
     /// Port id.
@@ -300,6 +548,11 @@ impl Port {
     /// Number of RX and TX queues.
     pub fn queues(&self) -> (u16, u16) {
         (self.inner.rx_queues, self.inner.tx_queues)
+    }
+
+    /// The RSS configured by [`Port::open_with`] (`None`: one RX queue or no `rss`).
+    pub fn rss(&self) -> Option<RssState> {
+        self.inner.rss
     }
 
     /// Driver name and queue limits.
@@ -490,4 +743,71 @@ impl TxQueue {
         unsafe { burst.consume_head(sent) };
         sent
     }
+}
+
+/// The RSS hash fields in effect and the RETA size for `r` on a PMD described by `info`, or
+/// why it cannot be done (what, fix).
+fn rss_plan(
+    r: &RssConfig,
+    info: &PortInfo,
+    rx_queues: u16,
+) -> std::result::Result<(u64, u16), (String, &'static str)> {
+    if info.rss_offloads == 0 {
+        return Err((
+            format!("{rx_queues} RX queues need RSS to spread traffic, but the PMD offers no RSS hash (flow_type_rss_offloads = 0)"),
+            "list one RX queue for this port, or use a PMD/NIC with RSS",
+        ));
+    }
+    let hf = r.hash_fields & info.rss_offloads;
+    if hf == 0 {
+        return Err((
+            format!(
+                "none of the RSS hash fields {:#x} is offered (the PMD hashes {:#x})",
+                r.hash_fields, info.rss_offloads
+            ),
+            "use a NIC that hashes IPv4/UDP, or list one RX queue",
+        ));
+    }
+    if r.queues.is_empty() || r.queues.iter().any(|&q| q >= rx_queues) {
+        return Err((
+            format!(
+                "RETA queues {:?} are not among the {rx_queues} RX queues",
+                r.queues
+            ),
+            "name RX queues of this port in the RSS queue list",
+        ));
+    }
+    if info.reta_size == 0 {
+        return Err((
+            "the PMD has RSS but no redirection table (reta_size = 0)".to_owned(),
+            "list one RX queue for this port, or use a NIC with an RSS RETA",
+        ));
+    }
+    Ok((hf, info.reta_size))
+}
+
+/// Programs `entries` RETA entries cycling over `queues` (`rte_eth_dev_rss_reta_update`).
+fn program_reta(id: u16, queues: &[u16], entries: u16) -> Result<()> {
+    const GROUP: usize = raw::RTDAQ_RETA_GROUP_SIZE as usize;
+    let n = usize::from(entries);
+    let mut conf: Vec<raw::rte_eth_rss_reta_entry64> = (0..n.div_ceil(GROUP))
+        .map(|_| raw::rte_eth_rss_reta_entry64::default())
+        .collect();
+    for i in 0..n {
+        let g = &mut conf[i / GROUP];
+        g.mask |= 1u64 << (i % GROUP);
+        g.reta[i % GROUP] = queues[i % queues.len()];
+    }
+    // SAFETY: started valid port; conf holds entries.div_ceil(64) groups, as reta_size
+    // requires; DPDK only reads it.
+    let rc = unsafe { raw::rte_eth_dev_rss_reta_update(id, conf.as_mut_ptr(), entries) };
+    result::neg_errno(rc).map_err(|e| {
+        port_err(
+            "rte_eth_dev_rss_reta_update",
+            id,
+            e,
+            "the PMD refused the RSS redirection table: list one RX queue for this port",
+        )
+    })?;
+    Ok(())
 }

@@ -1,0 +1,118 @@
+//! The seam between the generic runtime and the GPU stage: compiled with and without the
+//! `gpu` feature, so `run.rs` and `memory.rs` call the same functions either way. Without
+//! the feature a config that needs a GPU is refused with a clear error, and a queue never
+//! has a stage ([`Stage`] is then an empty enum).
+
+use crate::error::RuntimeError;
+use crate::memory::{GpuMap, QueueStats, Resources};
+use crate::threads::{self, Unwrap};
+use crate::validator::Validator;
+use rtdaq_config::model::{Config, MemoryRegion};
+use rtdaq_core::slot_ring::SlotConsumer;
+use rtdaq_core::traits::{RxBurst, RxQueue};
+use std::sync::atomic::AtomicBool;
+
+#[cfg(feature = "gpu")]
+pub(crate) use crate::gpu_stage::Stage;
+
+/// Without the `gpu` feature no queue has a GPU stage.
+#[cfg(not(feature = "gpu"))]
+pub(crate) enum Stage {}
+
+/// What a binary without the `gpu` feature says about a config that needs one.
+pub const NOT_BUILT_WITH_GPU: &str = "this binary was built without `--features gpu`";
+
+#[cfg(not(feature = "gpu"))]
+fn no_gpu(config: &Config) -> RuntimeError {
+    RuntimeError::Gpu(format!(
+        "config \"{}\" uses GPU memory or a GPU stage, but {NOT_BUILT_WITH_GPU}; rebuild with `cargo build --release --features gpu`",
+        config.name
+    ))
+}
+
+/// Checks, before anything is allocated, that the GPUs, libraries and device memory the
+/// config needs are there.
+pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
+    if !config.uses_gpu() {
+        return Ok(());
+    }
+    #[cfg(feature = "gpu")]
+    return crate::gpu_stage::check(config);
+    #[cfg(not(feature = "gpu"))]
+    Err(no_gpu(config))
+}
+
+/// Allocates a GPU memory region (`host_pinned`): its CPU bytes (for the buffer pool) and
+/// its GPU mapping.
+#[cfg_attr(not(feature = "gpu"), allow(unused_variables))]
+pub(crate) fn alloc_region(
+    r: &MemoryRegion,
+    size: usize,
+) -> Result<(&'static mut [u8], GpuMap), RuntimeError> {
+    #[cfg(feature = "gpu")]
+    return crate::gpu_stage::alloc_region(r, size);
+    #[cfg(not(feature = "gpu"))]
+    Err(RuntimeError::Gpu(format!(
+        "memory region `{}` is kind \"{}\", but {NOT_BUILT_WITH_GPU}",
+        r.name,
+        r.kind.as_str()
+    )))
+}
+
+/// One stage per RX queue (in `res.rx` order), `Some` for queues with `gpu_stage`: the
+/// pipelines are built here (NVRTC compile, device buffers), before any thread starts.
+pub(crate) fn prepare(
+    config: &Config,
+    res: &Resources,
+) -> Result<Vec<Option<Stage>>, RuntimeError> {
+    #[cfg(feature = "gpu")]
+    return crate::gpu_stage::prepare(config, res);
+    #[cfg(not(feature = "gpu"))]
+    {
+        if !config.gpu_stages.is_empty() {
+            return Err(no_gpu(config));
+        }
+        Ok(res.rx.iter().map(|_| None).collect())
+    }
+}
+
+/// RX I/O thread in direct mode, through the queue's GPU stage when it has one.
+pub(crate) fn rx_direct<Q: RxQueue>(
+    queue: Q,
+    stage: Option<Stage>,
+    validator: Validator,
+    stats: &'static QueueStats,
+    stop: &AtomicBool,
+    busy: bool,
+    unwrap: Unwrap,
+) -> Validator
+where
+    Q::Burst: 'static,
+{
+    match stage {
+        None => threads::rx_direct(queue, validator, stats, stop, busy, unwrap),
+        #[cfg(feature = "gpu")]
+        Some(s) => crate::gpu_stage::rx_direct(queue, s, validator, stats, stop, busy, unwrap),
+        #[cfg(not(feature = "gpu"))]
+        Some(s) => match s {},
+    }
+}
+
+/// RX consumer thread (indirect mode), through the queue's GPU stage when it has one.
+pub(crate) fn rx_consumer<B: RxBurst>(
+    ring: SlotConsumer<'static, B>,
+    stage: Option<Stage>,
+    validator: Validator,
+    stats: &'static QueueStats,
+    io_done: &AtomicBool,
+    busy: bool,
+    unwrap: Unwrap,
+) -> Validator {
+    match stage {
+        None => threads::rx_consumer(ring, validator, stats, io_done, busy, unwrap),
+        #[cfg(feature = "gpu")]
+        Some(s) => crate::gpu_stage::rx_consumer(ring, s, validator, stats, io_done, busy, unwrap),
+        #[cfg(not(feature = "gpu"))]
+        Some(s) => match s {},
+    }
+}

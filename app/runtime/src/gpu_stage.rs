@@ -1,0 +1,742 @@
+//! The GPU consumer stage (feature `gpu`): `host_pinned` regions and, for each RX queue with
+//! `gpu_stage = "name"`, a [`Stage`] that batches the queue's packets into an
+//! `rtdaq_gpu::Pipeline`.
+//!
+//! ## What the stage does per packet (no copy, no allocation)
+//! The consumer (the indirect queue's consumer thread, or the direct queue's I/O thread)
+//! validates each packet on the CPU as before, then adds a descriptor (device address of the
+//! packet in the mapped pinned region, the low 32 bits of its sequence number, its length)
+//! to the batch being built. The packet's buffer stays where the engine put it: the stage
+//! keeps the **ring slot** holding its burst unreleased until every batch that refers to
+//! the burst came back from the GPU ([`Pipeline::poll_completed`]); only then is the burst
+//! cleared (its buffers return to the pool) and the slot released to the I/O thread.
+//!
+//! A batch is handed to the GPU when it holds `packets_per_batch` packets, when (reorder
+//! mode) a packet of another batch id arrives, or when the queue's `timeout_us` passed since
+//! its first packet. When the pipeline already has `depth` batches in flight it refuses the
+//! batch ([`GpuError::Busy`]): the batch is dropped and counted (`gpu_busy`, lost), and RX
+//! goes on. When the GPU holds every ring slot, the I/O thread counts `ring_full` drops
+//! (indirect) or this stage counts `gpu_busy` drops (direct): RX never waits for the GPU.
+//!
+//! With `checksum = true` the stage computes the batch checksum on the CPU as the packets
+//! are added, with the same rules as the kernels ([`rtdaq_gpu::reference`]: slot claims in
+//! descriptor order, conversion, zero fill) from the same bytes the GPU reads, and compares
+//! it with the GPU's checksum when the batch completes.
+
+use crate::error::RuntimeError;
+use crate::memory::{GpuMap, QueueStats, Resources};
+use crate::pacer::now_ns;
+use crate::threads::{self, Unwrap};
+use crate::validator::Validator;
+use rtdaq_config::model::{
+    BatchMode, Config, GpuStage as StageConfig, GpuStaging, GpuWorkload, MemoryRegion, Placement,
+    SampleConversion, SampleIn, SampleOut,
+};
+use rtdaq_core::slot_ring::SlotConsumer;
+use rtdaq_core::traits::{RxBurst, RxQueue, Segment};
+use rtdaq_core::wire::SeqHeader;
+use rtdaq_core::{DropReason, SlotRing};
+use rtdaq_gpu::{
+    reference, BatchLayout, Conversion, FloatFormat, Gpu, GpuError, HostPinned, IntFormat, Mode,
+    PacketDesc, Pipeline, PipelineConfig, SlotMode, Staging, Workload,
+};
+use rtdaq_platform::alloc_audit;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering::Acquire};
+use std::time::Duration;
+
+fn gpu_err(e: GpuError) -> RuntimeError {
+    RuntimeError::Gpu(e.to_string())
+}
+
+/// The `rtdaq_gpu` pipeline settings of a configured stage.
+pub fn pipeline_config(s: &StageConfig) -> PipelineConfig {
+    let conversion = match s.conversion {
+        SampleConversion::None => Conversion::Copy,
+        SampleConversion::Convert { from, to } => Conversion::Convert {
+            from: match from {
+                SampleIn::Int8 => IntFormat::I8,
+                SampleIn::Int16Le => IntFormat::I16Le,
+                SampleIn::Int16Be => IntFormat::I16Be,
+                SampleIn::Int4 => IntFormat::I4,
+            },
+            to: match to {
+                SampleOut::Fp16 => FloatFormat::F16,
+                SampleOut::Bf16 => FloatFormat::Bf16,
+                SampleOut::Fp32 => FloatFormat::F32,
+            },
+        },
+    };
+    let mode = match s.mode {
+        BatchMode::ReorderModulo => Mode::Reorder(SlotMode::Modulo),
+        BatchMode::ReorderBitFields {
+            slot_shift,
+            slot_bits,
+            batch_shift,
+            batch_bits,
+        } => Mode::Reorder(SlotMode::BitFields {
+            slot_shift,
+            slot_bits,
+            batch_shift,
+            batch_bits,
+        }),
+        BatchMode::Gather => Mode::Gather,
+    };
+    PipelineConfig {
+        layout: BatchLayout {
+            packets_per_batch: s.packets_per_batch,
+            payload_offset: s.payload_offset,
+            max_payload: s.max_payload,
+            conversion,
+            mode,
+        },
+        staging: match s.staging {
+            GpuStaging::Mapped => Staging::Mapped,
+            GpuStaging::CopyPerPacket => Staging::CopyPerPacket,
+            GpuStaging::CopyBatched => Staging::CopyBatched,
+        },
+        depth: s.depth as usize,
+        workload: match s.workload {
+            GpuWorkload::None => Workload::None,
+            GpuWorkload::Fft => Workload::Fft,
+            GpuWorkload::Gemm => Workload::Gemm,
+        },
+        checksum: s.checksum,
+    }
+}
+
+/// Start-up checks of a config that uses a GPU: the driver (`no CUDA driver found
+/// (libcuda.so)` without one), each GPU, NVRTC / cuFFT / cuBLAS as the stages need them, and
+/// the device memory of each GPU (stages' pipelines) against its free memory.
+pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
+    rtdaq_gpu::require_driver().map_err(gpu_err)?;
+    if !config.gpu_stages.is_empty() {
+        rtdaq_gpu::require_nvrtc().map_err(gpu_err)?;
+    }
+    if config
+        .gpu_stages
+        .iter()
+        .any(|s| s.workload == GpuWorkload::Fft)
+    {
+        rtdaq_gpu::require_cufft().map_err(gpu_err)?;
+    }
+    if config
+        .gpu_stages
+        .iter()
+        .any(|s| s.workload == GpuWorkload::Gemm)
+    {
+        rtdaq_gpu::require_cublas().map_err(gpu_err)?;
+    }
+    if let Some(r) = config
+        .memory_regions
+        .iter()
+        .find(|r| r.kind == rtdaq_config::model::RegionKind::Device)
+    {
+        return Err(RuntimeError::Gpu(format!(
+            "memory region `{}` is kind \"device\": no engine in this tree receives into GPU memory yet (GPUDirect: dma-buf export exists in rtdaq-gpu, the engines are issues #5/#8); use kind = \"host_pinned\" with a gpu_stage",
+            r.name
+        )));
+    }
+    for g in config.summary().gpus {
+        let gpu = Gpu::open(g.gpu).map_err(gpu_err)?;
+        gpu.check_footprint("the config's GPU stages", g.device_bytes() as usize)
+            .map_err(gpu_err)?;
+    }
+    Ok(())
+}
+
+/// Allocates a `host_pinned` region (page-locked, mapped into its GPU); lives for the process.
+pub(crate) fn alloc_region(
+    r: &MemoryRegion,
+    size: usize,
+) -> Result<(&'static mut [u8], GpuMap), RuntimeError> {
+    let Placement::Gpu(id) = r.placement else {
+        return Err(RuntimeError::Gpu(format!(
+            "memory region `{}` is not placed on a GPU",
+            r.name
+        )));
+    };
+    let gpu = Gpu::open(id).map_err(gpu_err)?;
+    let pinned = HostPinned::new(&gpu, size).map_err(|e| {
+        RuntimeError::Gpu(format!(
+            "memory region `{}`: cannot allocate {size} bytes of pinned host memory for GPU {id}: {e}",
+            r.name
+        ))
+    })?;
+    let pinned: &'static mut HostPinned = Box::leak(Box::new(pinned));
+    let map = GpuMap {
+        gpu: id,
+        host_base: pinned.host_ptr() as usize,
+        dev_base: pinned.device_ptr(),
+        len: pinned.len(),
+    };
+    Ok((pinned.as_mut_slice(), map))
+}
+
+/// Builds the stage of every RX queue with `gpu_stage` (in `res.rx` order). Cold path.
+pub(crate) fn prepare(
+    config: &Config,
+    res: &Resources,
+) -> Result<Vec<Option<Stage>>, RuntimeError> {
+    let mut out = Vec::with_capacity(res.rx.len());
+    for r in res.rx.iter() {
+        let qc = &config.interfaces[r.interface].rx_queues[r.queue];
+        let Some(sid) = qc.gpu_stage else {
+            out.push(None);
+            continue;
+        };
+        let sc = &config.gpu_stages[sid.0];
+        let name = format!("{}.rx{}", config.interfaces[r.interface].name, r.queue);
+        let map = res.gpu_maps[qc.memory_regions[0].0].ok_or_else(|| {
+            RuntimeError::Gpu(format!(
+                "{name}: GPU stage \"{}\" needs a host_pinned region",
+                sc.name
+            ))
+        })?;
+        let gpu = Gpu::open(sc.gpu).map_err(gpu_err)?;
+        let pipe = Pipeline::new(&gpu, pipeline_config(sc))
+            .map_err(|e| RuntimeError::Gpu(format!("{name}: GPU stage \"{}\": {e}", sc.name)))?;
+        log::info!(
+            "{name}: GPU stage \"{}\" on GPU {} ({}): kernels for {}, {} batches of {} packets in flight",
+            sc.name,
+            sc.gpu,
+            gpu.name().unwrap_or_default(),
+            pipe.kernel_arch(),
+            sc.depth,
+            sc.packets_per_batch
+        );
+        out.push(Some(Stage::new(
+            pipe,
+            map,
+            u64::from(qc.timeout_us) * 1000,
+            burst_slots(qc.ring_depth, qc.batch_size),
+        )));
+    }
+    Ok(out)
+}
+
+/// Burst slots of a ring of `ring_depth` packets (the same rule as `run.rs`).
+fn burst_slots(ring_depth: u32, batch: u32) -> usize {
+    ((ring_depth / batch.max(1)) as usize)
+        .next_power_of_two()
+        .max(2)
+}
+
+/// A batch on the GPU: its token, the first ring slot it refers to, its CPU checksum.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    token: u64,
+    first_slot: u64,
+    cpu_checksum: u64,
+}
+
+/// The batch being built and the CPU reference checksum of it.
+struct Building {
+    descs: Box<[PacketDesc]>,
+    n: usize,
+    /// Batch id (reorder): key of descriptor 0.
+    key: u32,
+    first_ns: u64,
+    /// Ring slot (number) of the first packet.
+    first_slot: u64,
+    /// Slots claimed so far (CPU reference), one bit each.
+    claimed: Box<[u32]>,
+    /// One converted output slot (CPU reference).
+    scratch: Box<[u8]>,
+    /// CPU checksum so far.
+    acc: u64,
+}
+
+/// One queue's GPU stage. Built by [`prepare`]; driven by one thread.
+pub struct Stage {
+    pipe: Pipeline,
+    layout: BatchLayout,
+    map: GpuMap,
+    checksum: bool,
+    timeout_ns: u64,
+    /// Burst slots of the queue's ring (direct mode builds its own ring of this size).
+    slots: usize,
+    b: Building,
+    flights: VecDeque<Flight>,
+    /// Ring slots processed (their packets are in batches), counted from the start.
+    taken: u64,
+    /// Ring slots released back to the I/O side.
+    released: u64,
+}
+
+impl std::fmt::Debug for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stage")
+            .field("layout", &self.layout)
+            .field("in_flight", &self.flights.len())
+            .finish()
+    }
+}
+
+/// `sum w[j] * (2 (base + j) + 1)` over the little-endian `u32` words `w` of `bytes`, mod
+/// 2^64: the contribution of one output slot starting at word `base` to
+/// [`reference::checksum`] of the whole batch. Never allocates.
+pub fn slot_checksum(bytes: &[u8], base: u64) -> u64 {
+    let mut acc = 0u64;
+    let mut i = base.wrapping_mul(2).wrapping_add(1);
+    for c in bytes.chunks_exact(4) {
+        let w = u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        acc = acc.wrapping_add(w.wrapping_mul(i));
+        i = i.wrapping_add(2);
+    }
+    acc
+}
+
+impl Stage {
+    fn new(pipe: Pipeline, map: GpuMap, timeout_ns: u64, slots: usize) -> Self {
+        let cfg = *pipe.config();
+        let layout = cfg.layout;
+        let ppb = layout.packets_per_batch as usize;
+        Stage {
+            layout,
+            map,
+            checksum: cfg.checksum,
+            timeout_ns,
+            slots,
+            b: Building {
+                descs: vec![PacketDesc::default(); ppb].into_boxed_slice(),
+                n: 0,
+                key: 0,
+                first_ns: 0,
+                first_slot: 0,
+                claimed: vec![0u32; layout.mask_words()].into_boxed_slice(),
+                scratch: vec![
+                    0u8;
+                    if cfg.checksum {
+                        layout.out_slot_bytes()
+                    } else {
+                        0
+                    }
+                ]
+                .into_boxed_slice(),
+                acc: 0,
+            },
+            flights: VecDeque::with_capacity(cfg.depth),
+            taken: 0,
+            released: 0,
+            pipe,
+        }
+    }
+
+    /// Validates every packet of `burst` (ring slot number `self.taken`) and adds it to the
+    /// batch being built; the burst keeps its buffers.
+    fn take_burst<B: RxBurst>(
+        &mut self,
+        burst: &B,
+        v: &mut Validator,
+        stats: &QueueStats,
+        u: &Unwrap,
+    ) {
+        let mut now = 0;
+        for i in 0..burst.len() {
+            let meta = burst.meta(i);
+            let rx_ns = if meta.rx_timestamp_ns != 0 {
+                meta.rx_timestamp_ns
+            } else {
+                if now == 0 {
+                    now = crate::pacer::wall_clock_ns();
+                }
+                now
+            };
+            // GPU queues receive whole packets into one host_pinned region (config rule).
+            let Segment::Host(bytes) = burst.segment(i, 0) else {
+                continue;
+            };
+            let payload = if u.frames {
+                threads::udp_payload(bytes)
+            } else {
+                bytes
+            };
+            v.check(payload, rx_ns);
+            let seq = SeqHeader::parse(payload).ok().map(|h| h.seq as u32);
+            self.add(bytes, seq, stats);
+        }
+        v.publish(&stats.consumer);
+    }
+
+    /// Adds one packet to the batch (handing over the batch first when the packet belongs
+    /// to another batch id, and after it when the batch is full).
+    fn add(&mut self, bytes: &[u8], seq: Option<u32>, stats: &QueueStats) {
+        let Some(addr) = self.map.device_addr(bytes.as_ptr()) else {
+            return; // not in the pinned region: cannot happen with a validated config
+        };
+        let key_slot = match (self.layout.mode, seq) {
+            (Mode::Gather, s) => Some((0, s.unwrap_or(0))),
+            (_, Some(s)) => self.layout.key_slot(s).map(|(k, _)| (k, s)),
+            // No sequence header: the validator counted it malformed; it has no slot.
+            (_, None) => None,
+        };
+        let Some((key, seq)) = key_slot else { return };
+        if self.b.n > 0 && key != self.b.key {
+            self.submit(stats, false);
+        }
+        if self.b.n == 0 {
+            self.b.key = key;
+            self.b.first_ns = now_ns();
+            self.b.first_slot = self.taken;
+        }
+        let d = PacketDesc {
+            addr,
+            seq,
+            len: bytes.len() as u32,
+        };
+        let i = self.b.n;
+        self.b.descs[i] = d;
+        self.b.n += 1;
+        if self.checksum {
+            self.cpu_place(i, bytes, seq);
+        }
+        if self.b.n == self.b.descs.len() {
+            self.submit(stats, false);
+        }
+    }
+
+    /// The CPU reference of descriptor `i`: claims its slot (first in descriptor order wins,
+    /// other batch ids are foreign), converts its payload into the slot and adds the slot's
+    /// share of the checksum. Zero-filled slots add 0.
+    fn cpu_place(&mut self, i: usize, bytes: &[u8], seq: u32) {
+        let l = &self.layout;
+        let slot = match l.key_slot(seq) {
+            None => i as u32,
+            Some((k, s)) if k == self.b.key && s < l.packets_per_batch => s,
+            Some(_) => return,
+        };
+        let (w, bit) = ((slot / 32) as usize, 1u32 << (slot % 32));
+        if self.b.claimed[w] & bit != 0 {
+            return;
+        }
+        self.b.claimed[w] |= bit;
+        let avail = l.avail(bytes.len() as u32) as usize;
+        let off = l.payload_offset as usize;
+        let payload = if avail == 0 {
+            &[][..]
+        } else {
+            &bytes[off..off + avail]
+        };
+        reference::convert_into_slot(l.conversion, payload, &mut self.b.scratch);
+        let base = u64::from(slot) * (l.out_slot_bytes() / 4) as u64;
+        self.b.acc = self
+            .b
+            .acc
+            .wrapping_add(slot_checksum(&self.b.scratch, base));
+    }
+
+    /// Hands the batch being built to the GPU, or drops it when `depth` batches are in
+    /// flight (counted, RX goes on).
+    fn submit(&mut self, stats: &QueueStats, timed_out: bool) {
+        let n = self.b.n;
+        if n == 0 {
+            return;
+        }
+        self.poll_done(stats);
+        let g = &stats.gpu;
+        let add = crate::gpu_report::GpuCounters::add;
+        match self.pipe.submit(&self.b.descs[..n]) {
+            Ok(s) => {
+                self.flights.push_back(Flight {
+                    token: s.token,
+                    first_slot: self.b.first_slot,
+                    cpu_checksum: self.b.acc,
+                });
+                add(&g.batches_submitted, 1);
+                add(&g.packets, n as u64);
+                if timed_out {
+                    add(&g.batches_timed_out, 1);
+                }
+            }
+            Err(GpuError::Busy { .. }) => {
+                add(&g.batches_dropped, 1);
+                add(&g.packets_dropped, n as u64);
+                stats.consumer.record_drops(DropReason::GpuBusy, n as u64);
+            }
+            Err(_) => {
+                add(&g.errors, 1);
+                add(&g.batches_dropped, 1);
+                add(&g.packets_dropped, n as u64);
+            }
+        }
+        self.b.n = 0;
+        self.b.acc = 0;
+        self.b.claimed.fill(0);
+    }
+
+    /// Takes every finished batch: counts it and compares the checksums. Never blocks.
+    fn poll_done(&mut self, stats: &QueueStats) {
+        let g = &stats.gpu;
+        let add = crate::gpu_report::GpuCounters::add;
+        loop {
+            match self.pipe.poll_completed() {
+                Ok(Some(done)) => {
+                    let f = self.flights.pop_front();
+                    add(&g.batches_completed, 1);
+                    add(&g.missing, u64::from(done.missing));
+                    add(&g.duplicates, u64::from(done.duplicates));
+                    add(&g.foreign, u64::from(done.foreign));
+                    match f {
+                        Some(f) if f.token == done.token => {
+                            if let Some(sum) = done.checksum {
+                                if sum == f.cpu_checksum {
+                                    add(&g.checksum_ok, 1);
+                                } else {
+                                    add(&g.checksum_mismatch, 1);
+                                }
+                            }
+                        }
+                        _ => add(&g.errors, 1),
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    // A CUDA error (sticky): nothing in flight will come back.
+                    add(&g.errors, 1);
+                    self.flights.clear();
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Ring slots below this number are processed and referred to by no pending batch.
+    fn releasable(&self) -> u64 {
+        let mut lim = self.taken;
+        if let Some(f) = self.flights.front() {
+            lim = lim.min(f.first_slot);
+        }
+        if self.b.n > 0 {
+            lim = lim.min(self.b.first_slot);
+        }
+        lim
+    }
+
+    /// Clears (buffers back to the pool) and releases every releasable slot.
+    fn release<B: RxBurst>(&mut self, ring: &mut SlotConsumer<'static, B>) {
+        let lim = self.releasable();
+        while self.released < lim {
+            if let Some(b) = ring.front() {
+                b.clear();
+            }
+            let released = ring.release();
+            debug_assert!(released.is_ok());
+            self.released += 1;
+        }
+    }
+
+    /// One round: completions, releases, at most one new burst, the batch timeout. Returns
+    /// true when it took a burst.
+    fn step<B: RxBurst>(
+        &mut self,
+        ring: &mut SlotConsumer<'static, B>,
+        v: &mut Validator,
+        stats: &QueueStats,
+        u: &Unwrap,
+    ) -> bool {
+        self.poll_done(stats);
+        self.release(ring);
+        let k = (self.taken - self.released) as usize;
+        let (a, b) = ring.full_slices();
+        let burst = if k < a.len() {
+            Some(&a[k])
+        } else {
+            b.get(k - a.len())
+        };
+        let took = match burst {
+            Some(burst) => {
+                self.take_burst(burst, v, stats, u);
+                self.taken += 1;
+                true
+            }
+            None => false,
+        };
+        if self.b.n > 0 && now_ns().saturating_sub(self.b.first_ns) >= self.timeout_ns {
+            self.submit(stats, true);
+        }
+        took
+    }
+
+    /// End of the run: takes what is left in the ring, hands over the last partial batch,
+    /// waits (up to 10 s) for the batches in flight and releases every slot.
+    fn finish<B: RxBurst>(
+        &mut self,
+        ring: &mut SlotConsumer<'static, B>,
+        v: &mut Validator,
+        stats: &QueueStats,
+        u: &Unwrap,
+    ) {
+        while self.step(ring, v, stats, u) {}
+        self.submit(stats, false);
+        let deadline = now_ns() + 10_000_000_000;
+        while !self.flights.is_empty() {
+            self.poll_done(stats);
+            if now_ns() > deadline {
+                crate::gpu_report::GpuCounters::add(&stats.gpu.errors, 1);
+                // The GPU did not finish: its buffers cannot be reused safely; leave them.
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        self.release(ring);
+    }
+}
+
+/// RX consumer thread (indirect mode) of a queue with a GPU stage.
+pub(crate) fn rx_consumer<B: RxBurst>(
+    mut ring: SlotConsumer<'static, B>,
+    mut stage: Stage,
+    mut v: Validator,
+    stats: &'static QueueStats,
+    io_done: &AtomicBool,
+    busy: bool,
+    u: Unwrap,
+) -> Validator {
+    alloc_audit::arm_current_thread();
+    loop {
+        if stage.step(&mut ring, &mut v, stats, &u) {
+            threads::cooperate(busy);
+        } else if io_done.load(Acquire) {
+            // The I/O thread ended: whatever it committed is visible now.
+            if !stage.step(&mut ring, &mut v, stats, &u) {
+                break;
+            }
+        } else {
+            threads::idle(busy);
+        }
+    }
+    stage.finish(&mut ring, &mut v, stats, &u);
+    alloc_audit::disarm_current_thread();
+    v
+}
+
+/// RX I/O thread in direct mode of a queue with a GPU stage: polls into a private ring of
+/// bursts (so they can wait for the GPU), drains into a spare burst counted as `gpu_busy`
+/// when the GPU holds every slot.
+pub(crate) fn rx_direct<Q: RxQueue>(
+    mut queue: Q,
+    mut stage: Stage,
+    mut v: Validator,
+    stats: &'static QueueStats,
+    stop: &AtomicBool,
+    busy: bool,
+    u: Unwrap,
+) -> Validator
+where
+    Q::Burst: 'static,
+{
+    // Cold path, before the audit is armed.
+    let bursts: Vec<Q::Burst> = (0..stage.slots).map(|_| queue.new_burst()).collect();
+    let ring = match SlotRing::new(Box::leak(bursts.into_boxed_slice())) {
+        Ok(r) => Box::leak(Box::new(r)),
+        Err(_) => return threads::rx_direct(queue, v, stats, stop, busy, u),
+    };
+    let (mut prod, mut cons) = ring.split();
+    let mut spare = queue.new_burst();
+    alloc_audit::arm_current_thread();
+    while !stop.load(Acquire) {
+        let got = match prod.slot() {
+            Some(burst) => {
+                let n = queue.poll(burst);
+                if n > 0 {
+                    let committed = prod.commit();
+                    debug_assert!(committed.is_ok());
+                }
+                n
+            }
+            None => {
+                let n = queue.poll(&mut spare);
+                if n > 0 {
+                    let bytes = (0..spare.len()).map(|i| u64::from(spare.meta(i).len)).sum();
+                    stats
+                        .io
+                        .reclassify_as_drop(DropReason::GpuBusy, n as u64, bytes);
+                    spare.clear();
+                }
+                n
+            }
+        };
+        let took = stage.step(&mut cons, &mut v, stats, &u);
+        if got == 0 && !took && busy {
+            std::hint::spin_loop();
+        }
+    }
+    stage.finish(&mut cons, &mut v, stats, &u);
+    alloc_audit::disarm_current_thread();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtdaq_gpu::reference::{run_batch, RefPacket};
+
+    /// The per-slot checksum summed over the slots equals the reference checksum of the
+    /// whole batch output.
+    #[test]
+    fn slot_checksums_add_up_to_the_reference() {
+        let layout = BatchLayout {
+            packets_per_batch: 8,
+            payload_offset: 32,
+            max_payload: 64,
+            conversion: Conversion::Convert {
+                from: IntFormat::I16Le,
+                to: FloatFormat::F32,
+            },
+            mode: Mode::Reorder(SlotMode::Modulo),
+        };
+        let pkts: Vec<Vec<u8>> = (0..8u32)
+            .map(|k| (0..96u32).map(|b| (b * 7 + k * 13) as u8).collect())
+            .collect();
+        // seq 8..16 shuffled, one missing, one duplicate
+        let seqs = [9u32, 8, 12, 11, 11, 15, 10, 13];
+        let refs: Vec<RefPacket<'_>> = pkts
+            .iter()
+            .zip(seqs)
+            .map(|(d, seq)| RefPacket { data: d, seq })
+            .collect();
+        let mut out = vec![0u8; layout.out_batch_bytes()];
+        run_batch(&layout, &refs, &mut out).unwrap();
+        let want = reference::checksum(&out);
+        let slot = layout.out_slot_bytes();
+        let got = (0..8)
+            .map(|s| slot_checksum(&out[s * slot..(s + 1) * slot], (s * slot / 4) as u64))
+            .fold(0u64, u64::wrapping_add);
+        assert_eq!(got, want);
+    }
+
+    /// `config check`'s GPU memory (rtdaq-config, no CUDA dependency) is the pipeline's
+    /// real footprint.
+    #[test]
+    fn config_estimate_equals_pipeline_footprint() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../configs/host-loopback-udp-gpu.toml"
+        ))
+        .unwrap();
+        for (from, to) in [
+            ("", ""),
+            ("workload = \"none\"", "workload = \"fft\""),
+            ("workload = \"none\"", "workload = \"gemm\""),
+            ("mode = \"reorder\"", "mode = \"gather\""),
+            ("depth = 4 ", "staging = \"copy_batched\"\ndepth = 3 "),
+        ] {
+            let mut t = text.clone();
+            if !from.is_empty() {
+                assert!(t.contains(from), "{from}");
+                t = t.replace(from, to);
+            }
+            if to.contains("gemm") {
+                t = t.replace("max_payload = 7968", "max_payload = 8940");
+            }
+            if to.contains("gather") {
+                t = t.replace("slot_mode = \"modulo\"", "");
+            }
+            let c = rtdaq_config::load_str(&t).unwrap();
+            let s = &c.gpu_stages[0];
+            let want = Pipeline::footprint(&pipeline_config(s)).unwrap() as u64;
+            assert_eq!(s.device_bytes(), want, "{from} -> {to}");
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! What `config check` and `run` say about configs that need the GPU data path.
+
+use rtdaq_config::Config;
+
+/// `Some(message)` when `config` needs the `gpu` feature and this binary lacks it.
+pub fn refusal(config: &Config, label: &str) -> Option<String> {
+    if cfg!(feature = "gpu") || !config.uses_gpu() {
+        return None;
+    }
+    Some(format!(
+        "{label}: uses GPU memory or a GPU stage, but {}; rebuild with `cargo build --release --features gpu`",
+        rtdaq_runtime::gpu_hook::NOT_BUILT_WITH_GPU
+    ))
+}
+
+/// Informational line about this host's CUDA driver (a config may be checked on a build
+/// machine, not the target).
+pub fn host_note(config: &Config) -> Option<String> {
+    if !config.uses_gpu() {
+        return None;
+    }
+    #[cfg(feature = "gpu")]
+    {
+        Some(match rtdaq_gpu::require_driver() {
+            Ok(()) => "this host: CUDA driver found (libcuda.so)".to_owned(),
+            Err(e) => format!("this host: {e}; `rtdaq run` refuses this config here"),
+        })
+    }
+    #[cfg(not(feature = "gpu"))]
+    None
+}

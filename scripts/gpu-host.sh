@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# GPU-host runs of the appliance's GPU data path (issue #6), for a machine with an NVIDIA GPU
+# and CUDA 13 but NO Rust toolchain: everything runs from binaries carried in gpu-carry/.
+#
+# Prepare here (a host with the toolchain), then carry gpu-carry/ to the GPU host:
+#   scripts/gpu-host.sh --prepare      # builds with --release --features gpu, fills gpu-carry/
+# On the GPU host, from the repository root (the `run` tool: carry ["gpu-carry"]):
+#   bash scripts/gpu-host.sh [all|tests|bench]     # logs and reports under $OUT
+#
+# What it runs:
+#   tests  rtdaq-gpu's unit and GPU test binaries (hal/gpu), the runtime's unit tests
+#          (gpu feature), the app's GPU integration test (socket loopback -> host_pinned ->
+#          GPU reorder -> checksums), and the shipped configs/host-loopback-udp-gpu.toml (10 s)
+#   bench  RX->GPU throughput at 8000-byte payloads: 1, 2 and 4 SO_REUSEPORT RX queues fed by
+#          4 unpaced sendmmsg_tx processes, GPU stage per queue (gather, 1024 packets per
+#          batch, depth 4, mapped staging) with workload none / fft / gemm; REPS interleaved
+#          repeats (default 3); then the pinned->device copy peak (gpu_bench)
+set -u
+cd "$(dirname "$0")/.." || exit 2
+C=gpu-carry
+
+if [ "${1:-}" = "--prepare" ]; then
+    set -e
+    T=${CARGO_TARGET_DIR:-target/h-gpu2}
+    export CARGO_TARGET_DIR=$T
+    cargo build --release -p rtdaq --features gpu
+    cargo test --release -p rtdaq --features gpu --test gpu --no-run
+    cargo test --release -p rtdaq-runtime --features gpu --lib --no-run
+    mkdir -p $C
+    grep -qx '/gpu-carry/' .git/info/exclude 2>/dev/null || echo '/gpu-carry/' >> .git/info/exclude
+    newest() { ls -t $1 2>/dev/null | grep -v '\.d$' | head -1; }
+    cp "$T/release/rtdaq" $C/rtdaq
+    cp "$(newest "$T/release/deps/gpu-*")" $C/app-gpu
+    cp "$(newest "$T/release/deps/rtdaq_runtime-*")" $C/runtime-unit
+    cc -O2 -Wall -o $C/sendmmsg_tx benches/socket/sendmmsg_tx.c
+    strip $C/rtdaq $C/app-gpu $C/runtime-unit 2>/dev/null || true
+    ls -la $C; du -sh $C
+    exit 0
+fi
+
+WHAT=${1:-all}
+OUT=${OUT:-/tmp/rtdaq-gpu-host}
+REPS=${REPS:-3}
+SECS=${SECS:-5}
+mkdir -p "$OUT/runs"
+LOG=$OUT/log
+
+libs=$( (ldconfig -p 2>/dev/null | awk '/lib(cuda|nvrtc|cufft|cublas)\.so/ {print $NF}'
+         find /usr /opt /lib /lib64 -xdev \( -name 'libcuda.so*' -o -name 'libnvrtc*.so*' \
+           -o -name 'libcufft.so*' -o -name 'libcublas.so*' \) 2>/dev/null) | sort -u)
+dirs=$(echo "$libs" | xargs -r -n1 dirname | sort -u | tr '\n' ':')
+export LD_LIBRARY_PATH="${dirs}${LD_LIBRARY_PATH:-}"
+
+host_facts() {
+    echo "== host"
+    date -u +%FT%TZ
+    nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv 2>&1
+    uname -r; nproc; grep -m1 'model name' /proc/cpuinfo
+    grep -E 'MemTotal' /proc/meminfo
+    echo "rmem_max=$(cat /proc/sys/net/core/rmem_max 2>/dev/null)"
+    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    $C/rtdaq version
+}
+
+tests() {
+    for t in unit gpu; do
+        echo "== rtdaq-gpu test binary $t"
+        timeout 300 "$C/$t" --test-threads=1; echo "rc=$?"
+    done
+    echo "== runtime unit tests (gpu feature)"
+    timeout 120 $C/runtime-unit --test-threads=1; echo "rc=$?"
+    echo "== app GPU integration test (loopback -> pinned -> GPU reorder -> checksums)"
+    RTDAQ_BIN=$PWD/$C/rtdaq RTDAQ_ROOT=$PWD timeout 300 $C/app-gpu --test-threads=1 --nocapture
+    echo "rc=$?"
+    echo "== shipped config configs/host-loopback-udp-gpu.toml (10 s)"
+    $C/rtdaq config check configs/host-loopback-udp-gpu.toml
+    RUST_LOG=info timeout 60 $C/rtdaq run --config configs/host-loopback-udp-gpu.toml \
+        --report-json "$OUT/e2e.json" 2>&1 | grep -v '^\s*[0-9.]* s '
+    echo "rc=${PIPESTATUS[0]}"
+}
+
+# bench config: Q SO_REUSEPORT RX queues on port 5000, one GPU stage (one pipeline per queue)
+bench_config() { # queues workload file
+    local q=$1 w=$2 f=$3 k
+    {
+    cat <<EOC
+name = "gpu-bench-${q}q-$w"
+platform = "host"
+[engine]
+kind = "socket"
+[engine.socket]
+reuseport = true
+rcvbuf = 67108864
+rx_timestamps = "batch"
+[[memory_regions]]
+name = "rx_pinned"
+kind = "host_pinned"
+gpu = 0
+buf_size = 8192
+buf_count = $((q * 8192))
+[[interfaces]]
+name = "sink"
+address = "udp://127.0.0.1:5000"
+max_message_size = 8000
+EOC
+    for k in $(seq 0 $((q - 1))); do
+    cat <<EOC
+[[interfaces.rx_queues]]
+id = $k
+cpu_core = $((1 + k))
+batch_size = 64
+timeout_us = 20000
+ring_depth = 16384
+memory_regions = ["rx_pinned"]
+consumer_core = $((5 + k))
+gpu_stage = "stage"
+EOC
+    done
+    cat <<EOC
+[[gpu_stages]]
+name = "stage"
+gpu = 0
+packets_per_batch = 1024
+mode = "gather"
+conversion = "none"
+depth = 4
+workload = "$w"
+checksum = false
+[run]
+duration_s = $SECS
+drain_ms = 200
+loss_tolerance = 1000000000000
+validate = "sequence"
+[rt]
+required = false
+EOC
+    } > "$f"
+}
+
+bench() {
+    echo "== RX->GPU benchmark: 8000 B payloads, 4 sendmmsg_tx processes (cores 9-12, 4 sources each), ${SECS} s per run, $REPS repeats"
+    for rep in $(seq 1 "$REPS"); do
+      for q in 1 2 4; do
+        for w in none fft gemm; do
+            local name="r${rep}-q${q}-$w" f="$OUT/runs/r${rep}-q${q}-$w"
+            bench_config "$q" "$w" "$f.toml"
+            local pids=()
+            for s in 0 1 2 3; do
+                $C/sendmmsg_tx --port 5000 --cpu $((9 + s)) --size 8000 --sources 4 \
+                    --stream $((100 + 10 * s)) --seconds $((SECS + 20)) > "$f.tx$s.json" 2>/dev/null &
+                pids+=($!)
+            done
+            sleep 0.5
+            RUST_LOG=warn timeout $((SECS + 25)) $C/rtdaq run --config "$f.toml" \
+                --report-json "$f.json" > "$f.txt" 2>&1
+            local rc=$?
+            for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+            wait 2>/dev/null
+            echo "$name rc=$rc $(grep -m1 -E '^RX|total' "$f.txt" | head -1 >/dev/null; grep -E '^ +total' "$f.txt" | head -1)"
+        done
+      done
+    done
+    echo "== pinned->device copy peak and kernels (gpu_bench)"
+    timeout 240 $C/gpu_bench; echo "rc=$?"
+}
+
+summary() {
+    python3 - "$OUT/runs" <<'EOP'
+import json, glob, os, sys, statistics as st
+rows = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "r*-q*-*.json"))):
+    b = os.path.basename(f)[:-5]
+    rep, q, w = b.split("-")
+    try:
+        r = json.load(open(f))
+    except Exception as e:
+        print("bad", f, e); continue
+    t = r["rx"]["totals"]
+    qs = r["rx"]["queues"]
+    gpu_pk = sum(x["gpu"]["packets"] for x in qs)
+    done = sum(x["gpu"]["batches_completed"] for x in qs)
+    drop_gpu = sum(x["gpu"]["packets_dropped"] for x in qs)
+    err = sum(x["gpu"]["errors"] for x in qs)
+    gpu_gbps = gpu_pk * 8000 * 8 / r["duration_s"] / 1e9
+    rows.setdefault((int(q[1:]), w), []).append((t["gbps"], gpu_gbps, t["drops"].get("ring_full", 0), drop_gpu, done, err, r["io_thread_allocations"]))
+    print(f"{b}: rx {t['gbps']:.2f} Gb/s, to GPU {gpu_gbps:.2f} Gb/s, batches {done}, ring_full {t['drops'].get('ring_full',0)}, gpu_busy {drop_gpu}, errors {err}, allocs {r['io_thread_allocations']}")
+print("\nqueues workload | rx Gb/s min/median/max | to-GPU Gb/s median | rx vs none (median)")
+base = {}
+for (q, w), v in sorted(rows.items(), key=lambda kv: (kv[0][0], ["none","fft","gemm"].index(kv[0][1]))):
+    rx = [x[0] for x in v]; g = [x[1] for x in v]
+    med = st.median(rx)
+    if w == "none": base[q] = med
+    ratio = med / base[q] if base.get(q) else float("nan")
+    print(f"{q} {w:5} | {min(rx):.2f} / {med:.2f} / {max(rx):.2f} (n={len(rx)}) | {st.median(g):.2f} | {ratio:.4f}")
+EOP
+}
+
+{
+    host_facts
+    case "$WHAT" in
+        tests) tests ;;
+        bench) bench; summary ;;
+        *) tests; bench; summary ;;
+    esac
+} 2>&1 | tee "$LOG"
+tar czf "$OUT/runs.tar.gz" -C "$OUT" runs 2>/dev/null && rm -rf "$OUT/runs"
