@@ -281,7 +281,7 @@ veth_rx_config() { # receiver file: one RX queue on RX_CPU, udp_dst 5000 -> queu
     # net_af_xdp refuses a port with RX but no TX queues: it keeps the (idle) TX queue.
     local vdev=net_af_packet0 args=",framecnt=4096" cut='^\[\[interfaces.tx_queues\]\]'
     if [ "$who" = dpdk-afxdp ]; then
-      vdev=net_af_xdp0 args=",start_queue=0,queue_count=1" cut='^\[generator\]'
+      vdev=net_af_xdp0 args="${BENCH_AFXDP_ARGS:-,start_queue=0,queue_count=1}" cut='^\[generator\]'
     fi
     sed -e "s/\"--vdev\", \"net_ring0\"/\"--vdev\", \"$vdev,iface=rtdaq0b$args\"/" \
         -e 's/"--no-shconf", /"--no-shconf", "--file-prefix", "bench-dpdk-veth-rx", /' \

@@ -5,9 +5,10 @@
 #   target/engines/rtdaq-afpacket  (configs/veth-afpacket-rx.toml)
 #   target/engines/rtdaq-afxdp     (configs/veth-afxdp-rx.toml)
 #   target/engines/rtdaq-dpdk      (configs/vdev-dpdk-ring.toml)
+#   target/engines/rtdaq-ibverbs   (configs/vm-roce-server.toml; needs libibverbs-dev, librdmacm-dev)
 # They share one target directory (cargo keeps every feature set's artifacts apart), so only
 # the rtdaq crate and the engine crate build again per engine.
-# Usage: scripts/build-engines.sh [--release] [ENGINE...]     (default: all four, debug)
+# Usage: scripts/build-engines.sh [--release] [ENGINE...]     (default: all five, debug)
 # Honours CARGO_TARGET_DIR (the binaries still go to target/engines/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,11 +18,11 @@ engines=()
 for a in "$@"; do
     case $a in
     --release) profile=release; args+=(--release) ;;
-    socket | afpacket | afxdp | dpdk) engines+=("$a") ;;
-    *) echo "usage: $0 [--release] [socket|afpacket|afxdp|dpdk ...]" >&2; exit 2 ;;
+    socket | afpacket | afxdp | dpdk | ibverbs) engines+=("$a") ;;
+    *) echo "usage: $0 [--release] [socket|afpacket|afxdp|dpdk|ibverbs ...]" >&2; exit 2 ;;
     esac
 done
-[ ${#engines[@]} -gt 0 ] || engines=(socket afpacket afxdp dpdk)
+[ ${#engines[@]} -gt 0 ] || engines=(socket afpacket afxdp dpdk ibverbs)
 mkdir -p target/engines
 for e in "${engines[@]}"; do
     case $e in
@@ -29,6 +30,7 @@ for e in "${engines[@]}"; do
     afpacket) cfg=configs/veth-afpacket-rx.toml ;;
     afxdp) cfg=configs/veth-afxdp-rx.toml ;;
     dpdk) cfg=configs/vdev-dpdk-ring.toml ;;
+    ibverbs) cfg=configs/vm-roce-server.toml ;;
     esac
     echo "building rtdaq with engine-$e ($profile, embedded $cfg)"
     RTDAQ_CONFIG=$cfg cargo build -q -p rtdaq "${args[@]}" --no-default-features \

@@ -5,7 +5,7 @@
 # Prepare here (a host with the toolchain), then carry gpu-carry/ to the GPU host:
 #   scripts/gpu-host.sh --prepare      # builds with --release --features gpu, fills gpu-carry/
 # On the GPU host, from the repository root (the `run` tool: carry ["gpu-carry"]):
-#   bash scripts/gpu-host.sh [all|tests|bench]     # logs and reports under $OUT
+#   bash scripts/gpu-host.sh [all|tests|bench|paced]   # logs and reports under $OUT
 #
 # What it runs:
 #   tests  rtdaq-gpu's unit and GPU test binaries (hal/gpu), the runtime's unit tests
@@ -15,6 +15,8 @@
 #          4 unpaced sendmmsg_tx processes, GPU stage per queue (gather, 1024 packets per
 #          batch, depth 4, mapped staging) with workload none / fft / gemm; REPS interleaved
 #          repeats (default 3); then the pinned->device copy peak (gpu_bench)
+#   paced  the same shapes at a paced offered load (RATE_1/RATE_2/RATE_4 Gb/s, default 20/32/40):
+#          with loss-free runs the receive rate equals the offered rate with every workload
 set -u
 cd "$(dirname "$0")/.." || exit 2
 C=gpu-carry
@@ -28,7 +30,10 @@ if [ "${1:-}" = "--prepare" ]; then
     cargo test --release -p rtdaq-runtime --features gpu --lib --no-run
     mkdir -p $C
     grep -qx '/gpu-carry/' .git/info/exclude 2>/dev/null || echo '/gpu-carry/' >> .git/info/exclude
-    newest() { ls -t $1 2>/dev/null | grep -v '\.d$' | head -1; }
+    newest() { # newest file matching a glob pattern (not the .d dep files)
+        find "$(dirname "$1")" -maxdepth 1 -name "$(basename "$1")" ! -name '*.d' -printf '%T@ %p\n' |
+            sort -rn | head -1 | cut -d' ' -f2-
+    }
     cp "$T/release/rtdaq" $C/rtdaq
     cp "$(newest "$T/release/deps/gpu-*")" $C/app-gpu
     cp "$(newest "$T/release/deps/rtdaq_runtime-*")" $C/runtime-unit
@@ -164,11 +169,41 @@ bench() {
     timeout 240 $C/gpu_bench; echo "rc=$?"
 }
 
+# Paced offered load: the same shapes, each sender process paced to RATE_<q> / 4 Gb/s, so the
+# question "does a workload lower the receive rate?" is asked below the socket path's ceiling
+# (unpaced runs vary 5-25 % from run to run, more than the effect being measured).
+paced() {
+    local -A rate=([1]=${RATE_1:-20} [2]=${RATE_2:-32} [4]=${RATE_4:-40})
+    echo "== RX->GPU at a paced offered load: 8000 B payloads, 4 sendmmsg_tx processes (cores 9-12, 4 sources each), offered Gb/s per queue count: 1q ${rate[1]}, 2q ${rate[2]}, 4q ${rate[4]}; ${SECS} s per run, $REPS repeats"
+    for rep in $(seq 1 "$REPS"); do
+      for q in 1 2 4; do
+        for w in none fft gemm; do
+            local name="r${rep}-q${q}-$w" f="$OUT/runs/r${rep}-q${q}-$w"
+            bench_config "$q" "$w" "$f.toml"
+            local pids=() per
+            per=$(awk -v r="${rate[$q]}" 'BEGIN { printf "%.3f", r / 4 }')
+            for s in 0 1 2 3; do
+                $C/sendmmsg_tx --port 5000 --cpu $((9 + s)) --size 8000 --sources 4 --rate-gbps "$per" \
+                    --stream $((100 + 10 * s)) --seconds $((SECS + 20)) > "$f.tx$s.json" 2>/dev/null &
+                pids+=($!)
+            done
+            sleep 0.5
+            RUST_LOG=warn timeout $((SECS + 25)) $C/rtdaq run --config "$f.toml" \
+                --report-json "$f.json" > "$f.txt" 2>&1
+            local rc=$?
+            for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+            wait 2>/dev/null
+            echo "$name rc=$rc offered=${rate[$q]} $(grep -E '^ +total' "$f.txt" | head -1)"
+        done
+      done
+    done
+}
+
 summary() {
     python3 - "$OUT/runs" <<'EOP'
 import json, glob, os, sys, statistics as st
 rows = {}
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "r*-q*-*.json"))):
+for f in sorted(g for g in glob.glob(os.path.join(sys.argv[1], "r*-q*-*.json")) if ".tx" not in g):
     b = os.path.basename(f)[:-5]
     rep, q, w = b.split("-")
     try:
@@ -182,16 +217,17 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "r*-q*-*.json"))):
     drop_gpu = sum(x["gpu"]["packets_dropped"] for x in qs)
     err = sum(x["gpu"]["errors"] for x in qs)
     gpu_gbps = gpu_pk * 8000 * 8 / r["duration_s"] / 1e9
-    rows.setdefault((int(q[1:]), w), []).append((t["gbps"], gpu_gbps, t["drops"].get("ring_full", 0), drop_gpu, done, err, r["io_thread_allocations"]))
-    print(f"{b}: rx {t['gbps']:.2f} Gb/s, to GPU {gpu_gbps:.2f} Gb/s, batches {done}, ring_full {t['drops'].get('ring_full',0)}, gpu_busy {drop_gpu}, errors {err}, allocs {r['io_thread_allocations']}")
-print("\nqueues workload | rx Gb/s min/median/max | to-GPU Gb/s median | rx vs none (median)")
+    rows.setdefault((int(q[1:]), w), []).append((t["gbps"], gpu_gbps, t["drops"].get("ring_full", 0), drop_gpu, done, err, r["io_thread_allocations"], r.get("lost", 0)))
+    rows_lost = r.get("lost", 0)
+    print(f"{b}: lost {rows_lost}, rx {t['gbps']:.2f} Gb/s, to GPU {gpu_gbps:.2f} Gb/s, batches {done}, ring_full {t['drops'].get('ring_full',0)}, gpu_busy {drop_gpu}, errors {err}, allocs {r['io_thread_allocations']}")
+print("\nqueues workload | rx Gb/s min/median/max | to-GPU Gb/s median | rx vs none (median) | lost per run (max) | io allocations (max)")
 base = {}
 for (q, w), v in sorted(rows.items(), key=lambda kv: (kv[0][0], ["none","fft","gemm"].index(kv[0][1]))):
     rx = [x[0] for x in v]; g = [x[1] for x in v]
     med = st.median(rx)
     if w == "none": base[q] = med
     ratio = med / base[q] if base.get(q) else float("nan")
-    print(f"{q} {w:5} | {min(rx):.2f} / {med:.2f} / {max(rx):.2f} (n={len(rx)}) | {st.median(g):.2f} | {ratio:.4f}")
+    print(f"{q} {w:5} | {min(rx):.2f} / {med:.2f} / {max(rx):.2f} (n={len(rx)}) | {st.median(g):.2f} | {ratio:.4f} | {max(x[7] for x in v)} | {max(x[6] for x in v)}")
 EOP
 }
 
@@ -200,6 +236,7 @@ EOP
     case "$WHAT" in
         tests) tests ;;
         bench) bench; summary ;;
+        paced) paced; summary ;;
         *) tests; bench; summary ;;
     esac
 } 2>&1 | tee "$LOG"

@@ -24,10 +24,11 @@ run() {
 # engine: libbpf/libxdp and its XDP program), tcpreplay (a real raw-frame sender), dpdk dpdk-dev
 # libdpdk-dev libclang-dev (rtdaq-dpdk-sys: DPDK 22.11 headers/libraries/PMDs and bindgen),
 # gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user (the sealed aarch64 binary and its
-# tests under qemu-aarch64; docs/deploy.md).
+# tests under qemu-aarch64; docs/deploy.md), libibverbs-dev librdmacm-dev (rtdaq-ibverbs-sys:
+# rdma-core 44 headers and libraries; the engine's RoCE tests run in the Soft-RoCE guest).
 APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping shellcheck
     clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev libclang-dev
-    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libibverbs-dev librdmacm-dev)
 install_deps() {
     local missing=()
     for p in "${APT_PACKAGES[@]}"; do
@@ -46,6 +47,9 @@ install_deps() {
     done
     rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu ||
         rustup target add aarch64-unknown-linux-gnu
+    # The Soft-RoCE test guest's host tools (qemu-system-x86 mmdebstrap kmod cpio), without
+    # recommends and never removing a package (scripts/vm/README.md).
+    scripts/vm/build-guest.sh --host-deps
 }
 if [ "${RTDAQ_TEST_SKIP_INSTALL:-0}" != 1 ]; then
     step "install test dependencies"
@@ -85,6 +89,9 @@ run "release build + rtdaq version + config check on configs/" release_checks
 run "engine binaries (scripts/build-engines.sh)" scripts/build-engines.sh
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
+# This host has no RDMA: every ibverbs config must stop with exit 2 and the no-device message.
+run "ibverbs on a host without RDMA: clear error, exit 2 (cargo test --test ibverbs -- --ignored)" \
+    cargo test -p rtdaq --test ibverbs -- --ignored --test-threads 1
 # DPDK end to end, first with no hugepages reserved (no_hugepages_is_a_clear_error needs none;
 # every other test there runs with --no-huge), then the with_hugepages_* tests with 2 MiB
 # hugepages reserved (and hugetlbfs mounted) only for them: dpdk_with_hugepages below.
@@ -139,7 +146,28 @@ dpdk_with_hugepages() {
 }
 run "DPDK end to end with 2 MiB hugepages reserved, then released (cargo test --test dpdk -- --ignored with_hugepages)" \
     dpdk_with_hugepages
+
+# The Soft-RoCE guest (scripts/vm/, docs/testing.md): QEMU with Debian's stock and PREEMPT_RT
+# kernels, rxe0/rxe1 on a veth pair inside it. Built once under target/vm (about 1 min), reused.
+run "Soft-RoCE guest: build or reuse (scripts/vm/build-guest.sh, target/vm)" scripts/vm/build-guest.sh
+run "Soft-RoCE guest harness self-test: rxe devices, rdma_server/rdma_client, PREEMPT_RT + SCHED_FIFO, exit codes (scripts/vm/selftest.sh)" \
+    scripts/vm/selftest.sh
+run "PREEMPT_RT guest: rtdaq run with SCHED_FIFO queue threads, rtdaq doctor passes kernel.preempt_rt (scripts/vm/rt-appliance.sh)" \
+    scripts/vm/rt-appliance.sh target/release/rtdaq
+# The ibverbs engine's RoCE tests in the guest: scripts/vm/ibverbs-tests.sh (the engine's own)
+# gets the engine-ibverbs binary and the engine crate's integration-test executables.
+ibverbs_guest_tests() {
+    [ -x target/engines/rtdaq-ibverbs ] || scripts/build-engines.sh ibverbs || return 1
+    local json tests=()
+    json=$(cargo test -q -p rtdaq-engine-ibverbs --tests --no-run --message-format=json-render-diagnostics) || return 1
+    mapfile -t tests < <(jq -r 'select(.reason == "compiler-artifact" and .target.kind == ["test"]) | .executable // empty' <<< "$json")
+    scripts/vm/ibverbs-tests.sh target/engines/rtdaq-ibverbs "${tests[@]}"
+}
+if [ -f scripts/vm/ibverbs-tests.sh ]; then
+    run "ibverbs engine in the Soft-RoCE guest (scripts/vm/ibverbs-tests.sh)" ibverbs_guest_tests
+fi
 run "shellcheck scripts/*.sh" shellcheck scripts/*.sh
+run "shellcheck scripts/vm/" shellcheck -x scripts/vm/*.sh scripts/vm/guest/*.sh
 run "shellcheck rt-tuning/" shellcheck -x rt-tuning/*.sh rt-tuning/lib/*.sh rt-tuning/tests/*.sh
 
 # ---- 5. deployment (docs/deploy.md): sealed aarch64 binary, host tuning, systemd unit ---------

@@ -78,7 +78,7 @@ pub(crate) fn prepare(
 
 /// RX I/O thread in direct mode, through the queue's GPU stage when it has one.
 pub(crate) fn rx_direct<Q: RxQueue>(
-    queue: Q,
+    queue: &mut Q,
     stage: Option<Stage>,
     validator: Validator,
     stats: &'static QueueStats,

@@ -196,6 +196,13 @@ pub(crate) fn prepare(
         let gpu = Gpu::open(sc.gpu).map_err(gpu_err)?;
         let pipe = Pipeline::new(&gpu, pipeline_config(sc))
             .map_err(|e| RuntimeError::Gpu(format!("{name}: GPU stage \"{}\": {e}", sc.name)))?;
+        let mut pipe = pipe;
+        warm_up(&mut pipe, &map).map_err(|e| {
+            RuntimeError::Gpu(format!(
+                "{name}: GPU stage \"{}\": warm-up batch: {e}",
+                sc.name
+            ))
+        })?;
         log::info!(
             "{name}: GPU stage \"{}\" on GPU {} ({}): kernels for {}, {} batches of {} packets in flight",
             sc.name,
@@ -213,6 +220,25 @@ pub(crate) fn prepare(
         )));
     }
     Ok(out)
+}
+
+/// Runs one batch of one empty packet through the pipeline and waits for it. Cold path:
+/// cudarc resolves each CUDA entry point on its first call (a small allocation each), so
+/// every function the data path calls (copies, memsets, launches, event record/query, the
+/// workload's cuFFT/cuBLAS call) is called once here, before any queue thread arms the
+/// allocation audit.
+fn warm_up(pipe: &mut Pipeline, map: &GpuMap) -> Result<(), GpuError> {
+    let d = PacketDesc {
+        addr: map.dev_base,
+        seq: 0,
+        len: 0,
+    };
+    pipe.submit(&[d])?;
+    while pipe.in_flight() > 0 {
+        let _ = pipe.poll_completed()?;
+        let _ = pipe.wait_completed()?;
+    }
+    Ok(())
 }
 
 /// Burst slots of a ring of `ring_depth` packets (the same rule as `run.rs`).
@@ -615,7 +641,7 @@ pub(crate) fn rx_consumer<B: RxBurst>(
 /// bursts (so they can wait for the GPU), drains into a spare burst counted as `gpu_busy`
 /// when the GPU holds every slot.
 pub(crate) fn rx_direct<Q: RxQueue>(
-    mut queue: Q,
+    queue: &mut Q,
     mut stage: Stage,
     mut v: Validator,
     stats: &'static QueueStats,

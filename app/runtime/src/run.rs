@@ -142,6 +142,7 @@ where
     let mut tx_handles: Vec<Option<JoinHandle<GenTotals>>> = Vec::new();
     let duration_s = opts.duration_s.unwrap_or(config.run.duration_s);
     let stack = thread_stack(config);
+    keep_main_thread_off_queue_cores(config);
 
     // 1. Every queue thread starts first: it pins itself, takes its real-time priority,
     //    prefaults its stack and then parks on a one-shot channel until its queue arrives.
@@ -149,6 +150,10 @@ where
     //    follows within microseconds: a sender that is already streaming does not overflow
     //    a socket buffer while threads are being created.
     let mut rx_feeds: Vec<RxFeed<E::Rx>> = Vec::new();
+    // RX queues are closed together, after every RX thread stopped: closing one socket of an
+    // SO_REUSEPORT group while the others still poll moves its flows to them mid-stream
+    // (seen as sequence gaps of packets that were in fact received by the closed queue).
+    let (graveyard, closed_rx) = mpsc::channel::<E::Rx>();
     for r in res.rx.iter() {
         let qc = &config.interfaces[r.interface].rx_queues[r.queue];
         let name = queue_name(config, r.interface, "rx", r.queue);
@@ -168,17 +173,19 @@ where
                 let (feed, parked) = mpsc::sync_channel::<E::Rx>(1);
                 let (p, ready) = (place(qc.cpu_core), ready_tx.clone());
                 let n = name.clone();
+                let grave = graveyard.clone();
                 let h = spawn(&name, stack, move || {
                     if !threads::enter(&n, p, &ready) {
                         return validator;
                     }
-                    let Ok(queue) = parked.recv() else {
+                    let Ok(mut queue) = parked.recv() else {
                         return validator;
                     };
                     let v = crate::gpu_hook::rx_direct(
-                        queue, gpu, validator, stats, rx_stop, busy, unwrap,
+                        &mut queue, gpu, validator, stats, rx_stop, busy, unwrap,
                     );
                     store_cpu(&stats.io_cpu_ns);
+                    let _ = grave.send(queue);
                     v
                 })?;
                 threads_started += 1;
@@ -193,15 +200,17 @@ where
                 let io_done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
                 let (p, ready) = (place(qc.cpu_core), ready_tx.clone());
                 let n = name.clone();
+                let grave = graveyard.clone();
                 let batching = threads::Batching {
                     batch: qc.batch_size as usize,
                     timeout_ns: u64::from(qc.timeout_us) * 1000,
                 };
                 let io = spawn(&format!("{name}-io"), stack, move || {
                     if threads::enter(&n, p, &ready) {
-                        if let Ok((queue, prod)) = parked_io.recv() {
-                            threads::rx_indirect(queue, prod, stats, rx_stop, busy, batching);
+                        if let Ok((mut queue, prod)) = parked_io.recv() {
+                            threads::rx_indirect(&mut queue, prod, stats, rx_stop, busy, batching);
                             store_cpu(&stats.io_cpu_ns);
+                            let _ = grave.send(queue);
                         }
                     }
                     io_done.store(true, Release);
@@ -370,6 +379,9 @@ where
                 .unwrap_or_else(|_| Validator::with_mode(config.run.validate)),
         );
     }
+    // Every RX thread has stopped: close the RX queues together.
+    drop(graveyard);
+    drop(closed_rx.try_iter().collect::<Vec<_>>());
     let end_ns = now_ns();
     live.tick(
         res.rx_stats,
@@ -594,4 +606,27 @@ fn spawn<T: Send + 'static>(
             queue: name.to_string(),
             message: format!("cannot spawn its thread: {e}"),
         })
+}
+
+/// Moves the main thread (and the helper threads it starts, which inherit its CPU mask; the
+/// queue threads pin themselves) off every queue and consumer core. On a PREEMPT_RT kernel
+/// the main thread's sleep would otherwise wait for a `SCHED_FIFO` 1 timer thread on a core
+/// a busy queue thread never yields (see [`rt::keep_off_cores`]). When every allowed CPU is a
+/// queue core, nothing changes.
+fn keep_main_thread_off_queue_cores(config: &Config) {
+    let mut cores = Vec::new();
+    for i in &config.interfaces {
+        for q in &i.rx_queues {
+            cores.push(q.cpu_core);
+            if let RxMode::Indirect { consumer_core } = q.mode {
+                cores.push(consumer_core);
+            }
+        }
+        cores.extend(i.tx_queues.iter().map(|q| q.cpu_core));
+    }
+    match rt::keep_off_cores(&cores) {
+        Ok(Some(cpus)) => log::debug!("main thread runs on CPUs {cpus} (off the queue cores)"),
+        Ok(None) => {}
+        Err(e) => log::warn!("main thread stays where it is: {e}"),
+    }
 }

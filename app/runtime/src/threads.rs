@@ -165,7 +165,7 @@ pub(crate) struct Batching {
 /// (into `spare`) and counts those packets as `ring_full` drops, so the kernel/NIC queue never
 /// overflows silently.
 pub(crate) fn rx_indirect<Q: RxQueue>(
-    mut queue: Q,
+    queue: &mut Q,
     mut ring: SlotProducer<'static, Q::Burst>,
     stats: &'static QueueStats,
     stop: &AtomicBool,
@@ -250,7 +250,7 @@ pub(crate) fn rx_consumer<B: RxBurst>(
 
 /// RX I/O thread in direct mode: the consumer runs here, no handoff.
 pub(crate) fn rx_direct<Q: RxQueue>(
-    mut queue: Q,
+    queue: &mut Q,
     mut validator: Validator,
     stats: &'static QueueStats,
     stop: &AtomicBool,

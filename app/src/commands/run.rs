@@ -16,16 +16,18 @@ type ActiveEngine = rtdaq_engine_afpacket::AfpacketEngine<'static>;
 type ActiveEngine = rtdaq_engine_afxdp::AfxdpEngine<'static>;
 #[cfg(rtdaq_engine = "dpdk")]
 type ActiveEngine = rtdaq_engine_dpdk::DpdkEngine<'static>;
+// ibverbs: two engine types, chosen by engine.ibverbs.mode (RoCE carries messages,
+// raw carries frames: `Engine::FRAMES` differs), see `run_engine` below.
+#[cfg(rtdaq_engine = "ibverbs")]
+type ActiveEngine = rtdaq_engine_ibverbs::RawEngine;
 #[cfg(not(any(
     rtdaq_engine = "socket",
     rtdaq_engine = "afpacket",
     rtdaq_engine = "afxdp",
-    rtdaq_engine = "dpdk"
+    rtdaq_engine = "dpdk",
+    rtdaq_engine = "ibverbs"
 )))]
-compile_error!(
-    "this engine has no engine crate in this tree yet: build with engine-socket, \
-     engine-afpacket, engine-afxdp or engine-dpdk (ibverbs: issue #8)"
-);
+compile_error!("unknown engine");
 
 // Port counters for the report: engines with ports of their own hand out an
 // `EngineStats` handle (rtdaq_core::traits); the others run without one.
@@ -36,7 +38,18 @@ fn run_engine(
 ) -> Result<rtdaq_runtime::RunResults, rtdaq_runtime::RuntimeError> {
     rtdaq_runtime::run_with_stats::<ActiveEngine>(config, opts, |e| Box::new(e.stats_handle()))
 }
-#[cfg(not(rtdaq_engine = "dpdk"))]
+#[cfg(rtdaq_engine = "ibverbs")]
+fn run_engine(
+    config: &'static rtdaq_config::Config,
+    opts: &RunOptions,
+) -> Result<rtdaq_runtime::RunResults, rtdaq_runtime::RuntimeError> {
+    if rtdaq_engine_ibverbs::is_roce(config) {
+        rtdaq_runtime::run::<rtdaq_engine_ibverbs::RoceEngine>(config, opts)
+    } else {
+        rtdaq_runtime::run::<ActiveEngine>(config, opts)
+    }
+}
+#[cfg(not(any(rtdaq_engine = "dpdk", rtdaq_engine = "ibverbs")))]
 fn run_engine(
     config: &'static rtdaq_config::Config,
     opts: &RunOptions,

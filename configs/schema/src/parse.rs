@@ -96,9 +96,10 @@ pub(crate) fn socket_uri(s: &str) -> Result<SocketUri, String> {
     let transport = match scheme {
         "udp" => Transport::Udp,
         "tcp" => Transport::Tcp,
-        "roce" | "rdma" => {
+        "rdma" => Transport::Rdma,
+        "roce" => {
             return Err(format!(
-                "{s:?}: RoCE is not a socket transport; use engine.kind = \"ibverbs\" with transport = \"roce\" and a netdev or PCI address"
+                "{s:?}: write RDMA CM endpoints as \"rdma://a.b.c.d:port\" (engine.kind = \"ibverbs\", mode = \"roce\")"
             ))
         }
         other => {

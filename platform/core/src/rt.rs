@@ -319,6 +319,37 @@ pub fn current_policy() -> Result<SchedPolicy> {
     })
 }
 
+/// Moves the calling thread (and the threads it creates later, which inherit its mask) off
+/// `cores`: it keeps the CPUs of its current affinity that are not among them. Returns the
+/// new CPU list, or `None` when nothing changed (no CPU of `cores` in the mask, or no CPU
+/// would be left).
+///
+/// The runtime's main thread calls it with the queue cores before it starts the queue
+/// threads. On a PREEMPT_RT kernel a sleeping thread's timer (a soft hrtimer) expires in the
+/// `ktimers/N` thread of the core it slept on, at `SCHED_FIFO` 1: on a core that a busy
+/// `SCHED_FIFO` queue thread owns, that never runs, and the main thread would oversleep its
+/// deadline without bound (seen in the PREEMPT_RT test guest, scripts/vm/README.md).
+///
+/// # Errors
+/// [`PlatformError::QueryThread`] when the affinity cannot be read or set.
+pub fn keep_off_cores(cores: &[u32]) -> Result<Option<CpuList>> {
+    let now = current_affinity()?;
+    let keep: Vec<usize> = now
+        .iter()
+        .filter(|&c| !cores.iter().any(|&q| q as usize == c))
+        .collect();
+    if keep.len() == now.len() || keep.is_empty() {
+        return Ok(None);
+    }
+    sys::set_thread_affinity(&sys::CpuMask::from_cpus(keep.iter().copied())).map_err(|source| {
+        PlatformError::QueryThread {
+            what: "CPU affinity (moving off the queue cores)",
+            source,
+        }
+    })?;
+    Ok(Some(CpuList::from_ids(keep)))
+}
+
 /// The CPUs the calling thread may run on (`sched_getaffinity`).
 ///
 /// # Errors

@@ -256,33 +256,63 @@ impl FlowOffload {
     }
 }
 
-/// Verbs transport (`engine.ibverbs.transport`).
+/// What the ibverbs engine moves (`engine.ibverbs.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IbTransport {
-    /// Raw packet QPs (`IBV_QPT_RAW_PACKET`) with flow steering (default).
-    RawEthernet,
-    /// RoCE v2 reliable connections.
+#[serde(rename_all = "lowercase")]
+pub enum IbMode {
+    /// Raw Ethernet frames through raw packet QPs with flow steering (default).
+    Raw,
+    /// RoCE v2 reliable connections through RDMA CM (`rdma://` interfaces).
     Roce,
 }
 
-impl IbTransport {
+impl IbMode {
     /// The config spelling.
     pub fn as_str(self) -> &'static str {
         match self {
-            IbTransport::RawEthernet => "raw_ethernet",
-            IbTransport::Roce => "roce",
+            IbMode::Raw => "raw",
+            IbMode::Roce => "roce",
+        }
+    }
+}
+
+/// How RoCE messages travel (`engine.ibverbs.op`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoceOp {
+    /// SEND into receives the receiver pre-posted (default).
+    #[default]
+    Send,
+    /// RDMA WRITE with immediate into the receiver's buffers; the immediate names the slot.
+    WriteImm,
+}
+
+impl RoceOp {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoceOp::Send => "send",
+            RoceOp::WriteImm => "write_imm",
         }
     }
 }
 
 /// `[engine.ibverbs]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IbverbsEngine {
-    /// Transport.
-    pub transport: IbTransport,
+    /// Raw Ethernet or RoCE.
+    pub mode: IbMode,
     /// HCA port number (1-based).
     pub port: u8,
-    /// RoCE GID index; `None` = pick the RoCE v2 IPv4 GID automatically.
+    /// RoCE GID index; `None` = the one RDMA CM picks for the address.
     pub gid_index: Option<u8>,
+    /// RDMA device (`mlx5_0`); `None` = the device of the interface's netdev / PCI
+    /// function (raw) or of the `rdma://` address (RoCE).
+    pub device: Option<String>,
+    /// RoCE: SEND or WRITE with immediate.
+    pub op: RoceOp,
+    /// RoCE: receive buffers posted per connection, each one credit of its sender.
+    pub credits: u32,
+    /// RoCE: one signaled send completion per this many sends (and at the end of a burst).
+    pub signal_interval: u32,
 }

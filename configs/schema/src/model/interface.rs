@@ -36,6 +36,8 @@ pub enum Transport {
     Udp,
     /// `tcp://`
     Tcp,
+    /// `rdma://`: an RDMA CM endpoint (engine `ibverbs`, `mode = "roce"`).
+    Rdma,
 }
 
 impl Transport {
@@ -44,6 +46,7 @@ impl Transport {
         match self {
             Transport::Udp => "udp",
             Transport::Tcp => "tcp",
+            Transport::Rdma => "rdma",
         }
     }
 }

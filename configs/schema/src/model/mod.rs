@@ -12,8 +12,8 @@ mod memory;
 mod run;
 
 pub use engine::{
-    AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, FlowOffload,
-    IbTransport, IbverbsEngine, RxTimestamps, SocketEngine, Sockopt, ZeroCopy,
+    AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, FlowOffload, IbMode,
+    IbverbsEngine, RoceOp, RxTimestamps, SocketEngine, Sockopt, ZeroCopy,
 };
 pub use gpu::{
     BatchMode, GpuStage, GpuStageId, GpuStaging, GpuWorkload, SampleConversion, SampleIn,

@@ -1,7 +1,7 @@
 //! `[engine]` and its per-engine sub-tables.
 
 use super::yes;
-use crate::model::{EngineKind, FanoutMode, FlowOffload, IbTransport, RxTimestamps, ZeroCopy};
+use crate::model::{EngineKind, FanoutMode, FlowOffload, IbMode, RoceOp, RxTimestamps, ZeroCopy};
 use serde::Deserialize;
 
 /// `[engine]`: the kind plus at most the one sub-table matching it (checked in validation).
@@ -165,26 +165,38 @@ pub(crate) struct RawDpdk {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawIbverbs {
-    #[serde(default = "ib_transport")]
-    pub transport: IbTransport,
+    #[serde(default = "ib_mode")]
+    pub mode: IbMode,
     #[serde(default = "ib_port")]
     pub port: i64,
     #[serde(default)]
     pub gid_index: Option<i64>,
+    #[serde(default)]
+    pub device: Option<String>,
+    #[serde(default)]
+    pub op: Option<RoceOp>,
+    #[serde(default)]
+    pub credits: Option<i64>,
+    #[serde(default)]
+    pub signal_interval: Option<i64>,
 }
 
 impl Default for RawIbverbs {
     fn default() -> Self {
         RawIbverbs {
-            transport: ib_transport(),
+            mode: ib_mode(),
             port: ib_port(),
             gid_index: None,
+            device: None,
+            op: None,
+            credits: None,
+            signal_interval: None,
         }
     }
 }
 
-fn ib_transport() -> IbTransport {
-    IbTransport::RawEthernet
+fn ib_mode() -> IbMode {
+    IbMode::Raw
 }
 fn ib_port() -> i64 {
     1

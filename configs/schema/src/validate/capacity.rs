@@ -39,6 +39,7 @@ pub(crate) fn largest_frame(kind: EngineKind, i: &DraftInterface) -> Option<(u32
                 "largest datagram: mtu {mtu} − 20 IPv4 − 8 UDP; set max_message_size to change it"
             ),
         ),
+        Transport::Rdma => (mtu, format!("one RDMA message of mtu {mtu} bytes")),
         Transport::Tcp => (
             mtu - 40,
             format!(

@@ -3,8 +3,8 @@
 use super::int;
 use crate::error::Errors;
 use crate::model::{
-    AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, IbTransport,
-    IbverbsEngine, SocketEngine, Sockopt,
+    AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, IbMode, IbverbsEngine,
+    SocketEngine, Sockopt,
 };
 use crate::schema::{RawAfpacket, RawAfxdp, RawConfig, RawDpdk, RawEngine, RawIbverbs, RawSocket};
 
@@ -258,7 +258,13 @@ fn dpdk(raw: &RawDpdk, errs: &mut Errors) -> Option<DpdkEngine> {
     })
 }
 
-/// `[engine.ibverbs]`: port 1..=255; `gid_index` only for RoCE.
+/// Default `engine.ibverbs.credits`.
+pub(crate) const IB_CREDITS: i64 = 128;
+/// Default `engine.ibverbs.signal_interval`.
+pub(crate) const IB_SIGNAL_INTERVAL: i64 = 16;
+
+/// `[engine.ibverbs]`: port 1..=255; `gid_index`, `op`, `credits`, `signal_interval` only
+/// for RoCE; `signal_interval ≤ credits`.
 fn ibverbs(raw: &RawIbverbs, errs: &mut Errors) -> Option<IbverbsEngine> {
     let port = int::<u8>(
         raw.port,
@@ -268,27 +274,109 @@ fn ibverbs(raw: &RawIbverbs, errs: &mut Errors) -> Option<IbverbsEngine> {
         " (HCA ports count from 1)",
         errs,
     );
+    let roce = raw.mode == IbMode::Roce;
+    let mut ok = true;
+    for (key, set) in [
+        ("gid_index", raw.gid_index.is_some()),
+        ("op", raw.op.is_some()),
+        ("credits", raw.credits.is_some()),
+        ("signal_interval", raw.signal_interval.is_some()),
+    ] {
+        if set && !roce {
+            errs.push(
+                format!("engine.ibverbs.{key}"),
+                format!("{key} applies to mode = \"roce\" only; remove it"),
+            );
+            ok = false;
+        }
+    }
     let gid_index = match raw.gid_index {
         None => Some(None),
-        Some(_) if raw.transport != IbTransport::Roce => {
+        Some(g) => int::<u8>(g, 0, 255, "engine.ibverbs.gid_index", "", errs).map(Some),
+    };
+    let device = match &raw.device {
+        Some(d) if d.is_empty() || d.len() > 63 || d.contains(['/', ' ', '\0']) => {
             errs.push(
-                "engine.ibverbs.gid_index",
-                "gid_index applies to transport = \"roce\" only; remove it",
+                "engine.ibverbs.device",
+                format!("{d:?} is not an RDMA device name (1..=63 bytes, no '/' or spaces, e.g. \"mlx5_0\", \"rxe0\")"),
             );
             None
         }
-        Some(g) => int::<u8>(g, 0, 255, "engine.ibverbs.gid_index", "", errs).map(Some),
+        d => Some(d.clone()),
     };
+    let credits = int::<u32>(
+        raw.credits.unwrap_or(IB_CREDITS),
+        1,
+        16384,
+        "engine.ibverbs.credits",
+        " receive buffers per connection",
+        errs,
+    );
+    let signal_interval = int::<u32>(
+        raw.signal_interval.unwrap_or(IB_SIGNAL_INTERVAL),
+        1,
+        16384,
+        "engine.ibverbs.signal_interval",
+        " sends per signaled completion",
+        errs,
+    );
+    if let (Some(c), Some(s)) = (credits, signal_interval) {
+        if roce && s > c {
+            errs.push(
+                "engine.ibverbs.signal_interval",
+                format!("{s} > credits {c}: a sender never has more than credits sends in flight, so it would never signal; set signal_interval ≤ {c}"),
+            );
+            ok = false;
+        }
+    }
+    if !ok {
+        return None;
+    }
     Some(IbverbsEngine {
-        transport: raw.transport,
+        mode: raw.mode,
         port: port?,
         gid_index: gid_index?,
+        device: device?,
+        op: raw.op.unwrap_or_default(),
+        credits: credits?,
+        signal_interval: signal_interval?,
     })
+}
+
+/// `engine.ibverbs.mode`: RoCE interfaces are `rdma://` endpoints that either receive or
+/// send (one direction per interface: the receiving end grants credits to the sending
+/// end); raw interfaces are netdevs or PCI functions.
+fn ibverbs_vs_interfaces(raw: &RawConfig, errs: &mut Errors) {
+    if raw.engine.kind != EngineKind::Ibverbs {
+        return;
+    }
+    let roce = raw.engine.ibverbs.as_ref().map(|v| v.mode) == Some(IbMode::Roce);
+    for (i, iface) in raw.interfaces.iter().enumerate() {
+        let rdma = iface.address.starts_with("rdma://");
+        if roce && !rdma {
+            errs.push(
+                format!("interfaces[{i}].address"),
+                format!("engine.ibverbs.mode = \"roce\" connects through RDMA CM: write the address as \"rdma://a.b.c.d:port\" (the listening or the peer's address), not {:?}", iface.address),
+            );
+        } else if !roce && rdma {
+            errs.push(
+                format!("interfaces[{i}].address"),
+                "rdma:// addresses need engine.ibverbs.mode = \"roce\"; raw mode takes a netdev or PCI address",
+            );
+        }
+        if roce && !iface.rx_queues.is_empty() && !iface.tx_queues.is_empty() {
+            errs.push(
+                format!("interfaces[{i}].tx_queues"),
+                "a RoCE interface either receives (rx_queues) or sends (tx_queues): its connections carry one direction; use two interfaces (two ports) for both",
+            );
+        }
+    }
 }
 
 /// Engine settings that depend on the interfaces: `AF_PACKET` fanout must be on when one
 /// interface has several RX queues; the socket engine needs `SO_REUSEPORT` for that.
 pub(super) fn engine_vs_interfaces(raw: &RawConfig, errs: &mut Errors) {
+    ibverbs_vs_interfaces(raw, errs);
     for (i, iface) in raw.interfaces.iter().enumerate() {
         let n = iface.rx_queues.len();
         if n < 2 {

@@ -4,7 +4,7 @@ use super::capacity::largest_frame;
 use super::interfaces::{no_interface, no_rx_queue, rx_queue_index};
 use super::{int, Draft, MAX_FLOWS_PER_INTERFACE};
 use crate::error::Errors;
-use crate::model::{Address, EngineKind, Flow, FlowOffload, IbTransport, InterfaceId, Transport};
+use crate::model::{Address, EngineKind, Flow, FlowOffload, IbMode, InterfaceId, Transport};
 use crate::parse;
 use crate::schema::{RawConfig, RawFlow, RawInterface, RawMatch, RawWord};
 use rtdaq_core::flow::{FlowAction, FlowMatch, FlowRule, WordBase, WordMatch, MAX_RSS_QUEUES};
@@ -87,11 +87,11 @@ fn interface_classifies(raw: &RawConfig, d: &Draft, i: usize, p: &str, errs: &mu
         }
     }
     if raw.engine.kind == EngineKind::Ibverbs
-        && raw.engine.ibverbs.as_ref().map(|v| v.transport) == Some(IbTransport::Roce)
+        && raw.engine.ibverbs.as_ref().map(|v| v.mode) == Some(IbMode::Roce)
     {
         errs.push(
             format!("{p}.interface"),
-            "engine.ibverbs.transport = \"roce\" delivers per connection and has no flow steering; remove the flow or use transport = \"raw_ethernet\"",
+            "engine.ibverbs.mode = \"roce\" delivers per connection and has no flow steering; remove the flow or use mode = \"raw\"",
         );
         return false;
     }

@@ -5,8 +5,8 @@ use super::interfaces::{no_interface, tx_queue_index};
 use super::{int, Draft};
 use crate::error::Errors;
 use crate::model::{
-    Address, EngineKind, Generator, GeneratorLimit, GeneratorRate, IbTransport, InterfaceId,
-    SocketUri, Transport,
+    Address, EngineKind, Generator, GeneratorLimit, GeneratorRate, IbMode, InterfaceId, SocketUri,
+    Transport,
 };
 use crate::parse;
 use crate::schema::generator_defaults::MIN_PAYLOAD;
@@ -26,7 +26,6 @@ pub(super) fn generator(
     if iface.is_none() {
         errs.push(format!("{P}.interface"), no_interface(raw, &g.interface));
     }
-    let supported = iface.is_none_or(|_| engine_can_generate(raw, errs));
     let tx_queue = iface.and_then(|i| tx_queue_ref(raw, i, g, errs));
     let rate = rate(g, errs);
     let limit = limit(g, raw, errs);
@@ -35,7 +34,13 @@ pub(super) fn generator(
         Some(_) => Some(None),
         None => None,
     });
-    let endpoints = transport.and_then(|t| endpoints(g, raw.engine.kind, t, iface, d, errs));
+    // RoCE payloads travel as messages on connections: endpoints as for TCP, no frames.
+    let frames_kind = if roce(raw) {
+        EngineKind::Socket
+    } else {
+        raw.engine.kind
+    };
+    let endpoints = transport.and_then(|t| endpoints(g, frames_kind, t, iface, d, errs));
     let payload = iface.and_then(|i| payload(g, d, i, errs));
     let stream_id = int::<u16>(
         g.stream_id,
@@ -50,9 +55,6 @@ pub(super) fn generator(
         within_pacing(d, i, q, r, errs);
     }
     let (destination, dst_mac, source) = endpoints?;
-    if !supported {
-        return None;
-    }
     Some(Generator {
         interface: InterfaceId(iface?),
         tx_queue: QueueId(tx_queue? as u16),
@@ -72,7 +74,7 @@ pub(crate) const MAX_STREAMS: i64 = 64;
 
 /// `streams`: 1..=64 and within the 16-bit stream ids; on TCP one per connection.
 fn streams(g: &RawGenerator, d: &Draft, i: usize, errs: &mut Errors) -> Option<u32> {
-    let tcp = matches!(&d.interfaces[i].address, Some(Address::Socket(u)) if u.transport == Transport::Tcp);
+    let tcp = matches!(&d.interfaces[i].address, Some(Address::Socket(u)) if matches!(u.transport, Transport::Tcp | Transport::Rdma));
     let conns = i64::from(d.interfaces[i].connections.unwrap_or(1).max(1));
     let path = format!("{P}.streams");
     let n = match (g.streams, tcp) {
@@ -109,17 +111,11 @@ fn streams(g: &RawGenerator, d: &Draft, i: usize, errs: &mut Errors) -> Option<u
     Some(n as u32)
 }
 
-/// RoCE carries RDMA messages, not generated UDP packets.
-fn engine_can_generate(raw: &RawConfig, errs: &mut Errors) -> bool {
-    let roce = raw.engine.kind == EngineKind::Ibverbs
-        && raw.engine.ibverbs.as_ref().map(|v| v.transport) == Some(IbTransport::Roce);
-    if roce {
-        errs.push(
-            format!("{P}.interface"),
-            "the generator sends UDP packets; engine.ibverbs.transport = \"roce\" cannot carry them: use transport = \"raw_ethernet\" or remove [generator]",
-        );
-    }
-    !roce
+/// RoCE (`engine.ibverbs.mode = "roce"`) sends the generator's payloads as RDMA messages
+/// on the interface's connections (like TCP records): no frames are built.
+fn roce(raw: &RawConfig) -> bool {
+    raw.engine.kind == EngineKind::Ibverbs
+        && raw.engine.ibverbs.as_ref().map(|v| v.mode) == Some(IbMode::Roce)
 }
 
 /// `tx_queue` is a TX queue id of the interface.
@@ -308,7 +304,7 @@ fn endpoints(
         errs,
     );
     let dest = match transport {
-        Some(Transport::Tcp) => {
+        Some(Transport::Tcp | Transport::Rdma) => {
             if !forbid(
                 "destination",
                 g.destination.is_some(),

@@ -86,6 +86,14 @@ fn address(iface: &RawInterface, kind: EngineKind, p: &str, errs: &mut Errors) -
         }
     };
     match (&a, kind) {
+        (Address::Socket(u), EngineKind::Ibverbs) if u.transport == Transport::Rdma => Some(a),
+        (Address::Socket(u), k) if u.transport == Transport::Rdma => {
+            errs.push(
+                path,
+                format!("rdma:// is an RDMA CM endpoint for engine \"ibverbs\" with mode = \"roce\", not engine \"{k}\""),
+            );
+            None
+        }
         (Address::Socket(_), EngineKind::Socket) => Some(a),
         (_, EngineKind::Socket) => {
             errs.push(
@@ -133,10 +141,13 @@ fn role(
     errs: &mut Errors,
 ) -> bool {
     match (transport, iface.role) {
-        (Some(Transport::Tcp), None) => {
+        (Some(t @ (Transport::Tcp | Transport::Rdma)), None) => {
             errs.push(
                 format!("{p}.role"),
-                "a tcp:// interface needs role = \"server\" (listen) or \"client\" (connect)",
+                format!(
+                    "a {}:// interface needs role = \"server\" (listen) or \"client\" (connect)",
+                    t.as_str()
+                ),
             );
             false
         }
@@ -168,8 +179,8 @@ fn connections(
 ) -> Option<u32> {
     let path = format!("{p}.connections");
     match (transport, iface.connections) {
-        (Some(Transport::Tcp), c) => {
-            let n = int::<u32>(c.unwrap_or(1), 1, 1024, &path, " TCP connections", errs)?;
+        (Some(Transport::Tcp | Transport::Rdma), c) => {
+            let n = int::<u32>(c.unwrap_or(1), 1, 1024, &path, " connections", errs)?;
             let rx = iface.rx_queues.len();
             if iface.role == Some(TcpRole::Server) && rx as u64 > u64::from(n) {
                 errs.push(

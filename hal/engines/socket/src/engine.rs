@@ -82,6 +82,12 @@ impl<'a, const N: usize> SocketEngine<'a, N> {
                 (Transport::Tcp, Some(TcpRole::Server)) => {
                     Some(tcp_conn::listen(&mut ctx, i, uri)?)
                 }
+                (Transport::Rdma, _) => {
+                    return Err(SocketError::Config {
+                        key: format!("interfaces[{i}].address"),
+                        detail: "rdma:// is for engine.kind = \"ibverbs\"".to_owned(),
+                    })
+                }
                 (Transport::Tcp, None) => {
                     return Err(SocketError::Config {
                         key: format!("interfaces[{i}].role"),
@@ -118,7 +124,8 @@ impl<'a, const N: usize> SocketEngine<'a, N> {
                         });
                     }
                 }
-                Transport::Tcp => {
+                // rdma:// was refused above.
+                Transport::Tcp | Transport::Rdma => {
                     let (n_rx, n_tx) = (iface.rx_queues.len(), iface.tx_queues.len());
                     let conns = iface.connections.max(1);
                     let table = ConnTable::new(conns, n_rx > 0, n_tx > 0);

@@ -148,7 +148,7 @@ impl SocketError {
 fn ss_flag(t: Transport) -> &'static str {
     match t {
         Transport::Udp => "-ulpn",
-        Transport::Tcp => "-tlpn",
+        Transport::Tcp | Transport::Rdma => "-tlpn",
     }
 }
 

@@ -36,6 +36,17 @@ impl CpuMask {
         Some(Self(set))
     }
 
+    /// The mask holding the CPUs of `cpus` below [`CAPACITY`](Self::CAPACITY) (others are
+    /// left out).
+    pub(crate) fn from_cpus(cpus: impl IntoIterator<Item = usize>) -> Self {
+        let mut set = result::cpu_set_zeroed();
+        for cpu in cpus.into_iter().filter(|&c| c < Self::CAPACITY) {
+            // SAFETY: `cpu < CPU_SETSIZE`, so the bit lies inside `set` (CPU_SET does not check).
+            unsafe { raw::CPU_SET(cpu, &mut set) };
+        }
+        Self(set)
+    }
+
     /// True when `cpu` is in the mask.
     pub(crate) fn contains(&self, cpu: usize) -> bool {
         // SAFETY: `cpu < CPU_SETSIZE` is checked first, so the bit lies inside the set.

@@ -27,7 +27,7 @@ use rtdaq_dpdk_sys::{Eal, Mempool, Port, PortConfig};
 use crate::burst::{DpdkRxBurst, DpdkTxBurst};
 use crate::eal::{eal_args, vdev_for_netdev};
 use crate::error::{DpdkEngineError, Result};
-use crate::memory::{check_region, region_mempool, region_pools};
+use crate::memory::{check_region, dpdk_owned_mempool, region_mempool, region_pools};
 use crate::port_setup::{rss_for, rx_queue_configs};
 use crate::rx::{DpdkRx, RxSetup};
 use crate::stats::DpdkPortStats;
@@ -185,8 +185,28 @@ impl DpdkEngine<'static> {
             port_infos.push((info, rss));
         }
         let seq = POOL_SEQ.fetch_add(1, Ordering::Relaxed);
+        // net_af_xdp builds its AF_XDP UMEM over the mbuf pool's own memory zone, which an
+        // external-buffer pool does not have (rx queue setup fails with EINVAL): regions its
+        // queues use get a DPDK-owned pool instead.
+        let own_memory: BTreeMap<usize, String> = plans
+            .iter()
+            .zip(&port_infos)
+            .filter(|(_, (info, _))| info.driver == "net_af_xdp")
+            .flat_map(|(p, (info, _))| {
+                p.rx_regions
+                    .iter()
+                    .flatten()
+                    .chain(&p.tx_regions)
+                    .map(|&r| (r, info.driver.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         let mut pools: BTreeMap<usize, Arc<Mempool>> = BTreeMap::new();
         for &r in used.keys() {
+            if let Some(driver) = own_memory.get(&r) {
+                pools.insert(r, dpdk_owned_mempool(eal, cfg, r, driver, seq)?);
+                continue;
+            }
             let bufs = region_bufs.get(&r).copied().ok_or_else(|| {
                 DpdkEngineError::config(
                     format!("memory_regions[{r}]"),

@@ -115,6 +115,40 @@ pub(crate) fn region_mempool(
     Ok(mp)
 }
 
+/// One mbuf pool in DPDK's own memory sized like region `r` (`buf_count` mbufs of
+/// `buf_size` + headroom), for a PMD that must own its pool's memory (`driver`: net_af_xdp
+/// builds its UMEM over the pool's memory zone). The runtime's pool over the region stays
+/// unused: that memory is allocated twice, and the log says so.
+pub(crate) fn dpdk_owned_mempool(
+    eal: &Eal,
+    cfg: &Config,
+    r: usize,
+    driver: &str,
+    seq: u32,
+) -> Result<Arc<Mempool>> {
+    let reg = &cfg.memory_regions[r];
+    let key = format!("memory_regions[{r}]");
+    let data_room = (reg.buf_size + raw::RTE_PKTMBUF_HEADROOM) as u16;
+    let mc = MempoolConfig {
+        n: reg.buf_count,
+        cache_size: (reg.buf_count * 2 / 3).min(256),
+        data_room,
+        socket: None,
+    };
+    let mp = Mempool::new(eal, &format!("rtdaq{seq}_r{r}"), &mc).map_err(|source| {
+        DpdkEngineError::Mempool {
+            key: key.clone(),
+            source: Box::new(source),
+        }
+    })?;
+    log::info!(
+        "{key} (\"{}\"): {driver} builds its AF_XDP UMEM over the mbuf pool's own memory, so this region's {} mbufs of {data_room} B data room live in DPDK memory, not in the region (which stays allocated, unused)",
+        reg.name,
+        mp.size(),
+    );
+    Ok(mp)
+}
+
 /// A region the engine can put mbuf data buffers in.
 pub(crate) fn check_region(cfg: &Config, r: usize) -> Result<()> {
     let reg = &cfg.memory_regions[r];

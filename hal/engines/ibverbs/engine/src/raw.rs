@@ -1,0 +1,539 @@
+//! Raw Ethernet over verbs (`engine.ibverbs.mode = "raw"`): one raw packet QP per RX
+//! queue, steered by `ibv_create_flow` rules built from `[[flows]]` ([`flow_matches`]),
+//! receives into the pool with CQ polling; TX queues send whole frames (built by the
+//! runtime's generator) from pool buffers. Raw packet QPs exist on ConnectX NICs, not on
+//! Soft-RoCE; the hardware test is `tests/raw_hw.rs` (`RTDAQ_TEST_IBDEV`).
+use rtdaq_config::model::Address;
+use rtdaq_config::Config;
+use rtdaq_core::flow::{FlowAction, FlowRule, PortRange};
+use rtdaq_core::traits::{Engine, EngineArgs, RxQueue, TxBurst, TxQueue};
+use rtdaq_core::{
+    Buf, Burst, ConnId, DropReason, FlowId, Packet, PacketMeta, QueueCounters, QueueId,
+};
+
+use ffi::{
+    Access, Context, Cq, DeviceList, Mr, Pd, Qp, QpCaps, RecvBatch, RecvRequest, SendBatch, SendOp,
+    SendRequest, WorkCompletion,
+};
+
+use crate::error::{IbvError, Result};
+use crate::roce::{settings, MAX_BATCH};
+
+/// Splits an inclusive port range into aligned `(port, mask)` blocks (what a flow spec's
+/// masked port can express). Pure.
+pub fn port_blocks(r: PortRange) -> Vec<(u16, u16)> {
+    let (mut lo, hi) = (u32::from(r.lo), u32::from(r.hi));
+    let mut out = Vec::new();
+    while lo <= hi {
+        let mut size = if lo == 0 {
+            1 << 16
+        } else {
+            1u32 << lo.trailing_zeros()
+        };
+        while lo + size - 1 > hi {
+            size >>= 1;
+        }
+        out.push((lo as u16, (!(size - 1)) as u16));
+        lo += size;
+    }
+    out
+}
+
+fn prefix(p: rtdaq_core::flow::Ipv4Prefix) -> ([u8; 4], [u8; 4]) {
+    let m = if p.len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(p.len))
+    };
+    (p.addr, m.to_be_bytes())
+}
+
+/// The verbs flow specs of one rule (several when a port range needs several blocks).
+///
+/// # Errors
+/// A match field flow steering cannot express (`word`, `ecpri_msg_type`,
+/// `ipv4_total_len`, a non-IPv4 ethertype), naming the field.
+pub fn flow_matches(rule: &FlowRule) -> std::result::Result<Vec<ffi::FlowMatch>, &'static str> {
+    let m = &rule.matcher;
+    if m.word.is_some() {
+        return Err("word");
+    }
+    if m.ecpri_msg_type.is_some() {
+        return Err("ecpri_msg_type");
+    }
+    if m.ipv4_total_len.is_some() {
+        return Err("ipv4_total_len");
+    }
+    if matches!(m.ethertype, Some(t) if t != 0x0800) {
+        return Err("ethertype");
+    }
+    let base = ffi::FlowMatch {
+        dst_mac: None,
+        vlan: m.vlan_id,
+        ipv4_src: m.ipv4_src.map(prefix),
+        ipv4_dst: m.ipv4_dst.map(prefix),
+        udp_src: None,
+        udp_dst: None,
+    };
+    let src = m.udp_src.map_or(vec![None], |r| {
+        port_blocks(r).into_iter().map(Some).collect()
+    });
+    let dst = m.udp_dst.map_or(vec![None], |r| {
+        port_blocks(r).into_iter().map(Some).collect()
+    });
+    let mut out = Vec::new();
+    for s in &src {
+        for d in &dst {
+            out.push(ffi::FlowMatch {
+                udp_src: *s,
+                udp_dst: *d,
+                ..base
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The RDMA device of interface `i`: `engine.ibverbs.device`, else the one sysfs lists
+/// under the netdev (`/sys/class/net/<if>/device/infiniband/`) or PCI function.
+fn device_of(cfg: &Config, i: usize, configured: Option<&str>) -> Result<String> {
+    if let Some(d) = configured {
+        return Ok(d.to_owned());
+    }
+    let dir = match &cfg.interfaces[i].address {
+        Address::Netdev(n) => format!("/sys/class/net/{n}/device/infiniband"),
+        Address::Pci(p) => format!("/sys/bus/pci/devices/{p}/infiniband"),
+        Address::Socket(_) => {
+            return Err(IbvError::config(
+                format!("interfaces[{i}].address"),
+                "raw mode needs a netdev or PCI address",
+            ))
+        }
+    };
+    std::fs::read_dir(&dir)
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .ok_or_else(|| IbvError::NoDevice {
+            detail: format!("interfaces[{i}].address = \"{}\" has no RDMA device ({dir} missing); set engine.ibverbs.device", cfg.interfaces[i].address),
+        })
+}
+
+/// The raw Ethernet engine.
+pub struct RawEngine {
+    rx: Vec<RawRx>,
+    tx: Vec<RawTx>,
+}
+
+/// A raw packet RX queue.
+pub struct RawRx {
+    // Field order = drop order: flows and the QP before the CQ.
+    flows: Vec<ffi::FlowAttr>,
+    qp: Qp,
+    cq: Cq,
+    mr: Mr,
+    pool: &'static rtdaq_core::BufferPool<'static>,
+    posted: Vec<Option<Buf<'static>>>,
+    empty: Vec<u32>,
+    wcs: Box<[WorkCompletion]>,
+    rbatch: RecvBatch,
+    counters: &'static QueueCounters,
+    queue: QueueId,
+    batch: usize,
+}
+
+/// A raw packet TX queue.
+pub struct RawTx {
+    qp: Qp,
+    cq: Cq,
+    mr: Mr,
+    pool: &'static rtdaq_core::BufferPool<'static>,
+    inflight: std::collections::VecDeque<(u32, Packet<'static>)>,
+    seq: u32,
+    depth: u32,
+    wcs: Box<[WorkCompletion]>,
+    sbatch: SendBatch,
+    counters: &'static QueueCounters,
+    queue: QueueId,
+}
+
+impl Engine<'static> for RawEngine {
+    const NAME: &'static str = "ibverbs";
+    const FRAMES: bool = true;
+    type Config = EngineArgs<'static, Config>;
+    type Rx = RawRx;
+    type Tx = RawTx;
+    type Error = IbvError;
+
+    fn open(args: Self::Config) -> Result<Self> {
+        let cfg = args.config;
+        let ib = settings(cfg)?;
+        let list = DeviceList::get()
+            .map_err(|e| IbvError::verbs("engine.ibverbs.device", "listing RDMA devices", e))?;
+        let mut e = RawEngine {
+            rx: Vec::new(),
+            tx: Vec::new(),
+        };
+        for (i, _) in cfg.interfaces.iter().enumerate() {
+            let dev = device_of(cfg, i, ib.device.as_deref())?;
+            let ctx: Context = list.open(&dev).map_err(|e| {
+                IbvError::verbs("engine.ibverbs.device", format!("opening {dev}"), e)
+            })?;
+            let pd: Pd = ctx
+                .alloc_pd()
+                .map_err(|e| IbvError::verbs("engine.ibverbs.device", "ibv_alloc_pd", e))?;
+            let rules = cfg.flow_rules(i);
+            for r in args.rx.iter().filter(|r| r.interface == i) {
+                let key = format!("interfaces[{i}].rx_queues[{}]", r.queue);
+                let depth = cfg.interfaces[i].rx_queues[r.queue]
+                    .ring_depth
+                    .clamp(64, 16384);
+                let pool = r.pools[0];
+                let mr = pd
+                    .register_pool(
+                        pool,
+                        Access {
+                            local_write: true,
+                            ..Default::default()
+                        },
+                    )
+                    .map_err(|e| IbvError::verbs(&key, "ibv_reg_mr", e))?;
+                let cq = ctx
+                    .create_cq(depth)
+                    .map_err(|e| IbvError::verbs(&key, "ibv_create_cq", e))?;
+                let caps = QpCaps {
+                    max_send_wr: 1,
+                    max_recv_wr: depth,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline: 0,
+                };
+                let qp = Qp::create_raw_packet(&pd, &cq, &cq, caps, ib.port).map_err(|e| {
+                    IbvError::verbs(
+                        &key,
+                        "creating the raw packet QP (needs CAP_NET_RAW and a ConnectX NIC)",
+                        e,
+                    )
+                })?;
+                let mut attrs = Vec::new();
+                for (p, rule) in rules.iter().enumerate() {
+                    let to_me =
+                        matches!(&rule.action, FlowAction::Queue(q) if usize::from(q.0) == r.queue);
+                    if !to_me {
+                        continue;
+                    }
+                    let ms = flow_matches(rule).map_err(|f| {
+                        IbvError::config(
+                            format!("flows[{p}].match.{f}"),
+                            "verbs flow steering cannot match this field",
+                        )
+                    })?;
+                    for m in ms {
+                        attrs.push(ffi::FlowAttr::build(&m, ib.port, p as u16));
+                    }
+                }
+                if attrs.is_empty() && r.queue == 0 {
+                    attrs.push(ffi::FlowAttr::build(
+                        &ffi::FlowMatch::default(),
+                        ib.port,
+                        0x0fff,
+                    ));
+                }
+                for a in &attrs {
+                    // Rules live as long as the QP: leaked handles are destroyed with it.
+                    std::mem::forget(
+                        ffi::Flow::create(&qp, a)
+                            .map_err(|e| IbvError::verbs(&key, "ibv_create_flow", e))?,
+                    );
+                }
+                let mut q = RawRx {
+                    flows: attrs,
+                    qp,
+                    cq,
+                    mr,
+                    pool,
+                    posted: (0..depth).map(|_| None).collect(),
+                    empty: (0..depth).collect(),
+                    wcs: vec![WorkCompletion::default(); 64].into_boxed_slice(),
+                    rbatch: RecvBatch::with_capacity(depth as usize),
+                    counters: r.counters,
+                    queue: QueueId(r.queue as u16),
+                    batch: (cfg.interfaces[i].rx_queues[r.queue].batch_size as usize)
+                        .clamp(1, MAX_BATCH),
+                };
+                q.refill();
+                e.rx.push(q);
+            }
+            for r in args.tx.iter().filter(|r| r.interface == i) {
+                let key = format!("interfaces[{i}].tx_queues[{}]", r.queue);
+                let depth = cfg.interfaces[i].tx_queues[r.queue]
+                    .ring_depth
+                    .clamp(64, 16384);
+                let pool = r.pools[0];
+                let mr = pd
+                    .register_pool(pool, Access::default())
+                    .map_err(|e| IbvError::verbs(&key, "ibv_reg_mr", e))?;
+                let cq = ctx
+                    .create_cq(depth)
+                    .map_err(|e| IbvError::verbs(&key, "ibv_create_cq", e))?;
+                let caps = QpCaps {
+                    max_send_wr: depth,
+                    max_recv_wr: 1,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline: 0,
+                };
+                let qp = Qp::create_raw_packet(&pd, &cq, &cq, caps, ib.port)
+                    .map_err(|e| IbvError::verbs(&key, "creating the raw packet QP", e))?;
+                e.tx.push(RawTx {
+                    qp,
+                    cq,
+                    mr,
+                    pool,
+                    inflight: std::collections::VecDeque::with_capacity(depth as usize),
+                    seq: 0,
+                    depth,
+                    wcs: vec![WorkCompletion::default(); 64].into_boxed_slice(),
+                    sbatch: SendBatch::with_capacity(1),
+                    counters: r.counters,
+                    queue: QueueId(r.queue as u16),
+                });
+            }
+        }
+        Ok(e)
+    }
+
+    fn split(self, rx: &mut dyn FnMut(Self::Rx), tx: &mut dyn FnMut(Self::Tx)) {
+        self.rx.into_iter().for_each(rx);
+        self.tx.into_iter().for_each(tx);
+    }
+}
+
+impl RawRx {
+    /// Posts a buffer for every empty receive. Never allocates.
+    fn refill(&mut self) {
+        self.rbatch.clear();
+        while let Some(&r) = self.empty.last() {
+            let Some(b) = self.pool.get() else { break };
+            self.empty.pop();
+            self.rbatch.push(&RecvRequest {
+                wr_id: u64::from(r),
+                addr: b.addr(),
+                len: b.capacity() as u32,
+                lkey: self.mr.lkey(),
+            });
+            self.posted[r as usize] = Some(b);
+        }
+        let _ = self.qp.post_recv(&mut self.rbatch);
+    }
+
+    /// Flow rules attached to the QP.
+    pub fn flows(&self) -> usize {
+        self.flows.len()
+    }
+}
+
+impl RxQueue for RawRx {
+    type Burst = Burst<'static, MAX_BATCH>;
+    fn new_burst(&self) -> Self::Burst {
+        Burst::new(self.queue)
+    }
+    fn poll(&mut self, burst: &mut Self::Burst) -> usize {
+        let room = self.batch.saturating_sub(burst.len()).min(self.wcs.len());
+        let n = self.cq.poll(&mut self.wcs[..room]).unwrap_or(0);
+        let (mut got, mut bytes) = (0u64, 0u64);
+        for i in 0..n {
+            let wc = self.wcs[i];
+            let r = wc.wr_id() as u32;
+            let Some(mut b) = self.posted.get_mut(r as usize).and_then(Option::take) else {
+                continue;
+            };
+            self.empty.push(r);
+            if !wc.ok() {
+                self.counters.record_drop(DropReason::Kernel);
+                continue;
+            }
+            let len = (wc.byte_len() as usize).min(b.capacity());
+            b.set_len(len);
+            let meta = PacketMeta {
+                len: len as u32,
+                flow: FlowId::NONE,
+                queue: self.queue,
+                rx_timestamp_ns: 0,
+                conn: ConnId(0),
+            };
+            if burst.push_single(b, meta).is_ok() {
+                got += 1;
+                bytes += len as u64;
+            } else {
+                self.counters.record_drop(DropReason::RingFull);
+            }
+        }
+        if got > 0 {
+            self.counters.record_rx_burst(got, bytes);
+        }
+        self.refill();
+        got as usize
+    }
+}
+
+/// Frames to send.
+pub struct RawTxBurst {
+    pkts: Burst<'static, MAX_BATCH>,
+}
+
+impl TxBurst for RawTxBurst {
+    fn len(&self) -> usize {
+        self.pkts.len()
+    }
+    fn packet_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+        self.pkts
+            .packet_mut(i)
+            .expect("RawTxBurst: index out of range")
+            .segments_mut()
+            .first_mut()?
+            .slot_mut()
+    }
+    fn set_len(&mut self, i: usize, len: usize) {
+        let p = self
+            .pkts
+            .packet_mut(i)
+            .expect("RawTxBurst: index out of range");
+        if let Some(b) = p.segments_mut().first_mut() {
+            b.set_len(len);
+        }
+        p.meta_mut().len = len as u32;
+    }
+}
+
+impl TxQueue for RawTx {
+    type Burst = RawTxBurst;
+    fn new_burst(&self) -> Self::Burst {
+        RawTxBurst {
+            pkts: Burst::new(self.queue),
+        }
+    }
+    fn reserve(&mut self, burst: &mut Self::Burst, n: usize) -> usize {
+        for _ in 0..n.min(MAX_BATCH - burst.pkts.len()) {
+            let Some(b) = self.pool.get() else { break };
+            if burst
+                .pkts
+                .push(Packet::single(
+                    b,
+                    PacketMeta {
+                        queue: self.queue,
+                        ..Default::default()
+                    },
+                ))
+                .is_err()
+            {
+                break;
+            }
+        }
+        burst.pkts.len()
+    }
+    fn send(&mut self, burst: &mut Self::Burst) -> usize {
+        let (mut sent, mut bytes) = (0u64, 0u64);
+        let pkts = core::mem::replace(&mut burst.pkts, Burst::new(self.queue));
+        for p in pkts {
+            let n = self.cq.poll(&mut self.wcs).unwrap_or(0);
+            for i in 0..n {
+                let done = self.wcs[i].wr_id() as u32;
+                while self
+                    .inflight
+                    .front()
+                    .is_some_and(|(s, _)| s.wrapping_sub(done) as i32 <= 0)
+                {
+                    self.inflight.pop_front();
+                }
+            }
+            if self.inflight.len() as u32 + 1 >= self.depth {
+                self.counters.record_drop(DropReason::RingFull);
+                continue;
+            }
+            let Some((addr, len)) = p.segments().first().map(|b| (b.addr(), b.len() as u32)) else {
+                continue;
+            };
+            self.sbatch.clear();
+            self.sbatch.push(&SendRequest {
+                wr_id: u64::from(self.seq),
+                op: SendOp::Send,
+                addr,
+                len,
+                lkey: self.mr.lkey(),
+                imm: 0,
+                remote_addr: 0,
+                rkey: 0,
+                signaled: true,
+                inline: false,
+            });
+            if self.qp.post_send(&mut self.sbatch).is_err() {
+                self.counters.record_drop(DropReason::Kernel);
+                continue;
+            }
+            self.inflight.push_back((self.seq, p));
+            self.seq = self.seq.wrapping_add(1);
+            sent += 1;
+            bytes += u64::from(len);
+        }
+        if sent > 0 {
+            self.counters.record_rx_burst(sent, bytes);
+        }
+        sent as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtdaq_core::flow::{FlowMatch, Ipv4Prefix};
+
+    #[test]
+    fn port_ranges_become_aligned_blocks() {
+        assert_eq!(
+            port_blocks(PortRange { lo: 5000, hi: 5000 }),
+            vec![(5000, 0xffff)]
+        );
+        assert_eq!(
+            port_blocks(PortRange { lo: 4096, hi: 4111 }),
+            vec![(4096, 0xfff0)]
+        );
+        let b = port_blocks(PortRange { lo: 1000, hi: 1010 });
+        let covered: u32 = b.iter().map(|(_, m)| u32::from(!*m) + 1).sum();
+        assert_eq!(covered, 11);
+        for (p, m) in &b {
+            assert_eq!(p & !m, 0, "aligned");
+        }
+    }
+
+    #[test]
+    fn rules_translate_and_unsupported_fields_are_named() {
+        let rule = FlowRule {
+            id: FlowId(1),
+            matcher: FlowMatch {
+                vlan_id: Some(100),
+                ipv4_dst: Some(Ipv4Prefix {
+                    addr: [169, 254, 90, 0],
+                    len: 24,
+                }),
+                udp_dst: Some(PortRange { lo: 5000, hi: 5001 }),
+                ..Default::default()
+            },
+            action: FlowAction::Queue(QueueId(0)),
+        };
+        let ms = flow_matches(&rule).unwrap();
+        assert_eq!(ms.len(), 1);
+        assert_eq!(
+            ms[0].ipv4_dst,
+            Some(([169, 254, 90, 0], [255, 255, 255, 0]))
+        );
+        assert_eq!(ms[0].udp_dst, Some((5000, 0xfffe)));
+        assert_eq!(ms[0].vlan, Some(100));
+        let a = ffi::FlowAttr::build(&ms[0], 1, 0);
+        assert_eq!(a.specs(), 3);
+        let mut bad = rule.clone();
+        bad.matcher.ipv4_total_len = Some(100);
+        assert_eq!(flow_matches(&bad), Err("ipv4_total_len"));
+    }
+}

@@ -1,0 +1,670 @@
+//! The connection manager of one RoCE interface: opening (listen, or connect every
+//! connection with bounded retry), then a thread that accepts peers, notices peers that
+//! leave, destroys their connections once their queue released them, and reconnects
+//! (client). Cold path: allocates and logs freely.
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ffi::{Access, CmEventKind, CmId, ConnParams, EventChannel, Pd, QpCaps, RecvBatch};
+use rtdaq_config::Config;
+use rtdaq_core::traits::QueueResources;
+
+use super::{recv_req, state, CmGuard, Handoff, Iface, QueueVerbs, RoceRx, RoceTx, Setup, Slot};
+use crate::error::{IbvError, Result};
+use crate::proto::{self, Hello, Op, Role, WrKind, CTRL_MAX_SLOTS, CTRL_RECVS, CTRL_SENDS};
+
+/// Client connect attempts at open, and the pause between them (about 5 s in all).
+const CONNECT_ATTEMPTS: u32 = 25;
+const CONNECT_BACKOFF: Duration = Duration::from_millis(200);
+const RESOLVE_TIMEOUT: Duration = Duration::from_millis(2000);
+/// Bytes of one credit message buffer.
+const CTRL_BYTES: usize = 4 * CTRL_MAX_SLOTS as usize;
+
+// Field order is drop order: connections (their QPs) before the CQs in `queues`, the
+// listener before its channel, everything before the PD.
+struct Cm {
+    /// Server: accepted, waiting for ESTABLISHED.
+    pending: Vec<Option<Handoff>>,
+    ids: Vec<Option<Arc<CmId>>>,
+    listener: Option<CmId>,
+    /// Server: the listener's channel (connections report there too).
+    listen_ch: Option<EventChannel>,
+    /// Client: one channel per connection.
+    chans: Vec<Option<EventChannel>>,
+    gens: Vec<u16>,
+    queues: Vec<QueueVerbs>,
+    pd: Pd,
+    iface: Arc<Iface>,
+    setup: Setup,
+}
+
+fn tag(k: usize, gen: u16) -> u64 {
+    (u64::from(gen) << 32) | (k as u64 + 1)
+}
+fn untag(t: u64) -> Option<(usize, u16)> {
+    let k = (t & 0xffff_ffff) as usize;
+    (k > 0).then(|| (k - 1, (t >> 32) as u16))
+}
+
+/// Opens interface `s.i`: device, PD, CQs, memory registration, listener or connections;
+/// starts its CM thread; returns its queues.
+pub(crate) fn open_interface(
+    cfg: &Config,
+    s: &Setup,
+    res: &[&QueueResources<'static>],
+) -> Result<(Vec<RoceRx>, Vec<RoceTx>)> {
+    let key = format!("interfaces[{}].address", s.i);
+    let ch = EventChannel::new().map_err(|e| IbvError::verbs(&key, "RDMA CM event channel", e))?;
+    // The device: the listener's bound address, or the resolved route of a probe id.
+    let probe = ch
+        .create_id(0)
+        .map_err(|e| IbvError::verbs(&key, "rdma_create_id", e))?;
+    if s.server {
+        probe.bind(s.addr).map_err(|e| match e.errno() {
+            Some(libc::EADDRNOTAVAIL) | Some(libc::ENODEV) | Some(libc::EINVAL) => {
+                IbvError::NoDevice {
+                    detail: format!(
+                        "{key} = \"{}\": no RDMA device has {} ({e})",
+                        s.uri,
+                        s.addr.ip()
+                    ),
+                }
+            }
+            _ => IbvError::verbs(&key, format!("binding {}", s.uri), e),
+        })?;
+    } else {
+        resolve(&ch, &probe, s, &key)?;
+    }
+    let ctx = probe.context().ok_or_else(|| IbvError::NoDevice {
+        detail: format!("{key} = \"{}\" is on no RDMA device", s.uri),
+    })?;
+    let pd = ctx
+        .alloc_pd()
+        .map_err(|e| IbvError::verbs(&key, "ibv_alloc_pd", e))?;
+    let per_queue = (s.conns as usize).div_ceil(res.len().max(1)) as u32;
+    let mut queues = Vec::with_capacity(res.len());
+    for (j, r) in res.iter().enumerate() {
+        let qkey = format!(
+            "interfaces[{}].{}_queues[{j}]",
+            s.i,
+            if s.receiver { "rx" } else { "tx" }
+        );
+        let pool = *r
+            .pools
+            .first()
+            .ok_or_else(|| IbvError::config(&qkey, "no memory region"))?;
+        if r.pools.len() > 1 {
+            return Err(IbvError::config(
+                format!("{qkey}.memory_regions"),
+                "RoCE delivers whole messages: list one region (no header-data split)",
+            ));
+        }
+        let need = if s.receiver {
+            per_queue as usize * s.credits as usize
+        } else {
+            0
+        };
+        if s.receiver && pool.slot_count() < need + 2 {
+            return Err(IbvError::config(
+                format!("{qkey}.memory_regions[0]"),
+                format!("{} buffers but {per_queue} connection(s) × engine.ibverbs.credits {} = {need} stay posted; raise buf_count (≥ {need} + 2 × batch_size) or lower credits", pool.slot_count(), s.credits),
+            ));
+        }
+        let access = Access {
+            local_write: true,
+            remote_write: s.receiver && s.op == Op::WriteImm,
+            remote_read: false,
+        };
+        let mr = pd.register_pool(pool, access).map_err(|e| {
+            IbvError::verbs(
+                format!("{qkey}.memory_regions[0]"),
+                "registering the region (ibv_reg_mr; ENOMEM: raise the locked-memory limit)",
+                e,
+            )
+        })?;
+        let depth = per_queue
+            * if s.receiver {
+                s.credits + CTRL_SENDS
+            } else {
+                s.sq_depth + CTRL_RECVS
+            }
+            + 64;
+        let cq = ctx
+            .create_cq(depth)
+            .map_err(|e| IbvError::verbs(&qkey, format!("ibv_create_cq({depth})"), e))?;
+        queues.push(QueueVerbs {
+            cq: Arc::new(cq),
+            pool,
+            mr: Arc::new(mr),
+        });
+    }
+    let iface = Arc::new(Iface {
+        slots: (0..s.conns)
+            .map(|_| Slot {
+                cell: Mutex::new(None),
+                state: std::sync::atomic::AtomicU8::new(state::IDLE),
+            })
+            .collect(),
+        epoch: std::sync::atomic::AtomicU32::new(0),
+        stop: std::sync::atomic::AtomicBool::new(false),
+        established: Default::default(),
+        disconnects: Default::default(),
+        reconnects: Default::default(),
+        rejected: Default::default(),
+        key: format!("interfaces[{}] ({})", s.i, s.uri),
+    });
+    let n = s.conns as usize;
+    let mut cm = Cm {
+        iface: Arc::clone(&iface),
+        setup: s.clone(),
+        pd,
+        queues: queues.clone(),
+        listen_ch: None,
+        listener: None,
+        chans: (0..n).map(|_| None).collect(),
+        ids: (0..n).map(|_| None).collect(),
+        gens: vec![0; n],
+        pending: (0..n).map(|_| None).collect(),
+    };
+    if s.server {
+        probe
+            .listen(n.clamp(1, 1024) as i32)
+            .map_err(|e| IbvError::verbs(&key, format!("rdma_listen on {}", s.uri), e))?;
+        log::info!("{key}: listening on {} for {n} connection(s)", s.uri);
+        cm.listener = Some(probe);
+        cm.listen_ch = Some(ch);
+    } else {
+        drop(probe);
+        drop(ch);
+        for k in 0..n {
+            cm.connect(k, CONNECT_ATTEMPTS)?;
+        }
+        log::info!("{key}: {n} connection(s) to {}", s.uri);
+    }
+    let t = std::thread::Builder::new()
+        .name(format!("rtdaq-cm-{}", s.i))
+        .spawn(move || cm.run())
+        .map_err(|e| IbvError::config(&key, format!("cannot start the RDMA CM thread: {e}")))?;
+    let guard = Arc::new(CmGuard {
+        iface: Arc::clone(&iface),
+        thread: Mutex::new(Some(t)),
+    });
+    let nq = queues.len();
+    let mut rxs = Vec::new();
+    let mut txs = Vec::new();
+    for (j, (q, r)) in queues.into_iter().zip(res).enumerate() {
+        if s.receiver {
+            let qc = &cfg.interfaces[s.i].rx_queues[j];
+            rxs.push(RoceRx::new(s, j, nq, q, r.counters, Arc::clone(&guard), qc));
+        } else {
+            let qc = &cfg.interfaces[s.i].tx_queues[j];
+            txs.push(RoceTx::new(s, j, nq, q, r.counters, Arc::clone(&guard), qc));
+        }
+    }
+    Ok((rxs, txs))
+}
+
+/// Resolves the address and route of `id` towards `s.addr`, waiting on `ch`.
+fn resolve(ch: &EventChannel, id: &CmId, s: &Setup, key: &str) -> Result<()> {
+    id.resolve_addr(None, s.addr, RESOLVE_TIMEOUT)
+        .map_err(|e| match e.errno() {
+            Some(libc::ENODEV) | Some(libc::EADDRNOTAVAIL) | Some(libc::ENETUNREACH) => {
+                IbvError::NoDevice {
+                    detail: format!(
+                        "{key} = \"{}\": no RDMA device reaches {} ({e})",
+                        s.uri,
+                        s.addr.ip()
+                    ),
+                }
+            }
+            _ => IbvError::verbs(key, format!("resolving {}", s.uri), e),
+        })?;
+    let ev = wait_event(ch, RESOLVE_TIMEOUT + Duration::from_secs(1), key)?;
+    if ev != CmEventKind::AddrResolved {
+        return Err(IbvError::NoDevice {
+            detail: format!(
+                "{key} = \"{}\": address resolution failed ({ev:?}): no RDMA device reaches {}",
+                s.uri,
+                s.addr.ip()
+            ),
+        });
+    }
+    id.resolve_route(RESOLVE_TIMEOUT)
+        .map_err(|e| IbvError::verbs(key, "rdma_resolve_route", e))?;
+    let ev = wait_event(ch, RESOLVE_TIMEOUT + Duration::from_secs(1), key)?;
+    if ev != CmEventKind::RouteResolved {
+        return Err(IbvError::config(
+            key,
+            format!("route resolution to {} failed ({ev:?})", s.uri),
+        ));
+    }
+    Ok(())
+}
+
+fn wait_event(ch: &EventChannel, timeout: Duration, key: &str) -> Result<CmEventKind> {
+    Ok(wait_full(ch, timeout, key)?.map_or(CmEventKind::Other(u32::MAX), |e| e.0))
+}
+
+fn wait_full(
+    ch: &EventChannel,
+    timeout: Duration,
+    key: &str,
+) -> Result<Option<(CmEventKind, Vec<u8>, i32)>> {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(ev) = ch
+            .next()
+            .map_err(|e| IbvError::verbs(key, "rdma_get_cm_event", e))?
+        {
+            return Ok(Some((ev.kind, ev.private_data().to_vec(), ev.status)));
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        ch.wait(left.min(Duration::from_millis(50)));
+    }
+}
+
+impl Cm {
+    fn hello(&self, q: usize) -> Hello {
+        let v = &self.queues[q];
+        let s = &self.setup;
+        Hello {
+            role: if s.receiver {
+                Role::Receiver
+            } else {
+                Role::Sender
+            },
+            op: s.op,
+            credits: if s.receiver && s.op == Op::Send {
+                s.credits
+            } else {
+                0
+            },
+            rkey: if s.receiver { v.mr.rkey() } else { 0 },
+            base: v.pool.base_addr(),
+            slot_size: v.pool.slot_size() as u32,
+            slot_count: v.pool.slot_count() as u32,
+        }
+    }
+
+    /// Creates connection `k`'s QP on `id` and posts what must be posted before the peer
+    /// may send: RX SEND mode: `credits` receives into pool buffers; TX: credit receives.
+    fn build(
+        &mut self,
+        k: usize,
+        mut id: CmId,
+        peer: Option<Hello>,
+    ) -> std::result::Result<Handoff, (String, CmId)> {
+        match self.prepare(k, &mut id) {
+            Ok((recvs, ctrl)) => Ok(Handoff {
+                id: Arc::new(id),
+                gen: self.gens[k],
+                peer,
+                recvs,
+                ctrl,
+            }),
+            Err(e) => Err((e, id)),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        &mut self,
+        k: usize,
+        id: &mut CmId,
+    ) -> std::result::Result<(Vec<Option<rtdaq_core::Buf<'static>>>, ffi::Mr), String> {
+        let s = &self.setup;
+        let q = k % self.queues.len();
+        let v = &self.queues[q];
+        let caps = if s.receiver {
+            QpCaps {
+                max_send_wr: CTRL_SENDS,
+                max_recv_wr: s.credits,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline: 0,
+            }
+        } else {
+            QpCaps {
+                max_send_wr: s.sq_depth,
+                max_recv_wr: CTRL_RECVS,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline: 0,
+            }
+        };
+        id.create_qp(&self.pd, &v.cq, &v.cq, caps)
+            .map_err(|e| e.to_string())?;
+        let nctrl = if s.receiver { CTRL_SENDS } else { CTRL_RECVS } as usize;
+        let mut ctrl = self
+            .pd
+            .register_owned(
+                vec![0u8; nctrl * CTRL_BYTES].into_boxed_slice(),
+                Access {
+                    local_write: true,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        let gen = self.gens[k];
+        let mut recvs = Vec::new();
+        if s.receiver && s.op == Op::Send {
+            let mut batch = RecvBatch::with_capacity(s.credits as usize);
+            for r in 0..s.credits {
+                let Some(b) = v.pool.get() else {
+                    return Err(format!(
+                        "the RX pool ran out of buffers posting {} receives",
+                        s.credits
+                    ));
+                };
+                batch.push(&recv_req(
+                    proto::wr_id(WrKind::Recv, k as u16, gen, r),
+                    &b,
+                    v.mr.lkey(),
+                ));
+                recvs.push(Some(b));
+            }
+            id.post_recv(&mut batch)
+                .map_err(|e| format!("ibv_post_recv: errno {}", e.errno))?;
+        } else if !s.receiver {
+            let mut batch = RecvBatch::with_capacity(CTRL_RECVS as usize);
+            let base = ctrl.addr();
+            let lkey = ctrl.lkey();
+            let _ = ctrl.owned_mut();
+            for r in 0..CTRL_RECVS {
+                batch.push(&ffi::RecvRequest {
+                    wr_id: proto::wr_id(WrKind::CtrlRecv, k as u16, gen, r),
+                    addr: base + u64::from(r) * CTRL_BYTES as u64,
+                    len: CTRL_BYTES as u32,
+                    lkey,
+                });
+            }
+            id.post_recv(&mut batch)
+                .map_err(|e| format!("ibv_post_recv: errno {}", e.errno))?;
+        }
+        Ok((recvs, ctrl))
+    }
+
+    /// Client: connects connection `k` (new id on its own channel), up to `attempts`
+    /// tries; publishes it on success.
+    fn connect(&mut self, k: usize, attempts: u32) -> Result<()> {
+        let s = self.setup.clone();
+        let key = format!("interfaces[{}].address", s.i);
+        let start = Instant::now();
+        let mut last = String::new();
+        for attempt in 1..=attempts {
+            if attempt > 1 {
+                if self.iface.stop.load(Ordering::Acquire) {
+                    break;
+                }
+                std::thread::sleep(CONNECT_BACKOFF);
+            }
+            self.gens[k] = self.gens[k].wrapping_add(1);
+            match self.try_connect(k, &s, &key) {
+                Ok(h) => {
+                    self.ids[k] = Some(Arc::clone(&h.id));
+                    self.publish(k, h);
+                    return Ok(());
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(IbvError::Connect {
+            key,
+            uri: s.uri.clone(),
+            attempts,
+            secs: start.elapsed().as_secs_f64(),
+            last,
+        })
+    }
+
+    fn try_connect(
+        &mut self,
+        k: usize,
+        s: &Setup,
+        key: &str,
+    ) -> std::result::Result<Handoff, String> {
+        let ch = EventChannel::new().map_err(|e| e.to_string())?;
+        let id = ch
+            .create_id(tag(k, self.gens[k]))
+            .map_err(|e| e.to_string())?;
+        resolve(&ch, &id, s, key).map_err(|e| e.to_string())?;
+        let q = k % self.queues.len();
+        let hello = self.hello(q).encode();
+        let h = self.build(k, id, None).map_err(|(e, _)| e)?;
+        h.id.connect(&hello, ConnParams::default())
+            .map_err(|e| e.to_string())?;
+        let ev = wait_full(&ch, Duration::from_secs(5), key).map_err(|e| e.to_string())?;
+        match ev {
+            Some((CmEventKind::Established, private, _)) => {
+                let peer = Hello::decode(&private);
+                if let Some(p) = &peer {
+                    if p.role
+                        == if s.receiver {
+                            Role::Receiver
+                        } else {
+                            Role::Sender
+                        }
+                        || p.op != s.op
+                    {
+                        h.id.disconnect();
+                        return Err(format!(
+                            "the peer is a {:?} with {:?}, this end a {} with {:?}",
+                            p.role,
+                            p.op,
+                            if s.receiver { "receiver" } else { "sender" },
+                            s.op
+                        ));
+                    }
+                }
+                self.chans[k] = Some(ch);
+                self.iface.established.fetch_add(1, Ordering::Relaxed);
+                Ok(Handoff { peer, ..h })
+            }
+            Some((kind, _, status)) => Err(format!(
+                "{kind:?} (status {status}){}",
+                if kind == CmEventKind::Rejected {
+                    ": nobody listening, or the server refused"
+                } else {
+                    ""
+                }
+            )),
+            None => Err("no answer within 5 s".into()),
+        }
+    }
+
+    fn publish(&self, k: usize, h: Handoff) {
+        let slot = &self.iface.slots[k];
+        if let Ok(mut c) = slot.cell.lock() {
+            *c = Some(h);
+        }
+        slot.state.store(state::PUBLISHED, Ordering::Release);
+        self.iface.bump();
+    }
+
+    fn run(mut self) {
+        while !self.iface.stop.load(Ordering::Acquire) {
+            if let Some(ch) = self.listen_ch.clone() {
+                ch.wait(Duration::from_millis(20));
+                while let Ok(Some(ev)) = ch.next() {
+                    self.on_event(ev);
+                }
+            } else {
+                let mut any = false;
+                for k in 0..self.chans.len() {
+                    let Some(ch) = self.chans[k].clone() else {
+                        continue;
+                    };
+                    any = true;
+                    while let Ok(Some(ev)) = ch.next() {
+                        self.on_event(ev);
+                    }
+                }
+                if !any {
+                    std::thread::sleep(Duration::from_millis(20));
+                } else {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            self.housekeeping();
+        }
+        for id in self.ids.iter().flatten() {
+            id.disconnect();
+        }
+    }
+
+    /// Broken connections are disconnected; released ones destroyed (and reconnected).
+    fn housekeeping(&mut self) {
+        for k in 0..self.ids.len() {
+            let st = self.iface.slots[k].state.load(Ordering::Acquire);
+            if st == state::BROKEN {
+                if let Some(id) = &self.ids[k] {
+                    id.disconnect();
+                }
+                self.iface.disconnects.fetch_add(1, Ordering::Relaxed);
+                self.iface.slots[k]
+                    .state
+                    .store(state::DEAD, Ordering::Release);
+                self.iface.bump();
+            } else if st == state::RELEASED {
+                self.ids[k] = None;
+                self.chans[k] = None;
+                self.iface.slots[k]
+                    .state
+                    .store(state::IDLE, Ordering::Release);
+                if !self.setup.server && !self.iface.stop.load(Ordering::Acquire) {
+                    log::warn!(
+                        "{}: connection {} lost; reconnecting",
+                        self.iface.key,
+                        k + 1
+                    );
+                    if self.connect(k, 1).is_ok() {
+                        self.iface.reconnects.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        // Try again at the next round.
+                        self.iface.slots[k]
+                            .state
+                            .store(state::RELEASED, Ordering::Release);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, mut ev: ffi::CmEvent) {
+        match ev.kind {
+            CmEventKind::ConnectRequest => {
+                let peer = Hello::decode(ev.private_data());
+                let Some(id) = ev.new_id.take() else { return };
+                let want = if self.setup.receiver {
+                    Role::Sender
+                } else {
+                    Role::Receiver
+                };
+                let refuse = match &peer {
+                    Some(p) => p.role != want || p.op != self.setup.op,
+                    // A foreign peer can only SEND into pre-posted receives.
+                    None => !(self.setup.receiver && self.setup.op == Op::Send),
+                };
+                let free = (0..self.ids.len()).find(|&k| {
+                    self.ids[k].is_none()
+                        && self.pending[k].is_none()
+                        && self.iface.slots[k].state.load(Ordering::Acquire) == state::IDLE
+                });
+                let (Some(k), false) = (free, refuse) else {
+                    self.iface.rejected.fetch_add(1, Ordering::Relaxed);
+                    log::warn!(
+                        "{}: connect request refused ({})",
+                        self.iface.key,
+                        if refuse {
+                            "peer role or op does not match"
+                        } else {
+                            "every connection slot is busy"
+                        }
+                    );
+                    id.reject(&[]);
+                    return;
+                };
+                self.gens[k] = self.gens[k].wrapping_add(1);
+                id.set_tag(tag(k, self.gens[k]));
+                let hello = self.hello(k % self.queues.len()).encode();
+                match self.build(k, id, peer) {
+                    Ok(h) => {
+                        if let Err(e) = h.id.accept(&hello, ConnParams::default()) {
+                            log::warn!("{}: rdma_accept failed: {e}", self.iface.key);
+                            return;
+                        }
+                        self.ids[k] = Some(Arc::clone(&h.id));
+                        self.pending[k] = Some(h);
+                    }
+                    Err((e, id)) => {
+                        log::warn!(
+                            "{}: cannot set up connection {}: {e}",
+                            self.iface.key,
+                            k + 1
+                        );
+                        id.reject(&[]);
+                        self.iface.rejected.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            CmEventKind::Established => {
+                let Some((k, gen)) = untag(ev.tag) else {
+                    return;
+                };
+                if k < self.pending.len() && self.gens[k] == gen {
+                    if let Some(h) = self.pending[k].take() {
+                        self.iface.established.fetch_add(1, Ordering::Relaxed);
+                        log::info!(
+                            "{}: connection {} established ({})",
+                            self.iface.key,
+                            k + 1,
+                            if h.peer.is_some() {
+                                "rtdaq peer"
+                            } else {
+                                "foreign peer"
+                            }
+                        );
+                        self.publish(k, h);
+                    }
+                }
+            }
+            CmEventKind::Disconnected
+            | CmEventKind::DeviceRemoval
+            | CmEventKind::ConnectError
+            | CmEventKind::Unreachable
+            | CmEventKind::Rejected => {
+                let Some((k, gen)) = untag(ev.tag) else {
+                    return;
+                };
+                if k >= self.ids.len() || self.gens[k] != gen {
+                    return;
+                }
+                if let Some(id) = &self.ids[k] {
+                    id.disconnect();
+                }
+                if self.pending[k].take().is_some() {
+                    self.ids[k] = None;
+                    return;
+                }
+                let slot = &self.iface.slots[k];
+                let st = slot.state.load(Ordering::Acquire);
+                if matches!(st, state::PUBLISHED | state::ACTIVE) {
+                    log::warn!(
+                        "{}: connection {} lost ({:?})",
+                        self.iface.key,
+                        k + 1,
+                        ev.kind
+                    );
+                    self.iface.disconnects.fetch_add(1, Ordering::Relaxed);
+                    slot.state.store(state::DEAD, Ordering::Release);
+                    self.iface.bump();
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,606 @@
+//! Queue pairs and work requests: the [`SendRequest`]/[`RecvRequest`] descriptions, the
+//! preallocated [`SendBatch`]/[`RecvBatch`] that turn them into linked `ibv_send_wr` /
+//! `ibv_recv_wr` lists, and [`Qp`] (raw packet QPs; RC QPs belong to a
+//! [`CmId`](crate::CmId)).
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use super::raw;
+use super::result::{non_null, zero_or_errno};
+use super::verbs::{Cq, Pd, PdInner};
+use crate::error::Result;
+
+/// Capacities of a new queue pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// Gather entries per send.
+    pub max_send_sge: u32,
+    /// Scatter entries per receive.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send (0: none).
+    pub max_inline: u32,
+}
+
+impl QpCaps {
+    pub(crate) fn raw(&self) -> raw::ibv_qp_cap {
+        raw::ibv_qp_cap {
+            max_send_wr: self.max_send_wr,
+            max_recv_wr: self.max_recv_wr,
+            max_send_sge: self.max_send_sge,
+            max_recv_sge: self.max_recv_sge,
+            max_inline_data: self.max_inline,
+        }
+    }
+}
+
+/// The operation of a [`SendRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// `IBV_WR_SEND`: consumes one posted receive of the peer.
+    Send,
+    /// `IBV_WR_SEND_WITH_IMM`: a SEND carrying 32 bits in the completion.
+    SendImm,
+    /// `IBV_WR_RDMA_WRITE_WITH_IMM`: writes `remote_addr` and consumes one posted receive
+    /// of the peer, whose completion carries the immediate.
+    WriteImm,
+    /// `IBV_WR_RDMA_WRITE`: writes `remote_addr`, invisible to the peer's CPU.
+    Write,
+    /// `IBV_WR_RDMA_READ`: reads `remote_addr` into the local buffer.
+    Read,
+}
+
+impl SendOp {
+    /// The `ibv_wr_opcode`.
+    pub fn opcode(self) -> u32 {
+        match self {
+            SendOp::Send => raw::IBV_WR_SEND,
+            SendOp::SendImm => raw::IBV_WR_SEND_WITH_IMM,
+            SendOp::WriteImm => raw::IBV_WR_RDMA_WRITE_WITH_IMM,
+            SendOp::Write => raw::IBV_WR_RDMA_WRITE,
+            SendOp::Read => raw::IBV_WR_RDMA_READ,
+        }
+    }
+    fn has_imm(self) -> bool {
+        matches!(self, SendOp::SendImm | SendOp::WriteImm)
+    }
+    fn has_remote(self) -> bool {
+        matches!(self, SendOp::WriteImm | SendOp::Write | SendOp::Read)
+    }
+}
+
+/// One send-queue work request (one gather entry, or none when `len` is 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendRequest {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Operation.
+    pub op: SendOp,
+    /// Local buffer address (inside a registered region with `lkey`).
+    pub addr: u64,
+    /// Bytes.
+    pub len: u32,
+    /// Local key of the region holding the buffer.
+    pub lkey: u32,
+    /// Immediate value, host order (`SendImm`, `WriteImm`).
+    pub imm: u32,
+    /// Peer address (`WriteImm`, `Write`, `Read`).
+    pub remote_addr: u64,
+    /// Peer region's key (`WriteImm`, `Write`, `Read`).
+    pub rkey: u32,
+    /// Generate a completion (`IBV_SEND_SIGNALED`); unsignaled requests complete silently
+    /// with the next signaled one (selective signaling).
+    pub signaled: bool,
+    /// Copy the bytes into the WQE (`IBV_SEND_INLINE`, up to the QP's `max_inline`).
+    pub inline: bool,
+}
+
+/// Fills `wr`/`sge` from `req` (pure: no call into C). `wr.next` and `wr.sg_list` are left
+/// for the batch to link. Used by [`SendBatch::push`]; public for tests and tools.
+pub fn fill_send_wr(req: &SendRequest, wr: &mut raw::ibv_send_wr, sge: &mut raw::ibv_sge) {
+    *wr = raw::ibv_send_wr::default();
+    *sge = raw::ibv_sge {
+        addr: req.addr,
+        length: req.len,
+        lkey: req.lkey,
+    };
+    wr.wr_id = req.wr_id;
+    wr.num_sge = i32::from(req.len > 0);
+    wr.opcode = req.op.opcode();
+    let mut flags = 0;
+    if req.signaled {
+        flags |= raw::IBV_SEND_SIGNALED;
+    }
+    if req.inline {
+        flags |= raw::IBV_SEND_INLINE;
+    }
+    wr.send_flags = flags;
+    if req.op.has_imm() {
+        wr.__bindgen_anon_1.imm_data = req.imm.to_be();
+    }
+    if req.op.has_remote() {
+        wr.wr.rdma = raw::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
+            remote_addr: req.remote_addr,
+            rkey: req.rkey,
+        };
+    }
+}
+
+/// One receive work request (one scatter entry, or none when `len` is 0: a receive for a
+/// WRITE with immediate or a zero-length SEND).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvRequest {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Buffer address.
+    pub addr: u64,
+    /// Bytes the buffer holds.
+    pub len: u32,
+    /// Local key of its region.
+    pub lkey: u32,
+}
+
+/// Fills `wr`/`sge` from `req` (pure).
+pub fn fill_recv_wr(req: &RecvRequest, wr: &mut raw::ibv_recv_wr, sge: &mut raw::ibv_sge) {
+    *wr = raw::ibv_recv_wr::default();
+    *sge = raw::ibv_sge {
+        addr: req.addr,
+        length: req.len,
+        lkey: req.lkey,
+    };
+    wr.wr_id = req.wr_id;
+    wr.num_sge = i32::from(req.len > 0);
+}
+
+/// A failed post: the provider's errno and how many requests of the batch were posted
+/// before the failing one. `Copy`, built on the hot path without allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostError {
+    /// Positive errno (`ENOMEM`: the queue is full; `EINVAL`: a bad request).
+    pub errno: i32,
+    /// Requests posted before the failure.
+    pub posted: usize,
+}
+
+/// Up to `capacity` send requests, preallocated; linked and posted in one call.
+pub struct SendBatch {
+    wrs: Box<[raw::ibv_send_wr]>,
+    sges: Box<[raw::ibv_sge]>,
+    n: usize,
+}
+
+// SAFETY: the raw pointers inside the WRs point into the batch's own boxes (relinked at
+// every post) or are null; nothing is shared.
+unsafe impl Send for SendBatch {}
+
+impl SendBatch {
+    /// A batch of at most `capacity` requests. Cold path.
+    pub fn with_capacity(capacity: usize) -> Self {
+        SendBatch {
+            wrs: vec![raw::ibv_send_wr::default(); capacity.max(1)].into_boxed_slice(),
+            sges: vec![raw::ibv_sge::default(); capacity.max(1)].into_boxed_slice(),
+            n: 0,
+        }
+    }
+    /// Requests in the batch.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.n
+    }
+    /// True when empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+    /// Free room.
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.wrs.len() - self.n
+    }
+    /// Empties the batch.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.n = 0;
+    }
+    /// Appends a request; `false` when full. Never allocates.
+    #[inline]
+    pub fn push(&mut self, req: &SendRequest) -> bool {
+        if self.n == self.wrs.len() {
+            return false;
+        }
+        fill_send_wr(req, &mut self.wrs[self.n], &mut self.sges[self.n]);
+        self.n += 1;
+        true
+    }
+    /// Marks the last request signaled (selective signaling: the end of a burst).
+    #[inline]
+    pub fn signal_last(&mut self) {
+        if self.n > 0 {
+            self.wrs[self.n - 1].send_flags |= raw::IBV_SEND_SIGNALED;
+        }
+    }
+    /// Request `i` as built (for tests and tools).
+    pub fn wr(&self, i: usize) -> Option<(&raw::ibv_send_wr, &raw::ibv_sge)> {
+        (i < self.n).then(|| (&self.wrs[i], &self.sges[i]))
+    }
+    /// Links the WRs into a list and returns its head. Never allocates.
+    fn link(&mut self) -> *mut raw::ibv_send_wr {
+        let base = self.wrs.as_mut_ptr();
+        let sbase = self.sges.as_mut_ptr();
+        for i in 0..self.n {
+            let next = if i + 1 < self.n {
+                // SAFETY: i + 1 < n <= len: in bounds of the box.
+                unsafe { base.add(i + 1) }
+            } else {
+                std::ptr::null_mut()
+            };
+            let w = &mut self.wrs[i];
+            w.next = next;
+            w.sg_list = if w.num_sge > 0 {
+                // SAFETY: i < len of the sge box.
+                unsafe { sbase.add(i) }
+            } else {
+                std::ptr::null_mut()
+            };
+        }
+        base
+    }
+}
+
+/// Up to `capacity` receive requests, preallocated.
+pub struct RecvBatch {
+    wrs: Box<[raw::ibv_recv_wr]>,
+    sges: Box<[raw::ibv_sge]>,
+    n: usize,
+}
+
+// SAFETY: as for SendBatch.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    /// A batch of at most `capacity` requests. Cold path.
+    pub fn with_capacity(capacity: usize) -> Self {
+        RecvBatch {
+            wrs: vec![raw::ibv_recv_wr::default(); capacity.max(1)].into_boxed_slice(),
+            sges: vec![raw::ibv_sge::default(); capacity.max(1)].into_boxed_slice(),
+            n: 0,
+        }
+    }
+    /// Requests in the batch.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.n
+    }
+    /// True when empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+    /// Free room.
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.wrs.len() - self.n
+    }
+    /// Empties the batch.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.n = 0;
+    }
+    /// Appends a request; `false` when full. Never allocates.
+    #[inline]
+    pub fn push(&mut self, req: &RecvRequest) -> bool {
+        if self.n == self.wrs.len() {
+            return false;
+        }
+        fill_recv_wr(req, &mut self.wrs[self.n], &mut self.sges[self.n]);
+        self.n += 1;
+        true
+    }
+    /// Request `i` as built.
+    pub fn wr(&self, i: usize) -> Option<(&raw::ibv_recv_wr, &raw::ibv_sge)> {
+        (i < self.n).then(|| (&self.wrs[i], &self.sges[i]))
+    }
+    fn link(&mut self) -> *mut raw::ibv_recv_wr {
+        let base = self.wrs.as_mut_ptr();
+        let sbase = self.sges.as_mut_ptr();
+        for i in 0..self.n {
+            let next = if i + 1 < self.n {
+                // SAFETY: i + 1 < n <= len.
+                unsafe { base.add(i + 1) }
+            } else {
+                std::ptr::null_mut()
+            };
+            let w = &mut self.wrs[i];
+            w.next = next;
+            w.sg_list = if w.num_sge > 0 {
+                // SAFETY: i < len of the sge box.
+                unsafe { sbase.add(i) }
+            } else {
+                std::ptr::null_mut()
+            };
+        }
+        base
+    }
+}
+
+/// Posts a send batch on `qp` and empties it. Never allocates.
+///
+/// # Safety
+/// `qp` is a live QP. (Buffer contract: the SGEs name registered memory the caller does
+/// not hand to anyone else until the request completed; the HCA checks the keys and
+/// bounds, so a wrong key fails the request instead of touching other memory.)
+pub(crate) unsafe fn post_send(
+    qp: *mut raw::ibv_qp,
+    batch: &mut SendBatch,
+) -> core::result::Result<(), PostError> {
+    if batch.n == 0 {
+        return Ok(());
+    }
+    let head = batch.link();
+    let mut bad: *mut raw::ibv_send_wr = std::ptr::null_mut();
+    // SAFETY: head is a valid linked list of n WRs in the batch; qp is live (caller).
+    let rc = unsafe { raw::rtdaq_ibv_post_send(qp, head, &mut bad) };
+    let n = batch.n;
+    batch.n = 0;
+    if rc == 0 {
+        return Ok(());
+    }
+    let posted = if bad.is_null() {
+        0
+    } else {
+        // SAFETY: bad points into the same box as head.
+        (unsafe { bad.offset_from(head) }).clamp(0, n as isize) as usize
+    };
+    Err(PostError {
+        errno: rc.abs(),
+        posted,
+    })
+}
+
+/// Posts a receive batch on `qp` and empties it. Never allocates.
+///
+/// # Safety
+/// As [`post_send`].
+pub(crate) unsafe fn post_recv(
+    qp: *mut raw::ibv_qp,
+    batch: &mut RecvBatch,
+) -> core::result::Result<(), PostError> {
+    if batch.n == 0 {
+        return Ok(());
+    }
+    let head = batch.link();
+    let mut bad: *mut raw::ibv_recv_wr = std::ptr::null_mut();
+    // SAFETY: as in post_send.
+    let rc = unsafe { raw::rtdaq_ibv_post_recv(qp, head, &mut bad) };
+    let n = batch.n;
+    batch.n = 0;
+    if rc == 0 {
+        return Ok(());
+    }
+    let posted = if bad.is_null() {
+        0
+    } else {
+        // SAFETY: bad points into the same box as head.
+        (unsafe { bad.offset_from(head) }).clamp(0, n as isize) as usize
+    };
+    Err(PostError {
+        errno: rc.abs(),
+        posted,
+    })
+}
+
+/// A raw packet queue pair (`IBV_QPT_RAW_PACKET`: whole Ethernet frames, steered to it
+/// by flow rules), created RESET → INIT → RTR → RTS. Destroyed on drop (before its CQs).
+pub struct Qp {
+    ptr: NonNull<raw::ibv_qp>,
+    _pd: Arc<PdInner>,
+}
+
+// SAFETY: ibv_post_send/recv are thread-safe; one owner thread posts in rtdaq anyway.
+unsafe impl Send for Qp {}
+// SAFETY: as above.
+unsafe impl Sync for Qp {}
+
+impl Qp {
+    /// Creates a raw packet QP on `port` (needs `CAP_NET_RAW`; ConnectX, not Soft-RoCE).
+    ///
+    /// # Errors
+    /// `ibv_create_qp` (`EPERM`: no `CAP_NET_RAW`; `EOPNOTSUPP`: the device has no raw
+    /// packet QPs, e.g. Soft-RoCE) or `ibv_modify_qp` failed.
+    pub fn create_raw_packet(
+        pd: &Pd,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        caps: QpCaps,
+        port: u8,
+    ) -> Result<Qp> {
+        let mut attr = raw::ibv_qp_init_attr {
+            send_cq: send_cq.ptr.as_ptr(),
+            recv_cq: recv_cq.ptr.as_ptr(),
+            cap: caps.raw(),
+            qp_type: raw::IBV_QPT_RAW_PACKET,
+            ..Default::default()
+        };
+        // SAFETY: valid PD, CQs and attributes.
+        let p = unsafe { raw::ibv_create_qp(pd.as_raw(), &mut attr) };
+        let qp = Qp {
+            ptr: non_null(p, "ibv_create_qp")?,
+            _pd: Arc::clone(&pd.0),
+        };
+        let mut a = raw::ibv_qp_attr {
+            qp_state: raw::IBV_QPS_INIT,
+            port_num: port,
+            ..Default::default()
+        };
+        qp.modify(&mut a, raw::IBV_QP_STATE | raw::IBV_QP_PORT)?;
+        let mut a = raw::ibv_qp_attr {
+            qp_state: raw::IBV_QPS_RTR,
+            ..Default::default()
+        };
+        qp.modify(&mut a, raw::IBV_QP_STATE)?;
+        let mut a = raw::ibv_qp_attr {
+            qp_state: raw::IBV_QPS_RTS,
+            ..Default::default()
+        };
+        qp.modify(&mut a, raw::IBV_QP_STATE)?;
+        Ok(qp)
+    }
+
+    fn modify(&self, attr: &mut raw::ibv_qp_attr, mask: u32) -> Result<()> {
+        // SAFETY: live QP, valid attributes for the mask.
+        let rc = unsafe { raw::ibv_modify_qp(self.ptr.as_ptr(), attr, mask as i32) };
+        zero_or_errno(rc, "ibv_modify_qp")
+    }
+
+    /// The QP number.
+    pub fn num(&self) -> u32 {
+        // SAFETY: live QP.
+        unsafe { raw::rtdaq_ibv_qp_num(self.ptr.as_ptr()) }
+    }
+
+    /// Posts and empties `batch`. Never allocates.
+    ///
+    /// # Errors
+    /// [`PostError`] (queue full, bad request).
+    #[inline]
+    pub fn post_send(&self, batch: &mut SendBatch) -> core::result::Result<(), PostError> {
+        // SAFETY: self is a live QP.
+        unsafe { post_send(self.ptr.as_ptr(), batch) }
+    }
+
+    /// Posts and empties `batch`. Never allocates.
+    ///
+    /// # Errors
+    /// [`PostError`].
+    #[inline]
+    pub fn post_recv(&self, batch: &mut RecvBatch) -> core::result::Result<(), PostError> {
+        // SAFETY: self is a live QP.
+        unsafe { post_recv(self.ptr.as_ptr(), batch) }
+    }
+
+    /// The raw pointer (escape hatch).
+    pub fn as_raw(&self) -> *mut raw::ibv_qp {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        // SAFETY: created once, destroyed once; flows on it hold no pointer after their
+        // own drop (they borrow the QP).
+        let rc = unsafe { raw::ibv_destroy_qp(self.ptr.as_ptr()) };
+        debug_assert_eq!(rc, 0, "ibv_destroy_qp");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_imm_request_carries_remote_slot_and_big_endian_imm() {
+        let mut b = SendBatch::with_capacity(2);
+        assert!(b.push(&SendRequest {
+            wr_id: 7,
+            op: SendOp::WriteImm,
+            addr: 0x1000,
+            len: 1400,
+            lkey: 11,
+            imm: 42,
+            remote_addr: 0xdead_0000,
+            rkey: 99,
+            signaled: true,
+            inline: false,
+        }));
+        let (wr, sge) = b.wr(0).unwrap();
+        assert_eq!(wr.opcode, raw::IBV_WR_RDMA_WRITE_WITH_IMM);
+        assert_eq!(wr.wr_id, 7);
+        assert_eq!(wr.num_sge, 1);
+        assert_eq!(wr.send_flags, raw::IBV_SEND_SIGNALED);
+        // SAFETY: the union members were written by fill_send_wr as imm_data / rdma.
+        let (imm, rdma) = unsafe { (wr.__bindgen_anon_1.imm_data, wr.wr.rdma) };
+        assert_eq!(imm, 42u32.to_be());
+        assert_eq!((rdma.remote_addr, rdma.rkey), (0xdead_0000, 99));
+        assert_eq!((sge.addr, sge.length, sge.lkey), (0x1000, 1400, 11));
+    }
+
+    #[test]
+    fn send_without_payload_has_no_sge_and_batch_links_in_order() {
+        let mut b = SendBatch::with_capacity(3);
+        let r = SendRequest {
+            wr_id: 1,
+            op: SendOp::SendImm,
+            addr: 0,
+            len: 0,
+            lkey: 0,
+            imm: 5,
+            remote_addr: 0,
+            rkey: 0,
+            signaled: false,
+            inline: false,
+        };
+        assert!(b.push(&r));
+        assert!(b.push(&SendRequest {
+            wr_id: 2,
+            len: 8,
+            addr: 64,
+            op: SendOp::Send,
+            ..r
+        }));
+        assert!(b.push(&SendRequest { wr_id: 3, ..r }));
+        assert!(!b.push(&r), "full");
+        let head = b.link();
+        // SAFETY: head is the batch's first WR; the list has 3 entries in the batch box.
+        unsafe {
+            assert_eq!((*head).wr_id, 1);
+            assert!((*head).sg_list.is_null());
+            let second = (*head).next;
+            assert_eq!((*second).wr_id, 2);
+            assert_eq!((*(*second).sg_list).addr, 64);
+            assert_eq!((*second).opcode, raw::IBV_WR_SEND);
+            let third = (*second).next;
+            assert_eq!((*third).wr_id, 3);
+            assert!((*third).next.is_null());
+        }
+    }
+
+    #[test]
+    fn read_and_recv_requests() {
+        let mut b = SendBatch::with_capacity(1);
+        assert!(b.push(&SendRequest {
+            wr_id: 9,
+            op: SendOp::Read,
+            addr: 0x2000,
+            len: 512,
+            lkey: 1,
+            imm: 0,
+            remote_addr: 0x9000,
+            rkey: 2,
+            signaled: true,
+            inline: false,
+        }));
+        let (wr, _) = b.wr(0).unwrap();
+        assert_eq!(wr.opcode, raw::IBV_WR_RDMA_READ);
+        // SAFETY: written as rdma by fill_send_wr.
+        assert_eq!(unsafe { wr.wr.rdma.rkey }, 2);
+        let mut r = RecvBatch::with_capacity(2);
+        assert!(r.push(&RecvRequest {
+            wr_id: 4,
+            addr: 0x100,
+            len: 2048,
+            lkey: 3
+        }));
+        assert!(r.push(&RecvRequest {
+            wr_id: 5,
+            addr: 0,
+            len: 0,
+            lkey: 0
+        }));
+        let (w0, s0) = r.wr(0).unwrap();
+        assert_eq!((w0.wr_id, w0.num_sge, s0.length), (4, 1, 2048));
+        assert_eq!(r.wr(1).unwrap().0.num_sge, 0);
+    }
+}
