@@ -63,6 +63,12 @@ run "cargo clippy (workspace, all targets, default features)" \
 
 # ---- 3. the tests -------------------------------------------------------------------------
 run "cargo test (workspace)" cargo test --workspace
+# The GPU data path (`gpu` feature): it builds without CUDA (cudarc loads it at run time), a
+# gpu build runs CPU configs, a GPU config says "no CUDA driver found" (exit 2); the GPU-only
+# tests print "skipped: no CUDA driver" here and run on the GPU host (docs/benchmarks/gpu.md).
+run "gpu feature: clippy, runtime tests, app tests (cargo test --features gpu)" \
+    sh -c 'cargo clippy -p rtdaq-runtime -p rtdaq --features gpu --all-targets -- -D warnings &&
+           cargo test -p rtdaq-runtime --features gpu && cargo test -p rtdaq --features gpu --test gpu'
 run "rtdaq-core builds as no_std" cargo build -p rtdaq-core --no-default-features
 run "rtdaq-core builds with alloc only" cargo build -p rtdaq-core --no-default-features --features alloc
 
