@@ -20,7 +20,7 @@
 //!   bit fields, or arrival-order gather; payload offset; int8/int16 LE/BE/int4 to
 //!   fp16/bf16/fp32 conversion; missing packets zero-filled and reported in a validity mask).
 //!   The exact rules are in [`layout`].
-//! - [`reference`]: the CPU implementation of every kernel (runs everywhere; the GPU tests
+//! - [`mod@reference`]: the CPU implementation of every kernel (runs everywhere; the GPU tests
 //!   compare the kernels against it byte for byte).
 //! - [`Kernels`]: `kernels/batch.cu`, compiled once by NVRTC for the device.
 //! - [`Pipeline`]: `submit` / `poll_completed` with at most `depth` batches in flight, CUDA
