@@ -30,6 +30,9 @@ struct Conn {
     ctrl_free: Vec<u32>,
 }
 
+/// How long a completion may wait for its connection to be published (see `RoceRx::early`).
+const EARLY_MAX_NS: u64 = 2_000_000_000;
+
 /// A RoCE receive queue.
 pub struct RoceRx {
     v: QueueVerbs,
@@ -43,6 +46,14 @@ pub struct RoceRx {
     credits: u32,
     batch_credit: u32,
     wcs: Box<[WorkCompletion]>,
+    /// Completions of a connection the CM thread has not published yet: a peer may send its
+    /// first message as soon as *it* sees the connection established, before our CM thread
+    /// handles our ESTABLISHED event. Kept (bounded) and replayed once the connection is
+    /// adopted, instead of being lost.
+    early: Vec<WorkCompletion>,
+    /// When `early` became non-empty (ns); entries older than [`EARLY_MAX_NS`] are stale
+    /// (a connection that never got published) and dropped as completion errors.
+    early_since: u64,
     rbatch: RecvBatch,
     sbatch: SendBatch,
     queue: QueueId,
@@ -76,6 +87,8 @@ impl RoceRx {
             credits: s.credits,
             batch_credit: proto::credit_batch(s.credits),
             wcs: vec![WorkCompletion::default(); 64].into_boxed_slice(),
+            early: Vec::with_capacity(64),
+            early_since: 0,
             rbatch: RecvBatch::with_capacity(s.credits as usize),
             sbatch: SendBatch::with_capacity(1),
             queue: QueueId(q as u16),
@@ -234,11 +247,21 @@ impl RoceRx {
         if room == 0 {
             return 0;
         }
-        let n = match self.v.cq.poll(&mut self.wcs[..room]) {
+        // Replay completions kept for connections that were not published yet.
+        let m = self.early.len().min(room);
+        if m > 0 && now_ns().saturating_sub(self.early_since) > EARLY_MAX_NS {
+            self.wc_errors += self.early.len() as u64;
+            self.early.clear();
+        }
+        let m = m.min(self.early.len());
+        for (w, e) in self.wcs.iter_mut().zip(self.early.drain(..m)) {
+            *w = e;
+        }
+        let n = m + match self.v.cq.poll(&mut self.wcs[m..room]) {
             Ok(n) => n,
             Err(_) => {
                 self.wc_errors += 1;
-                return 0;
+                0
             }
         };
         let mut got = 0usize;
@@ -258,6 +281,12 @@ impl RoceRx {
                 self.adopt(k);
             }
             let Some(c) = self.conns[k].as_mut().filter(|c| c.h.gen == gen) else {
+                if wc.ok() && self.early.len() < self.early.capacity() {
+                    if self.early.is_empty() {
+                        self.early_since = now_ns();
+                    }
+                    self.early.push(wc);
+                }
                 continue;
             };
             if !wc.ok() {
