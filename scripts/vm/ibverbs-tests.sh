@@ -46,7 +46,7 @@ pair() { # pair NAME OP PORT
     local name=$1 op=$2 port=$3
     variant configs/vm-roce-server.toml "$T/$name-s.toml" "s/^op = .*/op = \"$op\"/" "s/:7471/:$port/"
     variant configs/vm-roce-client.toml "$T/$name-c.toml" "s/^op = .*/op = \"$op\"/" "s/:7471/:$port/"
-    "$rtdaq" run --config "$T/$name-s.toml" --duration 14 --report-json "$T/$name-s.json" >"$T/$name-s.log" 2>&1 &
+    "$rtdaq" run --config "$T/$name-s.toml" --duration 16 --report-json "$T/$name-s.json" >"$T/$name-s.log" 2>&1 &
     local sp=$!
     sleep 1
     "$rtdaq" run --config "$T/$name-c.toml" --report-json "$T/$name-c.json" >"$T/$name-c.log" 2>&1
