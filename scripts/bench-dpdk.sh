@@ -46,6 +46,7 @@
 # BENCH_PARTS ("null veth"), BENCH_VETH_RECEIVERS ("dpdk-afpacket afpacket dpdk-afxdp afxdp"),
 # BENCH_TX_CPU (0, veth sender), BENCH_TESTPMD_MODES ("rxonly csum"),
 # BENCH_RX_CPU (1), BENCH_MAIN_CPU (0), BENCH_OUT (target/bench-dpdk/<timestamp>),
+# BENCH_AFXDP_ARGS (",start_queue=0,queue_count=1": dpdk-afxdp's net_af_xdp devargs after iface=),
 # BENCH_NO_BUILD=1 (use target/engines/rtdaq-* as they are, e.g. a smoke run of debug builds),
 # BENCH_TABLES_ONLY=DIR re-prints the tables of a finished run. Needs root and Debian's dpdk.
 # Builds the release binaries with scripts/build-engines.sh --release dpdk (+ afpacket afxdp

@@ -1,5 +1,6 @@
 //! The DPDK engine end to end on a veth pair (issue #5): `dpdk-testpmd` (Debian's `dpdk`) as a
-//! real peer sending into rtdaq's DPDK RX over `net_af_packet`, rtdaq's DPDK TX into rtdaq's
+//! real peer sending into rtdaq's DPDK RX over `net_af_packet` and `net_af_xdp` (paced, and an
+//! unpaced flood that must not stall the `net_af_xdp` port), rtdaq's DPDK TX into rtdaq's
 //! AF_PACKET RX, and the EAL misconfiguration errors (unknown vdev, no hugepages).
 //!
 //! Like `raw.rs`, these run the per-engine binaries that `scripts/build-engines.sh` builds
@@ -18,9 +19,49 @@ mod e2e;
 use e2e::*;
 use rtdaq_testbed::{Side, VethPair};
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::sync::{Arc, Mutex};
+
+/// The EAL runtime directories (`/var/run/dpdk/<file prefix>`) of this binary's DPDK
+/// processes: the EAL makes one per process even with `--no-shconf`, and leaves it behind.
+static RUNTIME_DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn note_runtime_dir(prefix: &str) {
+    RUNTIME_DIRS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Path::new("/var/run/dpdk").join(prefix));
+}
+
+/// Removes the runtime directories of the test's DPDK processes when the test ends (also
+/// when it fails): every DPDK test holds one, declared first so that it drops last.
+struct RuntimeDirs;
+
+impl Drop for RuntimeDirs {
+    fn drop(&mut self) {
+        for d in RUNTIME_DIRS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Runs an `rtdaq-dpdk` command to its end; the EAL prefix rtdaq derives (`rtdaq-<pid>`)
+/// is noted for [`RuntimeDirs`].
+fn run_dpdk(cmd: &mut std::process::Command) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    note_runtime_dir(&format!("rtdaq-{}", child.id()));
+    child.wait_with_output().unwrap()
+}
 use std::time::{Duration, Instant};
 
 fn pair(tag: &str) -> VethPair {
@@ -33,7 +74,9 @@ fn pair(tag: &str) -> VethPair {
 
 /// A unique EAL `--file-prefix` for one DPDK process of this test binary.
 fn prefix(tag: &str) -> String {
-    format!("rtdaq-{}-{tag}", std::process::id())
+    let p = format!("rtdaq-{}-{tag}", std::process::id());
+    note_runtime_dir(&p);
+    p
 }
 
 /// `text` with each `(from, to)` replaced; every `from` must be there.
@@ -98,6 +141,12 @@ fn swapped(file: &str, pair: &VethPair, tag: &str) -> PathBuf {
     write(tag, &text)
 }
 
+/// `ip` + 4 in the last octet: in no /30 of the test bed's pair.
+fn unowned(ip: std::net::Ipv4Addr) -> std::net::Ipv4Addr {
+    let [a, b, c, d] = ip.octets();
+    std::net::Ipv4Addr::new(a, b, c, d.wrapping_add(4))
+}
+
 /// A counter of a veth end, read inside its namespace.
 fn veth_stat(pair: &VethPair, side: Side, name: &str) -> u64 {
     let path = format!("/sys/class/net/{}/statistics/{name}", pair.ifname(side));
@@ -139,6 +188,15 @@ impl Testpmd {
             .arg("--total-num-mbufs=8192")
             .arg(format!("--txpkts={frame_len}"))
             .arg(format!("--eth-peer=0,{}", mac(pair.mac(peer))))
+            // txonly's default addresses are 198.18.0.x: the test bed's link-local ones
+            // instead, to an address nobody owns (the peer's + 4, outside the pair's /30),
+            // so the peer's kernel drops what it sees of them silently (no ICMP back, which
+            // net_af_packet would receive too)
+            .arg(format!(
+                "--tx-ip={},{}",
+                pair.ip(side),
+                unowned(pair.ip(peer))
+            ))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -248,16 +306,9 @@ fn testpmd_into_rtdaq(pair: &VethPair, frame_len: usize, tag: &str) {
     testpmd_into(pair, &rx, 50, frame_len, tag);
 }
 
-/// testpmd on A (`net_af_packet`) into rtdaq's DPDK RX on B with the vdev `rx_vdev` (edits
-/// of vdev-dpdk-ring.toml), `bursts` bursts of 32 per round.
-fn testpmd_into(
-    pair: &VethPair,
-    rx_vdev: &[(&str, String)],
-    bursts: u32,
-    frame_len: usize,
-    tag: &str,
-) {
-    const ROUNDS: u32 = 10;
+/// vdev-dpdk-ring.toml as a receiver on the vdev `rx_vdev` (edits of it): no generator,
+/// count-only validation (testpmd's frames carry no rtdaq header), written for run `tag`.
+fn rx_config(rx_vdev: &[(&str, String)], tag: &str) -> PathBuf {
     let text = edit("vdev-dpdk-ring.toml", ring_config(), rx_vdev);
     // net_af_xdp (like net_tap) refuses rte_eth_dev_configure with RX but no TX queues:
     // keep the (idle) TX queue there, drop only the generator.
@@ -276,7 +327,20 @@ fn testpmd_into(
             "loss_tolerance = 0\nvalidate = \"count\"".into(),
         )],
     );
-    let cfg = write(&format!("{tag}-rx"), &text);
+    write(tag, &text)
+}
+
+/// testpmd on A (`net_af_packet`) into rtdaq's DPDK RX on B with the vdev `rx_vdev` (edits
+/// of vdev-dpdk-ring.toml), `bursts` bursts of 32 per round.
+fn testpmd_into(
+    pair: &VethPair,
+    rx_vdev: &[(&str, String)],
+    bursts: u32,
+    frame_len: usize,
+    tag: &str,
+) {
+    const ROUNDS: u32 = 10;
+    let cfg = rx_config(rx_vdev, &format!("{tag}-rx"));
     let drops_before = veth_drops(pair);
     // Stopped by SIGINT once testpmd is done (the report is written as at the end of a run).
     let rtag = format!("{tag}-rx");
@@ -345,6 +409,7 @@ fn testpmd_into(
 #[test]
 #[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
 fn testpmd_txonly_into_dpdk_af_packet_rx() {
+    let _dirs = RuntimeDirs;
     let p = pair("dpdk-tp");
     testpmd_into_rtdaq(&p, 64, "tp64");
     testpmd_into_rtdaq(&p, 1514, "tp1514");
@@ -355,6 +420,7 @@ fn testpmd_txonly_into_dpdk_af_packet_rx() {
 #[test]
 #[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
 fn dpdk_tx_into_afpacket_rx_lossless() {
+    let _dirs = RuntimeDirs;
     let p = pair("dpdk-tx");
     // The generator of vdev-dpdk-ring.toml on net_af_packet0 over A's veth end, no RX queue,
     // addressed to B (the AF_PACKET receiver's flow rule matches UDP port 5000).
@@ -439,10 +505,13 @@ fn dpdk_tx_into_afpacket_rx_lossless() {
 fn run_misconfigured(edits: &[(&str, String)], tag: &str) -> (Option<i32>, String, Output) {
     let text = edit("vdev-dpdk-ring.toml", ring_config(), edits);
     let cfg = write(tag, &text);
-    let out = std::process::Command::new(bin("dpdk"))
-        .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "1"])
-        .output()
-        .unwrap();
+    let out = run_dpdk(std::process::Command::new(bin("dpdk")).args([
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--duration",
+        "1",
+    ]));
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status.code(), err, out)
 }
@@ -450,6 +519,7 @@ fn run_misconfigured(edits: &[(&str, String)], tag: &str) -> (Option<i32>, Strin
 #[test]
 #[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
 fn unknown_vdev_is_a_clear_error() {
+    let _dirs = RuntimeDirs;
     let (code, err, out) = run_misconfigured(
         &[
             (
@@ -475,6 +545,7 @@ fn unknown_vdev_is_a_clear_error() {
 #[test]
 #[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
 fn no_hugepages_is_a_clear_error() {
+    let _dirs = RuntimeDirs;
     let nr = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
     let reserved: u64 = std::fs::read_to_string(nr)
         .map(|s| s.trim().parse().unwrap_or(0))
@@ -519,6 +590,7 @@ fn af_xdp_pmd() -> Option<PathBuf> {
 #[test]
 #[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
 fn testpmd_txonly_into_dpdk_af_xdp_rx() {
+    let _dirs = RuntimeDirs;
     // net_af_xdp: an AF_XDP socket (copy mode on a veth) on B's queue 0, its UMEM carved
     // from the port's mempool; libxdp loads its default XDP program (without /sys/fs/bpf it
     // says "Falling back to loading single prog without dispatcher", which works).
@@ -543,11 +615,171 @@ fn testpmd_txonly_into_dpdk_af_xdp_rx() {
     }
 }
 
+/// The RX total of rtdaq's latest live-stats line (`[.. s] ring.rx0 rx .. total N pkts`) in
+/// the stderr of the run tagged `tag` (see `e2e::start`), if it printed one yet.
+fn live_rx_total(tag: &str) -> Option<u64> {
+    let log = std::fs::read_to_string(tmp(tag, "err")).ok()?;
+    log.lines()
+        .filter(|l| l.contains("ring.rx0 rx "))
+        .filter_map(|l| field(l, "total "))
+        .next_back()
+}
+
+/// Waits until rtdaq's live RX total has stayed the same over two stats lines (the receiver
+/// has taken everything the kernel still held); that total.
+fn settled_rx_total(tag: &str) -> u64 {
+    let t0 = Instant::now();
+    let mut last = (None, 0usize);
+    loop {
+        let log = std::fs::read_to_string(tmp(tag, "err")).unwrap_or_default();
+        let lines = log.lines().filter(|l| l.contains("ring.rx0 rx ")).count();
+        let total = live_rx_total(tag);
+        if lines > last.1 {
+            if let Some(t) = total.filter(|_| total == last.0) {
+                return t;
+            }
+            last = (total, lines);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "{tag}: live RX total not settled after 15 s:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn testpmd_txonly_flood_into_dpdk_af_xdp_rx_keeps_receiving() {
+    let _dirs = RuntimeDirs;
+    // The defect this guards against: DPDK 22.11's net_af_xdp registers its UMEM as
+    // populated_size × object size from the pool's first page (objects back to back), while
+    // DPDK's default pool layout gives each 2368 B mbuf its own 4 KiB page under --no-huge.
+    // The mbufs beyond the UMEM (~42% of the pool) were dropped by the kernel from the fill
+    // ring as invalid, never to come back, and once the fill ring held only those the port
+    // received nothing more (imissed counting everything): after 4 736 frames of an unpaced
+    // flood with the 8192 mbufs of vdev-dpdk-ring.toml. The engine now gives net_af_xdp a
+    // page-tiled pool (4 KiB objects, all inside the UMEM) and checks that at open.
+    // Two unpaced 1-s floods: the first walks the whole pool through the fill ring (the old
+    // port stalled within it), the second must still be received; every frame testpmd sent is
+    // received or in a kernel counter.
+    let Some(pmd) = af_xdp_pmd() else {
+        eprintln!("SKIPPED: this DPDK has no net_af_xdp PMD (librte_net_af_xdp.so; built only with libxdp + libbpf)");
+        return;
+    };
+    eprintln!("net_af_xdp PMD: {}", pmd.display());
+    const FLOOD: Duration = Duration::from_secs(1);
+    const MBUFS: u64 = 8192; // buf_count of vdev-dpdk-ring.toml
+    let p = pair("dpdk-xflood");
+    let rtag = "xflood-rx";
+    let cfg = rx_config(
+        &vdev(
+            "net_af_xdp0",
+            p.ifname(Side::B),
+            ",start_queue=0,queue_count=1",
+            rtag,
+        ),
+        rtag,
+    );
+    assert!(
+        std::fs::read_to_string(&cfg)
+            .unwrap()
+            .contains(&format!("buf_count = {MBUFS}")),
+        "vdev-dpdk-ring.toml's region changed: adjust MBUFS"
+    );
+    let a_tx_dropped = veth_stat(&p, Side::A, "tx_dropped");
+    let b_rx_dropped = veth_stat(&p, Side::B, "rx_dropped");
+    let rx = start(&p, Side::B, "dpdk", &cfg, 60.0, rtag);
+
+    let mut tp = Testpmd::spawn(&p, Side::A, Side::B, 64, "xflood-tp");
+    tp.wait_for("testpmd> ", 1, Duration::from_secs(30));
+    tp.cmd("set fwd txonly");
+    let mut totals = Vec::new();
+    for round in 1..=2 {
+        tp.cmd("start");
+        std::thread::sleep(FLOOD);
+        tp.cmd("stop");
+        tp.wait_for(
+            "Accumulated forward statistics",
+            round,
+            Duration::from_secs(20),
+        );
+        totals.push(settled_rx_total(rtag));
+    }
+    tp.cmd("show port stats 0");
+    tp.wait_for("NIC statistics for port 0", 1, Duration::from_secs(10));
+    let tp_out = tp.quit();
+    let (sent, tp_dropped, nic_sent) = testpmd_tx(&tp_out);
+
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &rx.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let (rout, r) = finish(rx, rtag);
+    let a_dropped = veth_stat(&p, Side::A, "tx_dropped") - a_tx_dropped;
+    let b_dropped = veth_stat(&p, Side::B, "rx_dropped") - b_rx_dropped;
+    let received = u(&r, "/rx/totals/packets");
+    let rtdaq_drops = u(&r, "/rx/totals/drops_total");
+    let port = &r["ports"][0];
+    let (ipackets, imissed) = (u(port, "/ipackets"), u(port, "/imissed"));
+    eprintln!(
+        "flood: testpmd sent {sent} frames of 64 B in two unpaced {FLOOD:?} floods (port \
+         counter {nic_sent}); rtdaq received {} after the first, {received} in all \
+         ({} after the first flood), dropped {rtdaq_drops}; port ipackets {ipackets} \
+         imissed {imissed} rx_nombuf {}; veth drops: A tx {a_dropped}, B rx {b_dropped} \
+         (XDP redirects that failed: fill ring empty = imissed, or AF_XDP RX ring full)",
+        totals[0],
+        received - totals[0],
+        u(port, "/rx_nombuf")
+    );
+    let log = show(&rout);
+    assert_eq!(rout.status.code(), Some(0), "rtdaq: {log}");
+    assert_eq!(tp_dropped, 0, "testpmd TX-dropped:\n{tp_out}");
+    assert_eq!(
+        nic_sent, sent,
+        "testpmd: port counter vs forward statistics"
+    );
+    // Reception never stopped: the first flood took more frames than the pool has mbufs (so
+    // every mbuf went through the fill ring and came back; the old port stalled at 4 736),
+    // and the second flood was received too.
+    assert!(
+        totals[0] > MBUFS,
+        "first flood: only {} frames received (stalled?)\n{log}",
+        totals[0]
+    );
+    assert!(
+        received - totals[0] > MBUFS,
+        "second flood: only {} frames received after the first (stalled?)\n{log}",
+        received - totals[0]
+    );
+    // Every frame accounted for: received by rtdaq (delivered or counted), or dropped by the
+    // kernel — A's veth TX, or B's XDP redirect into the socket (B rx_dropped, which
+    // includes imissed: the socket's own drops for an empty fill ring).
+    assert_eq!(
+        received + rtdaq_drops + a_dropped + b_dropped,
+        sent,
+        "every frame testpmd sent is received or counted as dropped\nrtdaq: {log}"
+    );
+    assert!(
+        log.contains("lie inside the"),
+        "the open-time UMEM check is logged: {log}"
+    );
+    assert_eq!(ipackets, received + rtdaq_drops, "port ipackets vs rtdaq");
+    assert!(
+        imissed <= b_dropped,
+        "imissed {imissed} > veth rx_dropped {b_dropped}"
+    );
+    assert_eq!(u(port, "/rx_nombuf"), 0);
+    assert_eq!(u(&r, "/io_thread_allocations"), 0);
+}
+
 // ---------------------------------------------------------------- rte_flow
 
 #[test]
 #[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
 fn rte_flow_hardware_on_a_pmd_without_it_is_a_clear_error() {
+    let _dirs = RuntimeDirs;
     // vdev-dpdk-ring.toml plus one flow, flow_offload = "hardware": net_ring has no rte_flow.
     let (code, err, out) = run_misconfigured(
         &[
@@ -590,6 +822,7 @@ fn hugepages() -> u64 {
 #[test]
 #[ignore = "needs root, DPDK, reserved 2 MiB hugepages and scripts/build-engines.sh; scripts/test.sh reserves them and runs it"]
 fn with_hugepages_ring_pmd_loopback_lossless() {
+    let _dirs = RuntimeDirs;
     // vdev-dpdk-ring.toml without --no-huge -m 512, --in-memory: the EAL maps its memory (mempool, rings)
     // from hugepages, which scripts/test.sh reserves (RTDAQ_TEST_HUGEPAGES=1) before this
     // test and releases after. Without them the EAL would fail (no_hugepages_is_a_clear_error).
@@ -621,12 +854,12 @@ fn with_hugepages_ring_pmd_loopback_lossless() {
     let json = report_path("huge");
     let _ = std::fs::remove_file(&json);
     let free_before = meminfo("HugePages_Free");
-    let out = std::process::Command::new(bin("dpdk"))
-        .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "2"])
-        .arg("--report-json")
-        .arg(&json)
-        .output()
-        .unwrap();
+    let out = run_dpdk(
+        std::process::Command::new(bin("dpdk"))
+            .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "2"])
+            .arg("--report-json")
+            .arg(&json),
+    );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

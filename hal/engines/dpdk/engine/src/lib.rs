@@ -35,6 +35,11 @@
 //! `ENOTSUP` needs none, logged once per region) and creates a pinned-external-buffer mbuf
 //! pool over it (`rte_pktmbuf_pool_create_extbuf`: `buf_size` + 128 B headroom per buffer,
 //! rounded up to 64 B, as many as the region holds). Only the mbuf headers are DPDK memory.
+//! **Exception:** a `net_af_xdp` port builds its AF_XDP UMEM over its pool's own memory, so
+//! its regions get a DPDK-owned pool whose power-of-two mbufs tile the pages exactly (DPDK
+//! 22.11's PMD sizes the UMEM as if the mbufs lay back to back; with DPDK's default layout
+//! the mbufs beyond it were lost from the fill ring and the port stopped receiving), checked
+//! at open.
 //! **Design decision:** a region named by a DPDK queue belongs to DPDK for the run; the
 //! runtime does not use those pools itself (it only hands pools to engines), so a region
 //! cannot be shared between DPDK and anything else. The slots go back to the pool once the

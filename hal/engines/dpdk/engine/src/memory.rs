@@ -14,7 +14,9 @@ use rtdaq_config::model::RegionKind;
 use rtdaq_config::Config;
 use rtdaq_core::traits::{EngineArgs, QueueResources};
 use rtdaq_core::BufferPool;
-use rtdaq_dpdk_sys::{raw, DmaMapping, Eal, ExtMem, Mempool, MempoolConfig};
+use rtdaq_dpdk_sys::{
+    page_size, raw, DmaMapping, Eal, ExtMem, Mempool, MempoolConfig, MempoolFlags,
+};
 
 use crate::error::{DpdkEngineError, Result};
 
@@ -115,10 +117,41 @@ pub(crate) fn region_mempool(
     Ok(mp)
 }
 
-/// One mbuf pool in DPDK's own memory sized like region `r` (`buf_count` mbufs of
-/// `buf_size` + headroom), for a PMD that must own its pool's memory (`driver`: net_af_xdp
-/// builds its UMEM over the pool's memory zone). The runtime's pool over the region stays
-/// unused: that memory is allocated twice, and the log says so.
+/// `XDP_PACKET_HEADROOM`: what the kernel keeps in front of a frame in an AF_XDP chunk.
+const XDP_PACKET_HEADROOM: u32 = 256;
+/// The smallest AF_XDP chunk the kernel takes (`XDP_UMEM_MIN_CHUNK_SIZE`).
+const XDP_MIN_CHUNK: u32 = 2048;
+
+/// The mbuf layout of a `net_af_xdp` pool for `buf_size` bytes of frame: `(chunk, data_room)`,
+/// the chunk (= mempool object = UMEM frame) a power of two in 2048..=`page`, so objects
+/// tile every page (4 KiB, or a hugepage) with no gap and none crosses a page, and the data
+/// room = chunk − object header − `struct rte_mbuf` (with `RTE_MEMPOOL_F_NO_SPREAD`). The PMD
+/// puts a frame at 128 B mbuf headroom + 256 B XDP headroom into the data room, so `chunk`
+/// holds header + mbuf + 384 B + `buf_size`. `Err(largest buf_size)` when no chunk up to a
+/// page holds that.
+pub(crate) fn af_xdp_layout(buf_size: u32, overhead: u32, page: u32) -> Result<(u32, u16), u32> {
+    let need = overhead + raw::RTE_PKTMBUF_HEADROOM + XDP_PACKET_HEADROOM + buf_size;
+    let chunk = need.next_power_of_two().max(XDP_MIN_CHUNK);
+    let max = page.min(u32::from(u16::MAX) + 1);
+    if chunk > max {
+        return Err(max - overhead - raw::RTE_PKTMBUF_HEADROOM - XDP_PACKET_HEADROOM);
+    }
+    Ok((chunk, (chunk - overhead) as u16))
+}
+
+/// One mbuf pool in DPDK's own memory for region `r` (`buf_count` mbufs), for a PMD that must
+/// own its pool's memory (`driver`: net_af_xdp builds its AF_XDP UMEM over the pool's
+/// memory). The runtime's pool over the region stays unused: that memory is allocated twice,
+/// and the log says so.
+///
+/// DPDK 22.11's net_af_xdp registers the UMEM as `populated_size × object size` bytes from
+/// the page of the pool's first object, i.e. it assumes objects back to back; DPDK's default
+/// pool layout keeps every object inside one page (a 4 KiB page each for the default 2368 B
+/// mbuf under `--no-huge`), so ~42% of such a pool lay beyond the UMEM, the kernel dropped
+/// their fill-ring entries as invalid, and the port stopped receiving for good after ~58% of
+/// `buf_count` frames (imissed counting the rest). So the pool is laid out to match
+/// ([`af_xdp_layout`]: power-of-two objects that tile the pages) and checked
+/// ([`Mempool::umem_fit`]): a pool whose mbufs do not all lie inside the UMEM is refused.
 pub(crate) fn dpdk_owned_mempool(
     eal: &Eal,
     cfg: &Config,
@@ -128,23 +161,55 @@ pub(crate) fn dpdk_owned_mempool(
 ) -> Result<Arc<Mempool>> {
     let reg = &cfg.memory_regions[r];
     let key = format!("memory_regions[{r}]");
-    let data_room = (reg.buf_size + raw::RTE_PKTMBUF_HEADROOM) as u16;
+    let flags = MempoolFlags::NO_SPREAD;
+    let overhead = Mempool::object_size(0, flags);
+    let page = page_size() as u32;
+    let (chunk, data_room) = af_xdp_layout(reg.buf_size, overhead, page).map_err(|max| {
+        DpdkEngineError::config(
+            format!("{key}.buf_size"),
+            format!(
+                "{} B: {driver} receives into AF_XDP frames of at most one {page} B page, which hold {max} B of frame after DPDK's mbuf header ({overhead} B), the 128 B mbuf headroom and the kernel's 256 B XDP headroom; lower buf_size to {max} or less (and the MTU with it)",
+                reg.buf_size
+            ),
+        )
+    })?;
     let mc = MempoolConfig {
         n: reg.buf_count,
         cache_size: (reg.buf_count * 2 / 3).min(256),
         data_room,
         socket: None,
     };
-    let mp = Mempool::new(eal, &format!("rtdaq{seq}_r{r}"), &mc).map_err(|source| {
-        DpdkEngineError::Mempool {
+    let mp = Mempool::with_flags(eal, &format!("rtdaq{seq}_r{r}"), &mc, flags, true).map_err(
+        |source| DpdkEngineError::Mempool {
             key: key.clone(),
             source: Box::new(source),
-        }
-    })?;
+        },
+    )?;
+    let fit = mp.umem_fit();
+    if !fit.fits() {
+        return Err(DpdkEngineError::config(
+            key,
+            format!(
+                "{driver} lays its AF_XDP UMEM over {} B from the page of the pool's first mbuf ({} objects × {} B), but {} of the {} mbufs lie beyond it (the pool's {} memory chunk(s) span {} B; the first outside is object {}): the kernel would drop those buffers from the fill ring and the port would stop receiving after about {} frames; give the EAL more contiguous memory (-m with --no-huge, or more hugepages) or lower buf_count",
+                fit.umem_len,
+                fit.objects,
+                fit.obj_size,
+                fit.outside,
+                fit.objects,
+                fit.chunks,
+                fit.span,
+                fit.first_outside,
+                fit.first_outside,
+            ),
+        ));
+    }
     log::info!(
-        "{key} (\"{}\"): {driver} builds its AF_XDP UMEM over the mbuf pool's own memory, so this region's {} mbufs of {data_room} B data room live in DPDK memory, not in the region (which stays allocated, unused)",
+        "{key} (\"{}\"): {driver} builds its AF_XDP UMEM over the mbuf pool's own memory, so this region's {} mbufs live in DPDK memory, not in the region (which stays allocated, unused); each mbuf is one {chunk} B UMEM frame ({data_room} B data room, frames up to {} B), and all {} lie inside the {} B UMEM",
         reg.name,
         mp.size(),
+        chunk - overhead - raw::RTE_PKTMBUF_HEADROOM - XDP_PACKET_HEADROOM,
+        fit.objects,
+        fit.umem_len,
     );
     Ok(mp)
 }
@@ -166,4 +231,29 @@ pub(crate) fn check_region(cfg: &Config, r: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::af_xdp_layout;
+
+    #[test]
+    fn af_xdp_chunks_are_powers_of_two_that_tile_a_page() {
+        // object header 64 B + struct rte_mbuf 128 B (DPDK 22.11, NO_SPREAD)
+        assert_eq!(af_xdp_layout(2048, 192, 4096), Ok((4096, 3904)));
+        assert_eq!(af_xdp_layout(1472, 192, 4096), Ok((2048, 1856)));
+        assert_eq!(af_xdp_layout(1473, 192, 4096), Ok((4096, 3904)));
+        assert_eq!(af_xdp_layout(64, 192, 4096), Ok((2048, 1856)));
+        assert_eq!(af_xdp_layout(3520, 192, 4096), Ok((4096, 3904)));
+        // more than a 4 KiB page holds: the largest buf_size that fits
+        assert_eq!(af_xdp_layout(3521, 192, 4096), Err(3520));
+        assert_eq!(af_xdp_layout(9000, 192, 4096), Err(3520));
+        // 64 KiB pages (aarch64): up to the u16 data room limit
+        assert_eq!(af_xdp_layout(9000, 192, 65536), Ok((16384, 16192)));
+        for b in [64, 1500, 2048, 3000] {
+            let (chunk, room) = af_xdp_layout(b, 192, 4096).unwrap();
+            assert!(chunk.is_power_of_two() && 4096 % chunk == 0);
+            assert!(u32::from(room) >= 128 + 256 + b);
+        }
+    }
 }

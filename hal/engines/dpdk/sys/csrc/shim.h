@@ -61,4 +61,38 @@ struct rte_device *rtdaq_port_device(uint16_t port);
 #define RTDAQ_RX_OFFLOAD_BUFFER_SPLIT (1ULL << 20)
 #define RTDAQ_RETA_GROUP_SIZE 64
 
+/* --- mbuf pools with layout flags, and the AF_XDP UMEM check --- */
+/* rte_pktmbuf_pool_create with mempool flags (RTE_MEMPOOL_F_*): the steps of
+ * rte_pktmbuf_pool_create_by_ops (rte_mempool_create_empty, the best mempool ops,
+ * rte_pktmbuf_pool_init, populate, rte_pktmbuf_init on every object) with `flags` passed to
+ * rte_mempool_create_empty. With `tile_pages` != 0 the objects must divide the pool's page
+ * size (rte_mempool_get_page_size: 4 KiB under --no-huge, else the hugepage size) and are
+ * populated from ONE memzone aligned to that page (rte_mempool_populate_virt): object k at
+ * exactly k * object size from a page start, no gap, none crossing a page (else EINVAL);
+ * with 0, rte_mempool_populate_default. NULL with rte_errno set on failure. */
+struct rte_mempool *rtdaq_pktmbuf_pool_create_flags(const char *name, unsigned int n,
+	unsigned int cache_size, uint16_t data_room, int socket, unsigned int flags,
+	int tile_pages);
+/* Bytes one mbuf of `data_room` takes in a pool with `flags`: mempool object header + struct
+ * rte_mbuf + data room + trailer (rte_mempool_calc_obj_size). */
+uint32_t rtdaq_pktmbuf_obj_size(uint16_t data_room, unsigned int flags);
+/* Where a pool's mbufs lie relative to the AF_XDP UMEM that DPDK 22.11's net_af_xdp lays over
+ * it: the UMEM starts at the page-aligned address of the pool's first memory chunk and is
+ * populated_size * obj_size (+ the chunk's offset in its page) long, as if every object
+ * followed the previous one with no gap. */
+struct rtdaq_umem_fit {
+	uint64_t objects;  /* objects visited (populated_size) */
+	uint64_t chunks;   /* memory chunks (rte_mempool_memhdr) of the pool */
+	uint64_t obj_size; /* header + mbuf + data room + trailer: the UMEM frame (chunk) size */
+	uint64_t umem_len; /* the UMEM's length: populated_size * obj_size + offset */
+	uint64_t span;     /* from the UMEM start to the end of the last object */
+	uint64_t outside;  /* objects not wholly inside [start, start + umem_len) */
+	uint64_t first_outside; /* index (in memory order) of the first of those; objects if none */
+};
+/* Fills `out` for pool `mp`; 0, or -EINVAL for a pool without memory. */
+int rtdaq_mempool_umem_fit(struct rte_mempool *mp, struct rtdaq_umem_fit *out);
+/* getpagesize(): the page size net_af_xdp aligns its UMEM to. */
+unsigned int rtdaq_page_size(void);
+#define RTDAQ_MEMPOOL_F_NO_SPREAD 0x0001u
+
 #endif

@@ -79,7 +79,7 @@ pub use sys::eal::Eal;
 pub use sys::extmem::{DmaMapping, ExtMem};
 pub use sys::flow::FlowRule;
 pub use sys::mbuf::{Mbuf, MbufBurst};
-pub use sys::mempool::{Mempool, MempoolConfig};
+pub use sys::mempool::{page_size, Mempool, MempoolConfig, MempoolFlags, UmemFit};
 pub use sys::port::{
     BufferSplit, OpenPort, Port, PortConfig, PortInfo, PortStats, RssConfig, RssState, RxQueue,
     RxQueueConfig, TxQueue,

@@ -89,21 +89,7 @@ impl Mempool {
                 socket,
             )
         };
-        let ptr = result::null_rte_errno(p).map_err(|errno| DpdkError::Mempool {
-            name: name.to_owned(),
-            n: cfg.n,
-            data_room: cfg.data_room,
-            errno,
-            errno_name: errno_name(errno),
-            msg: result::strerror(errno),
-            fix: match errno {
-                12 => "not enough EAL memory: raise -m (with --no-huge) or reserve more hugepages",
-                17 => "a pool of that name exists: use a unique name",
-                22 => "cache_size must be <= 512 and <= n / 1.5",
-                95 | 2 => "the mempool driver (librte_mempool_ring) did not load: check the PMD directory / -d",
-                _ => "see the EAL log",
-            },
-        })?;
+        let ptr = result::null_rte_errno(p).map_err(|errno| pool_error(name, cfg, errno))?;
         Ok(Arc::new(Mempool {
             ptr,
             name: name.to_owned(),
@@ -111,6 +97,92 @@ impl Mempool {
             data_room: cfg.data_room,
             ext: None,
         }))
+    }
+
+    /// Like [`Mempool::new`], with mempool layout `flags` (`RTE_MEMPOOL_F_*`, see
+    /// [`MempoolFlags`]): the steps of `rte_pktmbuf_pool_create` done by the C shim with
+    /// `flags` given to `rte_mempool_create_empty`. Each mbuf then takes
+    /// [`Mempool::object_size`]`(cfg.data_room, flags)` bytes.
+    ///
+    /// With `tile_pages` the object size must divide the pool's page size (4 KiB under
+    /// `--no-huge`, else the hugepage size; e.g. a power of two up to 4096): the pool is
+    /// populated from one memzone aligned to that page, object `k` exactly `k × object size`
+    /// from its start, with no gap and none crossing a page. Without it DPDK's default
+    /// population applies (objects never cross a page either, so an object that does not
+    /// divide the page leaves a gap at the end of every page, and the first object may
+    /// start a page after the memory does).
+    ///
+    /// # Errors
+    /// As [`Mempool::new`]; `EINVAL` also when `tile_pages` is asked for objects that do not
+    /// divide the page.
+    pub fn with_flags(
+        _eal: &Eal,
+        name: &str,
+        cfg: &MempoolConfig,
+        flags: MempoolFlags,
+        tile_pages: bool,
+    ) -> Result<Arc<Mempool>> {
+        let c_name = check_name(name)?;
+        let socket = cfg.socket.map_or(-1, |s| s as i32);
+        // SAFETY: c_name is a valid C string for the call (DPDK copies it); the numeric
+        // arguments are plain values; the EAL is initialised (&Eal).
+        let p = unsafe {
+            raw::rtdaq_pktmbuf_pool_create_flags(
+                c_name.as_ptr(),
+                cfg.n,
+                cfg.cache_size,
+                cfg.data_room,
+                socket,
+                flags.0,
+                i32::from(tile_pages),
+            )
+        };
+        let ptr = result::null_rte_errno(p).map_err(|errno| pool_error(name, cfg, errno))?;
+        Ok(Arc::new(Mempool {
+            ptr,
+            name: name.to_owned(),
+            size: cfg.n,
+            data_room: cfg.data_room,
+            ext: None,
+        }))
+    }
+
+    /// Bytes one mbuf with `data_room` takes in a pool created with `flags`: mempool object
+    /// header + `struct rte_mbuf` + data room + trailer (`rte_mempool_calc_obj_size`; with
+    /// [`MempoolFlags::NONE`] DPDK pads it to an odd number of cache lines).
+    pub fn object_size(data_room: u16, flags: MempoolFlags) -> u32 {
+        // SAFETY: a pure computation on plain values.
+        unsafe { raw::rtdaq_pktmbuf_obj_size(data_room, flags.0) }
+    }
+
+    /// Where this pool's mbufs lie relative to the AF_XDP UMEM that DPDK 22.11's
+    /// `net_af_xdp` lays over a pool (see [`UmemFit`]). Walks every object: set-up only.
+    pub fn umem_fit(&self) -> UmemFit {
+        let mut f = raw::rtdaq_umem_fit {
+            objects: 0,
+            chunks: 0,
+            obj_size: 0,
+            umem_len: 0,
+            span: 0,
+            outside: 0,
+            first_outside: 0,
+        };
+        // SAFETY: ptr is a live, populated pool (owned by self); f is a valid out pointer;
+        // the walk only reads the pool's memory list and object addresses.
+        let rc = unsafe { raw::rtdaq_mempool_umem_fit(self.ptr.as_ptr(), &mut f) };
+        UmemFit {
+            objects: f.objects,
+            chunks: f.chunks,
+            obj_size: f.obj_size,
+            umem_len: f.umem_len,
+            span: f.span,
+            outside: if rc == 0 {
+                f.outside
+            } else {
+                u64::from(self.size)
+            },
+            first_outside: f.first_outside,
+        }
     }
 
     /// Creates a pool whose mbuf **data buffers live in `ext`** (pinned external buffers,
@@ -254,6 +326,86 @@ impl Mempool {
     /// The raw pool pointer (escape hatch; valid while `self` lives).
     pub fn as_ptr(&self) -> *mut raw::rte_mempool {
         self.ptr.as_ptr()
+    }
+}
+
+/// The error of a failed DPDK-memory pool creation.
+fn pool_error(name: &str, cfg: &MempoolConfig, errno: i32) -> DpdkError {
+    DpdkError::Mempool {
+        name: name.to_owned(),
+        n: cfg.n,
+        data_room: cfg.data_room,
+        errno,
+        errno_name: errno_name(errno),
+        msg: result::strerror(errno),
+        fix: match errno {
+            12 => "not enough EAL memory: raise -m (with --no-huge) or reserve more hugepages",
+            17 => "a pool of that name exists: use a unique name",
+            22 => "cache_size must be <= 512 and <= n / 1.5 (and, tiling pages, the object size must divide the page size)",
+            95 | 2 => "the mempool driver (librte_mempool_ring) did not load: check the PMD directory / -d",
+            _ => "see the EAL log",
+        },
+    }
+}
+
+/// The system page size (`getpagesize()`): what `net_af_xdp` aligns its UMEM to, and the
+/// largest AF_XDP frame (UMEM chunk) the kernel takes outside hugepages.
+pub fn page_size() -> usize {
+    // SAFETY: getpagesize() has no preconditions.
+    unsafe { raw::rtdaq_page_size() as usize }
+}
+
+/// Mempool layout flags (`RTE_MEMPOOL_F_*`) for [`Mempool::with_flags`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MempoolFlags(u32);
+
+impl MempoolFlags {
+    /// DPDK's default layout (what [`Mempool::new`] gets): objects padded to an odd number
+    /// of cache lines, spread over memory channels.
+    pub const NONE: MempoolFlags = MempoolFlags(0);
+    /// `RTE_MEMPOOL_F_NO_SPREAD`: no padding for memory channels, so an object is exactly
+    /// header + mbuf + data room rounded up to a cache line (e.g. a power of two).
+    pub const NO_SPREAD: MempoolFlags = MempoolFlags(raw::RTDAQ_MEMPOOL_F_NO_SPREAD);
+
+    /// The raw `RTE_MEMPOOL_F_*` bits.
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+/// Where a pool's mbufs lie relative to the AF_XDP UMEM that DPDK 22.11's `net_af_xdp`
+/// builds over the pool ([`Mempool::umem_fit`]).
+///
+/// That PMD registers one UMEM starting at the page-aligned address of the pool's first
+/// memory chunk, `populated_size × obj_size` (+ the chunk's offset in its page) long, as if
+/// the objects followed each other with no gap, and posts each mbuf to the fill ring as the
+/// UMEM offset of its object header. DPDK's default population never lets an object cross a
+/// page boundary (a page of its own for a 2368 B mbuf with 4 KiB pages, i.e. `--no-huge`),
+/// so the objects spread further than that: the kernel drops the fill-ring entries of the
+/// mbufs beyond the UMEM as invalid (they never come back), and once the fill ring holds only
+/// those, the socket drops every frame (`imissed`) — the port stops receiving for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UmemFit {
+    /// Objects in the pool.
+    pub objects: u64,
+    /// Memory chunks of the pool.
+    pub chunks: u64,
+    /// Bytes per object (the UMEM frame size the PMD registers).
+    pub obj_size: u64,
+    /// Length of the UMEM the PMD registers.
+    pub umem_len: u64,
+    /// From the UMEM start to the end of the last object.
+    pub span: u64,
+    /// Objects not wholly inside the UMEM.
+    pub outside: u64,
+    /// Index (memory order) of the first object outside; `objects` if none.
+    pub first_outside: u64,
+}
+
+impl UmemFit {
+    /// Every mbuf of the pool lies inside the UMEM.
+    pub fn fits(&self) -> bool {
+        self.outside == 0 && self.objects > 0
     }
 }
 
