@@ -6,8 +6,9 @@
 #   udp      UDP receive rate per core: benches/socket/sendmmsg_tx (core 0, unpaced) blasts at
 #            a receiver on core 1 over 127.0.0.1: the plain C recvmmsg_rx, rtdaq direct mode
 #            (defaults: kernel timestamps, full validation), rtdaq "lean" (direct mode,
-#            rx_timestamps = "batch", validate = "sequence") and rtdaq indirect mode (consumer
-#            on core 0), interleaved C D L I C D L I ... per size.
+#            rx_timestamps = "batch", validate = "sequence"), rtdaq "coalesce" (lean +
+#            engine.socket.rx_coalesce_us = BENCH_COALESCE_US) and rtdaq indirect mode
+#            (consumer on core 0), interleaved per size in the order of BENCH_VARIANTS.
 #   udp2     2 RX queues: sendmmsg_tx --sources 8 (core 0) at two SO_REUSEPORT receivers on
 #            cores 0 and 1: two C recvmmsg_rx processes vs one rtdaq with 2 direct queues.
 #   lossfree rtdaq's own generator -> receiver (the default config shape, 1 RX queue, 1472 B):
@@ -18,10 +19,12 @@
 #   tcp      iperf3 TCP (8000 B writes) interleaved with rtdaq TCP loopback (1 connection,
 #            unpaced generator, 8000 B records, server RX queue core 1, client TX core 0).
 #   ping     sockperf UDP ping-pong (1472 B) and, interleaved, rtdaq's paced loopback run's
-#            one-way latency p50/p99 (generator timestamp -> RX kernel timestamp).
+#            one-way latency p50/p99 (generator timestamp -> RX kernel timestamp), also with
+#            rx_coalesce_us = BENCH_COALESCE_US (what coalescing costs in latency).
 #
 # Environment: BENCH_REPEATS (3), BENCH_SECONDS (3), BENCH_SIZES ("1472 8000 64000"),
-# BENCH_RATES ("0.5 1 2 3 4 5 6"), BENCH_OUT (target/bench-socket/<timestamp>), BENCH_TX_FIFO (0:
+# BENCH_RATES ("0.5 1 2 3 4 5 6"), BENCH_VARIANTS ("c direct lean indirect"; also "coalesce"),
+# BENCH_COALESCE_US (50), BENCH_OUT (target/bench-socket/<timestamp>), BENCH_TX_FIFO (0:
 # SCHED_FIFO priority of the C sender; e.g. 40 keeps concurrent builds off the measured cores).
 # Needs root for SCHED_FIFO / SO_RCVBUFFORCE (it runs without, with other numbers), and
 # iperf3 + sockperf for the last parts (Debian: apt-get install iperf3 sockperf).
@@ -35,6 +38,7 @@ SIZES=${BENCH_SIZES:-"1472 8000 64000"}
 RATES=${BENCH_RATES:-"0.5 1 2 3 4 5 6"}
 PARTS=${BENCH_PARTS:-"udp udp2 lossfree iperf tcp ping"}
 VARIANTS=${BENCH_VARIANTS:-"c direct lean indirect"}
+COALESCE_US=${BENCH_COALESCE_US:-50}
 OUT=${BENCH_OUT:-$ROOT/target/bench-socket/$(date -u +%Y%m%dT%H%M%SZ)}
 BIN=$ROOT/target/bench-socket/bin
 RTDAQ=$ROOT/target/release/rtdaq
@@ -87,7 +91,8 @@ busy_pct() { # before_busy before_total after_busy after_total
 bufsize_for() { echo $(( ($1 + 2047) / 2048 * 2048 )); }
 
 # receive-only rtdaq config, derived from configs/host-udp-rx-only.toml
-# mode: direct | lean (direct + batch timestamps + sequence-only validation) | indirect;
+# mode: direct | lean (direct + batch timestamps + sequence-only validation) | coalesce (lean +
+# rx_coalesce_us = COALESCE_US) | indirect;
 # queues: 1, or 2 (direct queues on TX_CPU and RX_CPU, SO_REUSEPORT)
 rx_only_config() { # size mode port file [queues]
   local size=$1 mode=$2 port=$3 f=$4 queues=${5:-1} buf
@@ -103,9 +108,12 @@ rx_only_config() { # size mode port file [queues]
   if [ "$mode" != indirect ]; then
     sed -i 's/^consumer_core = 0.*/mode = "direct"/' "$f"
   fi
-  if [ "$mode" = lean ]; then
+  if [ "$mode" = lean ] || [ "$mode" = coalesce ]; then
     sed -i -e 's/^gro = false.*/&\nrx_timestamps = "batch"                 # one clock read per recvmmsg/' \
            -e 's/^drain_ms = 0.*/&\nvalidate = "sequence"                   # header + sequence, no pattern/' "$f"
+  fi
+  if [ "$mode" = coalesce ]; then
+    sed -i "s/^gro = false.*/&\nrx_coalesce_us = $COALESCE_US                     # receive interrupt moderation/" "$f"
   fi
   if [ "$queues" = 2 ]; then
     python3 - "$f" "$TX_CPU" <<'PY'
@@ -123,8 +131,8 @@ PY
 }
 
 # loopback generator config, derived from configs/host-loopback-udp.toml (the default)
-loopback_config() { # rate(unpaced|Gb/s) size port file
-  local rate=$1 size=$2 port=$3 f=$4 ratekey
+loopback_config() { # rate(unpaced|Gb/s) size port file [rx_coalesce_us|read]
+  local rate=$1 size=$2 port=$3 f=$4 coalesce=${5:-0} ratekey
   if [ "$rate" = unpaced ]; then ratekey='unpaced = true'; else ratekey="rate_gbps = $rate"; fi
   sed -e "0,/^name = .*/s//name = \"bench-loopback-${rate//./p}\"/" \
       -e "s/127.0.0.1:5000/127.0.0.1:$port/g" \
@@ -133,6 +141,14 @@ loopback_config() { # rate(unpaced|Gb/s) size port file
       -e "s/^cpu_core = 1/cpu_core = $RX_CPU/" -e "s/^cpu_core = 0/cpu_core = $TX_CPU/" \
       -e "s/^consumer_core = 0/consumer_core = $TX_CPU/" \
       configs/host-loopback-udp.toml > "$f"
+  # "read" or a coalescing time: stamp datagrams when the queue reads them (rx_timestamps =
+  # "batch"), so the latency includes the time they waited in the socket
+  if [ "$coalesce" != 0 ]; then
+    sed -i "s/^gro = false.*/&\nrx_timestamps = \"batch\"/" "$f"
+  fi
+  if [ "$coalesce" != 0 ] && [ "$coalesce" != read ]; then
+    sed -i "s/^gro = false.*/&\nrx_coalesce_us = $coalesce/" "$f"
+  fi
 }
 
 # one receive-rate sample: sender on TX_CPU, receiver (c | direct | indirect) on RX_CPU
@@ -222,9 +238,9 @@ EOF2
 }
 
 # one rtdaq generator -> receiver loopback sample
-loop_sample() { # part rate size rep
+loop_sample() { # part rate size rep [rx_coalesce_us]
   local part=$1 rate=$2 size=$3 rep=$4 tag=$1-$2-$3-$4 port=$((PORT + 2)) rc=0
-  loopback_config "$rate" "$size" "$port" "$OUT/$tag.toml"
+  loopback_config "$rate" "$size" "$port" "$OUT/$tag.toml" "${5:-0}"
   timeout -k 5 $((SECS + 30)) "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
       > "$OUT/$tag.log" 2>&1 || rc=$?
   [ -s "$OUT/$tag.json" ] || { log "$tag: no result (rc=$rc), recorded as failed"; echo "{\"part\": \"failed\", \"tag\": \"$tag\", \"rc\": $rc}" >> "$RES"; return 0; }
@@ -420,6 +436,8 @@ for part in $PARTS; do
     for rep in $(seq 1 "$REPEATS"); do
       log "sockperf ping-pong rep=$rep"; sockperf_sample "$rep"
       log "rtdaq loopback latency (1 Gb/s paced, 1472 B) rep=$rep"; loop_sample latency 1 1472 "$rep"
+      log "rtdaq loopback latency to the read rep=$rep"; loop_sample latency_read 1 1472 "$rep" read
+      log "rtdaq loopback latency to the read, rx_coalesce_us = $COALESCE_US rep=$rep"; loop_sample latency_co 1 1472 "$rep" "$COALESCE_US"
     done ;;
   *) log "unknown part $part"; exit 2 ;;
   esac
@@ -452,7 +470,8 @@ if udp:
           "ns/datagram = the same as CPU time per datagram\n")
     print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | thread CPU ns/datagram | M datagrams per CPU-s | ratio rtdaq/C per core | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | rc |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    names = (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("lean", "rtdaq direct, lean"), ("indirect", "rtdaq indirect"))
+    names = (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("lean", "rtdaq direct, lean"),
+             ("coalesce", "rtdaq direct, lean, rx_coalesce_us"), ("indirect", "rtdaq indirect"))
     percore = lambda r: r["packets"] / r["cpu_s"] if r.get("cpu_s") else 0.0
     for size in sorted({r["size"] for r in udp}):
         by = {v: sorted([r for r in udp if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v, _ in names}
@@ -536,10 +555,16 @@ if it or rt:
     print()
 sp = sorted([r for r in rows if r["part"] == "sockperf"], key=lambda r: r["rep"])
 la = sorted([r for r in rows if r["part"] == "latency"], key=lambda r: r["rep"])
+lr = sorted([r for r in rows if r["part"] == "latency_read"], key=lambda r: r["rep"])
+lc = sorted([r for r in rows if r["part"] == "latency_co"], key=lambda r: r["rep"])
 if sp or la:
     print("## Latency (different quantities, see the page)\n")
     print("| | p50 µs | p99 µs | p99.9 µs | max µs |\n|---|---:|---:|---:|---:|")
     print(f"| sockperf UDP ping-pong 1472 B (half round trip) | {mmm([r['p50_us'] for r in sp])} | {mmm([r['p99_us'] for r in sp])} | {mmm([r['p999_us'] for r in sp])} | {mmm([r['max_us'] for r in sp])} |")
     print(f"| rtdaq one-way, generator stamp -> RX kernel stamp, 1 Gb/s paced, 1472 B | {mmm([r['lat_ns']['p50']/1e3 for r in la])} | {mmm([r['lat_ns']['p99']/1e3 for r in la])} | {mmm([r['lat_ns']['p999']/1e3 for r in la])} | {mmm([r['lat_ns']['max']/1e3 for r in la])} |")
+    for rs, what in ((lr, "rtdaq one-way, generator stamp -> the queue's read (rx_timestamps = batch)"),
+                     (lc, "the same with rx_coalesce_us")):
+        if rs:
+            print(f"| {what} (lost {mmm([r['lost'] for r in rs], '{:.0f}')}) | {mmm([r['lat_ns']['p50']/1e3 for r in rs])} | {mmm([r['lat_ns']['p99']/1e3 for r in rs])} | {mmm([r['lat_ns']['p999']/1e3 for r in rs])} | {mmm([r['lat_ns']['max']/1e3 for r in rs])} |")
 EOF
 log "raw results: $RES"

@@ -94,6 +94,11 @@ pub struct SocketEngine {
     pub reuseport: bool,
     /// Where UDP receive timestamps come from.
     pub rx_timestamps: RxTimestamps,
+    /// Receive interrupt moderation, µs (0 = off): after a read that emptied its socket, a
+    /// sleeping UDP RX queue waits this long before reading again, so datagrams arrive in
+    /// larger batches (fewer system calls and wake-ups per datagram; up to this much more
+    /// latency).
+    pub rx_coalesce_us: u32,
     /// Extra integer `setsockopt` calls, applied in order after the ones above.
     pub sockopts: Vec<Sockopt>,
 }

@@ -40,6 +40,8 @@ pub(crate) struct RawSocket {
     #[serde(default)]
     pub sockopts: Vec<RawSockopt>,
 }
+    pub rx_coalesce_us: i64,
+    #[serde(default)]
 
 impl Default for RawSocket {
     fn default() -> Self {
@@ -52,6 +54,7 @@ impl Default for RawSocket {
             rx_timestamps: RxTimestamps::Kernel,
             sockopts: Vec::new(),
         }
+            rx_coalesce_us: 0,
     }
 }
 

@@ -55,6 +55,9 @@ fn only_matching_table(raw: &RawEngine, errs: &mut Errors) {
     }
 }
 
+/// Largest `engine.socket.rx_coalesce_us` (10 ms).
+const MAX_RX_COALESCE_US: u32 = 10_000;
+
 const SOL_SOCKET: i64 = 1;
 const IPPROTO_UDP: i64 = 17;
 
@@ -100,14 +103,24 @@ fn socket(raw: &RawSocket, errs: &mut Errors) -> Option<SocketEngine> {
             _ => ok = false,
         }
     }
+    let coalesce = int::<u32>(
+        raw.rx_coalesce_us,
+        0,
+        i64::from(MAX_RX_COALESCE_US),
+        "engine.socket.rx_coalesce_us",
+        " µs (a longer wait lets more datagrams pile up in the socket buffer; 0 = off)",
+        errs,
+    );
     let rcvbuf = rcvbuf.map_or(Some(None), |v| v.map(Some))?;
     let sndbuf = sndbuf.map_or(Some(None), |v| v.map(Some))?;
+    let rx_coalesce_us = coalesce?;
     ok.then_some(SocketEngine {
         rcvbuf,
         sndbuf,
         gro: raw.gro,
         gso: raw.gso,
         rx_timestamps: raw.rx_timestamps,
+        rx_coalesce_us,
         reuseport: raw.reuseport,
         sockopts,
     })

@@ -11,6 +11,11 @@ pub struct RxStats {
     pub errors: u64,
     /// `errno` of the last such failure (0 = none).
     pub last_errno: i32,
+    /// UDP: `recvmmsg` calls that returned datagrams (datagrams / reads = the average
+    /// batch the kernel handed over).
+    pub reads: u64,
+    /// UDP: sleeps of `engine.socket.rx_coalesce_us` before a read.
+    pub coalesce_waits: u64,
     /// UDP: coalesced GRO reads split back into datagrams.
     pub gro_reads: u64,
     /// UDP: datagrams copied out of a GRO read into further pool buffers.

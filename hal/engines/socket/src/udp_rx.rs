@@ -4,8 +4,10 @@
 //! has several RX queues: the kernel spreads flows over them by 4-tuple hash). Each `poll`:
 //!
 //! 1. hands over GRO segments left from the previous poll (when the burst filled up);
-//! 2. takes up to `batch` free buffers (kept between polls, like a NIC RX ring) and points
-//!    the `recvmmsg` iovecs straight into their slots: no copy after the kernel's;
+//! 2. keeps up to `batch` free buffers posted in a [`RecvRing`] (like a NIC RX ring: the
+//!    `recvmmsg` headers and iovecs stay set up between calls and point straight into the
+//!    buffers' slots, so there is no copy after the kernel's, and each call only re-posts
+//!    the entries the previous one filled);
 //! 3. reads with one `recvmmsg`:
 //!    - a sleeping queue (`busy_poll = false`, `timeout_us > 0`) handed an **empty** burst
 //!      blocks in `recvmmsg(MSG_WAITFORONE)` until the first datagram, then takes what else
@@ -15,6 +17,11 @@
 //!    - a sleeping queue handed a **partial** burst (the runtime is still filling it) reads
 //!      with `MSG_DONTWAIT`; when nothing was there it waits up to `timeout_us` in `ppoll`
 //!      (hrtimer precision) and reads again, so partial bursts leave on time;
+//!    - with `engine.socket.rx_coalesce_us` (receive interrupt moderation), a sleeping queue
+//!      whose last read emptied the socket first sleeps that long and reads with
+//!      `MSG_DONTWAIT`, so datagrams gather into larger reads (fewer system calls and
+//!      wake-ups per datagram, for the sender too; up to that much more latency); only when
+//!      nothing came does it block as above;
 //!    - a busy-polling queue always reads with `MSG_DONTWAIT`;
 //! 4. per datagram: `SO_RXQ_OVFL` delta → `kernel` drops, `MSG_TRUNC` → `too_large`, GRO
 //!    reads split into datagrams (copies into further slots), flow rules → flow id or
@@ -43,7 +50,7 @@ use crate::sys::consts::{
     SOL_UDP, SO_REUSEPORT, SO_TIMESTAMPNS, UDP_GRO,
 };
 use crate::sys::socket::Interest;
-use crate::sys::{PollSet, RecvBatch, RecvMsg, Socket};
+use crate::sys::{PollSet, RecvMsg, RecvRing, Socket};
 
 /// Most datagrams the kernel coalesces into one GRO read (`UDP_GRO_CNT_MAX`).
 pub const GRO_MAX_SEGMENTS: usize = 64;
@@ -74,13 +81,17 @@ pub(crate) struct UdpRx<'a, const N: usize> {
     block: bool,
     /// `rx_timestamps = "batch"`: one clock read per `recvmmsg`.
     batch_clock: bool,
+    /// `engine.socket.rx_coalesce_us`: after a read that drained the socket, a sleeping queue
+    /// waits this long before reading again, so datagrams gather (zero: off).
+    coalesce: Duration,
+    /// The last read drained the socket (took fewer datagrams than asked for).
+    drained: bool,
     gro: bool,
     flows: Option<Box<Flows>>,
-    mmsg: RecvBatch,
+    /// Posted receive buffers and their `recvmmsg` entries.
+    ring: RecvRing<'a>,
     /// `recvmmsg` calls that returned datagrams (paces the `SO_MEMINFO` reads).
     reads: u32,
-    /// Free buffers kept for the next read; datagram `i` lands in `cache[len - 1 - i]`.
-    cache: Vec<Buf<'a>>,
     /// Copies of the segments of one GRO read.
     stage: Vec<Buf<'a>>,
     /// Segments of a GRO read that did not fit the burst; handed over first next time.
@@ -169,7 +180,8 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         // Per-datagram kernel work only for what is used: sender addresses for flow rules,
         // control messages for kernel timestamps, GRO sizes or destination addresses.
         let control = stamps == RxTimestamps::Kernel || gro || pktinfo;
-        let mmsg = RecvBatch::with_parts(
+        let ring = RecvRing::new(
+            res.pool,
             (q.batch_size as usize).clamp(1, N.max(1)),
             flows.is_some(),
             control,
@@ -208,11 +220,12 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             timeout,
             block,
             batch_clock: stamps == RxTimestamps::Batch,
+            coalesce: Duration::from_micros(u64::from(ctx.sock.rx_coalesce_us)),
+            drained: false,
             gro,
             flows,
-            mmsg,
+            ring,
             reads: 0,
-            cache: Vec::with_capacity(batch),
             stage: Vec::with_capacity(GRO_MAX_SEGMENTS),
             pending: Vec::with_capacity(GRO_MAX_SEGMENTS),
             scratch: vec![0u8; slot.max(GRO_MIN_BUFFER * usize::from(gro))].into_boxed_slice(),
@@ -264,6 +277,14 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             return burst.len() - before;
         }
         if self.block && burst.is_empty() {
+            if self.drained && !self.coalesce.is_zero() {
+                // Interrupt moderation: let datagrams gather instead of waking for each few.
+                std::thread::sleep(self.coalesce);
+                self.stats.coalesce_waits += 1;
+                if self.recv_once(burst, MSG_DONTWAIT | MSG_TRUNC) > 0 {
+                    return burst.len() - before;
+                }
+            }
             if self.recv_once(burst, MSG_WAITFORONE | MSG_TRUNC) == 0 {
                 self.sync_kernel_drops();
             }
@@ -296,30 +317,21 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         if want == 0 {
             return 0;
         }
-        if self.cache.len() < want {
-            let cache = &mut self.cache;
-            self.pool.get_bulk(want - cache.len(), |b| cache.push(b));
-        }
-        if self.cache.is_empty() {
+        if self.ring.refill() == 0 {
             return self.drain_to_scratch(flags);
         }
-        let len = self.cache.len();
-        let k = want.min(len);
-        let res = self.mmsg.recv(
-            &self.sock,
-            self.cache[len - k..]
-                .iter_mut()
-                .rev()
-                .map(|b| b.slot_mut().unwrap_or_default()),
-            flags,
-        );
-        let n = match res {
-            Ok(n) => n.min(k),
+        let n = match self.ring.recv(&self.sock, want, flags) {
+            Ok(n) => n,
             Err(e) => {
                 self.note_error(e.raw_os_error().unwrap_or(0));
                 return 0;
             }
         };
+        let k = want.min(self.ring.posted());
+        self.drained = n < k;
+        if n > 0 {
+            self.stats.reads += 1;
+        }
         // Kernel drops happen only while the socket buffer is full, i.e. while reads come
         // back full: read the drop counter then, and every DROP_SYNC_READS reads anyway.
         self.reads = self.reads.wrapping_add(1);
@@ -338,8 +350,11 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             packets: 0,
             bytes: 0,
         };
-        for (i, mut buf) in self.cache.drain(len - n..).rev().enumerate() {
-            let m = self.mmsg.msg(i);
+        for i in 0..n {
+            let m = self.ring.msg(i);
+            let Some(mut buf) = self.ring.take(i) else {
+                continue; // unreachable: entries 0..n are posted
+            };
             note_kernel_drops(&mut self.last_drops, self.counters, m.kernel_drops);
             if m.truncated || m.len > buf.capacity() {
                 self.counters.record_drop(DropReason::TooLarge);
@@ -387,12 +402,12 @@ impl<'a, const N: usize> UdpRx<'a, N> {
     /// as `pool_empty` (or `too_large`).
     fn drain_to_scratch(&mut self, flags: i32) -> usize {
         match self
-            .mmsg
+            .ring
             .recv_discard(&self.sock, &mut self.scratch, self.batch, flags)
         {
             Ok(n) => {
                 for i in 0..n {
-                    let m = self.mmsg.msg(i);
+                    let m = self.ring.msg(i);
                     note_kernel_drops(&mut self.last_drops, self.counters, m.kernel_drops);
                     if m.truncated {
                         self.counters.record_drop(DropReason::TooLarge);

@@ -1,10 +1,10 @@
-//! Safe layer over `recvmmsg` / `sendmmsg`: preallocated `mmsghdr`, `iovec`, address and
-//! control-message arrays, sized at open so the hot path allocates nothing.
+//! Safe layer over `sendmmsg` (preallocated `mmsghdr`, `iovec` and control-message arrays,
+//! sized at open so the hot path allocates nothing) and the parsing of what `recvmmsg`
+//! reported (used by [`RecvRing`](super::recv_ring::RecvRing)).
 //!
-//! The headers point into the batch's own boxed arrays (heap memory that does not move when
-//! the batch moves). Data buffers are borrowed only for the call that uses them:
-//! [`RecvBatch::recv`] consumes an iterator of `&mut [u8]`, and a [`SendBuilder`] borrows the
-//! `&[u8]` it was given for its own lifetime.
+//! The send headers point into the batch's own boxed arrays (heap memory that does not move
+//! when the batch moves). Data buffers are borrowed only while they are used: a
+//! [`SendBuilder`] borrows the `&[u8]` it was given for its own lifetime.
 
 use std::io;
 use std::marker::PhantomData;
@@ -19,23 +19,23 @@ use super::socket::Socket;
 /// Control bytes per received message: room for `SCM_TIMESTAMPNS` (16 B), `SO_RXQ_OVFL`
 /// (4 B), `UDP_GRO` (4 B) and `IP_PKTINFO` (12 B), each with its 16-byte header, aligned.
 /// (The UDP queue no longer enables `SO_RXQ_OVFL`, but the batch still parses it.)
-const RX_CONTROL: usize = 128;
+pub(super) const RX_CONTROL: usize = 128;
 /// Control bytes per sent message: one `UDP_SEGMENT` (`u16`).
 const TX_CONTROL: usize = 32;
 
 /// A control-message buffer, aligned for `cmsghdr`.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
-struct Control<const B: usize>([u8; B]);
+pub(super) struct Control<const B: usize>(pub(super) [u8; B]);
 
 /// An all-zero `msghdr` (every field an integer or a nullable pointer, so zero is valid; this
 /// also covers libc targets with private padding fields).
-fn zeroed_msghdr() -> libc::msghdr {
+pub(super) fn zeroed_msghdr() -> libc::msghdr {
     // SAFETY: `msghdr` is a plain C struct of integers and raw pointers; all-zero is valid.
     unsafe { MaybeUninit::<libc::msghdr>::zeroed().assume_init() }
 }
 
-const EMPTY_IOV: libc::iovec = libc::iovec {
+pub(super) const EMPTY_IOV: libc::iovec = libc::iovec {
     iov_base: ptr::null_mut(),
     iov_len: 0,
 };
@@ -61,188 +61,69 @@ pub(crate) struct RecvMsg {
     pub(crate) gro_segment: Option<u16>,
 }
 
-/// Preallocated `recvmmsg` arrays for up to `capacity` datagrams.
-pub(crate) struct RecvBatch {
-    hdrs: Box<[libc::mmsghdr]>,
-    iovs: Box<[libc::iovec]>,
-    names: Box<[libc::sockaddr_in]>,
-    control: Box<[Control<RX_CONTROL>]>,
-    /// Ask the kernel for each sender's address (`msg_name`).
-    want_names: bool,
-    /// Ask the kernel for control messages (`msg_control`).
-    want_control: bool,
-}
-
-// SAFETY: the raw pointers inside point only into the batch's own boxed arrays (which move
-// with it and are never shared) and, during one call, into buffers borrowed for that call.
-unsafe impl Send for RecvBatch {}
-
-impl RecvBatch {
-    /// Arrays for `capacity` (≥ 1) datagrams. Without `names` the kernel copies no sender
-    /// address ([`RecvMsg::src`] reads 0.0.0.0:0); without `control` it builds no control
-    /// messages (no timestamps, GRO sizes or destination addresses). Each saves kernel work
-    /// per datagram. Cold path (allocates).
-    pub(crate) fn with_parts(capacity: usize, names: bool, control: bool) -> RecvBatch {
-        let capacity = capacity.max(1);
-        let unspecified = ffi::to_sockaddr(&SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-        RecvBatch {
-            hdrs: (0..capacity)
-                .map(|_| libc::mmsghdr {
-                    msg_hdr: zeroed_msghdr(),
-                    msg_len: 0,
-                })
-                .collect(),
-            iovs: vec![EMPTY_IOV; capacity].into_boxed_slice(),
-            names: vec![unspecified; capacity].into_boxed_slice(),
-            control: vec![Control([0; RX_CONTROL]); capacity].into_boxed_slice(),
-            want_names: names,
-            want_control: control,
-        }
+/// What the kernel reported in one received header (`name`: its address slot). Reads the
+/// sender address only when `names` was asked for and walks the control messages only when
+/// `control` was. Never allocates.
+pub(super) fn parse_msg(
+    h: &libc::mmsghdr,
+    name: &libc::sockaddr_in,
+    names: bool,
+    control: bool,
+) -> RecvMsg {
+    let mut m = RecvMsg {
+        len: h.msg_len as usize,
+        truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+        src: if names {
+            ffi::from_sockaddr(name)
+        } else {
+            SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)
+        },
+        dst: None,
+        timestamp_ns: 0,
+        kernel_drops: None,
+        gro_segment: None,
+    };
+    if !control {
+        return m;
     }
-
-    /// Most datagrams one call takes.
-    #[inline]
-    pub(crate) fn capacity(&self) -> usize {
-        self.hdrs.len()
-    }
-
-    /// Points the first `n` headers at their own name, iovec and control slots (fresh
-    /// pointers, taken after the iovecs were written) and resets their in/out fields.
-    #[inline]
-    fn reset(&mut self, n: usize) {
-        let iov = self.iovs.as_mut_ptr();
-        let name = self.names.as_mut_ptr();
-        let control = self.control.as_mut_ptr();
-        let (names, control_len) = (self.want_names, self.want_control);
-        for (i, h) in self.hdrs[..n].iter_mut().enumerate() {
-            h.msg_hdr.msg_iov = iov.wrapping_add(i);
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_len = 0;
-            h.msg_hdr.msg_flags = 0;
-            if names {
-                h.msg_hdr.msg_name = name.wrapping_add(i).cast();
-                h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as _;
-            } else {
-                h.msg_hdr.msg_name = ptr::null_mut();
-                h.msg_hdr.msg_namelen = 0;
-            }
-            if control_len {
-                h.msg_hdr.msg_control = control.wrapping_add(i).cast();
-                h.msg_hdr.msg_controllen = RX_CONTROL as _;
-            } else {
-                h.msg_hdr.msg_control = ptr::null_mut();
-                h.msg_hdr.msg_controllen = 0;
-            }
-        }
-    }
-
-    /// Receives up to `capacity()` datagrams, datagram `i` into the `i`-th buffer `bufs`
-    /// yields; returns how many arrived. `flags` are `recvmmsg` flags (`MSG_DONTWAIT`,
-    /// `MSG_TRUNC`, ...). Never allocates.
-    #[inline]
-    pub(crate) fn recv<'b, I>(&mut self, sock: &Socket, bufs: I, flags: i32) -> io::Result<usize>
-    where
-        I: IntoIterator<Item = &'b mut [u8]>,
-    {
-        let mut n = 0;
-        for (iov, buf) in self.iovs.iter_mut().zip(bufs) {
-            *iov = libc::iovec {
-                iov_base: buf.as_mut_ptr().cast(),
-                iov_len: buf.len(),
-            };
-            n += 1;
-        }
-        if n == 0 {
-            return Ok(0);
-        }
-        self.reset(n);
-        // SAFETY: headers 0..n point to their own name, iovec and control arrays (valid for
-        // writes of the lengths set by `new`/`reset`); iovec i points to the i-th buffer, an
-        // exclusive borrow that outlives this call ('b). Nothing else touches them meanwhile.
-        unsafe { ffi::recvmmsg(sock.as_fd(), self.hdrs.as_mut_ptr(), n, flags) }
-    }
-
-    /// Receives up to `n` datagrams into one discard buffer (every iovec points to
-    /// `scratch`): drains the socket when no pool buffer is free. Never allocates.
-    #[inline]
-    pub(crate) fn recv_discard(
-        &mut self,
-        sock: &Socket,
-        scratch: &mut [u8],
-        n: usize,
-        flags: i32,
-    ) -> io::Result<usize> {
-        let n = n.min(self.capacity());
-        if n == 0 {
-            return Ok(0);
-        }
-        let base = scratch.as_mut_ptr();
-        for iov in &mut self.iovs[..n] {
-            *iov = libc::iovec {
-                iov_base: base.cast(),
-                iov_len: scratch.len(),
-            };
-        }
-        self.reset(n);
-        // SAFETY: as in `recv`; the iovecs alias `scratch`, which the kernel writes one
-        // datagram after the other during the call and nobody reads meanwhile.
-        unsafe { ffi::recvmmsg(sock.as_fd(), self.hdrs.as_mut_ptr(), n, flags) }
-    }
-
-    /// What the kernel reported for datagram `i` of the last call (`i` below its return
-    /// value). Never allocates.
-    pub(crate) fn msg(&self, i: usize) -> RecvMsg {
-        let h = &self.hdrs[i];
-        let mut m = RecvMsg {
-            len: h.msg_len as usize,
-            truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
-            src: ffi::from_sockaddr(&self.names[i]),
-            dst: None,
-            timestamp_ns: 0,
-            kernel_drops: None,
-            gro_segment: None,
-        };
-        let hdr: *const libc::msghdr = &h.msg_hdr;
-        // SAFETY: `hdr` is a header the kernel filled: `msg_control` points to this message's
-        // control buffer and `msg_controllen` (≤ RX_CONTROL) is what the kernel wrote, so the
-        // CMSG_* walk stays inside it. Payloads are read unaligned with their own size after
-        // checking `cmsg_len`.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(hdr);
-            while !c.is_null() {
-                let level = (*c).cmsg_level;
-                let kind = (*c).cmsg_type;
-                let data = libc::CMSG_DATA(c);
-                let avail = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
-                match (level, kind) {
-                    (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS)
-                        if avail >= size_of::<libc::timespec>() =>
-                    {
-                        let ts = ptr::read_unaligned(data.cast::<libc::timespec>());
-                        m.timestamp_ns = (ts.tv_sec as u64)
-                            .wrapping_mul(1_000_000_000)
-                            .wrapping_add(ts.tv_nsec as u64);
-                    }
-                    (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) if avail >= size_of::<u32>() => {
-                        m.kernel_drops = Some(ptr::read_unaligned(data.cast::<u32>()));
-                    }
-                    (libc::SOL_UDP, libc::UDP_GRO) if avail >= size_of::<libc::c_int>() => {
-                        let seg = ptr::read_unaligned(data.cast::<libc::c_int>());
-                        m.gro_segment = u16::try_from(seg).ok().filter(|&s| s > 0);
-                    }
-                    (libc::IPPROTO_IP, libc::IP_PKTINFO)
-                        if avail >= size_of::<libc::in_pktinfo>() =>
-                    {
-                        let pi = ptr::read_unaligned(data.cast::<libc::in_pktinfo>());
-                        m.dst = Some(Ipv4Addr::from(pi.ipi_addr.s_addr.to_ne_bytes()));
-                    }
-                    _ => {}
+    let hdr: *const libc::msghdr = &h.msg_hdr;
+    // SAFETY: `hdr` is a header the kernel filled: `msg_control` points to this message's
+    // control buffer and `msg_controllen` (≤ RX_CONTROL) is what the kernel wrote, so the
+    // CMSG_* walk stays inside it. Payloads are read unaligned with their own size after
+    // checking `cmsg_len`.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            let level = (*c).cmsg_level;
+            let kind = (*c).cmsg_type;
+            let data = libc::CMSG_DATA(c);
+            let avail = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+            match (level, kind) {
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS)
+                    if avail >= size_of::<libc::timespec>() =>
+                {
+                    let ts = ptr::read_unaligned(data.cast::<libc::timespec>());
+                    m.timestamp_ns = (ts.tv_sec as u64)
+                        .wrapping_mul(1_000_000_000)
+                        .wrapping_add(ts.tv_nsec as u64);
                 }
-                c = libc::CMSG_NXTHDR(hdr, c);
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) if avail >= size_of::<u32>() => {
+                    m.kernel_drops = Some(ptr::read_unaligned(data.cast::<u32>()));
+                }
+                (libc::SOL_UDP, libc::UDP_GRO) if avail >= size_of::<libc::c_int>() => {
+                    let seg = ptr::read_unaligned(data.cast::<libc::c_int>());
+                    m.gro_segment = u16::try_from(seg).ok().filter(|&s| s > 0);
+                }
+                (libc::IPPROTO_IP, libc::IP_PKTINFO) if avail >= size_of::<libc::in_pktinfo>() => {
+                    let pi = ptr::read_unaligned(data.cast::<libc::in_pktinfo>());
+                    m.dst = Some(Ipv4Addr::from(pi.ipi_addr.s_addr.to_ne_bytes()));
+                }
+                _ => {}
             }
+            c = libc::CMSG_NXTHDR(hdr, c);
         }
-        m
     }
+    m
 }
 
 /// Preallocated `sendmmsg` arrays: up to `max_msgs` messages gathering up to `max_iovs`
@@ -257,7 +138,7 @@ pub(crate) struct SendBatch {
     has_dest: bool,
 }
 
-// SAFETY: as for `RecvBatch`: the raw pointers point into the batch's own boxed arrays and,
+// SAFETY: the raw pointers point into the batch's own boxed arrays and,
 // while a `SendBuilder` lives, into data it borrows.
 unsafe impl Send for SendBatch {}
 

@@ -7,14 +7,16 @@
 //! |---|---|---|
 //! | raw | `libc` | the C functions and structs, used only inside this module |
 //! | result | [`ffi`] | one thin function per call returning `io::Result`; the **only** place that reads `errno` |
-//! | safe | [`socket`], [`mmsg`], [`iov`] | RAII and preallocated types: [`Socket`] (an `OwnedFd`), [`PollSet`], [`FdSlot`], [`RecvBatch`] / [`SendBatch`] (`recvmmsg` / `sendmmsg` arrays with their `iovec`s and control buffers), [`IoVecs`] (vectored stream I/O) |
+//! | safe | [`socket`], [`mmsg`], [`iov`] | RAII and preallocated types: [`Socket`] (an `OwnedFd`), [`PollSet`], [`FdSlot`], [`RecvRing`] (posted `recvmmsg` entries, each with its pool buffer, like a NIC RX ring) / [`SendBatch`] (`sendmmsg` arrays with their `iovec`s and control buffers), [`IoVecs`] (vectored stream I/O) |
 //!
 //! The safe types allocate only in their constructors (cold path). Their per-burst methods
 //! never allocate, never log and never block longer than the timeout they are given.
 //!
-//! Buffers handed to the kernel are borrowed for exactly one call (iterators of `&mut [u8]` /
-//! `&[u8]` consumed inside the method, or a builder that borrows them for its own lifetime),
-//! so no pointer the kernel uses can outlive the memory it points to.
+//! Buffers handed to the kernel are either borrowed for exactly one call (iterators of
+//! `&mut [u8]` / `&[u8]` consumed inside the method, or a builder that borrows them for its
+//! own lifetime) or owned by the structure holding the pointer ([`RecvRing`] keeps the pool
+//! `Buf` of every posted `iovec`), so no pointer the kernel uses can outlive the memory it
+//! points to.
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -22,10 +24,12 @@
 pub(crate) mod ffi;
 pub(crate) mod iov;
 pub(crate) mod mmsg;
+pub(crate) mod recv_ring;
 pub(crate) mod socket;
 
 pub(crate) use iov::IoVecs;
-pub(crate) use mmsg::{RecvBatch, RecvMsg, SendBatch};
+pub(crate) use mmsg::{RecvMsg, SendBatch};
+pub(crate) use recv_ring::RecvRing;
 pub(crate) use socket::{FdSlot, PollSet, Socket};
 
 /// Socket-option constants the engine uses, re-exported so the safe modules need no `libc`.
