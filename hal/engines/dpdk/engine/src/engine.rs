@@ -21,6 +21,7 @@ use std::time::Duration;
 use rtdaq_config::model::{Address, Engine as EngineConfig, RegionId};
 use rtdaq_config::Config;
 use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RxQueue, TxQueue};
+use rtdaq_core::flow::DefaultAction;
 use rtdaq_core::{QueueCounters, QueueId};
 use rtdaq_dpdk_sys::{Eal, Mempool, Port, PortConfig};
 
@@ -261,7 +262,13 @@ impl DpdkEngine<'static> {
                     segments: if qc.split.is_some() { 2 } else { 1 },
                     pool: qc.pool,
                     counters,
-                    flows: Box::new(cfg.flow_table(i)),
+                    flows: {
+                        // Without rules and with a queue as default action there is nothing
+                        // to classify (as in the AF_PACKET engine): frames go up untouched.
+                        let t = cfg.flow_table(i);
+                        (!t.is_empty() || matches!(t.default_action(), DefaultAction::Drop))
+                            .then(|| Box::new(t))
+                    },
                     interface: i,
                     queue: j,
                     batch: c.batch_size as usize,

@@ -3,7 +3,8 @@
 //! Each [`poll`](rtdaq_core::traits::RxQueue::poll) makes one `rte_eth_rx_burst` of up to
 //! `min(burst room, batch_size)` mbufs into a scratch array, reads the clock once, and
 //! classifies every frame by the interface's [`FlowTable`] (`rtdaq_core::wire::parse_frame`
-//! inside): delivered into the burst (zero copy, the mbuf itself) with its flow id, or
+//! inside; skipped when the table has no rules and a queue as default action, so every frame
+//! is delivered untouched): delivered into the burst (zero copy, the mbuf itself) with its flow id, or
 //! counted `malformed` / `no_flow` / `flow_drop` (chained mbufs: `truncated`) and freed in
 //! bulk at the end of the poll.
 //!
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rtdaq_core::flow::{Classified, FlowTable};
-use rtdaq_core::{ConnId, DropReason, PacketMeta, QueueCounters, QueueId};
+use rtdaq_core::{ConnId, DropReason, FlowId, PacketMeta, QueueCounters, QueueId};
 use rtdaq_dpdk_sys::{Mbuf, MbufBurst, Mempool, RxQueue as PortRxQueue};
 
 use crate::burst::DpdkRxBurst;
@@ -58,7 +59,9 @@ pub(crate) struct RxSetup<'a> {
     pub(crate) segments: u16,
     pub(crate) pool: Arc<Mempool>,
     pub(crate) counters: &'a QueueCounters,
-    pub(crate) flows: Box<Flows>,
+    /// The interface's flow table; `None` when it has no rules and a queue as default action
+    /// (every frame is delivered as it is: no parse, no classification).
+    pub(crate) flows: Option<Box<Flows>>,
     pub(crate) interface: usize,
     pub(crate) queue: usize,
     pub(crate) batch: usize,
@@ -77,7 +80,7 @@ pub struct DpdkRx<'a> {
     scratch: Box<[Option<Mbuf>]>,
     drops: MbufBurst,
     counters: &'a QueueCounters,
-    flows: Box<Flows>,
+    flows: Option<Box<Flows>>,
     interface: usize,
     queue: QueueId,
     busy: bool,
@@ -181,16 +184,17 @@ impl<'a> DpdkRx<'a> {
             let verdict = if m.segments() > self.segments {
                 Err(DropReason::Truncated)
             } else {
-                match self.flows.classify(m.data()) {
-                    Classified::Deliver { queue, flow } => {
+                match self.flows.as_deref().map(|t| t.classify(m.data())) {
+                    None => Ok(FlowId::NONE),
+                    Some(Classified::Deliver { queue, flow }) => {
                         if queue != self.queue {
                             self.stats.misrouted += 1;
                         }
                         Ok(flow)
                     }
-                    Classified::Malformed => Err(DropReason::Malformed),
-                    Classified::NoFlow => Err(DropReason::NoFlow),
-                    Classified::FlowDrop => Err(DropReason::FlowDrop),
+                    Some(Classified::Malformed) => Err(DropReason::Malformed),
+                    Some(Classified::NoFlow) => Err(DropReason::NoFlow),
+                    Some(Classified::FlowDrop) => Err(DropReason::FlowDrop),
                 }
             };
             match verdict {
