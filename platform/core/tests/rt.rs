@@ -180,3 +180,37 @@ fn lock_memory_as_root() {
         .unwrap();
     assert!(locked_kib > 0, "VmLck is 0 after mlockall");
 }
+
+#[test]
+fn keep_off_cores_leaves_exactly_the_other_cpus_and_threads_inherit_it() {
+    let all = rt::current_affinity().expect("affinity");
+    let cpus: Vec<usize> = all.iter().collect();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs 2 CPUs in the affinity mask, has {cpus:?}");
+        return;
+    }
+    let first = cpus[0] as u32;
+    let (changed, now, child) = in_thread(move || {
+        let changed = rt::keep_off_cores(&[first]);
+        let now = rt::current_affinity();
+        // A thread created afterwards inherits the reduced mask.
+        let child = std::thread::spawn(rt::current_affinity).join().unwrap();
+        (changed, now, child)
+    });
+    let rest = CpuList::from_ids(cpus[1..].iter().copied());
+    assert_eq!(changed.expect("keep_off_cores"), Some(rest.clone()));
+    assert_eq!(now.unwrap(), rest);
+    assert_eq!(child.unwrap(), rest);
+    // Nothing to move off (no CPU of the list in the mask), or nothing would be left: no change.
+    let all_cores: Vec<u32> = cpus.iter().map(|&c| c as u32).collect();
+    let (unrelated, everything, after) = in_thread(move || {
+        (
+            rt::keep_off_cores(&[100_000]),
+            rt::keep_off_cores(&all_cores),
+            rt::current_affinity(),
+        )
+    });
+    assert_eq!(unrelated.unwrap(), None);
+    assert_eq!(everything.unwrap(), None);
+    assert_eq!(after.unwrap(), all);
+}
