@@ -38,10 +38,10 @@ pub(crate) struct RawSocket {
     #[serde(default)]
     pub rx_timestamps: RxTimestamps,
     #[serde(default)]
-    pub sockopts: Vec<RawSockopt>,
-}
     pub rx_coalesce_us: i64,
     #[serde(default)]
+    pub sockopts: Vec<RawSockopt>,
+}
 
 impl Default for RawSocket {
     fn default() -> Self {
@@ -52,9 +52,9 @@ impl Default for RawSocket {
             gso: false,
             reuseport: true,
             rx_timestamps: RxTimestamps::Kernel,
+            rx_coalesce_us: 0,
             sockopts: Vec::new(),
         }
-            rx_coalesce_us: 0,
     }
 }
 
