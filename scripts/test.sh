@@ -178,8 +178,14 @@ ibverbs_guest_tests() {
     mapfile -t tests < <(jq -r 'select(.reason == "compiler-artifact" and .target.kind == ["test"]) | .executable // empty' <<< "$json")
     scripts/vm/ibverbs-tests.sh target/engines/rtdaq-ibverbs "${tests[@]}"
 }
+ibverbs_rt_guest_tests() {
+    [ -x target/engines/rtdaq-ibverbs ] || scripts/build-engines.sh ibverbs || return 1
+    RTDAQ_IB_KERNEL=rt scripts/vm/ibverbs-tests.sh target/engines/rtdaq-ibverbs
+}
 if [ -f scripts/vm/ibverbs-tests.sh ]; then
     run "ibverbs engine in the Soft-RoCE guest (scripts/vm/ibverbs-tests.sh)" ibverbs_guest_tests
+    run "ibverbs engine on the PREEMPT_RT guest: SCHED_FIFO queue threads, doctor (RTDAQ_IB_KERNEL=rt scripts/vm/ibverbs-tests.sh)" \
+        ibverbs_rt_guest_tests
 fi
 run "shellcheck scripts/*.sh" shellcheck scripts/*.sh
 run "shellcheck scripts/vm/" shellcheck -x scripts/vm/*.sh scripts/vm/guest/*.sh

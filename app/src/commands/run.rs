@@ -29,8 +29,8 @@ type ActiveEngine = rtdaq_engine_ibverbs::RawEngine;
 )))]
 compile_error!("unknown engine");
 
-// Port counters for the report: engines with ports of their own hand out an
-// `EngineStats` handle (rtdaq_core::traits); the others run without one.
+// Port counters for the report: engines with ports of their own (DPDK ports, RoCE
+// interfaces) hand out an `EngineStats` handle (rtdaq_core::traits); the others run without.
 #[cfg(rtdaq_engine = "dpdk")]
 fn run_engine(
     config: &'static rtdaq_config::Config,
@@ -44,7 +44,11 @@ fn run_engine(
     opts: &RunOptions,
 ) -> Result<rtdaq_runtime::RunResults, rtdaq_runtime::RuntimeError> {
     if rtdaq_engine_ibverbs::is_roce(config) {
-        rtdaq_runtime::run::<rtdaq_engine_ibverbs::RoceEngine>(config, opts)
+        // The connection counters (established, disconnects, replies, forced releases, ...)
+        // go into the report's `ports` as one entry per interface (driver "rdma_cm").
+        rtdaq_runtime::run_with_stats::<rtdaq_engine_ibverbs::RoceEngine>(config, opts, |e| {
+            Box::new(e.stats_handle())
+        })
     } else {
         rtdaq_runtime::run::<ActiveEngine>(config, opts)
     }

@@ -488,6 +488,23 @@ impl<'p> Buf<'p> {
         Some(unsafe { core::slice::from_raw_parts(self.ptr(), self.len as usize) })
     }
 
+    /// `len` bytes of the slot from byte `off`, whatever the used length: a frame a device
+    /// wrote inside a larger slot (a stride of a multi-packet receive buffer shared by
+    /// several frames). Only this range is borrowed, so a device may write other parts of
+    /// the slot meanwhile. `None` when the range leaves the slot or the pool is not
+    /// CPU-accessible.
+    #[inline]
+    pub fn bytes_at(&self, off: usize, len: usize) -> Option<&[u8]> {
+        let end = off.checked_add(len)?;
+        if !self.pool.cpu_accessible || end > self.pool.slot_size {
+            return None;
+        }
+        // SAFETY: CPU-accessible pool and `off + len <= slot_size`: the range lies inside
+        // the slot, inside memory valid for `'p` (`new` / `from_raw` contract); this `Buf`
+        // owns the slot (invariant 1) and `&self` excludes a `&mut` through it.
+        Some(unsafe { core::slice::from_raw_parts(self.ptr().add(off), len) })
+    }
+
     /// The used bytes, mutably; `None` when the pool is not CPU-accessible.
     #[inline]
     pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
@@ -778,6 +795,22 @@ mod tests {
         assert_eq!(b.as_slice(), Some(&[1u8, 2, 3, 4][..]));
         drop(b);
         assert_eq!(pool.available(), 2);
+    }
+
+    #[test]
+    fn bytes_at_borrows_a_range_of_the_slot() {
+        let mut mem = [0u8; 2 * 64];
+        let mut l = links::<2>();
+        let pool = BufferPool::new(&mut mem, &mut l, 64).unwrap();
+        let mut b = pool.get().unwrap();
+        for (i, x) in b.slot_mut().unwrap().iter_mut().enumerate() {
+            *x = i as u8;
+        }
+        // The used length (0) does not limit it.
+        assert_eq!(b.bytes_at(10, 3), Some(&[10u8, 11, 12][..]));
+        assert_eq!(b.bytes_at(64, 0), Some(&[][..]));
+        assert_eq!(b.bytes_at(60, 5), None);
+        assert_eq!(b.bytes_at(usize::MAX, 2), None);
     }
 
     #[test]

@@ -261,6 +261,32 @@ impl FlowOffload {
     }
 }
 
+/// The mlx5 striding (multi-packet) receive queue of the raw path
+/// (`engine.ibverbs.striding_rq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StridingRq {
+    /// Used when the device supports it and the RX buffers hold enough strides; otherwise
+    /// one frame per receive, with the reason logged (default).
+    #[default]
+    Auto,
+    /// Required: opening fails with the reason when it cannot be used.
+    On,
+    /// Never: one frame per receive.
+    Off,
+}
+
+impl StridingRq {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StridingRq::Auto => "auto",
+            StridingRq::On => "on",
+            StridingRq::Off => "off",
+        }
+    }
+}
+
 /// What the ibverbs engine moves (`engine.ibverbs.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -302,6 +328,32 @@ impl RoceOp {
     }
 }
 
+/// What a RoCE receiver sends back for each message of a request/response peer
+/// (`engine.ibverbs.reply`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoceReply {
+    /// Nothing: rtdaq is a pure sink (default).
+    #[default]
+    None,
+    /// The message itself, up to `reply_bytes` bytes.
+    Echo,
+    /// A fixed-size acknowledgement of `reply_bytes` bytes: the message's first bytes,
+    /// zero-padded.
+    Ack,
+}
+
+impl RoceReply {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoceReply::None => "none",
+            RoceReply::Echo => "echo",
+            RoceReply::Ack => "ack",
+        }
+    }
+}
+
 /// `[engine.ibverbs]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IbverbsEngine {
@@ -320,4 +372,13 @@ pub struct IbverbsEngine {
     pub credits: u32,
     /// RoCE: one signaled send completion per this many sends (and at the end of a burst).
     pub signal_interval: u32,
+    /// RoCE receivers: the reply sent to request/response (non-rtdaq) peers per message.
+    pub reply: RoceReply,
+    /// RoCE receivers with a reply: bytes of an `ack`, the most bytes of an `echo`.
+    pub reply_bytes: u32,
+    /// Raw: the mlx5 striding receive queue (multi-packet receive).
+    pub striding_rq: StridingRq,
+    /// Raw, striding RQ: bytes per stride (a power of two, 64..=8192); `None` = the
+    /// largest frame rounded up to a power of two (one frame per stride).
+    pub stride_size: Option<u32>,
 }

@@ -13,7 +13,7 @@ mod run;
 
 pub use engine::{
     AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, FlowOffload, IbMode,
-    IbverbsEngine, RoceOp, RxTimestamps, SocketEngine, Sockopt, ZeroCopy,
+    IbverbsEngine, RoceOp, RoceReply, RxTimestamps, SocketEngine, Sockopt, StridingRq, ZeroCopy,
 };
 pub use gpu::{
     BatchMode, GpuStage, GpuStageId, GpuStaging, GpuWorkload, SampleConversion, SampleIn,

@@ -1,7 +1,10 @@
 //! `[engine]` and its per-engine sub-tables.
 
 use super::yes;
-use crate::model::{EngineKind, FanoutMode, FlowOffload, IbMode, RoceOp, RxTimestamps, ZeroCopy};
+use crate::model::{
+    EngineKind, FanoutMode, FlowOffload, IbMode, RoceOp, RoceReply, RxTimestamps, StridingRq,
+    ZeroCopy,
+};
 use serde::Deserialize;
 
 /// `[engine]`: the kind plus at most the one sub-table matching it (checked in validation).
@@ -182,6 +185,14 @@ pub(crate) struct RawIbverbs {
     pub credits: Option<i64>,
     #[serde(default)]
     pub signal_interval: Option<i64>,
+    #[serde(default)]
+    pub reply: Option<RoceReply>,
+    #[serde(default)]
+    pub reply_bytes: Option<i64>,
+    #[serde(default)]
+    pub striding_rq: Option<StridingRq>,
+    #[serde(default)]
+    pub stride_size: Option<i64>,
 }
 
 impl Default for RawIbverbs {
@@ -194,6 +205,10 @@ impl Default for RawIbverbs {
             op: None,
             credits: None,
             signal_interval: None,
+            reply: None,
+            reply_bytes: None,
+            striding_rq: None,
+            stride_size: None,
         }
     }
 }

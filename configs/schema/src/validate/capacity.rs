@@ -3,7 +3,9 @@
 
 use super::{rxq, txq, Draft, DraftInterface};
 use crate::error::Errors;
-use crate::model::{Address, Engine, EngineKind, MemoryRegion, RegionId, Transport};
+use crate::model::{
+    Address, Engine, EngineKind, IbMode, MemoryRegion, RegionId, StridingRq, Transport,
+};
 
 /// Ethernet header bytes.
 const ETH: u32 = 14;
@@ -203,6 +205,7 @@ pub(super) fn enough_buffers(d: &Draft, errs: &mut Errors) {
 /// 256-byte headroom.
 pub(super) fn engine_frames(d: &Draft, errs: &mut Errors) {
     let Some(engine) = &d.engine else { return };
+    striding_fits(d, errs);
     let worst = d
         .interfaces
         .iter()
@@ -250,5 +253,57 @@ pub(super) fn engine_frames(d: &Draft, errs: &mut Errors) {
             )
         }
         _ => {}
+    }
+}
+
+/// `engine.ibverbs.striding_rq = "on"` (raw): every RX queue receives whole frames into its
+/// first region's buffers, one multi-packet WQE per buffer, so no header-data split, and
+/// each buffer holds at least 8 strides (the fewest any ConnectX allows; the device's own
+/// minimum is checked when the engine opens). With "auto" the engine falls back instead.
+fn striding_fits(d: &Draft, errs: &mut Errors) {
+    let Some(Engine::Ibverbs(ib)) = &d.engine else {
+        return;
+    };
+    if ib.mode != IbMode::Raw || ib.striding_rq != StridingRq::On {
+        return;
+    }
+    use super::engine::{default_stride, IB_MIN_STRIDES};
+    for (i, iface) in d.interfaces.iter().enumerate() {
+        let Some((max, _)) = largest_frame(d.kind, iface) else {
+            continue;
+        };
+        let stride = ib.stride_size.unwrap_or_else(|| default_stride(max));
+        let why = match ib.stride_size {
+            Some(_) => "engine.ibverbs.stride_size".to_owned(),
+            None => format!("the largest frame of {max} B rounded up to a power of two"),
+        };
+        for (n, q) in iface.rx.iter().enumerate() {
+            let Some(q) = q else { continue };
+            let p = rxq(i, n);
+            if q.hds_split.is_some() {
+                errs.push(
+                    format!("{p}.hds_split"),
+                    "engine.ibverbs.striding_rq = \"on\" receives whole frames into one buffer per WQE: no header-data split; remove hds_split or set striding_rq = \"auto\" (one frame per receive for this queue)",
+                );
+                continue;
+            }
+            let Some(regs) = regions_of(d, &q.memory_regions) else {
+                continue;
+            };
+            let need = u64::from(IB_MIN_STRIDES) * u64::from(stride);
+            let r = regs[0];
+            if u64::from(r.buf_size) < need {
+                errs.push(
+                    format!("{p}.memory_regions[0]"),
+                    format!(
+                        "engine.ibverbs.striding_rq = \"on\": region \"{}\" has buf_size {}, less than {IB_MIN_STRIDES} strides of {stride} B ({why}), the smallest multi-packet WQE; set memory_regions[{}].buf_size ≥ {need} (e.g. {} for 64 strides) or lower stride_size",
+                        r.name,
+                        r.buf_size,
+                        q.memory_regions[0].0,
+                        64 * u64::from(stride)
+                    ),
+                );
+            }
+        }
     }
 }

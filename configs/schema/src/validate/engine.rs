@@ -4,7 +4,7 @@ use super::int;
 use crate::error::Errors;
 use crate::model::{
     AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, IbMode, IbverbsEngine,
-    SocketEngine, Sockopt,
+    RoceOp, RoceReply, SocketEngine, Sockopt, StridingRq,
 };
 use crate::schema::{RawAfpacket, RawAfxdp, RawConfig, RawDpdk, RawEngine, RawIbverbs, RawSocket};
 
@@ -276,8 +276,15 @@ pub(crate) const IB_CREDITS: i64 = 128;
 /// Default `engine.ibverbs.signal_interval`.
 pub(crate) const IB_SIGNAL_INTERVAL: i64 = 16;
 
-/// `[engine.ibverbs]`: port 1..=255; `gid_index`, `op`, `credits`, `signal_interval` only
-/// for RoCE; `signal_interval ≤ credits`.
+/// Default `engine.ibverbs.reply_bytes`.
+pub(crate) const IB_REPLY_BYTES: i64 = 64;
+/// Largest `engine.ibverbs.reply_bytes` (one send per reply, from preallocated buffers).
+pub(crate) const IB_REPLY_BYTES_MAX: i64 = 4096;
+
+/// `[engine.ibverbs]`: port 1..=255; `gid_index`, `op`, `credits`, `signal_interval`,
+/// `reply`, `reply_bytes` only for RoCE; `signal_interval ≤ credits`; `reply_bytes`
+/// 1..=4096 and only with a reply; a reply only with `op = "send"` (its peers are
+/// request/response peers without the rtdaq hello, accepted only for SEND).
 fn ibverbs(raw: &RawIbverbs, errs: &mut Errors) -> Option<IbverbsEngine> {
     let port = int::<u8>(
         raw.port,
@@ -294,6 +301,8 @@ fn ibverbs(raw: &RawIbverbs, errs: &mut Errors) -> Option<IbverbsEngine> {
         ("op", raw.op.is_some()),
         ("credits", raw.credits.is_some()),
         ("signal_interval", raw.signal_interval.is_some()),
+        ("reply", raw.reply.is_some()),
+        ("reply_bytes", raw.reply_bytes.is_some()),
     ] {
         if set && !roce {
             errs.push(
@@ -342,9 +351,34 @@ fn ibverbs(raw: &RawIbverbs, errs: &mut Errors) -> Option<IbverbsEngine> {
             ok = false;
         }
     }
+    let reply = raw.reply.unwrap_or_default();
+    let reply_bytes = int::<u32>(
+        raw.reply_bytes.unwrap_or(IB_REPLY_BYTES),
+        1,
+        IB_REPLY_BYTES_MAX,
+        "engine.ibverbs.reply_bytes",
+        " bytes per reply",
+        errs,
+    );
+    if roce && reply == RoceReply::None && raw.reply_bytes.is_some() {
+        errs.push(
+            "engine.ibverbs.reply_bytes",
+            "reply_bytes sizes the reply of reply = \"echo\" or \"ack\"; set reply or remove reply_bytes",
+        );
+        ok = false;
+    }
+    if roce && reply != RoceReply::None && raw.op.unwrap_or_default() != RoceOp::Send {
+        errs.push(
+            "engine.ibverbs.reply",
+            format!("reply = \"{}\" answers request/response peers (no rtdaq hello, e.g. rdma_client), which rtdaq accepts only with op = \"send\"; set op = \"send\" or remove reply", reply.as_str()),
+        );
+        ok = false;
+    }
+    let striding = striding_rq(raw, roce, errs);
     if !ok {
         return None;
     }
+    let (striding_rq, stride_size) = striding?;
     Some(IbverbsEngine {
         mode: raw.mode,
         port: port?,
@@ -353,7 +387,88 @@ fn ibverbs(raw: &RawIbverbs, errs: &mut Errors) -> Option<IbverbsEngine> {
         op: raw.op.unwrap_or_default(),
         credits: credits?,
         signal_interval: signal_interval?,
+        reply,
+        reply_bytes: reply_bytes?,
+        striding_rq,
+        stride_size,
     })
+}
+
+/// Smallest `engine.ibverbs.stride_size` (mlx5: 2^6).
+pub(crate) const IB_STRIDE_MIN: u32 = 64;
+/// Largest `engine.ibverbs.stride_size` (mlx5: 2^13).
+pub(crate) const IB_STRIDE_MAX: u32 = 8192;
+/// Fewest strides per WQE any ConnectX allows (2^3); devices may need more (checked when
+/// the engine opens).
+pub(crate) const IB_MIN_STRIDES: u32 = 8;
+
+/// The stride a raw RX queue gets without `stride_size`: its largest frame rounded up to a
+/// power of two (one frame per stride), within 64..=8192.
+pub(crate) fn default_stride(largest_frame: u32) -> u32 {
+    largest_frame
+        .next_power_of_two()
+        .clamp(IB_STRIDE_MIN, IB_STRIDE_MAX)
+}
+
+/// `striding_rq` and `stride_size` apply to raw mode only; `stride_size` is a power of two
+/// in 64..=8192 and needs `striding_rq` "auto" or "on". (Buffers against strides:
+/// `capacity::striding_fits`.)
+fn striding_rq(
+    raw: &RawIbverbs,
+    roce: bool,
+    errs: &mut Errors,
+) -> Option<(StridingRq, Option<u32>)> {
+    let mut ok = true;
+    for (key, set) in [
+        ("striding_rq", raw.striding_rq.is_some()),
+        ("stride_size", raw.stride_size.is_some()),
+    ] {
+        if set && roce {
+            errs.push(
+                format!("engine.ibverbs.{key}"),
+                format!("{key} applies to mode = \"raw\" only (the receive queue of raw packet QPs); remove it"),
+            );
+            ok = false;
+        }
+    }
+    let mode = raw.striding_rq.unwrap_or_default();
+    let stride = match raw.stride_size {
+        None => None,
+        Some(s) => {
+            let v = int::<u32>(
+                s,
+                i64::from(IB_STRIDE_MIN),
+                i64::from(IB_STRIDE_MAX),
+                "engine.ibverbs.stride_size",
+                " bytes per stride",
+                errs,
+            );
+            match v {
+                Some(v) if !v.is_power_of_two() => {
+                    errs.push(
+                        "engine.ibverbs.stride_size",
+                        format!(
+                            "{v} is not a power of two; use {} or {}",
+                            v.next_power_of_two() / 2,
+                            v.next_power_of_two()
+                        ),
+                    );
+                    ok = false;
+                }
+                None => ok = false,
+                _ => {}
+            }
+            if mode == StridingRq::Off {
+                errs.push(
+                    "engine.ibverbs.stride_size",
+                    "stride_size sizes the strides of the striding receive queue, and striding_rq = \"off\"; remove stride_size or set striding_rq = \"auto\" or \"on\"",
+                );
+                ok = false;
+            }
+            v
+        }
+    };
+    ok.then_some((mode, stride))
 }
 
 /// `engine.ibverbs.mode`: RoCE interfaces are `rdma://` endpoints that either receive or
@@ -364,6 +479,18 @@ fn ibverbs_vs_interfaces(raw: &RawConfig, errs: &mut Errors) {
         return;
     }
     let roce = raw.engine.ibverbs.as_ref().map(|v| v.mode) == Some(IbMode::Roce);
+    let reply = raw
+        .engine
+        .ibverbs
+        .as_ref()
+        .and_then(|v| v.reply)
+        .unwrap_or_default();
+    if roce && reply != RoceReply::None && raw.interfaces.iter().all(|i| i.rx_queues.is_empty()) {
+        errs.push(
+            "engine.ibverbs.reply",
+            format!("reply = \"{}\" is sent by the RX queues of a receiving interface, and no interface has rx_queues; remove reply", reply.as_str()),
+        );
+    }
     for (i, iface) in raw.interfaces.iter().enumerate() {
         let rdma = iface.address.starts_with("rdma://");
         if roce && !rdma {

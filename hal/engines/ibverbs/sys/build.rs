@@ -4,8 +4,12 @@
 //!    `librdmacm-dev`, rdma-core 44) and emits their link directives;
 //! 2. compiles `csrc/shim.c`, which re-exports the `static inline` verbs
 //!    (`ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`,
-//!    `ibv_create_flow`, `ibv_destroy_flow`) as real symbols;
-//! 3. runs bindgen over `csrc/wrapper.h` with an allowlist of what the crate uses.
+//!    `ibv_create_flow`, `ibv_destroy_flow`) as real symbols, and `csrc/mlx5dv_shim.c`
+//!    (the striding receive queue: libmlx5's `mlx5dv_*` through `dlopen` at run time, the
+//!    `static inline` WQ / indirection-table / `ibv_create_qp_ex` verbs, the multi-packet
+//!    WQE write and doorbell);
+//! 3. runs bindgen over `csrc/wrapper.h` and `csrc/mlx5dv_shim.h` with an allowlist of what
+//!    the crate uses.
 //!
 //! A missing package fails the build with the `apt-get install` line that fixes it.
 use std::env;
@@ -30,6 +34,8 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/shim.c");
     println!("cargo:rerun-if-changed=csrc/shim.h");
     println!("cargo:rerun-if-changed=csrc/wrapper.h");
+    println!("cargo:rerun-if-changed=csrc/mlx5dv_shim.c");
+    println!("cargo:rerun-if-changed=csrc/mlx5dv_shim.h");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
 
     let verbs = probe("libibverbs");
@@ -40,7 +46,11 @@ fn main() {
         .chain(cm.include_paths.iter())
         .cloned()
         .collect();
-    for h in ["infiniband/verbs.h", "rdma/rdma_cma.h"] {
+    for h in [
+        "infiniband/verbs.h",
+        "rdma/rdma_cma.h",
+        "infiniband/mlx5dv.h",
+    ] {
         let found = includes
             .iter()
             .chain([PathBuf::from("/usr/include")].iter())
@@ -54,7 +64,10 @@ fn main() {
     println!("cargo:rustc-env=RTDAQ_RDMA_CORE_VERSION={}", verbs.version);
 
     let mut cc = cc::Build::new();
-    cc.file("csrc/shim.c").include("csrc").warnings(true);
+    cc.file("csrc/shim.c")
+        .file("csrc/mlx5dv_shim.c")
+        .include("csrc")
+        .warnings(true);
     for i in &includes {
         cc.include(i);
     }
@@ -62,6 +75,7 @@ fn main() {
 
     let mut b = bindgen::Builder::default()
         .header("csrc/wrapper.h")
+        .header("csrc/mlx5dv_shim.h")
         .clang_arg("-Icsrc")
         .clang_args(includes.iter().map(|i| format!("-I{}", i.display())))
         .rust_target(bindgen::RustTarget::stable(85, 0).expect("rust 1.85 target"))
@@ -72,7 +86,9 @@ fn main() {
         .prepend_enum_name(false)
         .size_t_is_usize(true)
         .allowlist_function("rtdaq_ibv_.*")
+        .allowlist_function("rtdaq_mlx5.*")
         .allowlist_var("RTDAQ_IBV_.*")
+        .allowlist_var("RTDAQ_MLX5_.*")
         .allowlist_var("IBV_LINK_LAYER_.*")
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
     for f in [
@@ -142,6 +158,27 @@ fn main() {
         "rdma_conn_param",
         "rdma_port_space",
         "rdma_cm_id",
+        // The striding receive queue (mlx5dv_shim.h).
+        "mlx5dv_context",
+        "mlx5dv_striding_rq_caps",
+        "mlx5dv_context_comp_mask",
+        "mlx5dv_wq_init_attr",
+        "mlx5dv_wq_init_attr_mask",
+        "mlx5dv_striding_rq_init_attr",
+        "mlx5dv_obj",
+        "mlx5dv_obj_type",
+        "mlx5dv_rwq",
+        "mlx5_mprq_wqe",
+        "ibv_wq_init_attr",
+        "ibv_wq_attr",
+        "ibv_wq_type",
+        "ibv_wq_state",
+        "ibv_wq_attr_mask",
+        "ibv_rwq_ind_table_init_attr",
+        "ibv_qp_init_attr_ex",
+        "ibv_qp_init_attr_mask",
+        "ibv_rx_hash_conf",
+        "ibv_rx_hash_function_flags",
     ] {
         b = b.allowlist_type(t);
     }

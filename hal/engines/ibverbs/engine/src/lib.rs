@@ -4,7 +4,7 @@
 //!
 //! | mode | type | what |
 //! |---|---|---|
-//! | `roce` | [`RoceEngine`] (`FRAMES = false`) | RoCE v2 reliable connections through RDMA CM (`rdma://a.b.c.d:port` interfaces, `role` server/client, `connections`): SEND/RECV into pre-posted receives, or RDMA WRITE with immediate into receiver slots granted by credit messages; credit flow control (no receiver-not-ready), selective signaling, completions polled in batches into bursts; a lost peer is detected (CM event or completion error), counted, and a client reconnects |
+//! | `roce` | [`RoceEngine`] (`FRAMES = false`) | RoCE v2 reliable connections through RDMA CM (`rdma://a.b.c.d:port` interfaces, `role` server/client, `connections`): SEND/RECV into pre-posted receives, or RDMA WRITE with immediate into receiver slots granted by credit messages; credit flow control (no receiver-not-ready), selective signaling, completions polled in batches into bursts; a lost peer is detected (CM event or completion error), counted, its connection drained (the tail it sent is still delivered) and a client reconnects; optional replies to request/response peers (`engine.ibverbs.reply`) |
 //! | `raw` | [`RawEngine`] (`FRAMES = true`) | raw Ethernet frames through one raw packet QP per RX queue, steered by `ibv_create_flow` rules built from `[[flows]]`; TX of generator-built frames (ConnectX hardware only) |
 //!
 //! Both register the runtime's pools once at open ([`QueueResources::pools`](rtdaq_core::traits::QueueResources)),
@@ -19,8 +19,10 @@
 //!
 //! ## What this crate must not do
 //! `poll`, `reserve` and `send` never allocate, never log and never build errors: they
-//! count (drops in the queue's counters, connection events in the interface's counters,
-//! logged when the queues are dropped).
+//! count (drops in the queue's counters, connection events and replies in the interface's
+//! counters, logged when the queues are dropped). Every table a queue uses for a connection
+//! is built by the connection manager thread before the hand-off, so adopting, draining and
+//! releasing connections allocates nothing on the queue threads either.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -31,7 +33,7 @@ mod roce;
 
 pub use error::{IbvError, Result, DOCS};
 pub use raw::RawEngine;
-pub use roce::{RoceEngine, RoceRx, RoceTx, RoceTxBurst, MAX_BATCH};
+pub use roce::{RoceEngine, RoceRx, RoceStats, RoceTx, RoceTxBurst, MAX_BATCH};
 
 /// Whether a config runs the RoCE engine (`engine.ibverbs.mode = "roce"`).
 pub fn is_roce(cfg: &rtdaq_config::Config) -> bool {

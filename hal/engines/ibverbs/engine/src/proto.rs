@@ -12,6 +12,10 @@
 //! returned (each = one receive reposted). WRITE-with-immediate mode: a SEND with immediate
 //! = n and a payload of n little-endian `u32` pool slot indices the sender may write next,
 //! each slot granted once; the sender's WRITE carries the slot index as its immediate.
+//!
+//! **Replies** (`engine.ibverbs.reply`): a receiver answers each message of a *foreign*
+//! peer with a plain SEND (an echo, or a fixed-size acknowledgement). rtdaq senders get no
+//! replies: their acknowledgement is the credit protocol.
 
 /// `"rtdq"`.
 pub const MAGIC: u32 = 0x7164_7472;
@@ -120,6 +124,8 @@ pub enum WrKind {
     Data = 3,
     /// A credit message receive (TX).
     CtrlRecv = 4,
+    /// A reply to a request/response peer (RX, `engine.ibverbs.reply`).
+    Reply = 5,
 }
 
 /// Most connections per interface the wr_id can name (12 bits).
@@ -142,6 +148,7 @@ pub fn split_wr_id(id: u64) -> Option<(WrKind, u16, u16, u32)> {
         2 => WrKind::CtrlSend,
         3 => WrKind::Data,
         4 => WrKind::CtrlRecv,
+        5 => WrKind::Reply,
         _ => return None,
     };
     Some((
@@ -212,7 +219,12 @@ mod tests {
             split_wr_id(wr_id(WrKind::Recv, 3, 1, 7)),
             Some((WrKind::Recv, 3, 1, 7))
         );
+        assert_eq!(
+            split_wr_id(wr_id(WrKind::Reply, 0, 2, 31)),
+            Some((WrKind::Reply, 0, 2, 31))
+        );
         assert_eq!(split_wr_id(0), None);
+        assert_eq!(split_wr_id(6 << 60), None);
     }
 
     #[test]

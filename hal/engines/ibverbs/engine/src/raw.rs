@@ -3,17 +3,27 @@
 //! receives into the pool with CQ polling; TX queues send whole frames (built by the
 //! runtime's generator) from pool buffers. Raw packet QPs exist on ConnectX NICs, not on
 //! Soft-RoCE; the hardware test is `tests/raw_hw.rs` (`RTDAQ_TEST_IBDEV`).
-use rtdaq_config::model::Address;
+//!
+//! An RX queue receives one frame per receive (a pool buffer per frame), or, when the
+//! device has it and `engine.ibverbs.striding_rq` allows it, through the mlx5 striding
+//! (multi-packet) receive queue: many frames per pool buffer at stride offsets, delivered
+//! in place ([`striding`]). Both fill a [`RawBurst`].
+mod burst;
+pub mod striding;
+
+pub use burst::RawBurst;
+
+use rtdaq_config::model::{Address, StridingRq as StridingMode};
 use rtdaq_config::Config;
 use rtdaq_core::flow::{FlowAction, FlowRule, PortRange};
-use rtdaq_core::traits::{Engine, EngineArgs, RxQueue, TxBurst, TxQueue};
+use rtdaq_core::traits::{Engine, EngineArgs, RxBurst, RxQueue, TxBurst, TxQueue};
 use rtdaq_core::{
     Buf, Burst, ConnId, DropReason, FlowId, Packet, PacketMeta, QueueCounters, QueueId,
 };
 
 use ffi::{
     Access, Context, Cq, DeviceList, Mr, Pd, Qp, QpCaps, RecvBatch, RecvRequest, SendBatch, SendOp,
-    SendRequest, WorkCompletion,
+    SendRequest, StrideGeometry, StridingCaps, WorkCompletion,
 };
 
 use crate::error::{IbvError, Result};
@@ -126,10 +136,25 @@ pub struct RawEngine {
     tx: Vec<RawTx>,
 }
 
-/// A raw packet RX queue.
+/// A raw packet RX queue: one frame per receive, or the mlx5 striding RQ.
 pub struct RawRx {
-    // Field order = drop order: flows and the QP before the CQ.
-    flows: Vec<ffi::FlowAttr>,
+    path: RxPath,
+    counters: &'static QueueCounters,
+    queue: QueueId,
+    batch: usize,
+}
+
+/// How a raw RX queue receives.
+enum RxPath {
+    /// One frame per receive.
+    Frames(FrameRx),
+    /// Many frames per pool buffer (mlx5 striding RQ).
+    Strides(striding::StridingRx),
+}
+
+/// One frame per receive: a raw packet QP with its own receive queue.
+struct FrameRx {
+    // Field order = drop order: the QP (and its flows) before the CQ.
     qp: Qp,
     cq: Cq,
     mr: Mr,
@@ -138,9 +163,12 @@ pub struct RawRx {
     empty: Vec<u32>,
     wcs: Box<[WorkCompletion]>,
     rbatch: RecvBatch,
-    counters: &'static QueueCounters,
-    queue: QueueId,
-    batch: usize,
+}
+
+/// The largest frame interface `i` receives: mtu + 14 Ethernet + 8 for two VLAN tags (the
+/// config's rule for raw engines).
+fn max_frame(cfg: &Config, i: usize) -> u32 {
+    cfg.interfaces[i].mtu + 14 + 8
 }
 
 /// A raw packet TX queue.
@@ -184,38 +212,19 @@ impl Engine<'static> for RawEngine {
                 .alloc_pd()
                 .map_err(|e| IbvError::verbs("engine.ibverbs.device", "ibv_alloc_pd", e))?;
             let rules = cfg.flow_rules(i);
+            // The striding RQ caps, once per device that receives (libmlx5 is not even loaded
+            // with "off").
+            let receives = args.rx.iter().any(|r| r.interface == i);
+            let caps: std::result::Result<StridingCaps, String> = match ib.striding_rq {
+                StridingMode::Off => Err("striding_rq = \"off\"".to_owned()),
+                _ if !receives => Err("no RX queue".to_owned()),
+                _ => ctx.striding_rq_caps().map_err(|e| e.to_string()),
+            };
             for r in args.rx.iter().filter(|r| r.interface == i) {
                 let key = format!("interfaces[{i}].rx_queues[{}]", r.queue);
-                let depth = cfg.interfaces[i].rx_queues[r.queue]
-                    .ring_depth
-                    .clamp(64, 16384);
+                let qcfg = &cfg.interfaces[i].rx_queues[r.queue];
+                let depth = qcfg.ring_depth.clamp(64, 16384);
                 let pool = r.pools[0];
-                let mr = pd
-                    .register_pool(
-                        pool,
-                        Access {
-                            local_write: true,
-                            ..Default::default()
-                        },
-                    )
-                    .map_err(|e| IbvError::verbs(&key, "ibv_reg_mr", e))?;
-                let cq = ctx
-                    .create_cq(depth)
-                    .map_err(|e| IbvError::verbs(&key, "ibv_create_cq", e))?;
-                let caps = QpCaps {
-                    max_send_wr: 1,
-                    max_recv_wr: depth,
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline: 0,
-                };
-                let qp = Qp::create_raw_packet(&pd, &cq, &cq, caps, ib.port).map_err(|e| {
-                    IbvError::verbs(
-                        &key,
-                        "creating the raw packet QP (needs CAP_NET_RAW and a ConnectX NIC)",
-                        e,
-                    )
-                })?;
                 let mut attrs = Vec::new();
                 for (p, rule) in rules.iter().enumerate() {
                     let to_me =
@@ -240,29 +249,56 @@ impl Engine<'static> for RawEngine {
                         0x0fff,
                     ));
                 }
-                for a in &attrs {
-                    // Rules live as long as the QP: leaked handles are destroyed with it.
-                    std::mem::forget(
-                        ffi::Flow::create(&qp, a)
-                            .map_err(|e| IbvError::verbs(&key, "ibv_create_flow", e))?,
-                    );
+                let facts = striding::QueueFacts {
+                    slot_size: pool.slot_size(),
+                    max_frame: max_frame(cfg, i),
+                    hds: r.pools.len() > 1,
+                };
+                let on = ib.striding_rq == StridingMode::On;
+                let refuse = |why: &str| {
+                    IbvError::config(
+                        "engine.ibverbs.striding_rq",
+                        format!("\"on\", but {key} cannot use the mlx5 striding RQ: {why}; set striding_rq = \"auto\" (falls back to one frame per receive) or \"off\""),
+                    )
+                };
+                let plan = striding::plan(
+                    ib.striding_rq,
+                    caps.as_ref().map_err(String::as_str),
+                    facts,
+                    ib.stride_size,
+                )
+                .map_err(|why| refuse(&why))?;
+                let mut path = None;
+                match plan {
+                    striding::RxPlan::Strides(g) => {
+                        match open_striding(&ctx, &pd, pool, g, depth, &attrs, &key) {
+                            Ok(s) => path = Some(RxPath::Strides(s)),
+                            Err(why) if on => return Err(refuse(&why)),
+                            Err(why) => log::info!(
+                                "{key}: striding RQ not used ({why}); one frame per receive"
+                            ),
+                        }
+                    }
+                    striding::RxPlan::Frames {
+                        fallback: Some(why),
+                    } => log::info!("{key}: striding RQ not used ({why}); one frame per receive"),
+                    striding::RxPlan::Frames { fallback: None } => {}
                 }
+                let path = match path {
+                    Some(p) => p,
+                    None => RxPath::Frames(FrameRx::open(
+                        &ctx, &pd, pool, depth, &attrs, ib.port, &key,
+                    )?),
+                };
                 let mut q = RawRx {
-                    flows: attrs,
-                    qp,
-                    cq,
-                    mr,
-                    pool,
-                    posted: (0..depth).map(|_| None).collect(),
-                    empty: (0..depth).collect(),
-                    wcs: vec![WorkCompletion::default(); 64].into_boxed_slice(),
-                    rbatch: RecvBatch::with_capacity(depth as usize),
+                    path,
                     counters: r.counters,
                     queue: QueueId(r.queue as u16),
-                    batch: (cfg.interfaces[i].rx_queues[r.queue].batch_size as usize)
-                        .clamp(1, MAX_BATCH),
+                    batch: (qcfg.batch_size as usize).clamp(1, MAX_BATCH),
                 };
-                q.refill();
+                if let RxPath::Frames(f) = &mut q.path {
+                    f.refill();
+                }
                 e.rx.push(q);
             }
             for r in args.tx.iter().filter(|r| r.interface == i) {
@@ -310,7 +346,95 @@ impl Engine<'static> for RawEngine {
     }
 }
 
-impl RawRx {
+/// Opens the striding path of one queue; the reason as text when it cannot (the caller
+/// falls back or refuses). Cold path.
+fn open_striding(
+    ctx: &Context,
+    pd: &Pd,
+    pool: &'static rtdaq_core::BufferPool<'static>,
+    geometry: StrideGeometry,
+    depth: u32,
+    attrs: &[ffi::FlowAttr],
+    key: &str,
+) -> std::result::Result<striding::StridingRx, String> {
+    let plan = striding::ring_plan(depth, geometry, pool.available())?;
+    let mr = pd
+        .register_pool(
+            pool,
+            Access {
+                local_write: true,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| format!("ibv_reg_mr: {e}"))?;
+    let q = striding::StridingRx::open(ctx, pd, mr, pool, geometry, plan, attrs, key.to_owned())
+        .map_err(|e| e.to_string())?;
+    log::info!(
+        "{key}: striding RQ: {} WQEs of {} strides × {} B, {} pool buffers of {} B",
+        plan.wqes,
+        geometry.strides(),
+        geometry.stride_bytes(),
+        plan.entries,
+        pool.slot_size()
+    );
+    Ok(q)
+}
+
+impl FrameRx {
+    /// The raw packet QP of one queue with its receives posted later by
+    /// [`refill`](Self::refill). Cold path.
+    fn open(
+        ctx: &Context,
+        pd: &Pd,
+        pool: &'static rtdaq_core::BufferPool<'static>,
+        depth: u32,
+        attrs: &[ffi::FlowAttr],
+        port: u8,
+        key: &str,
+    ) -> Result<FrameRx> {
+        let mr = pd
+            .register_pool(
+                pool,
+                Access {
+                    local_write: true,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| IbvError::verbs(key, "ibv_reg_mr", e))?;
+        let cq = ctx
+            .create_cq(depth)
+            .map_err(|e| IbvError::verbs(key, "ibv_create_cq", e))?;
+        let caps = QpCaps {
+            max_send_wr: 1,
+            max_recv_wr: depth,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline: 0,
+        };
+        let mut qp = Qp::create_raw_packet(pd, &cq, &cq, caps, port).map_err(|e| {
+            IbvError::verbs(
+                key,
+                "creating the raw packet QP (needs CAP_NET_RAW and a ConnectX NIC)",
+                e,
+            )
+        })?;
+        for a in attrs {
+            // Rules live as long as the QP and are destroyed before it.
+            qp.attach_flow(a)
+                .map_err(|e| IbvError::verbs(key, "ibv_create_flow", e))?;
+        }
+        Ok(FrameRx {
+            qp,
+            cq,
+            mr,
+            pool,
+            posted: (0..depth).map(|_| None).collect(),
+            empty: (0..depth).collect(),
+            wcs: vec![WorkCompletion::default(); 64].into_boxed_slice(),
+            rbatch: RecvBatch::with_capacity(depth as usize),
+        })
+    }
+
     /// Posts a buffer for every empty receive. Never allocates.
     fn refill(&mut self) {
         self.rbatch.clear();
@@ -328,19 +452,19 @@ impl RawRx {
         let _ = self.qp.post_recv(&mut self.rbatch);
     }
 
-    /// Flow rules attached to the QP.
-    pub fn flows(&self) -> usize {
-        self.flows.len()
-    }
-}
-
-impl RxQueue for RawRx {
-    type Burst = Burst<'static, MAX_BATCH>;
-    fn new_burst(&self) -> Self::Burst {
-        Burst::new(self.queue)
-    }
-    fn poll(&mut self, burst: &mut Self::Burst) -> usize {
-        let room = self.batch.saturating_sub(burst.len()).min(self.wcs.len());
+    /// Appends completed frames to `burst`. Never allocates.
+    #[inline]
+    fn poll(
+        &mut self,
+        burst: &mut RawBurst,
+        counters: &QueueCounters,
+        queue: QueueId,
+        batch: usize,
+    ) -> usize {
+        let room = batch
+            .saturating_sub(RxBurst::len(burst))
+            .min(burst.room())
+            .min(self.wcs.len());
         let n = self.cq.poll(&mut self.wcs[..room]).unwrap_or(0);
         let (mut got, mut bytes) = (0u64, 0u64);
         for i in 0..n {
@@ -351,7 +475,7 @@ impl RxQueue for RawRx {
             };
             self.empty.push(r);
             if !wc.ok() {
-                self.counters.record_drop(DropReason::Kernel);
+                counters.record_drop(DropReason::Kernel);
                 continue;
             }
             let len = (wc.byte_len() as usize).min(b.capacity());
@@ -359,22 +483,58 @@ impl RxQueue for RawRx {
             let meta = PacketMeta {
                 len: len as u32,
                 flow: FlowId::NONE,
-                queue: self.queue,
+                queue,
                 rx_timestamp_ns: 0,
                 conn: ConnId(0),
             };
-            if burst.push_single(b, meta).is_ok() {
+            if burst.push_buf(b, meta).is_ok() {
                 got += 1;
                 bytes += len as u64;
             } else {
-                self.counters.record_drop(DropReason::RingFull);
+                counters.record_drop(DropReason::RingFull);
             }
         }
         if got > 0 {
-            self.counters.record_rx_burst(got, bytes);
+            counters.record_rx_burst(got, bytes);
         }
         self.refill();
         got as usize
+    }
+}
+
+impl RawRx {
+    /// Flow rules attached to the queue.
+    pub fn flows(&self) -> usize {
+        match &self.path {
+            RxPath::Frames(f) => f.qp.flows(),
+            RxPath::Strides(s) => s.flows(),
+        }
+    }
+
+    /// The striding RQ geometry when the queue uses the mlx5 striding RQ, `None` for one
+    /// frame per receive.
+    pub fn striding_rq(&self) -> Option<StrideGeometry> {
+        match &self.path {
+            RxPath::Frames(_) => None,
+            RxPath::Strides(s) => Some(s.geometry()),
+        }
+    }
+}
+
+impl RxQueue for RawRx {
+    type Burst = RawBurst;
+    fn new_burst(&self) -> Self::Burst {
+        let strides = match &self.path {
+            RxPath::Frames(_) => None,
+            RxPath::Strides(s) => Some(std::sync::Arc::clone(s.shared())),
+        };
+        RawBurst::new(self.queue, strides)
+    }
+    fn poll(&mut self, burst: &mut Self::Burst) -> usize {
+        match &mut self.path {
+            RxPath::Frames(f) => f.poll(burst, self.counters, self.queue, self.batch),
+            RxPath::Strides(s) => s.poll(burst, self.counters, self.queue, self.batch),
+        }
     }
 }
 

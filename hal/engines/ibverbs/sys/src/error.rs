@@ -30,6 +30,10 @@ pub enum IbError {
     /// its memory region, ...).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// The device or host lacks an optional feature (the mlx5 striding receive queue:
+    /// libmlx5 missing, not an mlx5 device, no striding RQ caps); says which.
+    #[error("not supported: {0}")]
+    Unsupported(String),
 }
 
 impl IbError {

@@ -7,7 +7,14 @@
 //! |---|---|---|
 //! | raw | [`raw`] | bindgen bindings + the C shim re-exporting the `static inline` verbs (`ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_create_flow`, `ibv_destroy_flow`, `ibv_query_port`) |
 //! | result | `sys::result` (private) | return codes / `errno` → [`Result`]`<_, `[`IbError`]`>` naming the call |
-//! | safe | crate root | [`DeviceList`], [`Context`], [`Pd`] ([`Mr`] over a runtime pool, an owned buffer or a dma-buf fd), [`Cq`] + [`WorkCompletion`], raw packet [`Qp`], [`Flow`] from [`FlowAttr`], RDMA CM [`EventChannel`] + [`CmId`] (RC QP, listen/accept/connect/disconnect) + [`CmEvent`] |
+//! | safe | crate root | [`DeviceList`], [`Context`], [`Pd`] ([`Mr`] over a runtime pool, an owned buffer or a dma-buf fd), [`Cq`] + [`WorkCompletion`], raw packet [`Qp`] (with its flow rules, [`Qp::attach_flow`]), [`Flow`] from [`FlowAttr`], RDMA CM [`EventChannel`] + [`CmId`] (RC QP, listen/accept/connect/disconnect) + [`CmEvent`], the mlx5 striding receive queue [`StridingRq`] ([`Context::striding_rq_caps`], [`StrideCursor`]) |
+//!
+//! ## mlx5 direct verbs
+//! The striding (multi-packet) receive queue needs libmlx5 (`mlx5dv_query_device`,
+//! `mlx5dv_create_wq`, `mlx5dv_init_obj`). `csrc/mlx5dv_shim.c` loads it with `dlopen` at
+//! first use instead of linking it, so the binary starts (and reports "no RDMA device")
+//! on hosts without `ibverbs-providers`, and a host without libmlx5 gets
+//! [`IbError::Unsupported`] from [`Context::striding_rq_caps`].
 //!
 //! Work requests are described in plain Rust ([`SendRequest`], [`RecvRequest`]) and
 //! turned into linked `ibv_*_wr` lists by preallocated [`SendBatch`] / [`RecvBatch`]
@@ -43,6 +50,10 @@ pub use sys::cm::{
     MAX_PRIVATE_DATA,
 };
 pub use sys::flow::{Flow, FlowAttr, FlowMatch};
+pub use sys::mlx5::{
+    StrideCompletion, StrideCursor, StrideGeometry, StrideKind, StridingCaps, StridingRq,
+    STRIDING_POLL_MAX,
+};
 pub use sys::qp::{
     fill_recv_wr, fill_send_wr, PostError, Qp, QpCaps, RecvBatch, RecvRequest, SendBatch, SendOp,
     SendRequest,

@@ -1,7 +1,8 @@
 //! The connection manager of one RoCE interface: opening (listen, or connect every
 //! connection with bounded retry), then a thread that accepts peers, notices peers that
 //! leave, destroys their connections once their queue released them, and reconnects
-//! (client). Cold path: allocates and logs freely.
+//! (client). Cold path: allocates and logs freely; everything a queue needs for a
+//! connection is allocated here, before the hand-off.
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,23 +11,33 @@ use ffi::{Access, CmEventKind, CmId, ConnParams, EventChannel, Pd, QpCaps, RecvB
 use rtdaq_config::Config;
 use rtdaq_core::traits::QueueResources;
 
-use super::{recv_req, state, CmGuard, Handoff, Iface, QueueVerbs, RoceRx, RoceTx, Setup, Slot};
+use super::rx::{RxConn, CTRL_BYTES};
+use super::tx::TxConn;
+use super::{
+    recv_req, state, CmGuard, Conn, Counters, Handoff, Iface, Peer, QueueVerbs, RoceRx, RoceTx,
+    Setup, Slot,
+};
 use crate::error::{IbvError, Result};
-use crate::proto::{self, Hello, Op, Role, WrKind, CTRL_MAX_SLOTS, CTRL_RECVS, CTRL_SENDS};
+use crate::proto::{self, Hello, Op, Role, WrKind, CTRL_RECVS, CTRL_SENDS};
 
-/// Client connect attempts at open, and the pause between them (about 5 s in all).
+/// Client connect attempts at open, and the pause between them (about 5 s in all); also
+/// the pause between reconnect attempts.
 const CONNECT_ATTEMPTS: u32 = 25;
 const CONNECT_BACKOFF: Duration = Duration::from_millis(200);
 const RESOLVE_TIMEOUT: Duration = Duration::from_millis(2000);
-/// Bytes of one credit message buffer.
-const CTRL_BYTES: usize = 4 * CTRL_MAX_SLOTS as usize;
 
 // Field order is drop order: connections (their QPs) before the CQs in `queues`, the
 // listener before its channel, everything before the PD.
 struct Cm {
-    /// Server: accepted, waiting for ESTABLISHED.
-    pending: Vec<Option<Handoff>>,
     ids: Vec<Option<Arc<CmId>>>,
+    /// Server: accepted, waiting for ESTABLISHED.
+    awaiting: Vec<bool>,
+    /// Established and not yet counted as lost.
+    up: Vec<bool>,
+    /// Server: the peer of each connection (from its connect request).
+    peers: Vec<Peer>,
+    /// Client: connections to reconnect, and not before when.
+    retry: Vec<Option<Instant>>,
     listener: Option<CmId>,
     /// Server: the listener's channel (connections report there too).
     listen_ch: Option<EventChannel>,
@@ -53,7 +64,7 @@ pub(crate) fn open_interface(
     cfg: &Config,
     s: &Setup,
     res: &[&QueueResources<'static>],
-) -> Result<(Vec<RoceRx>, Vec<RoceTx>)> {
+) -> Result<(Vec<RoceRx>, Vec<RoceTx>, Arc<Counters>)> {
     let key = format!("interfaces[{}].address", s.i);
     let ch = EventChannel::new().map_err(|e| IbvError::verbs(&key, "RDMA CM event channel", e))?;
     // The device: the listener's bound address, or the resolved route of a probe id.
@@ -125,7 +136,7 @@ pub(crate) fn open_interface(
         })?;
         let depth = per_queue
             * if s.receiver {
-                s.credits + CTRL_SENDS
+                s.credits + CTRL_SENDS + s.reply.depth()
             } else {
                 s.sq_depth + CTRL_RECVS
             }
@@ -139,19 +150,12 @@ pub(crate) fn open_interface(
             mr: Arc::new(mr),
         });
     }
+    let counters = Arc::new(Counters::default());
     let iface = Arc::new(Iface {
-        slots: (0..s.conns)
-            .map(|_| Slot {
-                cell: Mutex::new(None),
-                state: std::sync::atomic::AtomicU8::new(state::IDLE),
-            })
-            .collect(),
+        slots: (0..s.conns).map(|_| Slot::new()).collect(),
         epoch: std::sync::atomic::AtomicU32::new(0),
         stop: std::sync::atomic::AtomicBool::new(false),
-        established: Default::default(),
-        disconnects: Default::default(),
-        reconnects: Default::default(),
-        rejected: Default::default(),
+        n: Arc::clone(&counters),
         key: format!("interfaces[{}] ({})", s.i, s.uri),
     });
     let n = s.conns as usize;
@@ -165,7 +169,10 @@ pub(crate) fn open_interface(
         chans: (0..n).map(|_| None).collect(),
         ids: (0..n).map(|_| None).collect(),
         gens: vec![0; n],
-        pending: (0..n).map(|_| None).collect(),
+        awaiting: vec![false; n],
+        up: vec![false; n],
+        peers: vec![Peer::Unknown; n],
+        retry: vec![None; n],
     };
     if s.server {
         probe
@@ -202,7 +209,7 @@ pub(crate) fn open_interface(
             txs.push(RoceTx::new(s, j, nq, q, r.counters, Arc::clone(&guard), qc));
         }
     }
-    Ok((rxs, txs))
+    Ok((rxs, txs, counters))
 }
 
 /// Resolves the address and route of `id` towards `s.addr`, waiting on `ch`.
@@ -290,38 +297,21 @@ impl Cm {
         }
     }
 
-    /// Creates connection `k`'s QP on `id` and posts what must be posted before the peer
-    /// may send: RX SEND mode: `credits` receives into pool buffers; TX: credit receives.
+    /// Builds connection `k` on `id` (its QP, control region, the receives that must be
+    /// posted before the peer may send, and every table its queue will use), ready to be
+    /// published. Returns it and its id; on failure the error and the id.
+    #[allow(clippy::type_complexity)]
     fn build(
         &mut self,
         k: usize,
         mut id: CmId,
-        peer: Option<Hello>,
-    ) -> std::result::Result<Handoff, (String, CmId)> {
-        match self.prepare(k, &mut id) {
-            Ok((recvs, ctrl)) => Ok(Handoff {
-                id: Arc::new(id),
-                gen: self.gens[k],
-                peer,
-                recvs,
-                ctrl,
-            }),
-            Err(e) => Err((e, id)),
-        }
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn prepare(
-        &mut self,
-        k: usize,
-        id: &mut CmId,
-    ) -> std::result::Result<(Vec<Option<rtdaq_core::Buf<'static>>>, ffi::Mr), String> {
-        let s = &self.setup;
-        let q = k % self.queues.len();
-        let v = &self.queues[q];
+        peer: Peer,
+    ) -> std::result::Result<(Conn, Arc<CmId>), (String, CmId)> {
+        let s = self.setup.clone();
+        let v = self.queues[k % self.queues.len()].clone();
         let caps = if s.receiver {
             QpCaps {
-                max_send_wr: CTRL_SENDS,
+                max_send_wr: CTRL_SENDS + s.reply.depth(),
                 max_recv_wr: s.credits,
                 max_send_sge: 1,
                 max_recv_sge: 1,
@@ -336,28 +326,37 @@ impl Cm {
                 max_inline: 0,
             }
         };
-        id.create_qp(&self.pd, &v.cq, &v.cq, caps)
-            .map_err(|e| e.to_string())?;
-        let nctrl = if s.receiver { CTRL_SENDS } else { CTRL_RECVS } as usize;
-        let mut ctrl = self
-            .pd
-            .register_owned(
-                vec![0u8; nctrl * CTRL_BYTES].into_boxed_slice(),
-                Access {
-                    local_write: true,
-                    ..Default::default()
-                },
-            )
-            .map_err(|e| e.to_string())?;
+        if let Err(e) = id.create_qp(&self.pd, &v.cq, &v.cq, caps) {
+            return Err((e.to_string(), id));
+        }
+        let ctrl_len = if s.receiver {
+            CTRL_SENDS as usize * CTRL_BYTES as usize
+                + s.reply.depth() as usize * s.reply.bytes as usize
+        } else {
+            CTRL_RECVS as usize * CTRL_BYTES as usize
+        };
+        let ctrl = match self.pd.register_owned(
+            vec![0u8; ctrl_len].into_boxed_slice(),
+            Access {
+                local_write: true,
+                ..Default::default()
+            },
+        ) {
+            Ok(m) => m,
+            Err(e) => return Err((e.to_string(), id)),
+        };
         let gen = self.gens[k];
-        let mut recvs = Vec::new();
+        let mut posted = Vec::new();
         if s.receiver && s.op == Op::Send {
             let mut batch = RecvBatch::with_capacity(s.credits as usize);
             for r in 0..s.credits {
                 let Some(b) = v.pool.get() else {
-                    return Err(format!(
-                        "the RX pool ran out of buffers posting {} receives",
-                        s.credits
+                    return Err((
+                        format!(
+                            "the RX pool ran out of buffers posting {} receives",
+                            s.credits
+                        ),
+                        id,
                     ));
                 };
                 batch.push(&recv_req(
@@ -365,31 +364,62 @@ impl Cm {
                     &b,
                     v.mr.lkey(),
                 ));
-                recvs.push(Some(b));
+                posted.push(Some(b));
             }
-            id.post_recv(&mut batch)
-                .map_err(|e| format!("ibv_post_recv: errno {}", e.errno))?;
+            if let Err(e) = id.post_recv(&mut batch) {
+                return Err((format!("ibv_post_recv: errno {}", e.errno), id));
+            }
         } else if !s.receiver {
             let mut batch = RecvBatch::with_capacity(CTRL_RECVS as usize);
-            let base = ctrl.addr();
-            let lkey = ctrl.lkey();
-            let _ = ctrl.owned_mut();
             for r in 0..CTRL_RECVS {
                 batch.push(&ffi::RecvRequest {
                     wr_id: proto::wr_id(WrKind::CtrlRecv, k as u16, gen, r),
-                    addr: base + u64::from(r) * CTRL_BYTES as u64,
+                    addr: ctrl.addr() + u64::from(r) * CTRL_BYTES,
                     len: CTRL_BYTES as u32,
-                    lkey,
+                    lkey: ctrl.lkey(),
                 });
             }
-            id.post_recv(&mut batch)
-                .map_err(|e| format!("ibv_post_recv: errno {}", e.errno))?;
+            if let Err(e) = id.post_recv(&mut batch) {
+                return Err((format!("ibv_post_recv: errno {}", e.errno), id));
+            }
         }
-        Ok((recvs, ctrl))
+        let id = Arc::new(id);
+        let h = Handoff {
+            id: Arc::clone(&id),
+            gen,
+            peer,
+            ctrl,
+        };
+        let conn = if s.receiver {
+            Conn::Rx(RxConn::new(h, &s, v.pool.slot_count(), posted))
+        } else {
+            Conn::Tx(TxConn::new(h, s.sq_depth, CTRL_RECVS))
+        };
+        Ok((conn, id))
+    }
+
+    /// Hands connection `k` to its queue (before `rdma_accept` / `rdma_connect`).
+    fn publish(&self, k: usize, c: Conn) {
+        self.iface.slots[k].publish(c);
+        self.iface.bump();
+    }
+
+    /// Gives up connection `k` after a failed accept or connect: takes it back when the
+    /// queue has not adopted it (destroyed here, QP first), else ends it (the queue
+    /// drains and releases it).
+    fn abandon(&mut self, k: usize, id: Arc<CmId>) {
+        id.disconnect();
+        drop(id);
+        let slot = &self.iface.slots[k];
+        if let Some(c) = slot.retract() {
+            drop(c);
+        } else if slot.kill() {
+            self.iface.bump();
+        }
     }
 
     /// Client: connects connection `k` (new id on its own channel), up to `attempts`
-    /// tries; publishes it on success.
+    /// tries.
     fn connect(&mut self, k: usize, attempts: u32) -> Result<()> {
         let s = self.setup.clone();
         let key = format!("interfaces[{}].address", s.i);
@@ -402,13 +432,14 @@ impl Cm {
                 }
                 std::thread::sleep(CONNECT_BACKOFF);
             }
+            if self.iface.slots[k].state.load(Ordering::Acquire) != state::IDLE {
+                // The last attempt's connection is still draining in its queue.
+                last = "the previous attempt is still being released".into();
+                continue;
+            }
             self.gens[k] = self.gens[k].wrapping_add(1);
             match self.try_connect(k, &s, &key) {
-                Ok(h) => {
-                    self.ids[k] = Some(Arc::clone(&h.id));
-                    self.publish(k, h);
-                    return Ok(());
-                }
+                Ok(()) => return Ok(()),
                 Err(e) => last = e,
             }
         }
@@ -421,12 +452,9 @@ impl Cm {
         })
     }
 
-    fn try_connect(
-        &mut self,
-        k: usize,
-        s: &Setup,
-        key: &str,
-    ) -> std::result::Result<Handoff, String> {
+    /// One connect of connection `k`: published before `rdma_connect`, ready once
+    /// established.
+    fn try_connect(&mut self, k: usize, s: &Setup, key: &str) -> std::result::Result<(), String> {
         let ch = EventChannel::new().map_err(|e| e.to_string())?;
         let id = ch
             .create_id(tag(k, self.gens[k]))
@@ -434,55 +462,64 @@ impl Cm {
         resolve(&ch, &id, s, key).map_err(|e| e.to_string())?;
         let q = k % self.queues.len();
         let hello = self.hello(q).encode();
-        let h = self.build(k, id, None).map_err(|(e, _)| e)?;
-        h.id.connect(&hello, ConnParams::default())
-            .map_err(|e| e.to_string())?;
-        let ev = wait_full(&ch, Duration::from_secs(5), key).map_err(|e| e.to_string())?;
+        let (conn, id) = self.build(k, id, Peer::Unknown).map_err(|(e, _)| e)?;
+        self.publish(k, conn);
+        if let Err(e) = id.connect(&hello, ConnParams::default()) {
+            self.abandon(k, id);
+            return Err(e.to_string());
+        }
+        let ev = match wait_full(&ch, Duration::from_secs(5), key) {
+            Ok(ev) => ev,
+            Err(e) => {
+                self.abandon(k, id);
+                return Err(e.to_string());
+            }
+        };
         match ev {
             Some((CmEventKind::Established, private, _)) => {
-                let peer = Hello::decode(&private);
-                if let Some(p) = &peer {
-                    if p.role
-                        == if s.receiver {
-                            Role::Receiver
-                        } else {
-                            Role::Sender
-                        }
-                        || p.op != s.op
-                    {
-                        h.id.disconnect();
-                        return Err(format!(
+                let peer = Peer::from_private(&private);
+                if let Peer::Rtdaq(p) = &peer {
+                    let me = if s.receiver {
+                        Role::Receiver
+                    } else {
+                        Role::Sender
+                    };
+                    if p.role == me || p.op != s.op {
+                        let msg = format!(
                             "the peer is a {:?} with {:?}, this end a {} with {:?}",
                             p.role,
                             p.op,
                             if s.receiver { "receiver" } else { "sender" },
                             s.op
-                        ));
+                        );
+                        self.abandon(k, id);
+                        return Err(msg);
                     }
                 }
+                self.ids[k] = Some(id);
                 self.chans[k] = Some(ch);
-                self.iface.established.fetch_add(1, Ordering::Relaxed);
-                Ok(Handoff { peer, ..h })
+                self.up[k] = true;
+                self.iface.n.established.fetch_add(1, Ordering::Relaxed);
+                self.iface.slots[k].set_ready(peer);
+                self.iface.bump();
+                Ok(())
             }
-            Some((kind, _, status)) => Err(format!(
-                "{kind:?} (status {status}){}",
-                if kind == CmEventKind::Rejected {
-                    ": nobody listening, or the server refused"
-                } else {
-                    ""
-                }
-            )),
-            None => Err("no answer within 5 s".into()),
+            Some((kind, _, status)) => {
+                self.abandon(k, id);
+                Err(format!(
+                    "{kind:?} (status {status}){}",
+                    if kind == CmEventKind::Rejected {
+                        ": nobody listening, or the server refused"
+                    } else {
+                        ""
+                    }
+                ))
+            }
+            None => {
+                self.abandon(k, id);
+                Err("no answer within 5 s".into())
+            }
         }
-    }
-
-    fn publish(&self, k: usize, h: Handoff) {
-        let slot = &self.iface.slots[k];
-        if let Ok(mut c) = slot.cell.lock() {
-            *c = Some(h);
-        }
-        slot.state.store(state::PUBLISHED, Ordering::Release);
-        self.iface.bump();
     }
 
     fn run(mut self) {
@@ -514,9 +551,26 @@ impl Cm {
         for id in self.ids.iter().flatten() {
             id.disconnect();
         }
+        // Every queue is gone: destroy what is left in the slots (published and never
+        // adopted, or released and not collected yet), QPs before the CQs.
+        for id in self.ids.iter_mut() {
+            *id = None;
+        }
+        for slot in self.iface.slots.iter() {
+            drop(slot.take());
+        }
     }
 
-    /// Broken connections are disconnected; released ones destroyed (and reconnected).
+    /// Connection `k` ended: count it once if it was established.
+    fn lost(&mut self, k: usize, why: &str) {
+        if std::mem::take(&mut self.up[k]) {
+            self.iface.n.disconnects.fetch_add(1, Ordering::Relaxed);
+            log::warn!("{}: connection {} lost ({why})", self.iface.key, k + 1);
+        }
+    }
+
+    /// Broken connections are disconnected and ended; released ones destroyed (and
+    /// reconnected, on a client).
     fn housekeeping(&mut self) {
         for k in 0..self.ids.len() {
             let st = self.iface.slots[k].state.load(Ordering::Acquire);
@@ -524,31 +578,46 @@ impl Cm {
                 if let Some(id) = &self.ids[k] {
                     id.disconnect();
                 }
-                self.iface.disconnects.fetch_add(1, Ordering::Relaxed);
-                self.iface.slots[k]
-                    .state
-                    .store(state::DEAD, Ordering::Release);
-                self.iface.bump();
+                if self.iface.slots[k].kill() {
+                    self.iface.bump();
+                }
+                self.awaiting[k] = false;
+                self.lost(k, "completion error");
             } else if st == state::RELEASED {
+                // Our reference first: the connection's own is then the last (QP
+                // destroyed before its buffers return to the pool).
                 self.ids[k] = None;
-                self.chans[k] = None;
-                self.iface.slots[k]
-                    .state
-                    .store(state::IDLE, Ordering::Release);
-                if !self.setup.server && !self.iface.stop.load(Ordering::Acquire) {
-                    log::warn!(
-                        "{}: connection {} lost; reconnecting",
-                        self.iface.key,
-                        k + 1
-                    );
-                    if self.connect(k, 1).is_ok() {
-                        self.iface.reconnects.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        // Try again at the next round.
-                        self.iface.slots[k]
-                            .state
-                            .store(state::RELEASED, Ordering::Release);
+                if let Some(Some(Conn::Rx(c))) = self.iface.slots[k].collect() {
+                    if c.late() > 0 {
+                        log::info!(
+                            "{}: connection {} closed; {} message(s) that completed after the peer left were delivered",
+                            self.iface.key,
+                            k + 1,
+                            c.late()
+                        );
                     }
+                }
+                self.chans[k] = None;
+                self.awaiting[k] = false;
+                self.up[k] = false;
+                if !self.setup.server && !self.iface.stop.load(Ordering::Acquire) {
+                    self.retry[k] = Some(Instant::now());
+                }
+            } else if st == state::IDLE && !self.setup.server {
+                let Some(t) = self.retry[k] else { continue };
+                if Instant::now() < t || self.iface.stop.load(Ordering::Acquire) {
+                    continue;
+                }
+                log::warn!(
+                    "{}: connection {} lost; reconnecting",
+                    self.iface.key,
+                    k + 1
+                );
+                if self.connect(k, 1).is_ok() {
+                    self.retry[k] = None;
+                    self.iface.n.reconnects.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.retry[k] = Some(Instant::now() + CONNECT_BACKOFF);
                 }
             }
         }
@@ -557,7 +626,7 @@ impl Cm {
     fn on_event(&mut self, mut ev: ffi::CmEvent) {
         match ev.kind {
             CmEventKind::ConnectRequest => {
-                let peer = Hello::decode(ev.private_data());
+                let peer = Peer::from_private(ev.private_data());
                 let Some(id) = ev.new_id.take() else { return };
                 let want = if self.setup.receiver {
                     Role::Sender
@@ -565,17 +634,16 @@ impl Cm {
                     Role::Receiver
                 };
                 let refuse = match &peer {
-                    Some(p) => p.role != want || p.op != self.setup.op,
+                    Peer::Rtdaq(p) => p.role != want || p.op != self.setup.op,
                     // A foreign peer can only SEND into pre-posted receives.
-                    None => !(self.setup.receiver && self.setup.op == Op::Send),
+                    _ => !(self.setup.receiver && self.setup.op == Op::Send),
                 };
                 let free = (0..self.ids.len()).find(|&k| {
                     self.ids[k].is_none()
-                        && self.pending[k].is_none()
                         && self.iface.slots[k].state.load(Ordering::Acquire) == state::IDLE
                 });
                 let (Some(k), false) = (free, refuse) else {
-                    self.iface.rejected.fetch_add(1, Ordering::Relaxed);
+                    self.iface.n.rejected.fetch_add(1, Ordering::Relaxed);
                     log::warn!(
                         "{}: connect request refused ({})",
                         self.iface.key,
@@ -592,13 +660,18 @@ impl Cm {
                 id.set_tag(tag(k, self.gens[k]));
                 let hello = self.hello(k % self.queues.len()).encode();
                 match self.build(k, id, peer) {
-                    Ok(h) => {
-                        if let Err(e) = h.id.accept(&hello, ConnParams::default()) {
+                    Ok((conn, id)) => {
+                        // Published before the accept: the peer's first message cannot
+                        // reach the queue before its connection does.
+                        self.publish(k, conn);
+                        if let Err(e) = id.accept(&hello, ConnParams::default()) {
                             log::warn!("{}: rdma_accept failed: {e}", self.iface.key);
+                            self.abandon(k, id);
                             return;
                         }
-                        self.ids[k] = Some(Arc::clone(&h.id));
-                        self.pending[k] = Some(h);
+                        self.ids[k] = Some(id);
+                        self.awaiting[k] = true;
+                        self.peers[k] = peer;
                     }
                     Err((e, id)) => {
                         log::warn!(
@@ -607,7 +680,7 @@ impl Cm {
                             k + 1
                         );
                         id.reject(&[]);
-                        self.iface.rejected.fetch_add(1, Ordering::Relaxed);
+                        self.iface.n.rejected.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
@@ -615,21 +688,22 @@ impl Cm {
                 let Some((k, gen)) = untag(ev.tag) else {
                     return;
                 };
-                if k < self.pending.len() && self.gens[k] == gen {
-                    if let Some(h) = self.pending[k].take() {
-                        self.iface.established.fetch_add(1, Ordering::Relaxed);
-                        log::info!(
-                            "{}: connection {} established ({})",
-                            self.iface.key,
-                            k + 1,
-                            if h.peer.is_some() {
-                                "rtdaq peer"
-                            } else {
-                                "foreign peer"
-                            }
-                        );
-                        self.publish(k, h);
-                    }
+                if k < self.awaiting.len() && self.gens[k] == gen && self.awaiting[k] {
+                    self.awaiting[k] = false;
+                    self.up[k] = true;
+                    self.iface.n.established.fetch_add(1, Ordering::Relaxed);
+                    log::info!(
+                        "{}: connection {} established ({})",
+                        self.iface.key,
+                        k + 1,
+                        if matches!(self.peers[k], Peer::Rtdaq(_)) {
+                            "rtdaq peer"
+                        } else {
+                            "foreign peer"
+                        }
+                    );
+                    self.iface.slots[k].set_ready(self.peers[k]);
+                    self.iface.bump();
                 }
             }
             CmEventKind::Disconnected
@@ -643,26 +717,15 @@ impl Cm {
                 if k >= self.ids.len() || self.gens[k] != gen {
                     return;
                 }
+                // Error state first: outstanding receives come back flushed.
                 if let Some(id) = &self.ids[k] {
                     id.disconnect();
                 }
-                if self.pending[k].take().is_some() {
-                    self.ids[k] = None;
-                    return;
-                }
-                let slot = &self.iface.slots[k];
-                let st = slot.state.load(Ordering::Acquire);
-                if matches!(st, state::PUBLISHED | state::ACTIVE) {
-                    log::warn!(
-                        "{}: connection {} lost ({:?})",
-                        self.iface.key,
-                        k + 1,
-                        ev.kind
-                    );
-                    self.iface.disconnects.fetch_add(1, Ordering::Relaxed);
-                    slot.state.store(state::DEAD, Ordering::Release);
+                self.awaiting[k] = false;
+                if self.iface.slots[k].kill() {
                     self.iface.bump();
                 }
+                self.lost(k, &format!("{:?}", ev.kind));
             }
             _ => {}
         }

@@ -3,24 +3,49 @@
 //! receiver granted, as SEND or WRITE with immediate into a granted slot; one completion
 //! is signaled per `signal_interval` sends and at the end of each burst, and a signaled
 //! completion returns every buffer posted up to it.
+//!
+//! **What "sent" means.** A message counts as sent when it is posted; a posted message
+//! that comes back with an error or flushed (the connection ended) is moved from sent to
+//! the `kernel` drops. At the end of a run the queue first waits (up to
+//! [`TX_CLOSE_WAIT`]) until every signaled send has completed, so the receiver holds every
+//! message sent, and only then disconnects: a client that stops right after its last send
+//! loses nothing and counts nothing it did not deliver.
+//!
+//! An ended connection (`DEAD`) stays with the queue until its outstanding work requests
+//! have completed or flushed (bounded, [`TX_SETTLE`] / [`TX_CLOSE_MAX`]) and is then handed
+//! back to the CM thread. Its tables are built by the CM thread ([`TxConn::new`]): the
+//! queue never allocates.
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ffi::{RecvBatch, SendBatch, SendOp, SendRequest, WorkCompletion};
 use rtdaq_config::model::TxQueue as TxQueueConfig;
 use rtdaq_core::traits::{TxBurst, TxQueue};
 use rtdaq_core::{Burst, DropReason, Packet, PacketMeta, QueueCounters, QueueId};
 
-use super::{state, CmGuard, Handoff, QueueVerbs, Setup, MAX_BATCH};
+use super::rx::CTRL_BYTES;
+use super::{CmGuard, Conn, Handoff, Peer, QueueVerbs, Setup, Slot, MAX_BATCH};
 use crate::proto::{self, Op, WrKind, CTRL_MAX_SLOTS};
-
-const CTRL_BYTES: u64 = 4 * CTRL_MAX_SLOTS as u64;
 /// Longest a send waits for a connection or credits before counting `ring_full`.
 pub const TX_STALL: Duration = Duration::from_secs(2);
+/// At the end of a run: longest the queue waits for its signaled sends to complete before
+/// it disconnects.
+pub const TX_CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// After an ended connection's receives are all flushed: how long its unconfirmed sends
+/// may still come back flushed; the rest completed unsignaled (the peer has them).
+pub const TX_SETTLE: Duration = Duration::from_millis(300);
+/// Longest an ended connection waits for its flushes; what is unconfirmed then is counted
+/// as dropped.
+pub const TX_CLOSE_MAX: Duration = Duration::from_secs(3);
+/// Most slots a receiver can have granted (its `credits`, at most 16384).
+const MAX_SLOTS: usize = 16384;
 
-struct Conn {
+/// One connection of a sending queue: built by the CM thread, owned by the queue from
+/// adoption to release.
+pub(crate) struct TxConn {
+    /// First: dropped first (QP destroyed before the buffers below return to the pool).
     h: Handoff,
     credits: u32,
     /// WRITE_IMM: granted remote slots.
@@ -29,6 +54,74 @@ struct Conn {
     inflight: VecDeque<(u32, Packet<'static>)>,
     seq: u32,
     unsignaled: u32,
+    /// Sequence of the last signaled send.
+    last_signaled: Option<u32>,
+    /// Credit receives posted, not completed.
+    recvs: u32,
+    /// The CM thread saw the connection established: the peer is known.
+    ready: bool,
+    /// When the connection ended (ns), and when its receives were all flushed.
+    closing_since: Option<u64>,
+    flushed_at: Option<u64>,
+}
+
+impl TxConn {
+    /// Builds a connection's tables (CM thread; cold). `recvs`: credit receives posted.
+    pub(crate) fn new(h: Handoff, sq_depth: u32, recvs: u32) -> Box<Self> {
+        Box::new(TxConn {
+            h,
+            credits: 0,
+            slots: VecDeque::with_capacity(MAX_SLOTS),
+            inflight: VecDeque::with_capacity(sq_depth as usize + 1),
+            seq: 0,
+            unsignaled: 0,
+            last_signaled: None,
+            recvs,
+            ready: false,
+            closing_since: None,
+            flushed_at: None,
+        })
+    }
+
+    /// A signaled send is still outstanding (its completion will come).
+    fn awaits_signal(&self) -> bool {
+        match (self.last_signaled, self.inflight.front()) {
+            (Some(l), Some(&(front, _))) => (l.wrapping_sub(front) as i32) >= 0,
+            _ => false,
+        }
+    }
+}
+
+/// What to do with an ended connection now (pure; unit-tested).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// Flushes may still come.
+    Wait,
+    /// Release; the sends still unconfirmed completed unsignaled (delivered).
+    Delivered,
+    /// Release; the sends still unconfirmed are counted as dropped.
+    Dropped,
+}
+
+fn settle_rule(
+    inflight: usize,
+    recvs: u32,
+    since_ns: u64,
+    flushed_ns: Option<u64>,
+    now_ns: u64,
+) -> Settle {
+    if recvs == 0 && inflight == 0 {
+        return Settle::Delivered;
+    }
+    if let Some(f) = flushed_ns {
+        if recvs == 0 && now_ns.saturating_sub(f) >= TX_SETTLE.as_nanos() as u64 {
+            return Settle::Delivered;
+        }
+    }
+    if now_ns.saturating_sub(since_ns) >= TX_CLOSE_MAX.as_nanos() as u64 {
+        return Settle::Dropped;
+    }
+    Settle::Wait
 }
 
 /// Packets to send: pool buffers filled through [`TxBurst`].
@@ -66,7 +159,7 @@ pub struct RoceTx {
     counters: &'static QueueCounters,
     guard: Arc<CmGuard>,
     q: usize,
-    conns: Vec<Option<Conn>>,
+    conns: Vec<Option<Box<TxConn>>>,
     /// Connection indices this queue serves, in lane order.
     lanes: Box<[usize]>,
     lane: usize,
@@ -74,13 +167,20 @@ pub struct RoceTx {
     op: Op,
     interval: u32,
     sq_depth: u32,
+    /// Connections ended and draining.
+    closing: u32,
+    /// The queue is being dropped: it adopts nothing new and hands nothing back (the CM
+    /// thread must not reconnect).
+    ending: bool,
     wcs: Box<[WorkCompletion]>,
     sbatch: SendBatch,
     rbatch: RecvBatch,
     queue: QueueId,
     busy: bool,
-    /// Completion errors seen.
-    pub(crate) wc_errors: u64,
+    /// Completion errors (not flushes) not yet added to the interface's counters.
+    wc_errors: u64,
+    errors_total: u64,
+    forced: u64,
 }
 
 impl RoceTx {
@@ -106,66 +206,133 @@ impl RoceTx {
             op: s.op,
             interval: s.signal_interval.max(1),
             sq_depth: s.sq_depth,
+            closing: 0,
+            ending: false,
             wcs: vec![WorkCompletion::default(); 64].into_boxed_slice(),
             sbatch: SendBatch::with_capacity(1),
             rbatch: RecvBatch::with_capacity(1),
             queue: QueueId(q as u16),
             busy: qc.busy_poll,
             wc_errors: 0,
+            errors_total: 0,
+            forced: 0,
         }
+    }
+
+    fn slot(&self, k: usize) -> &Slot {
+        &self.guard.iface.slots[k]
     }
 
     fn housekeeping(&mut self) {
         let e = self.guard.iface.epoch.load(Ordering::Acquire);
-        if e == self.seen {
-            return;
+        if e != self.seen {
+            self.seen = e;
+            for i in 0..self.lanes.len() {
+                self.sync(self.lanes[i]);
+            }
         }
-        self.seen = e;
-        for i in 0..self.lanes.len() {
-            self.adopt(self.lanes[i]);
+        if self.closing > 0 {
+            let now = now_ns();
+            for i in 0..self.lanes.len() {
+                self.settle(self.lanes[i], now);
+            }
         }
     }
 
-    fn adopt(&mut self, k: usize) {
-        let slot = &self.guard.iface.slots[k];
-        match slot.state.load(Ordering::Acquire) {
-            state::PUBLISHED => {
-                let Some(h) = slot.cell.lock().ok().and_then(|mut c| c.take()) else {
-                    return;
-                };
-                slot.state.store(state::ACTIVE, Ordering::Release);
-                let credits = match (&h.peer, self.op) {
-                    (Some(p), Op::Send) => p.credits,
-                    (Some(_), Op::WriteImm) => 0,
-                    // A foreign peer: one message at a time, each answer a new credit.
-                    (None, _) => 1,
-                };
-                self.conns[k] = Some(Conn {
-                    h,
-                    credits,
-                    slots: VecDeque::with_capacity(16384),
-                    inflight: VecDeque::with_capacity(self.sq_depth as usize + 1),
-                    seq: 0,
-                    unsignaled: 0,
-                });
+    /// Adopts a published connection, notices establishment and death.
+    fn sync(&mut self, k: usize) {
+        if self.conns[k].is_none() {
+            if self.ending {
+                return;
             }
-            state::DEAD => {
-                if let Some(c) = self.conns[k].take() {
-                    // Sent but never confirmed: the peer may not have them.
-                    for _ in 0..c.inflight.len() {
-                        self.counters.record_drop(DropReason::Kernel);
+            match self.slot(k).adopt() {
+                Some((Conn::Tx(c), dead)) => {
+                    self.conns[k] = Some(c);
+                    if dead {
+                        self.close(k);
                     }
                 }
-                if let Ok(mut c) = slot.cell.lock() {
-                    c.take();
-                }
-                slot.state.store(state::RELEASED, Ordering::Release);
+                Some((other, _)) => self.slot(k).release(other),
+                None => return,
             }
-            _ => {}
+        }
+        let ready = self.slot(k).ready.load(Ordering::Acquire);
+        let op = self.op;
+        if let Some(c) = self.conns[k].as_mut() {
+            if !c.ready && ready && c.closing_since.is_none() {
+                c.ready = true;
+                if c.h.peer == Peer::Unknown {
+                    c.h.peer = self.guard.iface.slots[k]
+                        .peer
+                        .lock()
+                        .map_or(Peer::Unknown, |p| *p);
+                }
+                c.credits += match (c.h.peer, op) {
+                    (Peer::Rtdaq(p), Op::Send) => p.credits,
+                    (Peer::Rtdaq(_), Op::WriteImm) | (Peer::Unknown, _) => 0,
+                    // A foreign peer: one message at a time, each answer a new credit.
+                    (Peer::Foreign, _) => 1,
+                };
+            }
+        }
+        if self.slot(k).is_dead() {
+            self.close(k);
+        }
+        self.settle(k, now_ns());
+    }
+
+    fn close(&mut self, k: usize) {
+        let Some(c) = self.conns[k].as_mut() else {
+            return;
+        };
+        if c.closing_since.is_none() {
+            c.closing_since = Some(now_ns());
+            self.closing += 1;
         }
     }
 
-    /// Reads completions: credits and slots from the receiver, finished sends.
+    /// Releases an ended connection once [`settle_rule`] says so, counting its sends that
+    /// were never confirmed as dropped: hands it back to the CM thread (dropped here at
+    /// the end of the run). True when connection `k` is gone.
+    fn settle(&mut self, k: usize, now: u64) -> bool {
+        let Some(c) = self.conns[k].as_mut() else {
+            return true;
+        };
+        let Some(since) = c.closing_since else {
+            return false;
+        };
+        if c.recvs == 0 && c.flushed_at.is_none() {
+            c.flushed_at = Some(now);
+        }
+        let rule = settle_rule(c.inflight.len(), c.recvs, since, c.flushed_at, now);
+        if rule == Settle::Wait {
+            return false;
+        }
+        if rule == Settle::Dropped {
+            self.forced += 1;
+            let (mut n, mut bytes) = (0u64, 0u64);
+            for (_, p) in c.inflight.iter() {
+                n += 1;
+                bytes += p.bytes() as u64;
+            }
+            if n > 0 {
+                self.counters
+                    .reclassify_as_drop(DropReason::Kernel, n, bytes);
+            }
+        }
+        // Delivered or counted: the buffers go back to the pool.
+        c.inflight.clear();
+        if let Some(c) = self.conns[k].take() {
+            self.closing = self.closing.saturating_sub(1);
+            if !self.ending {
+                self.guard.iface.slots[k].release(Conn::Tx(c));
+            }
+        }
+        true
+    }
+
+    /// Reads completions: credits and slots from the receiver, finished sends. A send that
+    /// completes in error or flushed is moved from sent to the `kernel` drops.
     fn reap(&mut self) {
         let n = match self.v.cq.poll(&mut self.wcs) {
             Ok(n) => n,
@@ -174,6 +341,7 @@ impl RoceTx {
                 return;
             }
         };
+        let (mut dropped, mut dropped_bytes) = (0u64, 0u64);
         for i in 0..n {
             let wc = self.wcs[i];
             let Some((kind, k, gen, idx)) = proto::split_wr_id(wc.wr_id()) else {
@@ -184,7 +352,7 @@ impl RoceTx {
                 continue;
             }
             if self.conns[k].as_ref().is_none_or(|c| c.h.gen != gen) {
-                self.adopt(k);
+                self.sync(k);
             }
             let Some(c) = self.conns[k].as_mut().filter(|c| c.h.gen == gen) else {
                 continue;
@@ -193,48 +361,52 @@ impl RoceTx {
                 if !wc.flushed() {
                     self.wc_errors += 1;
                 }
-                self.guard.iface.slots[k]
-                    .state
-                    .compare_exchange(
-                        state::ACTIVE,
-                        state::BROKEN,
-                        Ordering::AcqRel,
-                        Ordering::Relaxed,
-                    )
-                    .ok();
-                continue;
+                if c.closing_since.is_none() {
+                    self.guard.iface.slots[k].broken();
+                }
             }
             match kind {
                 WrKind::Data => {
-                    while let Some((s, _)) = c.inflight.front() {
-                        let done = s.wrapping_sub(idx) as i32 <= 0;
-                        if !done {
+                    // In order: the sends before `idx` completed (unsignaled ones without
+                    // a completion of their own); `idx` itself as its status says.
+                    while let Some(&(s, _)) = c.inflight.front() {
+                        if (s.wrapping_sub(idx) as i32) > 0 {
                             break;
                         }
-                        c.inflight.pop_front();
+                        if let Some((s, p)) = c.inflight.pop_front() {
+                            if s == idx && !wc.ok() {
+                                dropped += 1;
+                                dropped_bytes += p.bytes() as u64;
+                            }
+                        }
                     }
                 }
                 WrKind::CtrlRecv => {
-                    let n = if c.h.peer.is_none() {
-                        1
-                    } else {
-                        wc.imm().unwrap_or(0)
-                    };
-                    if self.op == Op::WriteImm && c.h.peer.is_some() {
+                    c.recvs = c.recvs.saturating_sub(1);
+                    if !wc.ok() || c.closing_since.is_some() {
+                        continue;
+                    }
+                    // An rtdaq credit message carries its count as immediate; a foreign
+                    // peer's answer (no immediate) is one credit.
+                    let n = wc.imm();
+                    if self.op == Op::WriteImm {
+                        let n = n.unwrap_or(0);
                         let base = idx as usize * CTRL_BYTES as usize;
                         if let Some(bytes) = c.h.ctrl.owned() {
                             for j in 0..(n.min(CTRL_MAX_SLOTS) as usize) {
                                 let o = base + 4 * j;
-                                c.slots.push_back(u32::from_le_bytes([
-                                    bytes[o],
-                                    bytes[o + 1],
-                                    bytes[o + 2],
-                                    bytes[o + 3],
-                                ]));
+                                if c.slots.len() < MAX_SLOTS {
+                                    c.slots.push_back(u32::from_le_bytes([
+                                        bytes[o],
+                                        bytes[o + 1],
+                                        bytes[o + 2],
+                                        bytes[o + 3],
+                                    ]));
+                                }
                             }
                         }
                     } else {
-                        c.credits += n;
+                        c.credits += n.unwrap_or(1);
                     }
                     // Repost the credit receive at once.
                     self.rbatch.clear();
@@ -244,14 +416,33 @@ impl RoceTx {
                         len: CTRL_BYTES as u32,
                         lkey: c.h.ctrl.lkey(),
                     });
-                    if c.h.id.post_recv(&mut self.rbatch).is_err() {
-                        self.guard.iface.slots[k]
-                            .state
-                            .store(state::BROKEN, Ordering::Release);
+                    if c.h.id.post_recv(&mut self.rbatch).is_ok() {
+                        c.recvs += 1;
+                    } else {
+                        self.guard.iface.slots[k].broken();
                     }
                 }
                 _ => {}
             }
+        }
+        if dropped > 0 {
+            self.counters
+                .reclassify_as_drop(DropReason::Kernel, dropped, dropped_bytes);
+        }
+        if n > 0 && self.closing > 0 {
+            let now = now_ns();
+            for i in 0..self.lanes.len() {
+                self.settle(self.lanes[i], now);
+            }
+        }
+        if self.wc_errors > 0 {
+            self.errors_total += self.wc_errors;
+            self.guard
+                .iface
+                .n
+                .wc_errors
+                .fetch_add(self.wc_errors, Ordering::Relaxed);
+            self.wc_errors = 0;
         }
     }
 
@@ -262,14 +453,17 @@ impl RoceTx {
         buf: Packet<'static>,
         last: bool,
     ) -> Result<(), (Packet<'static>, DropReason)> {
-        let Some(c) = self.conns[k].as_mut() else {
+        let Some(c) = self.conns[k]
+            .as_mut()
+            .filter(|c| c.ready && c.closing_since.is_none())
+        else {
             return Err((buf, DropReason::RingFull));
         };
         let Some((addr, len)) = buf.segments().first().map(|b| (b.addr(), b.len() as u32)) else {
             return Err((buf, DropReason::Malformed));
         };
         let (op, remote_addr, rkey, imm) = match (self.op, &c.h.peer) {
-            (Op::WriteImm, Some(p)) => {
+            (Op::WriteImm, Peer::Rtdaq(p)) => {
                 if len > p.slot_size {
                     return Err((buf, DropReason::TooLarge));
                 }
@@ -311,15 +505,7 @@ impl RoceTx {
             inline: false,
         });
         if c.h.id.post_send(&mut self.sbatch).is_err() {
-            self.guard.iface.slots[k]
-                .state
-                .compare_exchange(
-                    state::ACTIVE,
-                    state::BROKEN,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .ok();
+            self.guard.iface.slots[k].broken();
             return Err((buf, DropReason::Kernel));
         }
         if op == SendOp::WriteImm {
@@ -329,9 +515,18 @@ impl RoceTx {
         }
         c.seq = seq.wrapping_add(1);
         c.unsignaled = if signaled { 0 } else { c.unsignaled + 1 };
+        if signaled {
+            c.last_signaled = Some(seq);
+        }
         c.inflight.push_back((seq, buf));
         Ok(())
     }
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl TxQueue for RoceTx {
@@ -418,19 +613,82 @@ impl TxQueue for RoceTx {
 }
 
 impl Drop for RoceTx {
+    /// The end of the run: waits (up to [`TX_CLOSE_WAIT`]) until every signaled send has
+    /// completed, so the receiver holds every message sent before the disconnect; then
+    /// disconnects and accounts for what was never confirmed (flushed: dropped; completed
+    /// unsignaled: delivered), up to [`TX_CLOSE_MAX`].
     fn drop(&mut self) {
-        if self.wc_errors > 0 {
+        self.ending = true;
+        let start = Instant::now();
+        while start.elapsed() < TX_CLOSE_WAIT {
+            self.housekeeping();
+            self.reap();
+            let waiting = self
+                .conns
+                .iter()
+                .flatten()
+                .any(|c| c.closing_since.is_none() && c.awaits_signal());
+            if !waiting {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let now = now_ns();
+        for c in self.conns.iter_mut().flatten() {
+            c.h.id.disconnect();
+            if c.closing_since.is_none() {
+                c.closing_since = Some(now);
+                self.closing += 1;
+            }
+        }
+        // Released here (`ending`), not handed back: the CM thread must not reconnect.
+        loop {
+            self.reap();
+            let now = now_ns();
+            let mut open = 0;
+            for i in 0..self.lanes.len() {
+                if !self.settle(self.lanes[i], now) {
+                    open += 1;
+                }
+            }
+            if open == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let n = &self.guard.iface.n;
+        n.forced_releases.fetch_add(self.forced, Ordering::Relaxed);
+        if self.errors_total > 0 {
             log::warn!(
                 "{} TX queue {}: {} completion error(s)",
                 self.guard.iface.key,
                 self.q,
-                self.wc_errors
+                self.errors_total
             );
         }
-        for c in self.conns.iter_mut() {
-            if let Some(c) = c.take() {
-                c.h.id.disconnect();
-            }
-        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn an_ended_connection_waits_for_its_flushes() {
+        // Nothing outstanding: release at once.
+        assert_eq!(settle_rule(0, 0, 0, Some(0), 0), Settle::Delivered);
+        // Credit receives not flushed yet: wait, however long ago the sends were.
+        assert_eq!(settle_rule(3, 5, 0, None, 100 * MS), Settle::Wait);
+        // Receives flushed; sends unconfirmed for TX_SETTLE after that: they completed
+        // unsignaled (a flush always completes, signaled or not).
+        assert_eq!(settle_rule(3, 0, 0, Some(10 * MS), 200 * MS), Settle::Wait);
+        assert_eq!(
+            settle_rule(3, 0, 0, Some(10 * MS), 310 * MS),
+            Settle::Delivered
+        );
+        // No flush within TX_CLOSE_MAX: whatever is unconfirmed is counted as dropped.
+        assert_eq!(settle_rule(3, 2, 0, None, 3_000 * MS), Settle::Dropped);
     }
 }

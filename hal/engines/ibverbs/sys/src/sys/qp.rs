@@ -393,9 +393,12 @@ pub(crate) unsafe fn post_recv(
 }
 
 /// A raw packet queue pair (`IBV_QPT_RAW_PACKET`: whole Ethernet frames, steered to it
-/// by flow rules), created RESET → INIT → RTR → RTS. Destroyed on drop (before its CQs).
+/// by flow rules), created RESET → INIT → RTR → RTS. Destroyed on drop (before its CQs),
+/// after the flow rules attached with [`attach_flow`](Self::attach_flow) (the kernel
+/// refuses to destroy a QP that flows still use: `EBUSY`).
 pub struct Qp {
     ptr: NonNull<raw::ibv_qp>,
+    flows: Vec<NonNull<raw::ibv_flow>>,
     _pd: Arc<PdInner>,
 }
 
@@ -428,6 +431,7 @@ impl Qp {
         let p = unsafe { raw::ibv_create_qp(pd.as_raw(), &mut attr) };
         let qp = Qp {
             ptr: non_null(p, "ibv_create_qp")?,
+            flows: Vec::new(),
             _pd: Arc::clone(&pd.0),
         };
         let mut a = raw::ibv_qp_attr {
@@ -453,6 +457,26 @@ impl Qp {
         // SAFETY: live QP, valid attributes for the mask.
         let rc = unsafe { raw::ibv_modify_qp(self.ptr.as_ptr(), attr, mask as i32) };
         zero_or_errno(rc, "ibv_modify_qp")
+    }
+
+    /// Attaches a steering rule that lives as long as the QP (destroyed by its drop, before
+    /// the QP). [`Flow`](crate::Flow) is the borrowed alternative. Cold path.
+    ///
+    /// # Errors
+    /// `ibv_create_flow` failed (see [`Flow::create`](crate::Flow::create)).
+    pub fn attach_flow(&mut self, attr: &super::flow::FlowAttr) -> Result<()> {
+        let mut bytes = attr.bytes().to_vec();
+        self.flows.reserve(1);
+        // SAFETY: bytes hold a complete ibv_flow_attr with its specs (the provider copies
+        // what it needs during the call); the QP is live.
+        let p = unsafe { raw::rtdaq_ibv_create_flow(self.ptr.as_ptr(), bytes.as_mut_ptr().cast()) };
+        self.flows.push(non_null(p, "ibv_create_flow")?);
+        Ok(())
+    }
+
+    /// Flow rules attached with [`attach_flow`](Self::attach_flow).
+    pub fn flows(&self) -> usize {
+        self.flows.len()
     }
 
     /// The QP number.
@@ -489,8 +513,13 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        // SAFETY: created once, destroyed once; flows on it hold no pointer after their
-        // own drop (they borrow the QP).
+        for f in self.flows.drain(..) {
+            // SAFETY: created by attach_flow on this QP, destroyed once, before the QP.
+            let rc = unsafe { raw::rtdaq_ibv_destroy_flow(f.as_ptr()) };
+            debug_assert!(zero_or_errno(rc, "ibv_destroy_flow").is_ok());
+        }
+        // SAFETY: created once, destroyed once, after its attached flows; borrowed flows
+        // ([`Flow`]) hold no pointer after their own drop (they borrow the QP).
         let rc = unsafe { raw::ibv_destroy_qp(self.ptr.as_ptr()) };
         debug_assert_eq!(rc, 0, "ibv_destroy_qp");
     }
