@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use rtdaq_config::model::{Address, Engine as EngineConfig, RegionId};
 use rtdaq_config::Config;
-use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RxQueue, TxQueue};
 use rtdaq_core::flow::DefaultAction;
+use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RxQueue, TxQueue};
 use rtdaq_core::{QueueCounters, QueueId};
 use rtdaq_dpdk_sys::{Eal, Mempool, Port, PortConfig};
 

@@ -19,6 +19,9 @@
 //!   port that hairpins the frames back); TX and RX use the same port;
 //! - two ports (`RTDAQ_TEST_IBDEV_TX` set): the TX port cabled to the RX port.
 //!
+//! With SR-IOV VFs enabled the NIC's e-switch may deliver frames to the port's own MAC
+//! internally (where self-loopback of raw QPs may be blocked): use two ports then.
+//!
 //! Environment: `RTDAQ_TEST_IBDEV` (RX device, e.g. `mlx5_0`), `RTDAQ_TEST_IBDEV_TX` (TX
 //! device, default: the RX device), `RTDAQ_TEST_IBPORT` (HCA port, default 1),
 //! `RTDAQ_TEST_NETDEV` / `RTDAQ_TEST_NETDEV_TX` (their netdevs, default: from sysfs; the TX

@@ -7,12 +7,12 @@
 //! **What "sent" means.** A message counts as sent when it is posted; a posted message
 //! that comes back with an error or flushed (the connection ended) is moved from sent to
 //! the `kernel` drops. At the end of a run the queue first waits (up to
-//! [`TX_CLOSE_WAIT`]) until every signaled send has completed, so the receiver holds every
+//! `TX_CLOSE_WAIT`) until every signaled send has completed, so the receiver holds every
 //! message sent, and only then disconnects: a client that stops right after its last send
 //! loses nothing and counts nothing it did not deliver.
 //!
 //! An ended connection (`DEAD`) stays with the queue until its outstanding work requests
-//! have completed or flushed (bounded, [`TX_SETTLE`] / [`TX_CLOSE_MAX`]) and is then handed
+//! have completed or flushed (bounded, `TX_SETTLE` / `TX_CLOSE_MAX`) and is then handed
 //! back to the CM thread. Its tables are built by the CM thread ([`TxConn::new`]): the
 //! queue never allocates.
 use std::collections::VecDeque;
@@ -613,10 +613,10 @@ impl TxQueue for RoceTx {
 }
 
 impl Drop for RoceTx {
-    /// The end of the run: waits (up to [`TX_CLOSE_WAIT`]) until every signaled send has
+    /// The end of the run: waits (up to `TX_CLOSE_WAIT`) until every signaled send has
     /// completed, so the receiver holds every message sent before the disconnect; then
     /// disconnects and accounts for what was never confirmed (flushed: dropped; completed
-    /// unsignaled: delivered), up to [`TX_CLOSE_MAX`].
+    /// unsignaled: delivered), up to `TX_CLOSE_MAX`.
     fn drop(&mut self) {
         self.ending = true;
         let start = Instant::now();
