@@ -9,7 +9,10 @@
 #               every message the client sent received and validated (sequence + payload
 #               pattern), no drop on either end, io_thread_allocations 0 on both ends
 #   write_imm   the same with op = "write_imm" (RDMA WRITE with immediate into granted slots)
-#   send_nodrain, write_imm_nodrain
+#   read        the same with op = "read" (pull mode: the server RDMA-READs each message from
+#               the client's buffers, announced in descriptor messages; the client frees a
+#               buffer only when the server returned its slot)
+#   send_nodrain, write_imm_nodrain, read_nodrain
 #               the same with a client that sends as fast as it can and ends right after its
 #               last send (count reached, drain_ms = 0): it disconnects at once, and the
 #               server still accounts for every message
@@ -18,6 +21,10 @@
 #               the credits) and disconnects: when the server runs again its peers are gone
 #               and their tails still in its completion queues; every message is delivered
 #               (the PASS line says how many after their peer had gone)
+#   read_paused the same for op = "read", except that the server runs again after 3 s, while
+#               the client waits (up to 5 s) for its messages to be pulled: in pull mode the
+#               data is in the sender's memory, so a sender that leaves first takes it along
+#               (it then counts what was not pulled as dropped)
 #   rdma_client librdmacm's rdma_client (rdmacm-utils) -> rtdaq server: without a reply
 #               (the default) its message is counted and rdma_client waits in vain; with
 #               engine.ibverbs.reply = "echo" / "ack" rdma_client gets its answer and exits
@@ -84,7 +91,9 @@ allocs() { tr -d '\n ' <"$1" 2>/dev/null | sed -n 's/.*"io_thread_allocations":\
 # pair NAME OP PORT [client sed-expressions...]: rtdaq server <- rtdaq client. With
 # pause_server=1 the server process is stopped (SIGSTOP) once the client runs, until the
 # client has sent everything and disconnected: the server then finds the tail of each
-# connection still in its completion queue and its peer already gone.
+# connection still in its completion queue and its peer already gone. With pause_server=2
+# (pull mode) it runs again after 3 s, while the client still waits for its messages to be
+# pulled.
 pause_server=0
 server_sed=()
 pair() {
@@ -100,12 +109,16 @@ pair() {
         chrt -f 90 ps -L -o tid=,cls=,rtprio=,psr=,comm= -p $sp >"$T/$name-threads.txt" 2>&1
     fi
     local crc
-    if [ "$pause_server" = 1 ]; then
+    if [ "$pause_server" != 0 ]; then
         "$rtdaq" run --config "$T/$name-c.toml" --report-json "$T/$name-c.json" >"$T/$name-c.log" 2>&1 &
         local cp=$!
         for _ in $(seq 200); do grep -q "queues running" "$T/$name-c.log" && break; sleep 0.05; done
         sleep 0.2 # the server's first grant (write_imm) goes out
         kill -STOP $sp
+        if [ "$pause_server" = 2 ]; then
+            sleep 3
+            kill -CONT $sp
+        fi
         wait $cp
         crc=$?
         kill -CONT $sp
@@ -205,11 +218,13 @@ if [ $rt = 1 ]; then
 fi
 pair send send 7471
 pair write_imm write_imm 7472
+pair read read 7483
 # A client that disconnects right after its last send: as fast as it can (so the server's
 # completion queue still holds a backlog when the peer goes), a count it reaches well within
 # the run, no drain time.
 pair send_nodrain send 7477 's/^count = .*/count = 3000/' 's/^rate_gbps = .*/rate_gbps = 1/' 's/^drain_ms = .*/drain_ms = 0/'
 pair write_imm_nodrain write_imm 7478 's/^count = .*/count = 3000/' 's/^rate_gbps = .*/rate_gbps = 1/' 's/^drain_ms = .*/drain_ms = 0/'
+pair read_nodrain read 7484 's/^count = .*/count = 3000/' 's/^rate_gbps = .*/rate_gbps = 1/' 's/^drain_ms = .*/drain_ms = 0/'
 # The same while the server is stopped: 3000 messages over about 2 s (within the credits:
 # 1000 per connection) sent, acknowledged by the server's RDMA device, and the peer gone,
 # before the server runs again.
@@ -218,6 +233,12 @@ pause_server=1
 server_sed=('s/^batch_size = .*/batch_size = 1/' 's/^credits = .*/credits = 1024/' 's/^buf_count = .*/buf_count = 8192/')
 pair send_paused send 7481 's/^count = .*/count = 3000/' 's/^drain_ms = .*/drain_ms = 0/'
 pair write_imm_paused write_imm 7482 's/^count = .*/count = 3000/' 's/^drain_ms = .*/drain_ms = 0/'
+# Pull mode: the client holds all 3000 messages (buf_count 4096) until the server, running
+# again after 3 s, has pulled them; the server polls in bursts of 32 so that it pulls the
+# backlog within the client's 5 s wait on the emulated CPU.
+pause_server=2
+server_sed=('s/^credits = .*/credits = 1024/' 's/^buf_count = .*/buf_count = 8192/')
+pair read_paused read 7485 's/^count = .*/count = 3000/' 's/^drain_ms = .*/drain_ms = 0/' 's/^buf_count = .*/buf_count = 4096/'
 pause_server=0
 server_sed=()
 
@@ -248,12 +269,15 @@ fi
 variant configs/vm-roce-client.toml "$T/pk-c.toml" "s/:7471/:7475/" 's/^count = .*/count = 100000000/'
 variant configs/vm-roce-server.toml "$T/pk-s.toml" "s/:7471/:7475/"
 start=$(date +%s)
-"$rtdaq" run --config "$T/pk-s.toml" --duration 6 --report-json "$T/pk-s.json" >"$T/pk-s.log" 2>&1 &
+"$rtdaq" run --config "$T/pk-s.toml" --duration 8 --report-json "$T/pk-s.json" >"$T/pk-s.log" 2>&1 &
 sp=$!
 sleep 1
 "$rtdaq" run --config "$T/pk-c.toml" --duration 30 >"$T/pk-c.log" 2>&1 &
 cp=$!
-sleep 2
+# Kill it once it is streaming (connected, queues running), not at a fixed time: on a loaded
+# host the emulated guest may need more than 2 s to connect.
+for _ in $(seq 100); do grep -q "queues running" "$T/pk-c.log" && break; sleep 0.05; done
+sleep 1
 kill -KILL $cp
 wait $cp 2>/dev/null
 wait $sp

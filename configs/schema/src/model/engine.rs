@@ -316,6 +316,9 @@ pub enum RoceOp {
     Send,
     /// RDMA WRITE with immediate into the receiver's buffers; the immediate names the slot.
     WriteImm,
+    /// Pull mode: the receiver RDMA-READs each message from the sender's buffers (the
+    /// sender announces them in descriptor messages).
+    Read,
 }
 
 impl RoceOp {
@@ -324,6 +327,7 @@ impl RoceOp {
         match self {
             RoceOp::Send => "send",
             RoceOp::WriteImm => "write_imm",
+            RoceOp::Read => "read",
         }
     }
 }

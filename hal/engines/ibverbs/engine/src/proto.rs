@@ -3,15 +3,27 @@
 //!
 //! **Hello** (32 bytes, little endian, fits the 56-byte connect private data):
 //! `magic u32 = "rtdq"`, `version u8`, `role u8` (1 receiver, 2 sender), `op u8`
-//! (0 SEND, 1 WRITE with immediate), `pad u8`, `credits u32` (receives the receiver
-//! posted), `rkey u32`, `base u64` (first byte of the receiver's registered pool),
-//! `slot_size u32`, `slot_count u32`. A peer whose private data is not a hello (a
+//! (0 SEND, 1 WRITE with immediate, 2 READ), `pad u8`, `credits u32` (receives the
+//! receiver posted), `rkey u32`, `base u64` (first byte of the registered pool: the
+//! receiver's; with READ the sender's, which the receiver pulls from), `slot_size u32`,
+//! `slot_count u32`. A peer whose private data is not a hello (a
 //! librdmacm example, another stack) is a **foreign** peer.
 //!
 //! **Credits** (receiver → sender): SEND mode: a zero-length SEND with immediate = credits
 //! returned (each = one receive reposted). WRITE-with-immediate mode: a SEND with immediate
 //! = n and a payload of n little-endian `u32` pool slot indices the sender may write next,
 //! each slot granted once; the sender's WRITE carries the slot index as its immediate.
+//!
+//! **READ (pull mode)**: the data stays in the sender's pool. Sender → receiver: a
+//! *descriptor* message, a SEND with immediate = n and a payload of n entries
+//! `slot u32, len u32` (little endian; [`DESC_MAX`] at most), one entry per message, each
+//! spending one credit; the receiver posted `credits` receives for them (a descriptor
+//! holds at least one message, so no more than `credits` are ever outstanding).
+//! Receiver: RDMA READ of `len` bytes from `base + slot × slot_size` (the sender's hello)
+//! into its own pool buffer, delivered when the READ completes (in order per
+//! connection); receiver → sender: the slots pulled, in the WRITE-with-immediate credit
+//! message format (immediate = n, payload n `u32` slots), each slot one credit back. Only
+//! then does the sender free the buffer.
 //!
 //! **Replies** (`engine.ibverbs.reply`): a receiver answers each message of a *foreign*
 //! peer with a plain SEND (an echo, or a fixed-size acknowledgement). rtdaq senders get no
@@ -40,6 +52,8 @@ pub enum Op {
     Send,
     /// RDMA WRITE with immediate into granted slots.
     WriteImm,
+    /// The receiver RDMA-READs from the sender's pool (pull mode).
+    Read,
 }
 
 /// The hello each end puts in the CM private data.
@@ -74,6 +88,7 @@ impl Hello {
         b[6] = match self.op {
             Op::Send => 0,
             Op::WriteImm => 1,
+            Op::Read => 2,
         };
         b[8..12].copy_from_slice(&self.credits.to_le_bytes());
         b[12..16].copy_from_slice(&self.rkey.to_le_bytes());
@@ -101,6 +116,7 @@ impl Hello {
             op: match b[6] {
                 0 => Op::Send,
                 1 => Op::WriteImm,
+                2 => Op::Read,
                 _ => return None,
             },
             credits: u(8),
@@ -126,6 +142,10 @@ pub enum WrKind {
     CtrlRecv = 4,
     /// A reply to a request/response peer (RX, `engine.ibverbs.reply`).
     Reply = 5,
+    /// READ mode: a descriptor message (TX: its send; RX: its receive).
+    Desc = 6,
+    /// READ mode: an RDMA READ of one message (RX).
+    Read = 7,
 }
 
 /// Most connections per interface the wr_id can name (12 bits).
@@ -149,6 +169,8 @@ pub fn split_wr_id(id: u64) -> Option<(WrKind, u16, u16, u32)> {
         3 => WrKind::Data,
         4 => WrKind::CtrlRecv,
         5 => WrKind::Reply,
+        6 => WrKind::Desc,
+        7 => WrKind::Read,
         _ => return None,
     };
     Some((
@@ -172,6 +194,53 @@ pub const CTRL_RECVS: u32 = 64;
 pub const CTRL_SENDS: u32 = 16;
 /// Most slot indices in one credit message (4 KiB).
 pub const CTRL_MAX_SLOTS: u32 = 1024;
+
+/// READ: most entries in one descriptor message.
+pub const DESC_MAX: u32 = 64;
+/// READ: bytes of one descriptor buffer (8 per entry).
+pub const DESC_BYTES: u64 = 8 * DESC_MAX as u64;
+/// READ: descriptor messages a sender may have in flight per connection.
+pub const DESC_SENDS: u32 = 16;
+/// READ: RDMA READs a receiver keeps in flight per connection (the device runs at most the
+/// connection's initiator depth of them at a time; the rest wait in the send queue).
+pub const READ_DEPTH: u32 = 32;
+
+/// Writes descriptor entry `i` (`slot`, `len`) into a descriptor buffer.
+#[inline]
+pub fn put_desc(buf: &mut [u8], i: usize, slot: u32, len: u32) -> bool {
+    let Some(e) = buf.get_mut(8 * i..8 * i + 8) else {
+        return false;
+    };
+    e[..4].copy_from_slice(&slot.to_le_bytes());
+    e[4..].copy_from_slice(&len.to_le_bytes());
+    true
+}
+
+/// Reads descriptor entry `i`: `(slot, len)`; `None` past the buffer.
+#[inline]
+pub fn get_desc(buf: &[u8], i: usize) -> Option<(u32, u32)> {
+    let e = buf.get(8 * i..8 * i + 8)?;
+    Some((
+        u32::from_le_bytes([e[0], e[1], e[2], e[3]]),
+        u32::from_le_bytes([e[4], e[5], e[6], e[7]]),
+    ))
+}
+
+/// Reads slot `i` of a credit message (WRITE_IMM grants, READ returns).
+#[inline]
+pub fn get_slot(buf: &[u8], i: usize) -> Option<u32> {
+    let e = buf.get(4 * i..4 * i + 4)?;
+    Some(u32::from_le_bytes([e[0], e[1], e[2], e[3]]))
+}
+
+/// READ receiver: is a slot-return message due? When `credit_batch` slots are waiting, or
+/// when the connection has nothing else to do (no READ in flight, no descriptor waiting):
+/// the tail of a stream is returned at once, so a sender at the end of its run never waits
+/// for a batch that will not fill.
+#[inline]
+pub fn return_due(pending: usize, batch: u32, reading: usize, todo: usize) -> bool {
+    pending > 0 && (pending as u32 >= batch || (reading == 0 && todo == 0))
+}
 
 #[cfg(test)]
 mod tests {
@@ -223,8 +292,16 @@ mod tests {
             split_wr_id(wr_id(WrKind::Reply, 0, 2, 31)),
             Some((WrKind::Reply, 0, 2, 31))
         );
+        assert_eq!(
+            split_wr_id(wr_id(WrKind::Desc, 9, 3, 15)),
+            Some((WrKind::Desc, 9, 3, 15))
+        );
+        assert_eq!(
+            split_wr_id(wr_id(WrKind::Read, 1, 0, 4095)),
+            Some((WrKind::Read, 1, 0, 4095))
+        );
         assert_eq!(split_wr_id(0), None);
-        assert_eq!(split_wr_id(6 << 60), None);
+        assert_eq!(split_wr_id(8 << 60), None);
     }
 
     #[test]
@@ -235,5 +312,58 @@ mod tests {
             assert!(c / m <= 32, "credits {c}: {} messages", c / m);
             assert!(c / m < CTRL_RECVS);
         }
+    }
+
+    #[test]
+    fn read_hello_carries_the_senders_pool() {
+        let h = Hello {
+            role: Role::Sender,
+            op: Op::Read,
+            credits: 0,
+            rkey: 0x99,
+            base: 0x5555_0000,
+            slot_size: 2048,
+            slot_count: 1024,
+        };
+        let b = h.encode();
+        assert_eq!(b[6], 2);
+        assert_eq!(Hello::decode(&b), Some(h));
+    }
+
+    #[test]
+    fn descriptors_round_trip_and_stay_in_their_buffer() {
+        let mut b = [0u8; DESC_BYTES as usize];
+        for i in 0..DESC_MAX as usize {
+            assert!(put_desc(&mut b, i, 1000 + i as u32, 1400 - i as u32));
+        }
+        assert!(
+            !put_desc(&mut b, DESC_MAX as usize, 1, 1),
+            "past the buffer"
+        );
+        assert_eq!(get_desc(&b, 0), Some((1000, 1400)));
+        assert_eq!(get_desc(&b, 63), Some((1063, 1337)));
+        assert_eq!(get_desc(&b, 64), None);
+        assert_eq!(
+            &b[..8],
+            &[0xe8, 3, 0, 0, 0x78, 5, 0, 0],
+            "little endian slot, len"
+        );
+        let mut c = [0u8; 8];
+        c[4..].copy_from_slice(&77u32.to_le_bytes());
+        assert_eq!(get_slot(&c, 1), Some(77));
+        assert_eq!(get_slot(&c, 2), None);
+    }
+
+    #[test]
+    fn slot_returns_batch_but_never_hold_back_a_tail() {
+        // A batch due.
+        assert!(return_due(4, 4, 10, 10));
+        // Below the batch while READs are in flight: wait.
+        assert!(!return_due(3, 4, 1, 0));
+        assert!(!return_due(3, 4, 0, 2));
+        // Nothing left to pull: the tail goes at once.
+        assert!(return_due(1, 32, 0, 0));
+        // Nothing to return.
+        assert!(!return_due(0, 1, 0, 0));
     }
 }

@@ -11,14 +11,16 @@ use ffi::{Access, CmEventKind, CmId, ConnParams, EventChannel, Pd, QpCaps, RecvB
 use rtdaq_config::Config;
 use rtdaq_core::traits::QueueResources;
 
-use super::rx::{RxConn, CTRL_BYTES};
+use super::rx::{desc_offset, RxConn, CTRL_BYTES};
 use super::tx::TxConn;
 use super::{
     recv_req, state, CmGuard, Conn, Counters, Handoff, Iface, Peer, QueueVerbs, RoceRx, RoceTx,
     Setup, Slot,
 };
 use crate::error::{IbvError, Result};
-use crate::proto::{self, Hello, Op, Role, WrKind, CTRL_RECVS, CTRL_SENDS};
+use crate::proto::{
+    self, Hello, Op, Role, WrKind, CTRL_RECVS, CTRL_SENDS, DESC_BYTES, DESC_SENDS, READ_DEPTH,
+};
 
 /// Client connect attempts at open, and the pause between them (about 5 s in all); also
 /// the pause between reconnect attempts.
@@ -111,8 +113,15 @@ pub(crate) fn open_interface(
                 "RoCE delivers whole messages: list one region (no header-data split)",
             ));
         }
+        // Posted receives hold pool buffers (SEND, WRITE_IMM); READ holds one per READ in
+        // flight.
         let need = if s.receiver {
-            per_queue as usize * s.credits as usize
+            per_queue as usize
+                * if s.op == Op::Read {
+                    READ_DEPTH as usize
+                } else {
+                    s.credits as usize
+                }
         } else {
             0
         };
@@ -125,7 +134,8 @@ pub(crate) fn open_interface(
         let access = Access {
             local_write: true,
             remote_write: s.receiver && s.op == Op::WriteImm,
-            remote_read: false,
+            // READ: the receiver pulls the messages out of the sender's pool.
+            remote_read: !s.receiver && s.op == Op::Read,
         };
         let mr = pd.register_pool(pool, access).map_err(|e| {
             IbvError::verbs(
@@ -136,7 +146,7 @@ pub(crate) fn open_interface(
         })?;
         let depth = per_queue
             * if s.receiver {
-                s.credits + CTRL_SENDS + s.reply.depth()
+                s.credits + CTRL_SENDS + s.reply.depth() + read_depth(s)
             } else {
                 s.sq_depth + CTRL_RECVS
             }
@@ -212,6 +222,15 @@ pub(crate) fn open_interface(
     Ok((rxs, txs, counters))
 }
 
+/// READs a receiving connection keeps in flight (0 unless `op = "read"`).
+fn read_depth(s: &Setup) -> u32 {
+    if s.op == Op::Read {
+        READ_DEPTH
+    } else {
+        0
+    }
+}
+
 /// Resolves the address and route of `id` towards `s.addr`, waiting on `ch`.
 fn resolve(ch: &EventChannel, id: &CmId, s: &Setup, key: &str) -> Result<()> {
     id.resolve_addr(None, s.addr, RESOLVE_TIMEOUT)
@@ -285,12 +304,17 @@ impl Cm {
                 Role::Sender
             },
             op: s.op,
-            credits: if s.receiver && s.op == Op::Send {
+            credits: if s.receiver && s.op != Op::WriteImm {
                 s.credits
             } else {
                 0
             },
-            rkey: if s.receiver { v.mr.rkey() } else { 0 },
+            // The pool the peer accesses: the receiver's (WRITE_IMM), the sender's (READ).
+            rkey: if s.receiver || s.op == Op::Read {
+                v.mr.rkey()
+            } else {
+                0
+            },
             base: v.pool.base_addr(),
             slot_size: v.pool.slot_size() as u32,
             slot_count: v.pool.slot_count() as u32,
@@ -311,7 +335,7 @@ impl Cm {
         let v = self.queues[k % self.queues.len()].clone();
         let caps = if s.receiver {
             QpCaps {
-                max_send_wr: CTRL_SENDS + s.reply.depth(),
+                max_send_wr: CTRL_SENDS + s.reply.depth() + read_depth(&s),
                 max_recv_wr: s.credits,
                 max_send_sge: 1,
                 max_recv_sge: 1,
@@ -329,11 +353,16 @@ impl Cm {
         if let Err(e) = id.create_qp(&self.pd, &v.cq, &v.cq, caps) {
             return Err((e.to_string(), id));
         }
+        // READ adds the descriptor buffers: `credits` receives (RX), DESC_SENDS sends (TX).
         let ctrl_len = if s.receiver {
-            CTRL_SENDS as usize * CTRL_BYTES as usize
-                + s.reply.depth() as usize * s.reply.bytes as usize
+            desc_offset(if s.op == Op::Read { s.credits } else { 0 }, s.reply) as usize
         } else {
             CTRL_RECVS as usize * CTRL_BYTES as usize
+                + if s.op == Op::Read {
+                    (DESC_SENDS as u64 * DESC_BYTES) as usize
+                } else {
+                    0
+                }
         };
         let ctrl = match self.pd.register_owned(
             vec![0u8; ctrl_len].into_boxed_slice(),
@@ -369,6 +398,20 @@ impl Cm {
             if let Err(e) = id.post_recv(&mut batch) {
                 return Err((format!("ibv_post_recv: errno {}", e.errno), id));
             }
+        } else if s.receiver && s.op == Op::Read {
+            // Descriptor receives: a sender never has more than `credits` outstanding.
+            let mut batch = RecvBatch::with_capacity(s.credits as usize);
+            for r in 0..s.credits {
+                batch.push(&ffi::RecvRequest {
+                    wr_id: proto::wr_id(WrKind::Desc, k as u16, gen, r),
+                    addr: ctrl.addr() + desc_offset(r, s.reply),
+                    len: DESC_BYTES as u32,
+                    lkey: ctrl.lkey(),
+                });
+            }
+            if let Err(e) = id.post_recv(&mut batch) {
+                return Err((format!("ibv_post_recv: errno {}", e.errno), id));
+            }
         } else if !s.receiver {
             let mut batch = RecvBatch::with_capacity(CTRL_RECVS as usize);
             for r in 0..CTRL_RECVS {
@@ -393,7 +436,7 @@ impl Cm {
         let conn = if s.receiver {
             Conn::Rx(RxConn::new(h, &s, v.pool.slot_count(), posted))
         } else {
-            Conn::Tx(TxConn::new(h, s.sq_depth, CTRL_RECVS))
+            Conn::Tx(TxConn::new(h, &s, v.pool.slot_count(), CTRL_RECVS))
         };
         Ok((conn, id))
     }

@@ -6,6 +6,9 @@
 //! served by RX queue `k mod n_rx` (receiving interface) or TX queue `k mod n_tx`
 //! (sending interface).
 //!
+//! Ops: SEND, WRITE with immediate (`rx.rs`, `tx.rs`) and READ, pull mode (the receiver's
+//! side in `pull.rs`, the sender's in `tx.rs`; protocol in `proto.rs`).
+//!
 //! ## Ownership of a connection
 //! The CM thread builds everything a connection needs (its RC QP on the queue's CQ, the
 //! receives the protocol posts before the peer may send, and every table the queue will
@@ -470,6 +473,7 @@ impl Engine<'static> for RoceEngine {
                 op: match ib.op {
                     RoceOp::Send => Op::Send,
                     RoceOp::WriteImm => Op::WriteImm,
+                    RoceOp::Read => Op::Read,
                 },
                 credits: ib.credits,
                 signal_interval: ib.signal_interval,

@@ -13,6 +13,12 @@
 //!
 //! **No allocation.** Every table of a connection is built by the CM thread before the
 //! hand-off ([`RxConn::new`]) and handed back with it; the queue only moves it.
+//!
+//! READ (pull mode) is in `pull.rs` (a child module: it shares these private types).
+#[path = "pull.rs"]
+mod pull;
+
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,7 +29,7 @@ use rtdaq_core::traits::RxQueue;
 use rtdaq_core::{Buf, Burst, ConnId, DropReason, FlowId, PacketMeta, QueueCounters, QueueId};
 
 use super::{recv_req, CmGuard, Conn, Handoff, Peer, QueueVerbs, Reply, Setup, Slot, MAX_BATCH};
-use crate::proto::{self, Op, WrKind, CTRL_MAX_SLOTS, CTRL_SENDS};
+use crate::proto::{self, Op, WrKind, CTRL_MAX_SLOTS, CTRL_SENDS, DESC_BYTES, READ_DEPTH};
 
 /// Bytes of one credit message buffer.
 pub(crate) const CTRL_BYTES: u64 = 4 * CTRL_MAX_SLOTS as u64;
@@ -106,6 +112,12 @@ pub(crate) struct RxConn {
     ready: bool,
     /// Messages delivered after the connection ended (its tail, drained).
     late: u64,
+    /// READ: announced messages not pulled yet (sender slot, length).
+    todo: VecDeque<(u32, u32)>,
+    /// READ: READs posted, in order (sender slot, length, our buffer).
+    reading: VecDeque<(u32, u32, Buf<'static>)>,
+    /// READ: offset of the descriptor receive buffers in the control region.
+    desc_base: u64,
 }
 
 impl RxConn {
@@ -120,8 +132,13 @@ impl RxConn {
     ) -> Box<Self> {
         let depth = s.reply.depth();
         let n_posted = posted.iter().filter(|b| b.is_some()).count();
+        let read = s.op == Op::Read;
         let mut ledger = Ledger::default();
         ledger.posted_recvs(n_posted);
+        if read {
+            // The descriptor receives the CM thread posted.
+            ledger.posted_recvs(s.credits as usize);
+        }
         Box::new(RxConn {
             h,
             posted,
@@ -139,6 +156,9 @@ impl RxConn {
             ledger,
             ready: false,
             late: 0,
+            todo: VecDeque::with_capacity(if read { s.credits as usize } else { 0 }),
+            reading: VecDeque::with_capacity(if read { READ_DEPTH as usize } else { 0 }),
+            desc_base: desc_offset(0, s.reply),
         })
     }
 
@@ -338,6 +358,10 @@ impl RoceRx {
     /// WRITE_IMM: grants up to `pending_n` slots (a zero-length receive posted for each,
     /// before the grant goes out). SEND: reposts empty receives. Then announces credits.
     fn grant(&mut self, k: usize) {
+        if self.op == Op::Read {
+            self.pull(k);
+            return;
+        }
         let op = self.op;
         let lkey = self.v.mr.lkey();
         let due_at = self.batch_credit.min(self.credits);
@@ -535,8 +559,8 @@ impl RoceRx {
                 continue;
             };
             match kind {
-                WrKind::Recv => c.ledger.recv_done(),
-                WrKind::CtrlSend | WrKind::Reply => c.ledger.send_done(),
+                WrKind::Recv | WrKind::Desc => c.ledger.recv_done(),
+                WrKind::CtrlSend | WrKind::Reply | WrKind::Read => c.ledger.send_done(),
                 _ => {}
             }
             if !wc.ok() {
@@ -554,6 +578,9 @@ impl RoceRx {
                         c.reply_free.push(idx);
                         self.reply_failures += 1;
                     }
+                    // A READ that failed or was flushed: its buffer goes back to the pool;
+                    // the sender, never told, counts the message as dropped.
+                    WrKind::Read => drop(c.reading.pop_front()),
                     _ => {}
                 }
                 if !c.ledger.closing() {
@@ -562,8 +589,18 @@ impl RoceRx {
                 continue;
             }
             match kind {
-                WrKind::Recv => {
+                WrKind::Desc if !pull::on_desc(c, &mut self.rbatch, &wc, self.counters) => {
+                    self.guard.iface.slots[k].broken();
+                }
+                WrKind::Recv | WrKind::Read => {
+                    let mut read_len = None;
                     let buf = match (self.op, wc.kind()) {
+                        (Op::Read, _) if kind == WrKind::Read => {
+                            pull::take_read(c).map(|(b, len)| {
+                                read_len = Some(len);
+                                b
+                            })
+                        }
                         (Op::Send, WcKind::Recv) => {
                             let b = c.posted.get_mut(idx as usize).and_then(Option::take);
                             c.empty.push(idx);
@@ -580,7 +617,8 @@ impl RoceRx {
                         self.counters.record_drop(DropReason::Malformed);
                         continue;
                     };
-                    let len = (wc.byte_len() as usize).min(b.capacity());
+                    // A READ's completion carries no length: the descriptor's.
+                    let len = (read_len.unwrap_or(wc.byte_len()) as usize).min(b.capacity());
                     b.set_len(len);
                     if c.ledger.closing() {
                         c.late += 1;
@@ -616,7 +654,8 @@ impl RoceRx {
         if got > 0 {
             self.counters.record_rx_burst(got as u64, bytes);
         }
-        if n > 0 {
+        // READ: also without completions (READs wait for pool buffers).
+        if n > 0 || self.op == Op::Read {
             for j in 0..self.mine.len() {
                 let k = self.mine[j];
                 match self.conns[k].as_ref().map(|c| c.ledger.closing()) {
@@ -646,6 +685,12 @@ impl RoceRx {
             }
         }
     }
+}
+
+/// Offset of descriptor receive buffer `r` (READ) in a connection's control region (after
+/// the reply buffers).
+pub(crate) fn desc_offset(r: u32, reply: Reply) -> u64 {
+    reply_offset(reply.depth(), reply.bytes) as u64 + u64::from(r) * DESC_BYTES
 }
 
 /// Offset of reply buffer `i` in a connection's control region (after the credit

@@ -15,6 +15,16 @@
 //! have completed or flushed (bounded, `TX_SETTLE` / `TX_CLOSE_MAX`) and is then handed
 //! back to the CM thread. Its tables are built by the CM thread ([`TxConn::new`]): the
 //! queue never allocates.
+//!
+//! **READ (pull mode).** A message is announced in a descriptor message (its pool slot and
+//! length, batched: up to [`DESC_MAX`] per message, sent at the end of each burst) within
+//! the receiver's credits, and its buffer is *held* until the receiver returns the slot
+//! after its RDMA READ completed; only then does it go back to the pool. At the end of a
+//! run the queue waits (up to [`TX_CLOSE_WAIT`]) until every held message was pulled. On a
+//! connection that ends, the held messages the receiver did not confirm are moved from
+//! sent to the `kernel` drops: they were not pulled, or were pulled but their return was
+//! lost with the connection (then the receiver has them and the drop is an over-count —
+//! the conservative side: nothing is lost uncounted).
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,7 +37,9 @@ use rtdaq_core::{Burst, DropReason, Packet, PacketMeta, QueueCounters, QueueId};
 
 use super::rx::CTRL_BYTES;
 use super::{CmGuard, Conn, Handoff, Peer, QueueVerbs, Setup, Slot, MAX_BATCH};
-use crate::proto::{self, Op, WrKind, CTRL_MAX_SLOTS};
+use crate::proto::{
+    self, Op, WrKind, CTRL_MAX_SLOTS, CTRL_RECVS, DESC_BYTES, DESC_MAX, DESC_SENDS,
+};
 /// Longest a send waits for a connection or credits before counting `ring_full`.
 pub const TX_STALL: Duration = Duration::from_secs(2);
 /// At the end of a run: longest the queue waits for its signaled sends to complete before
@@ -63,16 +75,27 @@ pub(crate) struct TxConn {
     /// When the connection ended (ns), and when its receives were all flushed.
     closing_since: Option<u64>,
     flushed_at: Option<u64>,
+    /// READ: local pool slot → the message held until the receiver returns the slot.
+    held: Vec<Option<Packet<'static>>>,
+    held_n: u32,
+    /// READ: free descriptor buffers, the one being filled and its entries, and
+    /// descriptor sends posted, not completed.
+    desc_free: Vec<u32>,
+    desc_cur: Option<u32>,
+    desc_n: u32,
+    desc_inflight: u32,
 }
 
 impl TxConn {
-    /// Builds a connection's tables (CM thread; cold). `recvs`: credit receives posted.
-    pub(crate) fn new(h: Handoff, sq_depth: u32, recvs: u32) -> Box<Self> {
+    /// Builds a connection's tables (CM thread; cold). `recvs`: credit receives posted;
+    /// `slot_count`: buffers in the queue's pool.
+    pub(crate) fn new(h: Handoff, s: &Setup, slot_count: usize, recvs: u32) -> Box<Self> {
+        let read = s.op == Op::Read;
         Box::new(TxConn {
             h,
             credits: 0,
-            slots: VecDeque::with_capacity(MAX_SLOTS),
-            inflight: VecDeque::with_capacity(sq_depth as usize + 1),
+            slots: VecDeque::with_capacity(if read { 0 } else { MAX_SLOTS }),
+            inflight: VecDeque::with_capacity(s.sq_depth as usize + 1),
             seq: 0,
             unsignaled: 0,
             last_signaled: None,
@@ -80,11 +103,29 @@ impl TxConn {
             ready: false,
             closing_since: None,
             flushed_at: None,
+            held: if read {
+                (0..slot_count).map(|_| None).collect()
+            } else {
+                Vec::new()
+            },
+            held_n: 0,
+            desc_free: if read {
+                (0..DESC_SENDS).collect()
+            } else {
+                Vec::new()
+            },
+            desc_cur: None,
+            desc_n: 0,
+            desc_inflight: 0,
         })
     }
 
-    /// A signaled send is still outstanding (its completion will come).
+    /// A signaled send is still outstanding (its completion will come); READ: a message
+    /// is not pulled yet.
     fn awaits_signal(&self) -> bool {
+        if self.held_n > 0 || self.desc_inflight > 0 {
+            return true;
+        }
         match (self.last_signaled, self.inflight.front()) {
             (Some(l), Some(&(front, _))) => (l.wrapping_sub(front) as i32) >= 0,
             _ => false,
@@ -268,7 +309,7 @@ impl RoceTx {
                         .map_or(Peer::Unknown, |p| *p);
                 }
                 c.credits += match (c.h.peer, op) {
-                    (Peer::Rtdaq(p), Op::Send) => p.credits,
+                    (Peer::Rtdaq(p), Op::Send | Op::Read) => p.credits,
                     (Peer::Rtdaq(_), Op::WriteImm) | (Peer::Unknown, _) => 0,
                     // A foreign peer: one message at a time, each answer a new credit.
                     (Peer::Foreign, _) => 1,
@@ -303,6 +344,37 @@ impl RoceTx {
         };
         if c.recvs == 0 && c.flushed_at.is_none() {
             c.flushed_at = Some(now);
+        }
+        if self.op == Op::Read {
+            // Every descriptor send is signaled: wait until they and the credit receives
+            // have all completed or flushed (a slot return that arrived is then read).
+            let rule = read_settle_rule(c.desc_inflight, c.recvs, since, now);
+            if rule == Settle::Wait {
+                return false;
+            }
+            if rule == Settle::Dropped {
+                self.forced += 1;
+            }
+            // Not confirmed as pulled: moved from sent to the drops.
+            let (mut n, mut bytes) = (0u64, 0u64);
+            for h in c.held.iter_mut() {
+                if let Some(p) = h.take() {
+                    n += 1;
+                    bytes += p.bytes() as u64;
+                }
+            }
+            c.held_n = 0;
+            if n > 0 {
+                self.counters
+                    .reclassify_as_drop(DropReason::Kernel, n, bytes);
+            }
+            if let Some(c) = self.conns[k].take() {
+                self.closing = self.closing.saturating_sub(1);
+                if !self.ending {
+                    self.guard.iface.slots[k].release(Conn::Tx(c));
+                }
+            }
+            return true;
         }
         let rule = settle_rule(c.inflight.len(), c.recvs, since, c.flushed_at, now);
         if rule == Settle::Wait {
@@ -381,9 +453,36 @@ impl RoceTx {
                         }
                     }
                 }
+                WrKind::Desc => {
+                    c.desc_inflight = c.desc_inflight.saturating_sub(1);
+                    if c.desc_free.len() < c.desc_free.capacity() {
+                        c.desc_free.push(idx);
+                    }
+                }
                 WrKind::CtrlRecv => {
                     c.recvs = c.recvs.saturating_sub(1);
-                    if !wc.ok() || c.closing_since.is_some() {
+                    if !wc.ok() {
+                        continue;
+                    }
+                    if self.op == Op::Read {
+                        // Slots the receiver pulled: their messages are delivered (also on
+                        // a closing connection: returns that arrived before the flush).
+                        let n = wc.imm().unwrap_or(0).min(CTRL_MAX_SLOTS) as usize;
+                        let base = idx as usize * CTRL_BYTES as usize;
+                        if let Some(bytes) = c.h.ctrl.owned() {
+                            let b = &bytes[base..base + CTRL_BYTES as usize];
+                            for j in 0..n {
+                                let held = proto::get_slot(b, j)
+                                    .and_then(|s| c.held.get_mut(s as usize))
+                                    .and_then(Option::take);
+                                if held.is_some() {
+                                    c.held_n -= 1;
+                                    c.credits += 1;
+                                }
+                            }
+                        }
+                    }
+                    if c.closing_since.is_some() {
                         continue;
                     }
                     // An rtdaq credit message carries its count as immediate; a foreign
@@ -405,7 +504,7 @@ impl RoceTx {
                                 }
                             }
                         }
-                    } else {
+                    } else if self.op == Op::Send {
                         c.credits += n.unwrap_or(1);
                     }
                     // Repost the credit receive at once.
@@ -453,6 +552,9 @@ impl RoceTx {
         buf: Packet<'static>,
         last: bool,
     ) -> Result<(), (Packet<'static>, DropReason)> {
+        if self.op == Op::Read {
+            return self.post_read(k, buf, last);
+        }
         let Some(c) = self.conns[k]
             .as_mut()
             .filter(|c| c.ready && c.closing_since.is_none())
@@ -521,6 +623,144 @@ impl RoceTx {
         c.inflight.push_back((seq, buf));
         Ok(())
     }
+
+    /// READ: announces one packet on connection `k` (an entry in the descriptor being
+    /// filled, sent when full or at `last`) and holds its buffer until the receiver
+    /// returns the slot. Gives the buffer back when it cannot.
+    fn post_read(
+        &mut self,
+        k: usize,
+        buf: Packet<'static>,
+        last: bool,
+    ) -> Result<(), (Packet<'static>, DropReason)> {
+        let Some(c) = self.conns[k]
+            .as_mut()
+            .filter(|c| c.ready && c.closing_since.is_none())
+        else {
+            return Err((buf, DropReason::RingFull));
+        };
+        if !matches!(c.h.peer, Peer::Rtdaq(_)) {
+            // Pull mode needs an rtdaq receiver (the CM refuses other peers).
+            return Err((buf, DropReason::Malformed));
+        }
+        let Some((slot, len)) = buf
+            .segments()
+            .first()
+            .map(|b| (b.index() as usize, b.len() as u32))
+        else {
+            return Err((buf, DropReason::Malformed));
+        };
+        if slot >= c.held.len() || c.held[slot].is_some() {
+            return Err((buf, DropReason::Malformed));
+        }
+        if c.credits == 0 {
+            // Announce what is waiting, or the receiver never returns credits.
+            if !flush_desc(&mut self.sbatch, c, k) {
+                self.guard.iface.slots[k].broken();
+            }
+            return Err((buf, DropReason::RingFull));
+        }
+        let d = match c.desc_cur {
+            Some(d) => d,
+            None => {
+                let Some(d) = c.desc_free.pop() else {
+                    return Err((buf, DropReason::RingFull));
+                };
+                c.desc_cur = Some(d);
+                c.desc_n = 0;
+                d
+            }
+        };
+        let off = desc_offset(d) as usize;
+        let written = c.h.ctrl.owned_mut().is_some_and(|b| {
+            proto::put_desc(
+                &mut b[off..off + DESC_BYTES as usize],
+                c.desc_n as usize,
+                slot as u32,
+                len,
+            )
+        });
+        if !written {
+            return Err((buf, DropReason::Malformed));
+        }
+        c.desc_n += 1;
+        c.credits -= 1;
+        c.held[slot] = Some(buf);
+        c.held_n += 1;
+        if (last || c.desc_n >= DESC_MAX) && !flush_desc(&mut self.sbatch, c, k) {
+            // Counted as sent; the connection ends and its held messages become drops.
+            self.guard.iface.slots[k].broken();
+        }
+        Ok(())
+    }
+
+    /// READ: sends every descriptor being filled (end of a burst, end of the run).
+    fn flush_all(&mut self) {
+        if self.op != Op::Read {
+            return;
+        }
+        for i in 0..self.lanes.len() {
+            let k = self.lanes[i];
+            let Some(c) = self.conns[k].as_mut().filter(|c| c.closing_since.is_none()) else {
+                continue;
+            };
+            if !flush_desc(&mut self.sbatch, c, k) {
+                self.guard.iface.slots[k].broken();
+            }
+        }
+    }
+}
+
+/// Offset of descriptor buffer `d` in a READ sender's control region (after the credit
+/// receives).
+fn desc_offset(d: u32) -> u64 {
+    u64::from(CTRL_RECVS) * CTRL_BYTES + u64::from(d) * DESC_BYTES
+}
+
+/// READ: posts the descriptor being filled on `c` (a signaled SEND with immediate = its
+/// entries). False when posting failed.
+fn flush_desc(sbatch: &mut SendBatch, c: &mut TxConn, k: usize) -> bool {
+    let Some(d) = c.desc_cur.take() else {
+        return true;
+    };
+    let n = std::mem::take(&mut c.desc_n);
+    if n == 0 {
+        c.desc_free.push(d);
+        return true;
+    }
+    sbatch.clear();
+    sbatch.push(&SendRequest {
+        wr_id: proto::wr_id(WrKind::Desc, k as u16, c.h.gen, d),
+        op: SendOp::SendImm,
+        addr: c.h.ctrl.addr() + desc_offset(d),
+        len: 8 * n,
+        lkey: c.h.ctrl.lkey(),
+        imm: n,
+        remote_addr: 0,
+        rkey: 0,
+        signaled: true,
+        inline: false,
+    });
+    if c.h.id.post_send(sbatch).is_ok() {
+        c.desc_inflight += 1;
+        true
+    } else {
+        c.desc_free.push(d);
+        false
+    }
+}
+
+/// READ: what to do with an ended connection now. Every descriptor send is signaled, so
+/// waiting for them and the credit receives is exact; the bound only guards against a
+/// device that never flushes.
+fn read_settle_rule(desc_inflight: u32, recvs: u32, since_ns: u64, now_ns: u64) -> Settle {
+    if desc_inflight == 0 && recvs == 0 {
+        return Settle::Delivered;
+    }
+    if now_ns.saturating_sub(since_ns) >= TX_CLOSE_MAX.as_nanos() as u64 {
+        return Settle::Dropped;
+    }
+    Settle::Wait
 }
 
 fn now_ns() -> u64 {
@@ -604,6 +844,7 @@ impl TxQueue for RoceTx {
                 }
             }
         }
+        self.flush_all();
         self.reap();
         if sent > 0 {
             self.counters.record_rx_burst(sent as u64, bytes);
@@ -619,6 +860,7 @@ impl Drop for RoceTx {
     /// unsignaled: delivered), up to `TX_CLOSE_MAX`.
     fn drop(&mut self) {
         self.ending = true;
+        self.flush_all();
         let start = Instant::now();
         while start.elapsed() < TX_CLOSE_WAIT {
             self.housekeeping();
@@ -690,5 +932,22 @@ mod tests {
         );
         // No flush within TX_CLOSE_MAX: whatever is unconfirmed is counted as dropped.
         assert_eq!(settle_rule(3, 2, 0, None, 3_000 * MS), Settle::Dropped);
+    }
+
+    #[test]
+    fn an_ended_read_connection_waits_for_its_descriptors_and_returns() {
+        assert_eq!(read_settle_rule(0, 0, 0, 0), Settle::Delivered);
+        assert_eq!(read_settle_rule(1, 0, 0, 100 * MS), Settle::Wait);
+        assert_eq!(read_settle_rule(0, 3, 0, 2_999 * MS), Settle::Wait);
+        assert_eq!(read_settle_rule(0, 3, 0, 3_000 * MS), Settle::Dropped);
+    }
+
+    #[test]
+    fn descriptor_buffers_follow_the_credit_receives() {
+        assert_eq!(desc_offset(0), u64::from(CTRL_RECVS) * CTRL_BYTES);
+        assert_eq!(
+            desc_offset(DESC_SENDS) - desc_offset(0),
+            u64::from(DESC_SENDS) * DESC_BYTES
+        );
     }
 }
