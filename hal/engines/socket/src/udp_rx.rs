@@ -317,10 +317,9 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         if want == 0 {
             return 0;
         }
-        if self.ring.refill() == 0 {
-            return self.drain_to_scratch(flags);
-        }
+        // `recv` refills the ring first; with nothing posted (pool empty) it makes no call.
         let n = match self.ring.recv(&self.sock, want, flags) {
+            Ok(0) if self.ring.posted() == 0 => return self.drain_to_scratch(flags),
             Ok(n) => n,
             Err(e) => {
                 self.note_error(e.raw_os_error().unwrap_or(0));

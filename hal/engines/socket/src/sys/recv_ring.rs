@@ -260,7 +260,7 @@ impl<'a> RecvRing<'a> {
         }
         // SAFETY: headers 0..n point to their own iovec, name and control elements (valid
         // for writes of the lengths set in `new`/`reset_header`); iovec i points to the slot
-        // of `bufs[i]`, a buffer the ring owns (see `post`). Nothing else touches them
+        // of `bufs[i]`, a buffer the ring owns (see `refill`). Nothing else touches them
         // during the call.
         let r = unsafe { ffi::recvmmsg(sock.as_fd(), self.hdrs.at(0), n, flags) };
         if let Ok(k) = r {

@@ -152,18 +152,13 @@ impl RoceRx {
                 }
             }
             self.sbatch.clear();
-            self.sbatch.push(&SendRequest {
-                wr_id: proto::wr_id(WrKind::CtrlSend, k as u16, gen, buf),
-                op: SendOp::SendImm,
-                addr: c.h.ctrl.addr() + base as u64,
-                len: 4 * n,
-                lkey: c.h.ctrl.lkey(),
-                imm: n,
-                remote_addr: 0,
-                rkey: 0,
-                signaled: true,
-                inline: false,
-            });
+            self.sbatch.push(&SendRequest::signaled_send_imm(
+                proto::wr_id(WrKind::CtrlSend, k as u16, gen, buf),
+                c.h.ctrl.addr() + base as u64,
+                4 * n,
+                c.h.ctrl.lkey(),
+                n,
+            ));
             if c.h.id.post_send(&mut self.sbatch).is_err() {
                 c.ctrl_free.push(buf);
                 self.guard.iface.slots[k].broken();

@@ -461,18 +461,13 @@ impl RoceRx {
         };
         c.pending.drain(..n as usize);
         self.sbatch.clear();
-        self.sbatch.push(&SendRequest {
-            wr_id: proto::wr_id(WrKind::CtrlSend, k as u16, gen, buf),
-            op: SendOp::SendImm,
+        self.sbatch.push(&SendRequest::signaled_send_imm(
+            proto::wr_id(WrKind::CtrlSend, k as u16, gen, buf),
             addr,
             len,
-            lkey: c.h.ctrl.lkey(),
-            imm: n,
-            remote_addr: 0,
-            rkey: 0,
-            signaled: true,
-            inline: false,
-        });
+            c.h.ctrl.lkey(),
+            n,
+        ));
         if c.h.id.post_send(&mut self.sbatch).is_ok() {
             c.ledger.posted_send();
         } else {

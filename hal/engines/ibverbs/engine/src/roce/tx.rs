@@ -729,18 +729,13 @@ fn flush_desc(sbatch: &mut SendBatch, c: &mut TxConn, k: usize) -> bool {
         return true;
     }
     sbatch.clear();
-    sbatch.push(&SendRequest {
-        wr_id: proto::wr_id(WrKind::Desc, k as u16, c.h.gen, d),
-        op: SendOp::SendImm,
-        addr: c.h.ctrl.addr() + desc_offset(d),
-        len: 8 * n,
-        lkey: c.h.ctrl.lkey(),
-        imm: n,
-        remote_addr: 0,
-        rkey: 0,
-        signaled: true,
-        inline: false,
-    });
+    sbatch.push(&SendRequest::signaled_send_imm(
+        proto::wr_id(WrKind::Desc, k as u16, c.h.gen, d),
+        c.h.ctrl.addr() + desc_offset(d),
+        8 * n,
+        c.h.ctrl.lkey(),
+        n,
+    ));
     if c.h.id.post_send(sbatch).is_ok() {
         c.desc_inflight += 1;
         true

@@ -98,6 +98,26 @@ pub struct SendRequest {
     pub inline: bool,
 }
 
+impl SendRequest {
+    /// A signaled SEND-with-immediate of `len` bytes at `addr` (region `lkey`), not inline:
+    /// the shape of every control message (credits, slot grants and returns, READ
+    /// descriptors), whose completion frees its buffer.
+    pub fn signaled_send_imm(wr_id: u64, addr: u64, len: u32, lkey: u32, imm: u32) -> Self {
+        SendRequest {
+            wr_id,
+            op: SendOp::SendImm,
+            addr,
+            len,
+            lkey,
+            imm,
+            remote_addr: 0,
+            rkey: 0,
+            signaled: true,
+            inline: false,
+        }
+    }
+}
+
 /// Fills `wr`/`sge` from `req` (pure: no call into C). `wr.next` and `wr.sg_list` are left
 /// for the batch to link. Used by [`SendBatch::push`]; public for tests and tools.
 pub fn fill_send_wr(req: &SendRequest, wr: &mut raw::ibv_send_wr, sge: &mut raw::ibv_sge) {
