@@ -10,7 +10,9 @@
 # What it runs:
 #   tests  rtdaq-gpu's unit and GPU test binaries (hal/gpu), the runtime's unit tests
 #          (gpu feature), the app's GPU integration test (socket loopback -> host_pinned ->
-#          GPU reorder -> checksums), and the shipped configs/host-loopback-udp-gpu.toml (10 s)
+#          GPU reorder -> checksums), the GPUDirect RoCE config with the ibverbs + gpu build
+#          (its device region allocated and exported as a dma-buf, then "no RDMA device", exit
+#          2: the GPU host has no RDMA NIC), and the shipped configs/host-loopback-udp-gpu.toml (10 s)
 #   bench  RX->GPU throughput at 8000-byte payloads: 1, 2 and 4 SO_REUSEPORT RX queues fed by
 #          4 unpaced sendmmsg_tx processes, GPU stage per queue (gather, 1024 packets per
 #          batch, depth 4, mapped staging) with workload none / fft / gemm; REPS interleaved
@@ -37,8 +39,17 @@ if [ "${1:-}" = "--prepare" ]; then
     cp "$T/release/rtdaq" $C/rtdaq
     cp "$(newest "$T/release/deps/gpu-*")" $C/app-gpu
     cp "$(newest "$T/release/deps/rtdaq_runtime-*")" $C/runtime-unit
+    # The ibverbs + gpu appliance (GPUDirect RoCE config) and the RDMA user-space libraries it
+    # links (the GPU host has none; without an RDMA device it must stop with "no RDMA device"
+    # after allocating and exporting its GPU memory).
+    RTDAQ_CONFIG=configs/host-roce-gpudirect.toml cargo build --release -p rtdaq \
+        --no-default-features --features engine-ibverbs,platform-host,gpu
+    cp "$T/release/rtdaq" $C/rtdaq-ibverbs-gpu
+    mkdir -p $C/lib
+    ldd $C/rtdaq-ibverbs-gpu | awk '/lib(ibverbs|rdmacm|nl-3|nl-route-3)\.so/ {print $3}' |
+        xargs -r -I{} cp -L {} $C/lib/
     cc -O2 -Wall -o $C/sendmmsg_tx benches/socket/sendmmsg_tx.c
-    strip $C/rtdaq $C/app-gpu $C/runtime-unit 2>/dev/null || true
+    strip $C/rtdaq $C/rtdaq-ibverbs-gpu $C/app-gpu $C/runtime-unit 2>/dev/null || true
     ls -la $C; du -sh $C
     exit 0
 fi
@@ -77,6 +88,10 @@ tests() {
     echo "== app GPU integration test (loopback -> pinned -> GPU reorder -> checksums)"
     RTDAQ_BIN=$PWD/$C/rtdaq RTDAQ_ROOT=$PWD timeout 300 $C/app-gpu --test-threads=1 --nocapture
     echo "rc=$?"
+    echo "== GPUDirect RoCE config on a host without RDMA (configs/host-roce-gpudirect.toml): device region allocated + exported, then exit 2 'no RDMA device'"
+    LD_LIBRARY_PATH="$PWD/$C/lib:$LD_LIBRARY_PATH" RUST_LOG=info timeout 60 $C/rtdaq-ibverbs-gpu \
+        run --config configs/host-roce-gpudirect.toml 2>&1 | tail -n 20
+    echo "rc=${PIPESTATUS[0]}"
     echo "== shipped config configs/host-loopback-udp-gpu.toml (10 s)"
     $C/rtdaq config check configs/host-loopback-udp-gpu.toml
     RUST_LOG=info timeout 60 $C/rtdaq run --config configs/host-loopback-udp-gpu.toml \

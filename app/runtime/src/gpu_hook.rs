@@ -4,7 +4,7 @@
 //! has a stage (`Stage` is then an empty enum).
 
 use crate::error::RuntimeError;
-use crate::memory::{GpuMap, QueueStats, Resources};
+use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
 use crate::threads::{self, Unwrap};
 use crate::validator::Validator;
 use rtdaq_config::model::{Config, MemoryRegion};
@@ -42,13 +42,13 @@ pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
     Err(no_gpu(config))
 }
 
-/// Allocates a GPU memory region (`host_pinned`): its CPU bytes (for the buffer pool) and
-/// its GPU mapping.
+/// Allocates a GPU memory region: its memory (`host_pinned`: CPU bytes for the buffer pool;
+/// `device`: GPU memory exported as a dma-buf) and its GPU mapping.
 #[cfg_attr(not(feature = "gpu"), allow(unused_variables))]
 pub(crate) fn alloc_region(
     r: &MemoryRegion,
     size: usize,
-) -> Result<(&'static mut [u8], GpuMap), RuntimeError> {
+) -> Result<(GpuRegionMem, GpuMap), RuntimeError> {
     #[cfg(feature = "gpu")]
     return crate::gpu_stage::alloc_region(r, size);
     #[cfg(not(feature = "gpu"))]

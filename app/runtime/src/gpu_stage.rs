@@ -24,24 +24,25 @@
 //! it with the GPU's checksum when the batch completes.
 
 use crate::error::RuntimeError;
-use crate::memory::{GpuMap, QueueStats, Resources};
+use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
 use crate::pacer::now_ns;
 use crate::threads::{self, Unwrap};
 use crate::validator::Validator;
 use rtdaq_config::model::{
-    BatchMode, Config, GpuStage as StageConfig, GpuStaging, GpuWorkload, MemoryRegion, Placement,
-    SampleConversion, SampleIn, SampleOut,
+    BatchMode, Config, EngineKind, GpuStage as StageConfig, GpuStaging, GpuWorkload, MemoryRegion,
+    Placement, RegionKind, SampleConversion, SampleIn, SampleOut,
 };
 use rtdaq_core::slot_ring::SlotConsumer;
 use rtdaq_core::traits::{RxBurst, RxQueue, Segment};
 use rtdaq_core::wire::SeqHeader;
 use rtdaq_core::{DropReason, SlotRing};
 use rtdaq_gpu::{
-    reference, BatchLayout, Conversion, FloatFormat, Gpu, GpuError, HostPinned, IntFormat, Mode,
-    PacketDesc, Pipeline, PipelineConfig, SlotMode, Staging, Workload,
+    reference, BatchLayout, Conversion, DeviceMem, FloatFormat, Gpu, GpuError, HostPinned,
+    IntFormat, Mode, PacketDesc, Pipeline, PipelineConfig, SlotMode, Staging, Workload,
 };
 use rtdaq_platform::alloc_audit;
 use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering::Acquire};
 use std::time::Duration;
 
@@ -127,15 +128,18 @@ pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
     {
         rtdaq_gpu::require_cublas().map_err(gpu_err)?;
     }
-    if let Some(r) = config
-        .memory_regions
-        .iter()
-        .find(|r| r.kind == rtdaq_config::model::RegionKind::Device)
-    {
-        return Err(RuntimeError::Gpu(format!(
-            "memory region `{}` is kind \"device\": no engine in this tree receives into GPU memory yet (GPUDirect: dma-buf export exists in rtdaq-gpu, the engines are issues #5/#8); use kind = \"host_pinned\" with a gpu_stage",
-            r.name
-        )));
+    if config.engine_kind() != EngineKind::Ibverbs {
+        if let Some(r) = config
+            .memory_regions
+            .iter()
+            .find(|r| r.kind == RegionKind::Device)
+        {
+            return Err(RuntimeError::Gpu(format!(
+                "memory region `{}` is kind \"device\": the {} engine does not receive into GPU memory (only the ibverbs engine does, in RoCE mode, by registering the region's dma-buf; DPDK GPU memory is not implemented); use kind = \"host_pinned\" with a gpu_stage",
+                r.name,
+                config.engine_kind().as_str()
+            )));
+        }
     }
     for g in config.summary().gpus {
         let gpu = Gpu::open(g.gpu).map_err(gpu_err)?;
@@ -145,11 +149,14 @@ pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
     Ok(())
 }
 
-/// Allocates a `host_pinned` region (page-locked, mapped into its GPU); lives for the process.
+/// Allocates a GPU region; lives for the process. `host_pinned`: page-locked, mapped into
+/// its GPU. `device`: GPU memory (64 KiB aligned) exported whole as a dma-buf, which a NIC
+/// registers (`ibv_reg_dmabuf_mr`); an export the GPU or driver refuses is an error here,
+/// before any engine opens.
 pub(crate) fn alloc_region(
     r: &MemoryRegion,
     size: usize,
-) -> Result<(&'static mut [u8], GpuMap), RuntimeError> {
+) -> Result<(GpuRegionMem, GpuMap), RuntimeError> {
     let Placement::Gpu(id) = r.placement else {
         return Err(RuntimeError::Gpu(format!(
             "memory region `{}` is not placed on a GPU",
@@ -157,6 +164,38 @@ pub(crate) fn alloc_region(
         )));
     };
     let gpu = Gpu::open(id).map_err(gpu_err)?;
+    if r.kind == RegionKind::Device {
+        let mem = DeviceMem::new(&gpu, size).map_err(|e| {
+            RuntimeError::Gpu(format!(
+                "memory region `{}`: cannot allocate {size} bytes of device memory on GPU {id}: {e}",
+                r.name
+            ))
+        })?;
+        let buf = mem.export_dmabuf(0, mem.len()).map_err(|e| {
+            RuntimeError::Gpu(format!(
+                "memory region `{}` (device memory on GPU {id}): the NIC reaches it through a dma-buf, and exporting one failed: {e}; GPUDirect RDMA needs a discrete GPU with dma-buf support (open kernel modules, CUDA >= 11.7, Linux >= 5.12); otherwise use kind = \"host_pinned\"",
+                r.name
+            ))
+        })?;
+        let map = GpuMap {
+            gpu: id,
+            host_base: mem.device_ptr() as usize,
+            dev_base: mem.device_ptr(),
+            len: mem.len(),
+        };
+        let dmabuf_fd = buf.fd.as_raw_fd();
+        log::info!(
+            "memory region `{}`: {} bytes of device memory on GPU {id} at {:#x}, exported as dma-buf fd {dmabuf_fd} for the NIC",
+            r.name,
+            map.len,
+            map.dev_base
+        );
+        // Both live for the process: the pool, the NIC's registration and the GPU stage
+        // use the memory until it exits.
+        Box::leak(Box::new(buf));
+        Box::leak(Box::new(mem));
+        return Ok((GpuRegionMem::Device { dmabuf_fd }, map));
+    }
     let pinned = HostPinned::new(&gpu, size).map_err(|e| {
         RuntimeError::Gpu(format!(
             "memory region `{}`: cannot allocate {size} bytes of pinned host memory for GPU {id}: {e}",
@@ -170,7 +209,7 @@ pub(crate) fn alloc_region(
         dev_base: pinned.device_ptr(),
         len: pinned.len(),
     };
-    Ok((pinned.as_mut_slice(), map))
+    Ok((GpuRegionMem::Pinned(pinned.as_mut_slice()), map))
 }
 
 /// Builds the stage of every RX queue with `gpu_stage` (in `res.rx` order). Cold path.
@@ -189,7 +228,7 @@ pub(crate) fn prepare(
         let name = format!("{}.rx{}", config.interfaces[r.interface].name, r.queue);
         let map = res.gpu_maps[qc.memory_regions[0].0].ok_or_else(|| {
             RuntimeError::Gpu(format!(
-                "{name}: GPU stage \"{}\" needs a host_pinned region",
+                "{name}: GPU stage \"{}\" needs a host_pinned or device region",
                 sc.name
             ))
         })?;
@@ -369,27 +408,43 @@ impl Stage {
                 }
                 now
             };
-            // GPU queues receive whole packets into one host_pinned region (config rule).
-            let Segment::Host(bytes) = burst.segment(i, 0) else {
-                continue;
-            };
-            let payload = if u.frames {
-                threads::udp_payload(bytes)
-            } else {
-                bytes
-            };
-            v.check(payload, rx_ns);
-            let seq = SeqHeader::parse(payload).ok().map(|h| h.seq as u32);
-            self.add(bytes, seq, stats);
+            // GPU queues receive whole packets into one GPU region (config rule).
+            match burst.segment(i, 0) {
+                Segment::Host(bytes) => {
+                    let payload = if u.frames {
+                        threads::udp_payload(bytes)
+                    } else {
+                        bytes
+                    };
+                    v.check(payload, rx_ns);
+                    let seq = SeqHeader::parse(payload).ok().map(|h| h.seq as u32);
+                    self.add(bytes.as_ptr(), bytes.len(), Some(bytes), seq, stats);
+                }
+                // GPU memory (a NIC wrote it): the CPU cannot read it, so no sequence number
+                // and no CPU reference; the stage gathers in arrival order (config rule).
+                Segment::Device { ptr, len } => {
+                    v.count_in_gpu(u64::from(len));
+                    self.add(ptr as usize as *const u8, len as usize, None, None, stats);
+                }
+            }
         }
         v.publish(&stats.consumer);
     }
 
     /// Adds one packet to the batch (handing over the batch first when the packet belongs
-    /// to another batch id, and after it when the batch is full).
-    fn add(&mut self, bytes: &[u8], seq: Option<u32>, stats: &QueueStats) {
-        let Some(addr) = self.map.device_addr(bytes.as_ptr()) else {
-            return; // not in the pinned region: cannot happen with a validated config
+    /// to another batch id, and after it when the batch is full). `p` is its address in the
+    /// region (CPU address of a `host_pinned` packet, device address of a `device` one);
+    /// `bytes` its contents when the CPU can read them (for the CPU reference).
+    fn add(
+        &mut self,
+        p: *const u8,
+        len: usize,
+        bytes: Option<&[u8]>,
+        seq: Option<u32>,
+        stats: &QueueStats,
+    ) {
+        let Some(addr) = self.map.device_addr(p) else {
+            return; // not in the queue's region: cannot happen with a validated config
         };
         let key_slot = match (self.layout.mode, seq) {
             (Mode::Gather, s) => Some((0, s.unwrap_or(0))),
@@ -409,12 +464,12 @@ impl Stage {
         let d = PacketDesc {
             addr,
             seq,
-            len: bytes.len() as u32,
+            len: len as u32,
         };
         let i = self.b.n;
         self.b.descs[i] = d;
         self.b.n += 1;
-        if self.checksum {
+        if let (true, Some(bytes)) = (self.checksum, bytes) {
             self.cpu_place(i, bytes, seq);
         }
         if self.b.n == self.b.descs.len() {
@@ -764,5 +819,96 @@ mod tests {
             let want = Pipeline::footprint(&pipeline_config(s)).unwrap() as u64;
             assert_eq!(s.device_bytes(), want, "{from} -> {to}");
         }
+    }
+
+    /// GPUDirect RX without an RDMA NIC (the GPU host has none): the shipped RoCE GPUDirect
+    /// config's `device` region is allocated in GPU memory and exported whole as a dma-buf
+    /// (what the ibverbs engine registers with `ibv_reg_dmabuf_mr`); its pool hands out
+    /// device addresses the CPU never touches. Packets written at those addresses (by
+    /// `cuMemcpyHtoD`, standing in for the NIC's RDMA writes) go through the queue's GPU
+    /// stage: the validator counts them as in GPU memory, the stage's descriptors carry the
+    /// buffers' device addresses, and the batch the GPU builds from them equals the CPU
+    /// reference of the same bytes.
+    #[test]
+    fn device_region_is_a_dmabuf_and_feeds_the_stage() {
+        use rtdaq_core::traits::DmaTarget;
+        use rtdaq_core::{Burst, ConnId, PacketMeta, QueueId};
+        if !rtdaq_gpu::driver_present() {
+            println!("skipped: no CUDA driver");
+            return;
+        }
+        let c = rtdaq_config::load_file(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../configs/host-roce-gpudirect.toml"
+        )))
+        .unwrap();
+        let res = crate::memory::allocate(&c, false).unwrap();
+        let rid = c.interfaces[0].rx_queues[0].memory_regions[0].0;
+        let pool = res.pools[rid];
+        assert!(!pool.is_cpu_accessible());
+        let DmaTarget::DmaBuf { fd, offset } = pool.dma_target() else {
+            panic!("a device pool is exported as a dma-buf: {pool:?}");
+        };
+        assert_eq!(offset, 0);
+        let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+        assert!(
+            link.to_string_lossy().contains("dmabuf"),
+            "{}",
+            link.display()
+        );
+        let map = res.gpu_maps[rid].unwrap();
+        assert_eq!(
+            (map.dev_base, map.host_base as u64),
+            (pool.base_addr(), pool.base_addr())
+        );
+
+        let mut stages = prepare(&c, &res).unwrap();
+        let mut stage = stages[0].take().expect("the queue has a GPU stage");
+        let layout = stage.layout;
+        assert_eq!(layout.mode, Mode::Gather);
+        let gpu = Gpu::open(map.gpu).unwrap();
+        let n = (layout.packets_per_batch as usize).min(16);
+        let len = (layout.payload_offset + layout.max_payload) as usize;
+        let mut burst: Burst<'static, 64> = Burst::new(QueueId(0));
+        let mut sent = Vec::new();
+        for k in 0..n {
+            let mut b = pool.get().unwrap();
+            let bytes: Vec<u8> = (0..len).map(|j| (j * 31 + k * 7 + 1) as u8).collect();
+            gpu.copy_to_addr(b.addr(), &bytes).unwrap();
+            b.set_len(len);
+            let meta = PacketMeta {
+                len: len as u32,
+                conn: ConnId(1),
+                ..PacketMeta::default()
+            };
+            assert!(burst.push_single(b, meta).is_ok());
+            sent.push(bytes);
+        }
+        let stats = &res.rx_stats[0];
+        let mut v = Validator::new();
+        stage.take_burst(&burst, &mut v, stats, &Unwrap::new(false));
+        assert_eq!(v.stats().in_gpu_memory, n as u64);
+        assert_eq!((v.stats().received, v.stats().malformed), (n as u64, 0));
+        assert_eq!(stage.b.n, n);
+        for (k, d) in stage.b.descs[..n].iter().enumerate() {
+            assert_eq!(
+                (d.addr, d.len as usize),
+                (burst.packet(k).unwrap().segments()[0].addr(), len)
+            );
+        }
+        stage.submit(stats, true);
+        let done = stage.pipe.wait_completed().unwrap().unwrap();
+        assert_eq!(done.placed as usize, n);
+        let out = done.output;
+        let refs: Vec<RefPacket<'_>> = sent.iter().map(|d| RefPacket { data: d, seq: 0 }).collect();
+        let mut want = vec![0u8; layout.out_batch_bytes()];
+        run_batch(&layout, &refs, &mut want).unwrap();
+        let mut got = vec![0u8; want.len()];
+        stage.pipe.copy_to_host(out, &mut got).unwrap();
+        assert!(
+            got == want,
+            "the batch built from device memory differs from the CPU reference"
+        );
+        println!("{n} packets in the dma-buf region -> GPU stage: batch equals the CPU reference");
     }
 }

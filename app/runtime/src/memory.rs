@@ -41,8 +41,9 @@ impl QueueStats {
     }
 }
 
-/// Where a GPU region (`host_pinned`) lives for the GPU: the device-visible address of its
-/// first byte. Plain numbers; the region itself lives for the process.
+/// Where a GPU region lives for the GPU: the device-visible address of its first byte
+/// (`host_pinned`: the mapping of its CPU address; `device`: both are the device address).
+/// Plain numbers; the region itself lives for the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuMap {
     /// CUDA device ordinal.
@@ -65,6 +66,20 @@ impl GpuMap {
     }
 }
 
+/// The memory of a GPU region (the mapping is the [`GpuMap`] returned next to it); lives
+/// for the process.
+#[derive(Debug)]
+pub enum GpuRegionMem {
+    /// `host_pinned`: page-locked CPU memory mapped into the GPU (the buffer pool's bytes).
+    Pinned(&'static mut [u8]),
+    /// `device`: GPU memory the CPU cannot reach, at `GpuMap::dev_base` (its `host_base` is
+    /// the same number), exported whole as the dma-buf `dmabuf_fd` for the NIC to register.
+    Device {
+        /// The dma-buf file descriptor (kept open for the process).
+        dmabuf_fd: i32,
+    },
+}
+
 /// What [`allocate`] prepared, all `'static`.
 #[derive(Debug)]
 pub struct Resources {
@@ -80,7 +95,8 @@ pub struct Resources {
     pub tx_stats: &'static [QueueStats],
     /// Bytes of memory regions allocated.
     pub region_bytes: u64,
-    /// Per config memory region: its GPU mapping (`host_pinned` regions), else `None`.
+    /// Per config memory region: its GPU mapping (`host_pinned` and `device` regions), else
+    /// `None`.
     pub gpu_maps: Vec<Option<GpuMap>>,
 }
 
@@ -110,15 +126,22 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
         let size = r.footprint() as usize;
         if r.kind.is_gpu() {
             let (mem, map) = crate::gpu_hook::alloc_region(r, size)?;
-            region_bytes += mem.len() as u64;
+            region_bytes += map.len as u64;
             gpu_maps.push(Some(map));
             let links: &'static mut [AtomicU32] =
                 leak((0..r.buf_count).map(|_| AtomicU32::new(0)).collect());
-            let pool = BufferPool::new(&mut mem[..stride * r.buf_count as usize], links, stride)
-                .map_err(|e| RuntimeError::Pool {
-                    region: r.name.clone(),
-                    reason: e,
-                })?;
+            let used = stride * r.buf_count as usize;
+            let pool = match mem {
+                GpuRegionMem::Pinned(mem) => BufferPool::new(&mut mem[..used], links, stride),
+                GpuRegionMem::Device { dmabuf_fd } => {
+                    BufferPool::over_device_memory(map.dev_base, used, links, stride)
+                        .map(|p| p.with_dmabuf(dmabuf_fd, 0))
+                }
+            }
+            .map_err(|e| RuntimeError::Pool {
+                region: r.name.clone(),
+                reason: e,
+            })?;
             pools.push(&*Box::leak(Box::new(pool)));
             continue;
         }

@@ -20,6 +20,7 @@
 //!                kernel, truncated, gpu_busy } (every DropReason, always all keys)
 //!       rx only: seq_gaps, reordered, duplicates, corrupt, malformed, too_old,
 //!                latency_ns: { p50, p99, p999, max, count, min },
+//!                in_gpu_memory (packets in a `device` region: counted, not checked),
 //!                gpu: { ... }                 (queues with a GPU stage: crate::gpu_report) }
 //! ```
 //! In `totals`, `interface` is `"total"` and `queue`/`core` are `null`; `core` is also
@@ -275,6 +276,10 @@ pub struct RxChecks {
     pub too_old: u64,
     /// One-way latency (tx timestamp to rx timestamp), ns.
     pub latency_ns: LatencySummary,
+    /// Packets received into GPU memory (a `device` region): counted, not read by the CPU,
+    /// so not in the checks above.
+    #[serde(default)]
+    pub in_gpu_memory: u64,
 }
 
 impl From<&ValidatorStats> for RxChecks {
@@ -287,6 +292,7 @@ impl From<&ValidatorStats> for RxChecks {
             malformed: s.malformed,
             too_old: s.too_old,
             latency_ns: s.latency,
+            in_gpu_memory: s.in_gpu_memory,
         }
     }
 }
@@ -395,6 +401,7 @@ impl QueueReport {
                 t.corrupt += c.corrupt;
                 t.malformed += c.malformed;
                 t.too_old += c.too_old;
+                t.in_gpu_memory += c.in_gpu_memory;
                 let l = &c.latency_ns;
                 if l.count > 0 {
                     lat.min = if lat.count == 0 {
@@ -548,6 +555,13 @@ fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> f
                 .map(|(k, n)| format!("{k}={n}"))
                 .collect();
             writeln!(f, "        drops: {}", why.join(" "))?;
+        }
+        if let Some(c) = q.rx.as_ref().filter(|c| c.in_gpu_memory > 0) {
+            writeln!(
+                f,
+                "        in GPU memory: {} packets (counted; the CPU cannot read them, so no sequence or content checks)",
+                c.in_gpu_memory
+            )?;
         }
         if let Some(g) = &q.gpu {
             writeln!(f, "        {g}{}", if g.failed() { " · FAIL" } else { "" })?;
@@ -736,8 +750,8 @@ mod tests {
         let tx_keys = "bytes consumer_cpu_s core drops drops_total gbps interface io_cpu_s mpps \
                        packets queue";
         let rx_keys = "bytes consumer_cpu_s core corrupt drops drops_total duplicates gbps \
-                       interface io_cpu_s latency_ns malformed mpps packets queue reordered \
-                       seq_gaps too_old";
+                       in_gpu_memory interface io_cpu_s latency_ns malformed mpps packets queue \
+                       reordered seq_gaps too_old";
         let mut drop_keys: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
         drop_keys.sort_unstable();
         for (dir, want) in [("rx", rx_keys), ("tx", tx_keys)] {

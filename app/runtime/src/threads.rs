@@ -125,8 +125,13 @@ fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats, u: 
             }
             now
         };
-        let Segment::Host(first) = burst.segment(i, 0) else {
-            continue; // GPU memory: the CPU cannot check it
+        let first = match burst.segment(i, 0) {
+            Segment::Host(first) => first,
+            // GPU memory (a NIC wrote it): counted, not read.
+            Segment::Device { .. } => {
+                v.count_in_gpu(u64::from(meta.len));
+                continue;
+            }
         };
         if !u.frames {
             v.check(first, rx_ns);

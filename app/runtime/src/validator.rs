@@ -104,6 +104,10 @@ pub struct ValidatorStats {
     pub negative_latency: u64,
     /// One-way latency in ns of intact packets with both timestamps.
     pub latency: LatencySummary,
+    /// Packets received into GPU memory, counted but not read (no sequence or content
+    /// check): a `device` region written by the NIC.
+    #[serde(default)]
+    pub in_gpu_memory: u64,
 }
 
 impl ValidatorStats {
@@ -245,6 +249,16 @@ impl Validator {
             SeqEvent::TooOld => st.too_old += 1,
         }
         Verdict::Ok(ev)
+    }
+
+    /// Counts a packet of `len` bytes that lies in GPU memory: received, but its payload
+    /// cannot be read by the CPU (no sequence or content check). Never allocates.
+    #[inline]
+    pub fn count_in_gpu(&mut self, len: u64) {
+        let st = &mut self.stats;
+        st.received += 1;
+        st.bytes = st.bytes.wrapping_add(len);
+        st.in_gpu_memory += 1;
     }
 
     /// Adds the changes since the previous call to the live counters `c` (this thread must

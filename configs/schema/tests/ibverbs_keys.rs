@@ -1,11 +1,16 @@
 //! `[engine.ibverbs]` keys added with issue #8, their valid spellings and defaults: `op =
 //! "read"` (pull mode), `reply` / `reply_bytes` (the answer a RoCE receiver sends to
 //! request/response peers) and `striding_rq` / `stride_size` (the raw path's mlx5 striding
-//! receive queue). The invalid cases are fixtures in `tests/fixtures/config-invalid/`
-//! (`ibverbs-reply-*.toml`, `ibverbs-stride*.toml`, `ibverbs-striding-*.toml`).
+//! receive queue). Also GPU memory: RoCE RX queues receive into `device` regions (the NIC
+//! writes GPU memory through a dma-buf), with a gather GPU stage without checksum on them.
+//! The invalid cases are fixtures in `tests/fixtures/config-invalid/` (`ibverbs-reply-*.toml`,
+//! `ibverbs-stride*.toml`, `ibverbs-striding-*.toml`, `*-device-*.toml`,
+//! `gpu-stage-device-*.toml`).
 
 use rtdaq_config::load_str;
-use rtdaq_config::model::{Engine, IbverbsEngine, RoceOp, RoceReply, StridingRq};
+use rtdaq_config::model::{
+    BatchMode, Engine, IbverbsEngine, Placement, RegionKind, RoceOp, RoceReply, StridingRq,
+};
 
 /// A RoCE server deployment with `ibverbs` lines in `[engine.ibverbs]`.
 fn server(ibverbs: &str) -> String {
@@ -26,6 +31,29 @@ fn raw(ibverbs: &str, buf_size: u32, buf_count: u32) -> String {
          [[memory_regions]]\nname = \"rx\"\nkind = \"host\"\nbuf_size = {buf_size}\nbuf_count = {buf_count}\n\
          [[interfaces]]\nname = \"p0\"\naddress = \"eth0\"\n\
          [[interfaces.rx_queues]]\nid = 0\ncpu_core = 0\nmemory_regions = [\"rx\"]\nmode = \"direct\"\n"
+    )
+}
+
+/// A RoCE server receiving into `device` memory on GPU 0 (`[engine.ibverbs]` lines in
+/// `ibverbs`); with `stage`, the lines of a `[[gpu_stages]]` table named "batches" on GPU 0
+/// that the RX queue feeds.
+fn gpu_server(ibverbs: &str, stage: Option<&str>) -> String {
+    let (uses, table) = match stage {
+        Some(lines) => (
+            "gpu_stage = \"batches\"\n".to_owned(),
+            format!(
+                "[[gpu_stages]]\nname = \"batches\"\ngpu = 0\npackets_per_batch = 256\n{lines}\n"
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
+    format!(
+        "name = \"roce-gpu\"\nplatform = \"host\"\n[engine]\nkind = \"ibverbs\"\n\
+         [engine.ibverbs]\nmode = \"roce\"\n{ibverbs}\n\
+         [[memory_regions]]\nname = \"rx_gpu\"\nkind = \"device\"\ngpu = 0\nbuf_size = 9216\nbuf_count = 4096\n\
+         [[interfaces]]\nname = \"p0\"\naddress = \"rdma://169.254.77.1:7471\"\nrole = \"server\"\nmtu = 9000\n\
+         [[interfaces.rx_queues]]\nid = 0\ncpu_core = 0\nring_depth = 2048\nmemory_regions = [\"rx_gpu\"]\nmode = \"direct\"\n{uses}\
+         {table}"
     )
 }
 
@@ -155,4 +183,102 @@ fn stride_size_bounds() {
             "{bad}: {e}"
         );
     }
+}
+
+// --- GPU memory (`device` regions) ---
+
+#[test]
+fn roce_receives_into_device_memory() {
+    for op in ["send", "write_imm", "read"] {
+        let text = gpu_server(&format!("op = \"{op}\""), None);
+        let c = load_str(&text).unwrap_or_else(|e| panic!("{op}: {e}\n{text}"));
+        let r = &c.memory_regions[0];
+        assert_eq!(
+            (r.kind, r.placement),
+            (RegionKind::Device, Placement::Gpu(0))
+        );
+        assert!(c.uses_gpu());
+    }
+    // "ack" and "none" read no message on the CPU; "echo" copies it (a fixture).
+    let e = ib(&gpu_server("reply = \"ack\"\nreply_bytes = 16", None));
+    assert_eq!((e.reply, e.reply_bytes), (RoceReply::Ack, 16));
+    assert_eq!(
+        ib(&gpu_server("reply = \"none\"", None)).reply,
+        RoceReply::None
+    );
+    let e = load_str(&gpu_server("reply = \"echo\"", None)).unwrap_err();
+    assert!(
+        e.0.iter().any(|e| e.path == "engine.ibverbs.reply"
+            && e.message.contains("region \"rx_gpu\" of kind \"device\"")),
+        "{e}"
+    );
+}
+
+#[test]
+fn gather_stage_without_checksum_on_device_memory() {
+    let text = gpu_server(
+        "op = \"write_imm\"",
+        Some("mode = \"gather\"\nchecksum = false\nconversion = \"int16le_to_fp32\""),
+    );
+    let c = load_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let s = &c.gpu_stages[0];
+    assert_eq!((s.mode, s.checksum, s.gpu), (BatchMode::Gather, false, 0));
+    // RoCE messages start with the sequence header (no Ethernet/IPv4/UDP headers).
+    assert_eq!(s.payload_offset, 32);
+    assert!(c.interfaces[0].rx_queues[0].gpu_stage.is_some());
+    // checksum defaults to false; with a reply = "ack" too.
+    let text = gpu_server("reply = \"ack\"", Some("mode = \"gather\""));
+    let c = load_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(!c.gpu_stages[0].checksum);
+}
+
+#[test]
+fn device_stage_refusals_name_the_stage_key() {
+    let e = load_str(&gpu_server("", Some("mode = \"reorder\""))).unwrap_err();
+    assert!(
+        e.0.iter()
+            .any(|e| e.path == "gpu_stages[0].mode" && e.message.contains("use mode = \"gather\"")),
+        "{e}"
+    );
+    let e = load_str(&gpu_server("", Some("mode = \"gather\"\nchecksum = true"))).unwrap_err();
+    assert!(
+        e.0.iter()
+            .any(|e| e.path == "gpu_stages[0].checksum"
+                && e.message.contains("set checksum = false")),
+        "{e}"
+    );
+    // Both at once: two errors, nothing else.
+    let e = load_str(&gpu_server("", Some("mode = \"reorder\"\nchecksum = true"))).unwrap_err();
+    assert_eq!(e.0.len(), 2, "{e}");
+}
+
+#[test]
+fn dpdk_still_takes_device_regions() {
+    // The runtime refuses GPU memory on dpdk when the run starts; the config allows it (the
+    // shipped configs/igx-*/dpdk-hds.toml use it).
+    let text = "name = \"dpdk-gpu\"\nplatform = \"host\"\n[engine]\nkind = \"dpdk\"\n\
+                [[memory_regions]]\nname = \"rx_gpu\"\nkind = \"device\"\ngpu = 0\nbuf_size = 2048\nbuf_count = 1024\n\
+                [[memory_regions]]\nname = \"tx_gpu\"\nkind = \"device\"\ngpu = 0\nbuf_size = 2048\nbuf_count = 1024\n\
+                [[interfaces]]\nname = \"p0\"\naddress = \"0000:17:00.0\"\n\
+                [[interfaces.rx_queues]]\nid = 0\ncpu_core = 0\nmemory_regions = [\"rx_gpu\"]\nmode = \"direct\"\n\
+                [[interfaces.tx_queues]]\nid = 0\ncpu_core = 0\nmemory_regions = [\"tx_gpu\"]\n";
+    let c = load_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(c
+        .memory_regions
+        .iter()
+        .all(|r| r.kind == RegionKind::Device));
+}
+
+#[test]
+fn raw_mode_refuses_device_memory() {
+    let raw_rx = raw("", 2048, 1024).replace("kind = \"host\"", "kind = \"device\"");
+    let e = load_str(&raw_rx).unwrap_err();
+    assert!(
+        e.0.iter()
+            .any(|e| e.path == "interfaces[0].rx_queues[0].memory_regions[0]"
+                && e.message.contains("GPU memory is for RoCE receive queues")),
+        "{e}"
+    );
+    // The same region is fine for the RoCE server.
+    ib(&server("").replace("kind = \"host\"", "kind = \"device\""));
 }

@@ -51,7 +51,7 @@ use crossbeam_utils::CachePadded;
 use crate::error::PoolError;
 use crate::ring::sync::Ordering::{Acquire, Relaxed, Release};
 use crate::ring::sync::{AtomicU32, AtomicU64};
-use crate::traits::Segment;
+use crate::traits::{DmaTarget, Segment};
 
 /// "No slot": end of the free list.
 const NIL: u32 = u32::MAX;
@@ -81,6 +81,8 @@ pub struct BufferPool<'m> {
     slot_size: usize,
     slots: u32,
     cpu_accessible: bool,
+    /// The dma-buf that exports this memory (GPU memory), see [`BufferPool::with_dmabuf`].
+    dmabuf: Option<(i32, u64)>,
     _mem: PhantomData<&'m mut [u8]>,
 }
 
@@ -152,8 +154,23 @@ impl<'m> BufferPool<'m> {
             slot_size,
             slots,
             cpu_accessible,
+            dmabuf: None,
             _mem: PhantomData,
         })
+    }
+
+    /// Builds a pool over memory the CPU never touches (GPU device memory): `base` is the
+    /// device address of its first byte, used only as a number ([`Buf::addr`]); the byte
+    /// accessors return `None`. Export it with [`with_dmabuf`](Self::with_dmabuf) for a NIC.
+    /// Same errors as [`new`](Self::new). Cold path.
+    pub fn over_device_memory(
+        base: u64,
+        len: usize,
+        links: &'m mut [AtomicU32],
+        slot_size: usize,
+    ) -> Result<Self, PoolError> {
+        // SAFETY: `cpu_accessible = false`: `base` is never dereferenced, only offset.
+        unsafe { Self::from_raw(base as usize as *mut u8, len, links, slot_size, false) }
     }
 
     /// Takes a free slot, `None` when all are in use (count it as `pool_empty`).
@@ -248,6 +265,27 @@ impl<'m> BufferPool<'m> {
     #[inline]
     pub fn is_cpu_accessible(&self) -> bool {
         self.cpu_accessible
+    }
+
+    /// Records that the pool's memory is exported as a dma-buf: `fd`, with the pool's first
+    /// byte at `offset` in it (GPU device memory a NIC imports with `ibv_reg_dmabuf_mr`).
+    /// The pool does not own the fd: whoever exported it keeps it open for the pool's life.
+    /// Cold path.
+    #[must_use]
+    pub fn with_dmabuf(mut self, fd: i32, offset: u64) -> Self {
+        self.dmabuf = Some((fd, offset));
+        self
+    }
+
+    /// How a device reaches the pool's memory: its dma-buf when it has one
+    /// ([`with_dmabuf`](Self::with_dmabuf)), else the base address (a CPU virtual address;
+    /// for memory the CPU cannot reach and that has no dma-buf, the device address).
+    #[inline]
+    pub fn dma_target(&self) -> DmaTarget {
+        match self.dmabuf {
+            Some((fd, offset)) => DmaTarget::DmaBuf { fd, offset },
+            None => DmaTarget::VirtAddr(self.base),
+        }
     }
 
     /// Address of the first slot (CPU virtual address, or device address).
@@ -400,6 +438,7 @@ impl fmt::Debug for BufferPool<'_> {
             .field("slot_count", &self.slots)
             .field("available", &self.available())
             .field("cpu_accessible", &self.cpu_accessible)
+            .field("dmabuf", &self.dmabuf)
             .finish()
     }
 }
@@ -840,6 +879,32 @@ mod tests {
                 len: 100
             }
         );
+    }
+
+    #[test]
+    fn dma_target_is_the_dmabuf_when_exported() {
+        let mut mem = [0u8; 64];
+        let mut l = links::<4>();
+        let base = mem.as_mut_ptr();
+        let host = BufferPool::new(&mut mem, &mut l, 16).unwrap();
+        assert_eq!(host.dma_target(), DmaTarget::VirtAddr(base));
+        let mut l = links::<8>();
+        let dev = BufferPool::over_device_memory(0x7f00_0000_0000, 8 * 4096, &mut l, 4096).unwrap();
+        assert!(!dev.is_cpu_accessible());
+        assert_eq!(
+            dev.dma_target(),
+            DmaTarget::VirtAddr(0x7f00_0000_0000 as *mut u8)
+        );
+        let dev = dev.with_dmabuf(7, 65536);
+        assert_eq!(
+            dev.dma_target(),
+            DmaTarget::DmaBuf {
+                fd: 7,
+                offset: 65536
+            }
+        );
+        // The slots keep their device addresses.
+        assert_eq!(dev.slot_addr(1), Some(0x7f00_0000_0000 + 4096));
     }
 
     #[test]

@@ -149,6 +149,21 @@ impl Gpu {
         Ok(v != 0)
     }
 
+    /// Copies `src` to the device-visible address `dst` (synchronous; cold path: tools and
+    /// tests, e.g. writing packets into a `device` region the way a NIC does). An address
+    /// outside this GPU's memory is a CUDA error.
+    pub fn copy_to_addr(&self, dst: u64, src: &[u8]) -> Result<()> {
+        self.bind()?;
+        sys::copy_host_to_addr(dst, src)
+    }
+
+    /// Copies bytes at the device-visible address `src` into `dst` (synchronous; cold
+    /// path).
+    pub fn copy_from_addr(&self, src: u64, dst: &mut [u8]) -> Result<()> {
+        self.bind()?;
+        sys::copy_addr_to_host(dst, src)
+    }
+
     /// Waits for all work on this GPU's context.
     pub fn synchronize(&self) -> Result<()> {
         self.ctx.bind_to_thread().map_err(cuda("cuCtxSetCurrent"))?;

@@ -235,6 +235,13 @@ pub(crate) fn copy_addr_to_host(dst: &mut [u8], src: u64) -> Result<()> {
     unsafe { dr::memcpy_dtoh_sync(dst, src) }.map_err(cuda("cuMemcpyDtoH"))
 }
 
+/// Copies `src` to any device-visible address `dst` (synchronous).
+pub(crate) fn copy_host_to_addr(dst: u64, src: &[u8]) -> Result<()> {
+    // SAFETY: `src` is a valid host slice read until the call returns; a bad device address
+    // is a CUDA error.
+    unsafe { dr::memcpy_htod_sync(dst, src) }.map_err(cuda("cuMemcpyHtoD"))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stream operations (all asynchronous)
 

@@ -1,10 +1,10 @@
 //! `[engine]`: the sub-table matching `kind`, and each engine's own settings.
 
-use super::int;
+use super::{int, rxq, Draft};
 use crate::error::Errors;
 use crate::model::{
     AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, IbMode, IbverbsEngine,
-    RoceOp, RoceReply, SocketEngine, Sockopt, StridingRq,
+    RegionKind, RoceOp, RoceReply, SocketEngine, Sockopt, StridingRq,
 };
 use crate::schema::{RawAfpacket, RawAfxdp, RawConfig, RawDpdk, RawEngine, RawIbverbs, RawSocket};
 
@@ -509,6 +509,40 @@ fn ibverbs_vs_interfaces(raw: &RawConfig, errs: &mut Errors) {
                 format!("interfaces[{i}].tx_queues"),
                 "a RoCE interface either receives (rx_queues) or sends (tx_queues): its connections carry one direction; use two interfaces (two ports) for both",
             );
+        }
+    }
+}
+
+/// `engine.ibverbs.reply = "echo"` copies each received message into its reply with the
+/// CPU, which cannot read GPU memory: no RoCE RX queue may then receive into a `device`
+/// region (reported once, at the first such queue).
+pub(super) fn reply_reads_messages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
+    if !super::roce(raw) {
+        return;
+    }
+    let reply = raw.engine.ibverbs.as_ref().and_then(|v| v.reply);
+    if reply != Some(RoceReply::Echo) {
+        return;
+    }
+    for (i, iface) in d.interfaces.iter().enumerate() {
+        for (q, rq) in iface.rx.iter().enumerate() {
+            let Some(rq) = rq else { continue };
+            let device = rq
+                .memory_regions
+                .iter()
+                .filter_map(|r| d.regions.get(r.0)?.as_ref())
+                .find(|m| m.kind == RegionKind::Device);
+            if let Some(m) = device {
+                errs.push(
+                    "engine.ibverbs.reply",
+                    format!(
+                        "reply = \"echo\" copies each message into its reply with the CPU, but {} receives into region \"{}\" of kind \"device\" (GPU memory the CPU cannot read); use reply = \"ack\" or \"none\", or a \"host\" or \"host_pinned\" region",
+                        rxq(i, q),
+                        m.name
+                    ),
+                );
+                return;
+            }
         }
     }
 }

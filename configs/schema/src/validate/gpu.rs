@@ -1,14 +1,15 @@
 //! `[[gpu_stages]]` and the RX queues that name one (`gpu_stage`): batch geometry, slot
 //! fields, conversion, workload, and what the stage needs from its queue (a `host_pinned`
-//! region on the same GPU, enough buffers and ring slots so RX never starves while batches
-//! are on the GPU).
+//! region on the same GPU, or on ibverbs RoCE a `device` region there with a stage that
+//! never reads packets on the CPU; enough buffers and ring slots so RX never starves while
+//! batches are on the GPU).
 
 use super::capacity::largest_frame;
 use super::{int, quoted, rxq, unknown_name, Draft};
 use crate::error::Errors;
 use crate::model::{
-    BatchMode, GpuStage, GpuStageId, GpuStaging, GpuWorkload, Placement, RegionKind,
-    SampleConversion, SampleIn, SampleOut, Validation, FFT_LEN, GEMM_DIM,
+    BatchMode, EngineKind, GpuStage, GpuStageId, GpuStaging, GpuWorkload, MemoryRegion, Placement,
+    RegionKind, SampleConversion, SampleIn, SampleOut, Validation, FFT_LEN, GEMM_DIM,
 };
 use crate::parse::is_identifier;
 use crate::schema::{RawBatchMode, RawConfig, RawGpuStage, RawSlotMode, RawStaging, RawWorkload};
@@ -125,7 +126,8 @@ fn stage(
         " packets (output slots per batch)",
         errs,
     );
-    let default_offset = if d.kind.is_raw() {
+    // RoCE delivers messages (the sequence header first), the other raw paths whole frames.
+    let default_offset = if d.kind.is_raw() && !super::roce(raw) {
         RAW_HEADERS + SeqHeader::LEN as u32
     } else {
         SeqHeader::LEN as u32
@@ -419,10 +421,17 @@ fn workload_fits(s: &GpuStage, p: &str, errs: &mut Errors) -> bool {
     true
 }
 
-/// What a stage needs from each queue using it: one `host_pinned` region on the stage's GPU
-/// with buffers for `depth + 1` batches plus two bursts, and a ring deep enough to hold the
-/// bursts of `depth + 1` batches while they are on the GPU.
-pub(super) fn queues_fit_stages(d: &Draft, errs: &mut Errors) {
+/// What a stage needs from each queue using it: one region on the stage's GPU, either
+/// `host_pinned` or (ibverbs RoCE only) `device` with a gather stage without checksum, with
+/// buffers for `depth + 1` batches plus two bursts, and a ring deep enough to hold the bursts
+/// of `depth + 1` batches while they are on the GPU.
+pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
+    let roce = super::roce(raw);
+    let kinds = if roce {
+        "\"host_pinned\" or \"device\""
+    } else {
+        "\"host_pinned\""
+    };
     for (i, iface) in d.interfaces.iter().enumerate() {
         for (q, rq) in iface.rx.iter().enumerate() {
             let Some(rq) = rq else { continue };
@@ -435,7 +444,7 @@ pub(super) fn queues_fit_stages(d: &Draft, errs: &mut Errors) {
                 errs.push(
                     format!("{p}.gpu_stage"),
                     format!(
-                        "a GPU stage reads whole packets from one region, but this queue lists {} (header-data split); list one \"host_pinned\" region",
+                        "a GPU stage reads whole packets from one region, but this queue lists {} (header-data split); list one {kinds} region",
                         rq.memory_regions.len()
                     ),
                 );
@@ -445,27 +454,52 @@ pub(super) fn queues_fit_stages(d: &Draft, errs: &mut Errors) {
             let Some(Some(region)) = d.regions.get(rid.0) else {
                 continue;
             };
-            if region.kind != RegionKind::HostPinned {
-                errs.push(
-                    format!("{p}.gpu_stage"),
-                    format!(
-                        "GPU stage \"{}\" reads packets through their mapped pinned addresses, but memory_regions[0] \"{}\" is kind \"{}\"; use a region with kind = \"host_pinned\" and gpu = {}",
-                        stage.name,
-                        region.name,
-                        region.kind.as_str(),
-                        stage.gpu
-                    ),
-                );
-                continue;
+            match region.kind {
+                RegionKind::HostPinned => {}
+                RegionKind::Device if roce => {
+                    if !device_stage(stage, sid.0, region, &p, errs) {
+                        continue;
+                    }
+                }
+                // Refused for the queue itself (queues.rs), except on dpdk.
+                RegionKind::Device if d.kind != EngineKind::Dpdk => continue,
+                kind => {
+                    let device = if roce {
+                        format!(
+                            ", or kind = \"device\" and gpu = {} (the NIC writes GPU memory; the stage then needs mode = \"gather\" and checksum = false)",
+                            stage.gpu
+                        )
+                    } else if kind == RegionKind::Device {
+                        " (a GPU stage reads GPU memory only on RX queues of engine ibverbs with mode = \"roce\")".to_owned()
+                    } else {
+                        String::new()
+                    };
+                    errs.push(
+                        format!("{p}.gpu_stage"),
+                        format!(
+                            "GPU stage \"{}\" reads packets through their mapped pinned addresses, but memory_regions[0] \"{}\" is kind \"{}\"; use a region with kind = \"host_pinned\" and gpu = {}{device}",
+                            stage.name,
+                            region.name,
+                            kind.as_str(),
+                            stage.gpu
+                        ),
+                    );
+                    continue;
+                }
             }
             if region.placement != Placement::Gpu(stage.gpu) {
                 let g = match region.placement {
                     Placement::Gpu(g) | Placement::Numa(g) => g,
                 };
+                let on = if region.kind == RegionKind::Device {
+                    "is memory of"
+                } else {
+                    "is pinned for"
+                };
                 errs.push(
                     format!("{p}.gpu_stage"),
                     format!(
-                        "GPU stage \"{}\" runs on gpu {} but the queue's region \"{}\" is pinned for gpu {g}; set the region's gpu = {} or the stage's gpu = {g}",
+                        "GPU stage \"{}\" runs on gpu {} but the queue's region \"{}\" {on} gpu {g}; set the region's gpu = {} or the stage's gpu = {g}",
                         stage.name, stage.gpu, region.name, stage.gpu
                     ),
                 );
@@ -490,6 +524,37 @@ pub(super) fn queues_fit_stages(d: &Draft, errs: &mut Errors) {
             }
         }
     }
+}
+
+/// A stage fed from a `device` region (ibverbs RoCE: the NIC writes GPU memory) must never
+/// read the packets on the CPU: `mode = "gather"` (reorder takes each packet's sequence
+/// number on the CPU) and `checksum = false` (the reference checksum is computed on the
+/// CPU). Errors at the stage's key, naming the queue `p` and its region.
+fn device_stage(s: &GpuStage, k: usize, region: &MemoryRegion, p: &str, errs: &mut Errors) -> bool {
+    let mut ok = true;
+    let why = format!(
+        "{p} receives into region \"{}\" of kind \"device\", GPU memory the CPU cannot read",
+        region.name
+    );
+    if s.mode != BatchMode::Gather {
+        errs.push(
+            format!("gpu_stages[{k}].mode"),
+            format!(
+                "mode = \"reorder\" needs each packet's sequence number on the CPU to form batches, but {why}; use mode = \"gather\", or a \"host_pinned\" region for that queue"
+            ),
+        );
+        ok = false;
+    }
+    if s.checksum {
+        errs.push(
+            format!("gpu_stages[{k}].checksum"),
+            format!(
+                "checksum = true compares each batch's GPU checksum with a reference the CPU computes over its packets, but {why}; set checksum = false, or use a \"host_pinned\" region for that queue"
+            ),
+        );
+        ok = false;
+    }
+    ok
 }
 
 /// The region of a GPU queue keeps `(depth + 1) x packets_per_batch` buffers on the GPU side

@@ -20,8 +20,8 @@ mod top;
 
 use crate::error::{ConfigError, ConfigErrors, Errors};
 use crate::model::{
-    Address, Config, Engine, EngineKind, Flow, Generator, GpuStage, Interface, MemoryRegion, Rt,
-    Run, RxQueue, TcpRole, TxQueue,
+    Address, Config, Engine, EngineKind, Flow, Generator, GpuStage, IbMode, Interface,
+    MemoryRegion, Rt, Run, RxQueue, TcpRole, TxQueue,
 };
 use crate::schema::RawConfig;
 use rtdaq_core::flow::DefaultAction;
@@ -97,8 +97,9 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     cores::busy_poll_cores(&draft, &mut errs);
     flows::flows(raw, &mut draft, &mut errs);
     afxdp::umem(&draft, &mut errs);
+    engine::reply_reads_messages(raw, &draft, &mut errs);
     draft.gpu_stages = gpu::stages(raw, &draft, &mut errs);
-    gpu::queues_fit_stages(&draft, &mut errs);
+    gpu::queues_fit_stages(raw, &draft, &mut errs);
     draft.generator = raw
         .generator
         .as_ref()
@@ -187,6 +188,19 @@ pub(crate) fn unknown_name(what: &str, name: &str, known: &[&str]) -> String {
         "no {what} named \"{name}\"{hint} (known: {})",
         quoted(known.iter().copied())
     )
+}
+
+/// `engine.ibverbs.mode` when `engine.kind = "ibverbs"` (read from the document, so it is
+/// known even when another `[engine.ibverbs]` key is wrong); `None` for other engines.
+pub(crate) fn ib_mode(raw: &RawConfig) -> Option<IbMode> {
+    (raw.engine.kind == EngineKind::Ibverbs)
+        .then(|| raw.engine.ibverbs.as_ref().map_or(IbMode::Raw, |v| v.mode))
+}
+
+/// True for the ibverbs engine in RoCE mode, the one engine whose RX queues receive into
+/// GPU memory (`device` regions, registered through their dma-buf).
+pub(crate) fn roce(raw: &RawConfig) -> bool {
+    ib_mode(raw) == Some(IbMode::Roce)
 }
 
 /// Path of an RX queue.

@@ -2,7 +2,7 @@
 
 use super::{int, rxq, txq, unknown_name, Draft};
 use crate::error::Errors;
-use crate::model::{EngineKind, RegionId, RegionKind, RxMode, RxQueue, TxQueue};
+use crate::model::{EngineKind, RegionId, RegionKind, RoceOp, RxMode, RxQueue, TxQueue};
 use crate::schema::{RawConfig, RawInterface, RawRxQueue, RawTxQueue};
 use rtdaq_core::MAX_SEGMENTS;
 
@@ -37,7 +37,7 @@ pub(super) fn rx_queue(
     );
     let regions = region_refs(&q.memory_regions, &p, raw, d, errs);
     if let Some(r) = &regions {
-        no_device_on_socket(r, raw.engine.kind, &p, d, errs);
+        device_regions_supported(r, Dir::Rx, raw, &p, d, errs);
     }
     let hds_ok = hds_split_matches_regions(q, raw.engine.kind, &p, errs);
     let mode = mode(q, &p, errs);
@@ -79,7 +79,7 @@ pub(super) fn tx_queue(
     let (batch_size, ring_depth) = batch_and_ring(q.batch_size, q.ring_depth, &p, errs);
     let regions = region_refs(&q.memory_regions, &p, raw, d, errs);
     if let Some(r) = &regions {
-        no_device_on_socket(r, raw.engine.kind, &p, d, errs);
+        device_regions_supported(r, Dir::Tx, raw, &p, d, errs);
     }
     let pacing = pacing(q.pacing_gbps, &p, errs);
     Some(TxQueue {
@@ -229,30 +229,87 @@ fn region_refs(
     ok.then_some(ids)
 }
 
-/// The kernel cannot copy socket data into GPU memory: no `device` regions on `socket`.
-fn no_device_on_socket(
+/// Queue direction, for the wording of the memory rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Rx,
+    Tx,
+}
+
+/// GPU memory (`device` regions) only where the NIC writes it and the CPU never reads it:
+/// RX queues of the ibverbs engine in RoCE mode (the region is registered through its
+/// dma-buf). `socket`, `afpacket`, `afxdp`, ibverbs raw mode and every ibverbs TX queue
+/// refuse it here; `dpdk` is left to the runtime, which refuses it when the run starts.
+fn device_regions_supported(
     regions: &[RegionId],
-    kind: EngineKind,
+    dir: Dir,
+    raw: &RawConfig,
     p: &str,
     d: &Draft,
     errs: &mut Errors,
 ) {
-    if kind != EngineKind::Socket {
+    let Some(why) = device_refusal(raw, dir) else {
         return;
-    }
+    };
     for (k, r) in regions.iter().enumerate() {
         if let Some(Some(m)) = d.regions.get(r.0) {
             if m.kind == RegionKind::Device {
                 errs.push(
                     format!("{p}.memory_regions[{k}]"),
                     format!(
-                        "region \"{}\" is kind \"device\": the socket engine receives through the kernel, which cannot write GPU memory; use a \"host\" or \"host_pinned\" region, or a raw engine (dpdk, ibverbs) for GPUDirect",
+                        "region \"{}\" is kind \"device\" (GPU memory): {why}",
                         m.name
                     ),
                 );
             }
         }
     }
+}
+
+/// Why the engine cannot use GPU memory in this direction, with the fix; `None` where it
+/// can (ibverbs RoCE RX) or where the runtime decides (`dpdk`).
+fn device_refusal(raw: &RawConfig, dir: Dir) -> Option<String> {
+    const ROCE_RX: &str =
+        "engine ibverbs with mode = \"roce\" to receive into GPU memory (GPUDirect RDMA)";
+    const HOST_KINDS: &str = "use a \"host\", \"huge\" or \"host_pinned\" region";
+    let why = match (raw.engine.kind, dir) {
+        (EngineKind::Dpdk, _) => return None,
+        (EngineKind::Socket, Dir::Rx) => format!(
+            "the socket engine receives through the kernel, which cannot write GPU memory; use a \"host\" or \"host_pinned\" region (a gpu_stage reads \"host_pinned\" memory in place), or {ROCE_RX}"
+        ),
+        (EngineKind::Socket, Dir::Tx) => "the socket engine sends through the kernel, which cannot read GPU memory; use a \"host\" or \"host_pinned\" region".to_owned(),
+        (EngineKind::Afpacket, Dir::Rx) => format!(
+            "AF_PACKET frames arrive in a kernel ring in host memory and the afpacket engine copies them out with the CPU, which cannot write GPU memory; {HOST_KINDS} (a gpu_stage reads \"host_pinned\" memory in place), or {ROCE_RX}"
+        ),
+        (EngineKind::Afpacket, Dir::Tx) => format!(
+            "the afpacket engine copies each frame into a kernel ring in host memory with the CPU, which cannot read GPU memory; {HOST_KINDS}"
+        ),
+        (EngineKind::Afxdp, Dir::Rx) => format!(
+            "AF_XDP's UMEM must be host memory (the kernel maps its pages for the driver and the XDP program), so frames cannot be received into GPU memory; {HOST_KINDS} (a gpu_stage reads \"host_pinned\" memory in place), or {ROCE_RX}"
+        ),
+        (EngineKind::Afxdp, Dir::Tx) => format!(
+            "AF_XDP's UMEM must be host memory (the kernel maps its pages for the driver and the XDP program), so frames cannot be sent from GPU memory; {HOST_KINDS}"
+        ),
+        (EngineKind::Ibverbs, Dir::Rx) if !super::roce(raw) => format!(
+            "engine.ibverbs.mode = \"raw\" reads each frame on the CPU (flow matching, validation), which cannot read GPU memory; {HOST_KINDS} (a gpu_stage reads \"host_pinned\" memory in place); GPU memory is for RoCE receive queues (mode = \"roce\")"
+        ),
+        (EngineKind::Ibverbs, Dir::Rx) => return None,
+        (EngineKind::Ibverbs, Dir::Tx) if !super::roce(raw) => format!(
+            "an ibverbs TX queue sends the frames the generator builds with the CPU, which cannot write GPU memory; {HOST_KINDS}; GPU memory is for RoCE receive queues (mode = \"roce\")"
+        ),
+        (EngineKind::Ibverbs, Dir::Tx) => {
+            let op = raw.engine.ibverbs.as_ref().and_then(|v| v.op);
+            format!(
+                "an ibverbs TX queue sends the messages the generator writes with the CPU, which cannot write GPU memory{}; {HOST_KINDS}; GPU memory is for RoCE receive queues",
+                if op == Some(RoceOp::Read) {
+                    ", and with op = \"read\" the receiver RDMA-READs each message from these buffers, registered as host memory"
+                } else {
+                    ""
+                }
+            )
+        }
+    };
+    Some(why)
 }
 
 /// `hds_split` is set exactly when a queue lists two or more regions, and the socket engine

@@ -3,6 +3,7 @@ use std::ffi::{c_int, CStr};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use rtdaq_core::traits::DmaTarget;
 use rtdaq_core::BufferPool;
 
 use super::raw;
@@ -65,16 +66,8 @@ impl DeviceList {
     }
 
     fn name(&self, i: usize) -> String {
-        // SAFETY: i < n, the list holds n valid device pointers while self lives;
-        // ibv_get_device_name returns a NUL-terminated string owned by the device.
-        unsafe {
-            let dev = *self.list.as_ptr().add(i);
-            let p = raw::ibv_get_device_name(dev);
-            if p.is_null() {
-                return String::new();
-            }
-            CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
+        // SAFETY: i < n, the list holds n valid device pointers while self lives.
+        unsafe { device_name(*self.list.as_ptr().add(i)) }
     }
 
     /// Opens device `name`.
@@ -127,6 +120,25 @@ impl Drop for ContextInner {
     }
 }
 
+/// The name of `dev` (empty for a null device or name).
+///
+/// # Safety
+/// `dev` is null or a device pointer valid for the call.
+unsafe fn device_name(dev: *mut raw::ibv_device) -> String {
+    if dev.is_null() {
+        return String::new();
+    }
+    // SAFETY: valid device (caller); ibv_get_device_name returns a NUL-terminated string
+    // owned by the device, or null.
+    unsafe {
+        let p = raw::ibv_get_device_name(dev);
+        if p.is_null() {
+            return String::new();
+        }
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
 /// An open device context (`ibv_context`): owned (from [`DeviceList::open`]) or the one
 /// librdmacm opened for a connection id ([`CmId::context`](crate::CmId::context)).
 #[derive(Clone)]
@@ -141,6 +153,12 @@ impl Context {
     /// The raw pointer (escape hatch).
     pub fn as_raw(&self) -> *mut raw::ibv_context {
         self.0.ptr.as_ptr()
+    }
+
+    /// The device's name (`mlx5_0`, `rxe0`), empty when the driver gives none.
+    pub fn device_name(&self) -> String {
+        // SAFETY: valid context; its `device` pointer lives as long as the context.
+        unsafe { device_name((*self.as_raw()).device) }
     }
 
     /// Port `port`'s state: `(active, mtu bytes, link layer is Ethernet)`.
@@ -257,21 +275,28 @@ impl Pd {
     }
 
     /// Registers the whole memory of a runtime pool (every slot). The pool is `'static`,
-    /// so its memory outlives the registration.
+    /// so its memory outlives the registration. A pool exported as a dma-buf (GPU memory,
+    /// [`BufferPool::dma_target`]) is registered through it ([`register_dmabuf`](Self::register_dmabuf))
+    /// at its own base address, so work requests use the pool's slot addresses either way.
     ///
     /// # Errors
-    /// The pool is GPU memory (register it with [`register_dmabuf`](Self::register_dmabuf))
-    /// or `ibv_reg_mr` failed (`ENOMEM`: raise `ulimit -l` / `CAP_IPC_LOCK`).
+    /// The pool is neither CPU memory nor a dma-buf, `ibv_reg_mr` failed (`ENOMEM`: raise
+    /// `ulimit -l` / `CAP_IPC_LOCK`), or `ibv_reg_dmabuf_mr` failed (`EOPNOTSUPP`: the device
+    /// cannot import dma-bufs).
     pub fn register_pool(&self, pool: &'static BufferPool<'static>, access: Access) -> Result<Mr> {
-        if !pool.is_cpu_accessible() {
-            return Err(IbError::Invalid(
-                "a GPU pool is registered through its dma-buf fd (register_dmabuf)".into(),
-            ));
-        }
         let len = pool.slot_count() * pool.slot_size();
-        let addr = pool.base_addr() as *mut u8;
-        // SAFETY: [addr, addr+len) is the pool's memory, alive for 'static.
-        unsafe { self.reg(addr, len, access, None) }
+        match pool.dma_target() {
+            DmaTarget::DmaBuf { fd, offset } => {
+                self.register_dmabuf(fd, offset, len, pool.base_addr(), access)
+            }
+            DmaTarget::VirtAddr(_) if !pool.is_cpu_accessible() => Err(IbError::Invalid(
+                "a pool the CPU cannot reach is registered through its dma-buf (BufferPool::with_dmabuf)".into(),
+            )),
+            DmaTarget::VirtAddr(addr) => {
+                // SAFETY: [addr, addr+len) is the pool's CPU memory, alive for 'static.
+                unsafe { self.reg(addr, len, access, None) }
+            }
+        }
     }
 
     /// Registers a buffer the region owns from now on (control rings, scratch buffers).

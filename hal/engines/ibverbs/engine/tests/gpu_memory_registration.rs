@@ -1,0 +1,91 @@
+//! GPU memory (`kind = "device"` regions) reaches the RoCE engine as a pool the CPU cannot
+//! read, exported as a dma-buf; the engine registers it with `ibv_reg_dmabuf_mr` at the
+//! pool's device addresses. What runs where:
+//! - in the Soft-RoCE guest (`scripts/vm/ibverbs-tests.sh` runs this executable there):
+//!   the engine takes the dma-buf path for such a pool and calls `ibv_reg_dmabuf_mr` on a
+//!   real RDMA device; rxe cannot import dma-bufs (and the guest kernel has no dma-buf
+//!   exporter at all), so the open fails, with an error that names the region's key, the
+//!   verb, the device and the errno, and says what the hardware needs;
+//! - elsewhere it says so and passes without checking anything;
+//! - the success path needs a NIC whose driver imports dma-bufs (mlx5) and a GPU that
+//!   exports them: docs/engines/ibverbs.md ("GPU memory") has the hardware procedure.
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicU32;
+
+use rtdaq_core::traits::{DmaTarget, Engine, EngineArgs, QueueResources};
+use rtdaq_core::{BufferPool, QueueCounters};
+use rtdaq_engine_ibverbs::RoceEngine;
+
+const PORT: u16 = 7491;
+
+fn in_guest() -> bool {
+    std::env::var("RTDAQ_VM").is_ok_and(|v| v == "1")
+}
+
+fn leak<T>(v: T) -> &'static T {
+    Box::leak(Box::new(v))
+}
+
+#[test]
+fn a_dmabuf_pool_is_registered_through_its_dmabuf() {
+    if !in_guest() {
+        eprintln!("not in the Soft-RoCE guest (RTDAQ_VM != 1): nothing checked (scripts/vm/ibverbs-tests.sh runs this test)");
+        return;
+    }
+    let text = format!(
+        "name = \"gpu-rx\"\nplatform = \"host\"\n[engine]\nkind = \"ibverbs\"\n\
+         [engine.ibverbs]\nmode = \"roce\"\nop = \"write_imm\"\ncredits = 64\n\
+         [[memory_regions]]\nname = \"gpu_rx\"\nkind = \"device\"\ngpu = 0\nbuf_size = 65536\nbuf_count = 256\n\
+         [[interfaces]]\nname = \"roce\"\naddress = \"rdma://169.254.77.1:{PORT}\"\nrole = \"server\"\nconnections = 1\n\
+         [[interfaces.rx_queues]]\nid = 0\ncpu_core = 0\nmemory_regions = [\"gpu_rx\"]\nmode = \"direct\"\n\
+         [rt]\nrequired = false\nlock_memory = false\n"
+    );
+    let config = leak(rtdaq_config::load_str(&text).expect("a device RX region is valid for RoCE"));
+    // The guest has no GPU and its kernel no dma-buf exporter (CONFIG_UDMABUF and
+    // CONFIG_DMABUF_HEAPS are off): an open file stands in for the fd. The device is asked
+    // first whether it imports dma-bufs at all; rxe says no before looking at the fd.
+    let file = leak(std::fs::File::open("/proc/self/exe").expect("an fd"));
+    let links: &'static mut [AtomicU32] =
+        Box::leak((0..256).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>());
+    let pool = BufferPool::over_device_memory(0x7f00_0000_0000, 256 * 65536, links, 65536)
+        .expect("pool")
+        .with_dmabuf(file.as_raw_fd(), 0);
+    assert!(matches!(
+        pool.dma_target(),
+        DmaTarget::DmaBuf { offset: 0, .. }
+    ));
+    let pool: &'static BufferPool<'static> = leak(pool);
+    let pools: &'static [&'static BufferPool<'static>] = Box::leak(Box::new([pool]));
+    let counters: &'static QueueCounters = leak(QueueCounters::new());
+    let rx: &'static [QueueResources<'static>] = Box::leak(Box::new([QueueResources {
+        interface: 0,
+        queue: 0,
+        pools,
+        counters,
+    }]));
+    let err = match RoceEngine::open(EngineArgs {
+        config,
+        rx,
+        tx: &[],
+    }) {
+        Ok(_) => panic!("rxe registered a dma-buf: update this test and docs/engines/ibverbs.md"),
+        Err(e) => e.to_string(),
+    };
+    eprintln!("open: {err}");
+    for want in [
+        "interfaces[0].rx_queues[0].memory_regions[0]",
+        "ibv_reg_dmabuf_mr",
+        "cannot import dma-bufs",
+        "rxe0",
+        "docs/engines/ibverbs.md",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in: {err}");
+    }
+    assert!(
+        err.contains("EOPNOTSUPP")
+            || err.contains("EPROTONOSUPPORT")
+            || err.contains("not supported"),
+        "rxe's refusal is 'not supported': {err}"
+    );
+}
