@@ -143,6 +143,31 @@ fn reference_of(
     (out, st)
 }
 
+/// The batch geometry of the kernel tests (61 packets, payload at 32, up to 512 bytes) and a
+/// pipeline for it (depth 2, no workload, with checksum).
+fn test_pipeline(
+    gpu: &Gpu,
+    conversion: Conversion,
+    mode: Mode,
+    staging: Staging,
+) -> (BatchLayout, Pipeline) {
+    let layout = BatchLayout {
+        packets_per_batch: 61,
+        payload_offset: 32,
+        max_payload: 512,
+        conversion,
+        mode,
+    };
+    let cfg = PipelineConfig {
+        layout,
+        staging,
+        depth: 2,
+        workload: Workload::None,
+        checksum: true,
+    };
+    (layout, Pipeline::new(gpu, cfg).unwrap())
+}
+
 fn all_conversions() -> Vec<Conversion> {
     let mut v = vec![Conversion::Copy];
     for from in [
@@ -181,21 +206,7 @@ fn kernels_match_cpu_reference_bit_for_bit() {
                 Staging::CopyPerPacket,
                 Staging::CopyBatched,
             ] {
-                let layout = BatchLayout {
-                    packets_per_batch: 61,
-                    payload_offset: 32,
-                    max_payload: 512,
-                    conversion,
-                    mode,
-                };
-                let cfg = PipelineConfig {
-                    layout,
-                    staging,
-                    depth: 2,
-                    workload: Workload::None,
-                    checksum: true,
-                };
-                let mut pipe = Pipeline::new(&gpu, cfg).unwrap();
+                let (layout, mut pipe) = test_pipeline(&gpu, conversion, mode, staging);
                 for round in 0..2u32 {
                     let b = random_batch(&mut rng, &mut region, &layout, 77 + round);
                     let (want, st) = reference_of(&region, &layout, &b);
@@ -270,21 +281,7 @@ fn kernels_read_packets_in_device_memory() {
                 Staging::CopyPerPacket,
                 Staging::CopyBatched,
             ] {
-                let layout = BatchLayout {
-                    packets_per_batch: 61,
-                    payload_offset: 32,
-                    max_payload: 512,
-                    conversion,
-                    mode,
-                };
-                let cfg = PipelineConfig {
-                    layout,
-                    staging,
-                    depth: 2,
-                    workload: Workload::None,
-                    checksum: true,
-                };
-                let mut pipe = Pipeline::new(&gpu, cfg).unwrap();
+                let (layout, mut pipe) = test_pipeline(&gpu, conversion, mode, staging);
                 let mut b = random_batch(&mut rng, &mut region, &layout, 5);
                 let (want, st) = reference_of(&region, &layout, &b);
                 dev.copy_from_host(0, region.as_slice()).unwrap();

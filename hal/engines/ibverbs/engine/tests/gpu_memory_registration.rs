@@ -10,27 +10,20 @@
 //! - the success path needs a NIC whose driver imports dma-bufs (mlx5) and a GPU that
 //!   exports them: docs/engines/ibverbs.md ("GPU memory") has the hardware procedure.
 
-use std::os::fd::AsRawFd;
-use std::sync::atomic::AtomicU32;
+mod common;
 
-use rtdaq_core::traits::{DmaTarget, Engine, EngineArgs, QueueResources};
-use rtdaq_core::{BufferPool, QueueCounters};
+use std::os::fd::AsRawFd;
+
+use common::{leak, links};
+use rtdaq_core::traits::{DmaTarget, Engine, EngineArgs};
+use rtdaq_core::BufferPool;
 use rtdaq_engine_ibverbs::RoceEngine;
 
 const PORT: u16 = 7491;
 
-fn in_guest() -> bool {
-    std::env::var("RTDAQ_VM").is_ok_and(|v| v == "1")
-}
-
-fn leak<T>(v: T) -> &'static T {
-    Box::leak(Box::new(v))
-}
-
 #[test]
 fn a_dmabuf_pool_is_registered_through_its_dmabuf() {
-    if !in_guest() {
-        eprintln!("not in the Soft-RoCE guest (RTDAQ_VM != 1): nothing checked (scripts/vm/ibverbs-tests.sh runs this test)");
+    if common::skip_outside_guest() {
         return;
     }
     let text = format!(
@@ -46,24 +39,14 @@ fn a_dmabuf_pool_is_registered_through_its_dmabuf() {
     // CONFIG_DMABUF_HEAPS are off): an open file stands in for the fd. The device is asked
     // first whether it imports dma-bufs at all; rxe says no before looking at the fd.
     let file = leak(std::fs::File::open("/proc/self/exe").expect("an fd"));
-    let links: &'static mut [AtomicU32] =
-        Box::leak((0..256).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>());
-    let pool = BufferPool::over_device_memory(0x7f00_0000_0000, 256 * 65536, links, 65536)
+    let pool = BufferPool::over_device_memory(0x7f00_0000_0000, 256 * 65536, links(256), 65536)
         .expect("pool")
         .with_dmabuf(file.as_raw_fd(), 0);
     assert!(matches!(
         pool.dma_target(),
         DmaTarget::DmaBuf { offset: 0, .. }
     ));
-    let pool: &'static BufferPool<'static> = leak(pool);
-    let pools: &'static [&'static BufferPool<'static>] = Box::leak(Box::new([pool]));
-    let counters: &'static QueueCounters = leak(QueueCounters::new());
-    let rx: &'static [QueueResources<'static>] = Box::leak(Box::new([QueueResources {
-        interface: 0,
-        queue: 0,
-        pools,
-        counters,
-    }]));
+    let rx = common::one_queue(0, leak(pool));
     let err = match RoceEngine::open(EngineArgs {
         config,
         rx,

@@ -30,17 +30,17 @@
 //! memory for the registrations (root):
 //! `RTDAQ_TEST_IBDEV=mlx5_0 cargo test -p rtdaq-engine-ibverbs --test raw_hw -- --ignored --test-threads 1 --nocapture`
 
+mod common;
+
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
-use rtdaq_core::traits::{
-    Engine, EngineArgs, QueueResources, RxBurst, RxQueue, Segment, TxBurst, TxQueue,
-};
+use common::leak;
+use rtdaq_core::traits::{Engine, EngineArgs, RxBurst, RxQueue, Segment, TxBurst, TxQueue};
 use rtdaq_core::wire::{
     check_pattern, emit_udp_frame, fill_pattern, parse_frame, SeqHeader, UdpFrameSpec,
 };
-use rtdaq_core::{BufferPool, DropReason, QueueCounters};
+use rtdaq_core::{BufferPool, DropReason};
 use rtdaq_engine_ibverbs::raw::{RawBurst, RawRx};
 use rtdaq_engine_ibverbs::RawEngine;
 
@@ -175,16 +175,8 @@ fn config_text(rx: &Side, tx: &Side, port: u8, mode: RxMode) -> String {
     )
 }
 
-fn leak<T>(v: T) -> &'static T {
-    Box::leak(Box::new(v))
-}
-
 fn pool(size: u32, count: u32) -> &'static BufferPool<'static> {
-    let (size, count) = (size as usize, count as usize);
-    let mem: &'static mut [u8] = Box::leak(vec![0u8; size * count].into_boxed_slice());
-    let links: &'static mut [AtomicU32] =
-        Box::leak((0..count).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>());
-    leak(BufferPool::new(mem, links, size).expect("pool"))
+    common::host_pool(size as usize, count as usize)
 }
 
 /// UDP payload bytes of frame `seq`: 40..=1458 (frames of 82..=1500 bytes; at least 8
@@ -310,23 +302,10 @@ fn loopback(mode: RxMode) {
     let config = leak(rtdaq_config::load_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}")));
     let rx_pool = pool(mode.buf_size.next_multiple_of(128), mode.buf_count);
     let tx_pool = pool(2048, 2048);
-    let rx_pools: &'static [&'static BufferPool<'static>] = Box::leak(Box::new([rx_pool]));
-    let tx_pools: &'static [&'static BufferPool<'static>] = Box::leak(Box::new([tx_pool]));
-    let rx_counters: &'static QueueCounters = leak(QueueCounters::new());
-    let tx_counters: &'static QueueCounters = leak(QueueCounters::new());
     let tx_interface = usize::from(rx.ibdev != tx.ibdev);
-    let rxs: &'static [QueueResources<'static>] = Box::leak(Box::new([QueueResources {
-        interface: 0,
-        queue: 0,
-        pools: rx_pools,
-        counters: rx_counters,
-    }]));
-    let txs: &'static [QueueResources<'static>] = Box::leak(Box::new([QueueResources {
-        interface: tx_interface,
-        queue: 0,
-        pools: tx_pools,
-        counters: tx_counters,
-    }]));
+    let rxs = common::one_queue(0, rx_pool);
+    let txs = common::one_queue(tx_interface, tx_pool);
+    let rx_counters = rxs[0].counters;
     let engine = RawEngine::open(EngineArgs {
         config,
         rx: rxs,
@@ -497,14 +476,7 @@ fn no_rdma_device_is_a_clear_error() {
         // Let the engine look the device up from the netdev (sysfs), as deployments do.
         text = text.replace("device = \"none\"\n", "");
         let config = leak(rtdaq_config::load_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}")));
-        let rx_pools: &'static [&'static BufferPool<'static>] =
-            Box::leak(Box::new([pool(mode.buf_size, mode.buf_count)]));
-        let rxs: &'static [QueueResources<'static>] = Box::leak(Box::new([QueueResources {
-            interface: 0,
-            queue: 0,
-            pools: rx_pools,
-            counters: leak(QueueCounters::new()),
-        }]));
+        let rxs = common::one_queue(0, pool(mode.buf_size, mode.buf_count));
         let e = match RawEngine::open(EngineArgs {
             config,
             rx: rxs,

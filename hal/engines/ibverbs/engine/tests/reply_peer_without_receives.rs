@@ -11,28 +11,22 @@
 //! counted as failures at once, and the stuck ones when the peer leaves (flushed): in the
 //! end `reply_failures == N`, `replies_sent == 0`.
 
+mod common;
+
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::leak;
 use ffi::{Access, CmEventKind, ConnParams, EventChannel, QpCaps, SendBatch, SendOp, SendRequest};
-use rtdaq_core::traits::{Engine, EngineArgs, EngineStats, QueueResources, RxQueue};
-use rtdaq_core::{BufferPool, QueueCounters};
+use rtdaq_core::traits::{Engine, EngineArgs, EngineStats, RxQueue};
 use rtdaq_engine_ibverbs::RoceEngine;
 
 /// Messages the client sends (more than the server's 32 reply buffers per connection).
 const N: u64 = 100;
 const PORT: u16 = 7490;
 const MSG: usize = 64;
-
-fn in_guest() -> bool {
-    std::env::var("RTDAQ_VM").is_ok_and(|v| v == "1")
-}
-
-fn leak<T>(v: T) -> &'static T {
-    Box::leak(Box::new(v))
-}
 
 fn xstat(stats: &dyn EngineStats, name: &str) -> u64 {
     stats
@@ -57,8 +51,7 @@ fn event(ch: &EventChannel, timeout: Duration) -> Option<CmEventKind> {
 
 #[test]
 fn replies_to_a_peer_without_receives_never_stall_reception() {
-    if !in_guest() {
-        eprintln!("not in the Soft-RoCE guest (RTDAQ_VM != 1): nothing checked (scripts/vm/ibverbs-tests.sh runs this test)");
+    if common::skip_outside_guest() {
         return;
     }
     let text = format!(
@@ -70,18 +63,8 @@ fn replies_to_a_peer_without_receives_never_stall_reception() {
          [rt]\nrequired = false\nlock_memory = false\n"
     );
     let config = leak(rtdaq_config::load_str(&text).expect("config"));
-    let mem: &'static mut [u8] = Box::leak(vec![0u8; 512 * 2048].into_boxed_slice());
-    let links: &'static mut [AtomicU32] =
-        Box::leak((0..512).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>());
-    let pool: &'static BufferPool<'static> = leak(BufferPool::new(mem, links, 2048).expect("pool"));
-    let pools: &'static [&'static BufferPool<'static>] = Box::leak(Box::new([pool]));
-    let counters: &'static QueueCounters = leak(QueueCounters::new());
-    let rx: &'static [QueueResources<'static>] = Box::leak(Box::new([QueueResources {
-        interface: 0,
-        queue: 0,
-        pools,
-        counters,
-    }]));
+    let rx = common::one_queue(0, common::host_pool(2048, 512));
+    let counters = rx[0].counters;
     let engine = RoceEngine::open(EngineArgs {
         config,
         rx,
