@@ -359,13 +359,7 @@ fn open_striding(
 ) -> std::result::Result<striding::StridingRx, String> {
     let plan = striding::ring_plan(depth, geometry, pool.available())?;
     let mr = pd
-        .register_pool(
-            pool,
-            Access {
-                local_write: true,
-                ..Default::default()
-            },
-        )
+        .register_pool(pool, Access::LOCAL_WRITE)
         .map_err(|e| format!("ibv_reg_mr: {e}"))?;
     let q = striding::StridingRx::open(ctx, pd, mr, pool, geometry, plan, attrs, key.to_owned())
         .map_err(|e| e.to_string())?;
@@ -393,13 +387,7 @@ impl FrameRx {
         key: &str,
     ) -> Result<FrameRx> {
         let mr = pd
-            .register_pool(
-                pool,
-                Access {
-                    local_write: true,
-                    ..Default::default()
-                },
-            )
+            .register_pool(pool, Access::LOCAL_WRITE)
             .map_err(|e| IbvError::verbs(key, "ibv_reg_mr", e))?;
         let cq = ctx
             .create_cq(depth)

@@ -129,13 +129,7 @@ fn replies_to_a_peer_without_receives_never_stall_reception() {
     )
     .expect("qp");
     let mr = pd
-        .register_owned(
-            vec![0x5au8; MSG].into_boxed_slice(),
-            Access {
-                local_write: true,
-                ..Default::default()
-            },
-        )
+        .register_owned(vec![0x5au8; MSG].into_boxed_slice(), Access::LOCAL_WRITE)
         .expect("mr");
     // rnr_retry_count 7: the server retries its replies to us forever.
     id.connect(&[], ConnParams::default())

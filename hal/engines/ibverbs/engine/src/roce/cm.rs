@@ -370,13 +370,10 @@ impl Cm {
                     0
                 }
         };
-        let ctrl = match self.pd.register_owned(
-            vec![0u8; ctrl_len].into_boxed_slice(),
-            Access {
-                local_write: true,
-                ..Default::default()
-            },
-        ) {
+        let ctrl = match self
+            .pd
+            .register_owned(vec![0u8; ctrl_len].into_boxed_slice(), Access::LOCAL_WRITE)
+        {
             Ok(m) => m,
             Err(e) => return Err((e.to_string(), id)),
         };

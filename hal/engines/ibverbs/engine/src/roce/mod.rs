@@ -150,6 +150,11 @@ impl Slot {
         self.ready.store(true, Ordering::Release);
     }
 
+    /// The peer the CM thread recorded at establishment (`Unknown` before it).
+    pub(crate) fn peer_now(&self) -> Peer {
+        self.peer.lock().map_or(Peer::Unknown, |p| *p)
+    }
+
     /// CM: takes back a connection the queue has not adopted (`PUBLISHED → IDLE`); `None`
     /// when the queue already owns it.
     pub(crate) fn retract(&self) -> Option<Conn> {

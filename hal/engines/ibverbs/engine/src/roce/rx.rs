@@ -278,10 +278,7 @@ impl RoceRx {
             if !c.ready && ready && !c.ledger.closing() {
                 c.ready = true;
                 if c.h.peer == Peer::Unknown {
-                    c.h.peer = self.guard.iface.slots[k]
-                        .peer
-                        .lock()
-                        .map_or(Peer::Unknown, |p| *p);
+                    c.h.peer = self.guard.iface.slots[k].peer_now();
                 }
                 self.on_ready(k);
             }

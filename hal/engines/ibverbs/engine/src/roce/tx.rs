@@ -303,10 +303,7 @@ impl RoceTx {
             if !c.ready && ready && c.closing_since.is_none() {
                 c.ready = true;
                 if c.h.peer == Peer::Unknown {
-                    c.h.peer = self.guard.iface.slots[k]
-                        .peer
-                        .lock()
-                        .map_or(Peer::Unknown, |p| *p);
+                    c.h.peer = self.guard.iface.slots[k].peer_now();
                 }
                 c.credits += match (c.h.peer, op) {
                     (Peer::Rtdaq(p), Op::Send | Op::Read) => p.credits,

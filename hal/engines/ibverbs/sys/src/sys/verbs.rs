@@ -252,6 +252,13 @@ pub struct Access {
 }
 
 impl Access {
+    /// Local writes only: what a receive ring's memory needs.
+    pub const LOCAL_WRITE: Access = Access {
+        local_write: true,
+        remote_write: false,
+        remote_read: false,
+    };
+
     /// The `ibv_access_flags` bits.
     pub fn bits(self) -> u32 {
         let mut b = 0;
