@@ -92,6 +92,7 @@
 
 pub mod alloc_audit;
 pub mod board;
+mod board_crate;
 pub mod cpulist;
 pub mod error;
 pub mod hugepages;

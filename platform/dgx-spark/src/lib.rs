@@ -32,77 +32,33 @@
 //!
 //! ## Resource cleanup
 //! Nothing is held: [`describe`] and [`nic_ports`] read sysfs files and close them.
+//!
+//! [`Platform`]: rtdaq_platform::Platform
+//! [`PlatformExt`]: rtdaq_platform::PlatformExt
+//! [`Platform::GPU_DIRECT`]: rtdaq_platform::Platform::GPU_DIRECT
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-use std::path::Path;
-
-use rtdaq_platform::board::{self, BoardFacts, NicPort};
-use rtdaq_platform::{GpuDirect, Platform, PlatformExt};
-
-/// The board's facts (an alias of [`rtdaq_platform::board::DGX_SPARK`]).
-pub const FACTS: &BoardFacts = &board::DGX_SPARK;
-
-/// The NVIDIA DGX Spark.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DgxSparkPlatform;
-
-impl Platform for DgxSparkPlatform {
-    const NAME: &'static str = FACTS.name;
-
-    /// [`GpuDirect::HostStaging`]: the integrated GB10 GPU cannot export `device` memory as DMA-BUF, so the NIC writes `host_pinned` memory, which the GPU reads in place on unified memory.
-    const GPU_DIRECT: GpuDirect = FACTS.gpu_direct;
-}
-
-impl PlatformExt for DgxSparkPlatform {
-    fn board() -> Option<&'static BoardFacts> {
-        Some(FACTS)
-    }
-
-    fn describe() -> String {
-        describe()
-    }
-}
-
-/// The board's NIC ports with the netdev names of the running system (see
-/// [`BoardFacts::nic_ports`]).
-pub fn nic_ports() -> Vec<NicPort> {
-    FACTS.nic_ports(Path::new("/"))
-}
-
-/// A short multi-line summary: the board's facts and what the running system shows.
-pub fn describe() -> String {
-    board::describe_at(FACTS, Path::new("/"))
+rtdaq_platform::board_platform! {
+    /// The NVIDIA DGX Spark.
+    DgxSparkPlatform = DGX_SPARK;
+    /// [`GpuDirect::HostStaging`](rtdaq_platform::GpuDirect::HostStaging): the integrated GB10 GPU cannot export `device` memory as DMA-BUF, so the NIC writes `host_pinned` memory, which the GPU reads in place on unified memory.
+    gpu_direct;
+    tests
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtdaq_platform::{GpuDirect, Platform};
 
     #[test]
-    fn constants_come_from_the_board_table() {
-        assert_eq!(DgxSparkPlatform::NAME, "dgx-spark");
+    fn board_specific_facts() {
+        assert_eq!(FACTS.name, "dgx-spark");
         assert_eq!(DgxSparkPlatform::GPU_DIRECT, GpuDirect::HostStaging);
-        assert_eq!(<DgxSparkPlatform as PlatformExt>::board(), Some(FACTS));
-        assert_eq!(board::by_name("dgx-spark"), Some(FACTS));
         assert_eq!(FACTS.tuning.mtu, 9000);
         assert_eq!(FACTS.tuning.mrrs, 4096);
         assert_eq!(FACTS.tuning.governor, "performance");
         assert_eq!(FACTS.nics[0].netdev, "enp1s0f0np0");
-    }
-
-    #[test]
-    fn describes_itself() {
-        let d = describe();
-        assert!(
-            d.starts_with("platform: dgx-spark (NVIDIA DGX Spark"),
-            "{d}"
-        );
-        assert!(d.contains(&FACTS.isolated_cpulist()), "{d}");
-        assert!(
-            d.contains("enp1s0f0np0") || d.contains(FACTS.nics[0].pci),
-            "{d}"
-        );
-        assert_eq!(nic_ports().len(), FACTS.nics.len());
     }
 }

@@ -32,74 +32,33 @@
 //!
 //! ## Resource cleanup
 //! Nothing is held: [`describe`] and [`nic_ports`] read sysfs files and close them.
+//!
+//! [`Platform`]: rtdaq_platform::Platform
+//! [`PlatformExt`]: rtdaq_platform::PlatformExt
+//! [`Platform::GPU_DIRECT`]: rtdaq_platform::Platform::GPU_DIRECT
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-use std::path::Path;
-
-use rtdaq_platform::board::{self, BoardFacts, NicPort};
-use rtdaq_platform::{GpuDirect, Platform, PlatformExt};
-
-/// The board's facts (an alias of [`rtdaq_platform::board::IGX_ORIN`]).
-pub const FACTS: &BoardFacts = &board::IGX_ORIN;
-
-/// The NVIDIA IGX Orin.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct IgxOrinPlatform;
-
-impl Platform for IgxOrinPlatform {
-    const NAME: &'static str = FACTS.name;
-
-    /// [`GpuDirect::DmaBuf`]: the NIC writes `device` memory of the discrete GPU exported as DMA-BUF (assumed; nvidia-peermem works too). In iGPU mode there is no GPUDirect: use `host_pinned` regions.
-    const GPU_DIRECT: GpuDirect = FACTS.gpu_direct;
-}
-
-impl PlatformExt for IgxOrinPlatform {
-    fn board() -> Option<&'static BoardFacts> {
-        Some(FACTS)
-    }
-
-    fn describe() -> String {
-        describe()
-    }
-}
-
-/// The board's NIC ports with the netdev names of the running system (see
-/// [`BoardFacts::nic_ports`]).
-pub fn nic_ports() -> Vec<NicPort> {
-    FACTS.nic_ports(Path::new("/"))
-}
-
-/// A short multi-line summary: the board's facts and what the running system shows.
-pub fn describe() -> String {
-    board::describe_at(FACTS, Path::new("/"))
+rtdaq_platform::board_platform! {
+    /// The NVIDIA IGX Orin.
+    IgxOrinPlatform = IGX_ORIN;
+    /// [`GpuDirect::DmaBuf`](rtdaq_platform::GpuDirect::DmaBuf): the NIC writes `device` memory of the discrete GPU exported as DMA-BUF (assumed; nvidia-peermem works too). In iGPU mode there is no GPUDirect: use `host_pinned` regions.
+    gpu_direct;
+    tests
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtdaq_platform::{GpuDirect, Platform};
 
     #[test]
-    fn constants_come_from_the_board_table() {
-        assert_eq!(IgxOrinPlatform::NAME, "igx-orin");
+    fn board_specific_facts() {
+        assert_eq!(FACTS.name, "igx-orin");
         assert_eq!(IgxOrinPlatform::GPU_DIRECT, GpuDirect::DmaBuf);
-        assert_eq!(<IgxOrinPlatform as PlatformExt>::board(), Some(FACTS));
-        assert_eq!(board::by_name("igx-orin"), Some(FACTS));
         assert_eq!(FACTS.tuning.mtu, 9000);
         assert_eq!(FACTS.tuning.mrrs, 4096);
         assert_eq!(FACTS.tuning.governor, "performance");
         assert_eq!(FACTS.nics[0].netdev, "enP5p3s0f0np0");
-    }
-
-    #[test]
-    fn describes_itself() {
-        let d = describe();
-        assert!(d.starts_with("platform: igx-orin (NVIDIA IGX Orin"), "{d}");
-        assert!(d.contains(&FACTS.isolated_cpulist()), "{d}");
-        assert!(
-            d.contains("enP5p3s0f0np0") || d.contains(FACTS.nics[0].pci),
-            "{d}"
-        );
-        assert_eq!(nic_ports().len(), FACTS.nics.len());
     }
 }
