@@ -56,7 +56,7 @@ pub use sys::mlx5::{
 };
 pub use sys::qp::{
     fill_recv_wr, fill_send_wr, PostError, Qp, QpCaps, RecvBatch, RecvRequest, SendBatch, SendOp,
-    SendRequest,
+    SendRequest, WorkRequest, WrBatch,
 };
 pub use sys::raw;
 pub use sys::verbs::{

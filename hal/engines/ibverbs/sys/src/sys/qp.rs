@@ -1,6 +1,6 @@
 //! Queue pairs and work requests: the [`SendRequest`]/[`RecvRequest`] descriptions, the
-//! preallocated [`SendBatch`]/[`RecvBatch`] that turn them into linked `ibv_send_wr` /
-//! `ibv_recv_wr` lists, and [`Qp`] (raw packet QPs; RC QPs belong to a
+//! preallocated [`SendBatch`]/[`RecvBatch`] (one generic [`WrBatch`]) that turn them into
+//! linked `ibv_send_wr` / `ibv_recv_wr` lists, and [`Qp`] (raw packet QPs; RC QPs belong to a
 //! [`CmId`](crate::CmId)).
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -185,22 +185,65 @@ pub struct PostError {
     pub posted: usize,
 }
 
-/// Up to `capacity` send requests, preallocated; linked and posted in one call.
-pub struct SendBatch {
-    wrs: Box<[raw::ibv_send_wr]>,
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::raw::ibv_send_wr {}
+    impl Sealed for super::raw::ibv_recv_wr {}
+}
+
+/// A work request a [`WrBatch`] links into a list: `ibv_send_wr` or `ibv_recv_wr` (sealed).
+pub trait WorkRequest: sealed::Sealed + Default + Clone {
+    /// Points the request at the next one and at its scatter/gather entry (null when it
+    /// has none).
+    fn link_to(&mut self, next: *mut Self, sge: *mut raw::ibv_sge);
+}
+
+impl WorkRequest for raw::ibv_send_wr {
+    #[inline]
+    fn link_to(&mut self, next: *mut Self, sge: *mut raw::ibv_sge) {
+        self.next = next;
+        self.sg_list = if self.num_sge > 0 {
+            sge
+        } else {
+            std::ptr::null_mut()
+        };
+    }
+}
+
+impl WorkRequest for raw::ibv_recv_wr {
+    #[inline]
+    fn link_to(&mut self, next: *mut Self, sge: *mut raw::ibv_sge) {
+        self.next = next;
+        self.sg_list = if self.num_sge > 0 {
+            sge
+        } else {
+            std::ptr::null_mut()
+        };
+    }
+}
+
+/// Up to `capacity` work requests with one scatter/gather entry each, preallocated; linked
+/// and posted in one call ([`SendBatch`], [`RecvBatch`]).
+pub struct WrBatch<W> {
+    wrs: Box<[W]>,
     sges: Box<[raw::ibv_sge]>,
     n: usize,
 }
 
+/// Send requests ([`SendRequest`]), posted with one `ibv_post_send`.
+pub type SendBatch = WrBatch<raw::ibv_send_wr>;
+/// Receive requests ([`RecvRequest`]), posted with one `ibv_post_recv`.
+pub type RecvBatch = WrBatch<raw::ibv_recv_wr>;
+
 // SAFETY: the raw pointers inside the WRs point into the batch's own boxes (relinked at
 // every post) or are null; nothing is shared.
-unsafe impl Send for SendBatch {}
+unsafe impl<W> Send for WrBatch<W> {}
 
-impl SendBatch {
+impl<W: WorkRequest> WrBatch<W> {
     /// A batch of at most `capacity` requests. Cold path.
     pub fn with_capacity(capacity: usize) -> Self {
-        SendBatch {
-            wrs: vec![raw::ibv_send_wr::default(); capacity.max(1)].into_boxed_slice(),
+        WrBatch {
+            wrs: vec![W::default(); capacity.max(1)].into_boxed_slice(),
             sges: vec![raw::ibv_sge::default(); capacity.max(1)].into_boxed_slice(),
             n: 0,
         }
@@ -225,29 +268,22 @@ impl SendBatch {
     pub fn clear(&mut self) {
         self.n = 0;
     }
-    /// Appends a request; `false` when full. Never allocates.
+    /// Request `i` as built (for tests and tools).
+    pub fn wr(&self, i: usize) -> Option<(&W, &raw::ibv_sge)> {
+        (i < self.n).then(|| (&self.wrs[i], &self.sges[i]))
+    }
+    /// Fills the next request with `fill`; `false` when full. Never allocates.
     #[inline]
-    pub fn push(&mut self, req: &SendRequest) -> bool {
+    fn push_with(&mut self, fill: impl FnOnce(&mut W, &mut raw::ibv_sge)) -> bool {
         if self.n == self.wrs.len() {
             return false;
         }
-        fill_send_wr(req, &mut self.wrs[self.n], &mut self.sges[self.n]);
+        fill(&mut self.wrs[self.n], &mut self.sges[self.n]);
         self.n += 1;
         true
     }
-    /// Marks the last request signaled (selective signaling: the end of a burst).
-    #[inline]
-    pub fn signal_last(&mut self) {
-        if self.n > 0 {
-            self.wrs[self.n - 1].send_flags |= raw::IBV_SEND_SIGNALED;
-        }
-    }
-    /// Request `i` as built (for tests and tools).
-    pub fn wr(&self, i: usize) -> Option<(&raw::ibv_send_wr, &raw::ibv_sge)> {
-        (i < self.n).then(|| (&self.wrs[i], &self.sges[i]))
-    }
     /// Links the WRs into a list and returns its head. Never allocates.
-    fn link(&mut self) -> *mut raw::ibv_send_wr {
+    fn link(&mut self) -> *mut W {
         let base = self.wrs.as_mut_ptr();
         let sbase = self.sges.as_mut_ptr();
         for i in 0..self.n {
@@ -257,92 +293,65 @@ impl SendBatch {
             } else {
                 std::ptr::null_mut()
             };
-            let w = &mut self.wrs[i];
-            w.next = next;
-            w.sg_list = if w.num_sge > 0 {
-                // SAFETY: i < len of the sge box.
-                unsafe { sbase.add(i) }
-            } else {
-                std::ptr::null_mut()
-            };
+            // SAFETY: i < n <= len of the sge box (same length as the WR box).
+            let sge = unsafe { sbase.add(i) };
+            self.wrs[i].link_to(next, sge);
         }
         base
     }
+    /// Links the batch, hands the list to `post` (`ibv_post_send`/`_recv` with its
+    /// bad-request out-pointer) and empties the batch. Never allocates.
+    ///
+    /// # Safety
+    /// `post` posts the list on a live QP (buffer contract as in [`post_send`]).
+    unsafe fn post_with(
+        &mut self,
+        post: impl FnOnce(*mut W, &mut *mut W) -> i32,
+    ) -> core::result::Result<(), PostError> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        let head = self.link();
+        let mut bad: *mut W = std::ptr::null_mut();
+        let rc = post(head, &mut bad);
+        let n = self.n;
+        self.n = 0;
+        if rc == 0 {
+            return Ok(());
+        }
+        let posted = if bad.is_null() {
+            0
+        } else {
+            // SAFETY: the provider sets `bad` to a request of the list, inside the box.
+            (unsafe { bad.offset_from(head) }).clamp(0, n as isize) as usize
+        };
+        Err(PostError {
+            errno: rc.abs(),
+            posted,
+        })
+    }
 }
 
-/// Up to `capacity` receive requests, preallocated.
-pub struct RecvBatch {
-    wrs: Box<[raw::ibv_recv_wr]>,
-    sges: Box<[raw::ibv_sge]>,
-    n: usize,
-}
-
-// SAFETY: as for SendBatch.
-unsafe impl Send for RecvBatch {}
-
-impl RecvBatch {
-    /// A batch of at most `capacity` requests. Cold path.
-    pub fn with_capacity(capacity: usize) -> Self {
-        RecvBatch {
-            wrs: vec![raw::ibv_recv_wr::default(); capacity.max(1)].into_boxed_slice(),
-            sges: vec![raw::ibv_sge::default(); capacity.max(1)].into_boxed_slice(),
-            n: 0,
+impl SendBatch {
+    /// Appends a request; `false` when full. Never allocates.
+    #[inline]
+    pub fn push(&mut self, req: &SendRequest) -> bool {
+        self.push_with(|w, s| fill_send_wr(req, w, s))
+    }
+    /// Marks the last request signaled (selective signaling: the end of a burst).
+    #[inline]
+    pub fn signal_last(&mut self) {
+        if self.n > 0 {
+            self.wrs[self.n - 1].send_flags |= raw::IBV_SEND_SIGNALED;
         }
     }
-    /// Requests in the batch.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.n
-    }
-    /// True when empty.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-    /// Free room.
-    #[inline]
-    pub fn room(&self) -> usize {
-        self.wrs.len() - self.n
-    }
-    /// Empties the batch.
-    #[inline]
-    pub fn clear(&mut self) {
-        self.n = 0;
-    }
+}
+
+impl RecvBatch {
     /// Appends a request; `false` when full. Never allocates.
     #[inline]
     pub fn push(&mut self, req: &RecvRequest) -> bool {
-        if self.n == self.wrs.len() {
-            return false;
-        }
-        fill_recv_wr(req, &mut self.wrs[self.n], &mut self.sges[self.n]);
-        self.n += 1;
-        true
-    }
-    /// Request `i` as built.
-    pub fn wr(&self, i: usize) -> Option<(&raw::ibv_recv_wr, &raw::ibv_sge)> {
-        (i < self.n).then(|| (&self.wrs[i], &self.sges[i]))
-    }
-    fn link(&mut self) -> *mut raw::ibv_recv_wr {
-        let base = self.wrs.as_mut_ptr();
-        let sbase = self.sges.as_mut_ptr();
-        for i in 0..self.n {
-            let next = if i + 1 < self.n {
-                // SAFETY: i + 1 < n <= len.
-                unsafe { base.add(i + 1) }
-            } else {
-                std::ptr::null_mut()
-            };
-            let w = &mut self.wrs[i];
-            w.next = next;
-            w.sg_list = if w.num_sge > 0 {
-                // SAFETY: i < len of the sge box.
-                unsafe { sbase.add(i) }
-            } else {
-                std::ptr::null_mut()
-            };
-        }
-        base
+        self.push_with(|w, s| fill_recv_wr(req, w, s))
     }
 }
 
@@ -356,28 +365,9 @@ pub(crate) unsafe fn post_send(
     qp: *mut raw::ibv_qp,
     batch: &mut SendBatch,
 ) -> core::result::Result<(), PostError> {
-    if batch.n == 0 {
-        return Ok(());
-    }
-    let head = batch.link();
-    let mut bad: *mut raw::ibv_send_wr = std::ptr::null_mut();
-    // SAFETY: head is a valid linked list of n WRs in the batch; qp is live (caller).
-    let rc = unsafe { raw::rtdaq_ibv_post_send(qp, head, &mut bad) };
-    let n = batch.n;
-    batch.n = 0;
-    if rc == 0 {
-        return Ok(());
-    }
-    let posted = if bad.is_null() {
-        0
-    } else {
-        // SAFETY: bad points into the same box as head.
-        (unsafe { bad.offset_from(head) }).clamp(0, n as isize) as usize
-    };
-    Err(PostError {
-        errno: rc.abs(),
-        posted,
-    })
+    // SAFETY: `head` is the batch's linked list, `bad` a valid out-pointer; qp is live
+    // (caller).
+    unsafe { batch.post_with(|head, bad| raw::rtdaq_ibv_post_send(qp, head, bad)) }
 }
 
 /// Posts a receive batch on `qp` and empties it. Never allocates.
@@ -388,28 +378,8 @@ pub(crate) unsafe fn post_recv(
     qp: *mut raw::ibv_qp,
     batch: &mut RecvBatch,
 ) -> core::result::Result<(), PostError> {
-    if batch.n == 0 {
-        return Ok(());
-    }
-    let head = batch.link();
-    let mut bad: *mut raw::ibv_recv_wr = std::ptr::null_mut();
     // SAFETY: as in post_send.
-    let rc = unsafe { raw::rtdaq_ibv_post_recv(qp, head, &mut bad) };
-    let n = batch.n;
-    batch.n = 0;
-    if rc == 0 {
-        return Ok(());
-    }
-    let posted = if bad.is_null() {
-        0
-    } else {
-        // SAFETY: bad points into the same box as head.
-        (unsafe { bad.offset_from(head) }).clamp(0, n as isize) as usize
-    };
-    Err(PostError {
-        errno: rc.abs(),
-        posted,
-    })
+    unsafe { batch.post_with(|head, bad| raw::rtdaq_ibv_post_recv(qp, head, bad)) }
 }
 
 /// A raw packet queue pair (`IBV_QPT_RAW_PACKET`: whole Ethernet frames, steered to it
