@@ -113,8 +113,11 @@ pub struct ValidatorStats {
 impl ValidatorStats {
     /// Lost packets: [`seq_gaps`](Self::seq_gaps), or more when fewer than `generated`
     /// distinct packets arrived (tail loss). `generated` = sequence numbers the sender used.
+    /// Packets [`in_gpu_memory`](Self::in_gpu_memory) count as arrived (their sequence
+    /// numbers cannot be read, so a duplicate among them would hide a loss).
     pub fn lost_against(&self, generated: u64) -> u64 {
-        self.seq_gaps.max(generated.saturating_sub(self.unique))
+        self.seq_gaps
+            .max(generated.saturating_sub(self.unique.saturating_add(self.in_gpu_memory)))
     }
 }
 
@@ -331,6 +334,7 @@ impl Validator {
         a.streams += b.streams;
         a.streams_overflow += b.streams_overflow;
         a.negative_latency += b.negative_latency;
+        a.in_gpu_memory += b.in_gpu_memory;
         self.gaps_gross = self.gaps_gross.saturating_add(other.gaps_gross);
         self.latency.merge(&other.latency);
     }
@@ -494,5 +498,23 @@ mod tests {
             (ts.latency.count, ts.latency.min, ts.latency.max),
             (196, 0, 15)
         );
+    }
+
+    #[test]
+    fn packets_in_gpu_memory_are_counted_not_checked() {
+        let mut v = Validator::new();
+        v.count_in_gpu(8000);
+        v.count_in_gpu(100);
+        let s = v.stats();
+        assert_eq!((s.received, s.bytes, s.in_gpu_memory), (2, 8100, 2));
+        assert_eq!((s.unique, s.seq_gaps, s.malformed), (0, 0, 0));
+        // Two of three sent arrived (in GPU memory): one lost, not three.
+        assert_eq!(s.lost_against(3), 1);
+        assert_eq!(s.lost_against(2), 0);
+        // Totals over queues keep them.
+        let mut total = Validator::new();
+        total.merge(&v);
+        total.merge(&v);
+        assert_eq!(total.stats().in_gpu_memory, 4);
     }
 }
