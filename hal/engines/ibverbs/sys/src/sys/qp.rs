@@ -198,29 +198,23 @@ pub trait WorkRequest: sealed::Sealed + Default + Clone {
     fn link_to(&mut self, next: *mut Self, sge: *mut raw::ibv_sge);
 }
 
-impl WorkRequest for raw::ibv_send_wr {
-    #[inline]
-    fn link_to(&mut self, next: *mut Self, sge: *mut raw::ibv_sge) {
-        self.next = next;
-        self.sg_list = if self.num_sge > 0 {
-            sge
-        } else {
-            std::ptr::null_mut()
-        };
-    }
+/// Both work request structs link the same way (`next`, `sg_list`, `num_sge`).
+macro_rules! work_request {
+    ($($wr:ty),*) => {$(
+        impl WorkRequest for $wr {
+            #[inline]
+            fn link_to(&mut self, next: *mut Self, sge: *mut raw::ibv_sge) {
+                self.next = next;
+                self.sg_list = if self.num_sge > 0 {
+                    sge
+                } else {
+                    std::ptr::null_mut()
+                };
+            }
+        }
+    )*};
 }
-
-impl WorkRequest for raw::ibv_recv_wr {
-    #[inline]
-    fn link_to(&mut self, next: *mut Self, sge: *mut raw::ibv_sge) {
-        self.next = next;
-        self.sg_list = if self.num_sge > 0 {
-            sge
-        } else {
-            std::ptr::null_mut()
-        };
-    }
-}
+work_request!(raw::ibv_send_wr, raw::ibv_recv_wr);
 
 /// Up to `capacity` work requests with one scatter/gather entry each, preallocated; linked
 /// and posted in one call ([`SendBatch`], [`RecvBatch`]).
