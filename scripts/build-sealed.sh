@@ -7,7 +7,7 @@
 #                                [--target TRIPLE]
 #   BOARD   host | igx-orin | igx-thor | dgx-spark  (the boards are aarch64; host builds for
 #           this machine unless --target says otherwise)
-#   ENGINE  socket | afpacket | afxdp | dpdk
+#   ENGINE  socket | afpacket | afxdp | dpdk | ibverbs
 #   FILE    the deployment config (its `platform` must be BOARD, its `engine.kind` ENGINE:
 #           app/build.rs refuses a mismatch, see docs/architecture.md)
 #   DIR     where the results go (default target/sealed):
@@ -16,8 +16,11 @@
 #             DIR/rtdaq-BOARD-ENGINE.sha256    sha256sum of the binary
 # Cross builds (aarch64-unknown-linux-gnu) need: `rustup target add aarch64-unknown-linux-gnu`
 # and the Debian packages gcc-aarch64-linux-gnu libc6-dev-arm64-cross (linker, libc) and
-# qemu-user (qemu-aarch64 runs the binary once for `rtdaq version`). --engine dpdk is refused
-# for a cross build: the arm64 DPDK libraries (libdpdk-dev:arm64) are not on this build host.
+# qemu-user (qemu-aarch64 runs the binary once for `rtdaq version`). --engine dpdk and
+# --engine ibverbs are refused for a cross build: the arm64 DPDK / rdma-core libraries
+# (libdpdk-dev:arm64, libibverbs-dev:arm64 librdmacm-dev:arm64) are not on this build host;
+# build those natively on the board with this script. A config with GPU memory or a GPU stage
+# is built with the `gpu` feature too (CUDA is loaded at run time: no CUDA needed to build).
 # Cargo output goes to CARGO_TARGET_DIR (default target/<triple> for a cross build, target/sealed-host otherwise).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +45,7 @@ while [ $# -gt 0 ]; do
 done
 if [ -z "$board" ] || [ -z "$engine" ] || [ -z "$config" ]; then usage; fi
 case $board in host | igx-orin | igx-thor | dgx-spark) ;; *) die "unknown board '$board' (host, igx-orin, igx-thor, dgx-spark)" ;; esac
-case $engine in socket | afpacket | afxdp | dpdk) ;; *) die "unknown engine '$engine' (socket, afpacket, afxdp, dpdk)" ;; esac
+case $engine in socket | afpacket | afxdp | dpdk | ibverbs) ;; *) die "unknown engine '$engine' (socket, afpacket, afxdp, dpdk, ibverbs)" ;; esac
 [ -f "$config" ] || die "config file '$config' not found"
 config=$(realpath "$config")
 
@@ -67,6 +70,13 @@ if [ "$target" != "$host_triple" ]; then
     aarch64-unknown-linux-gnu) ;;
     *) die "cross target '$target' is not set up here (aarch64-unknown-linux-gnu is)" ;;
     esac
+    if [ "$engine" = ibverbs ]; then
+        die "--engine ibverbs cannot be cross-built for $target here: it links rdma-core 44" \
+            "(libibverbs, librdmacm) and needs their arm64 libraries and headers" \
+            "(libibverbs-dev:arm64 librdmacm-dev:arm64), which this build host does not have." \
+            "Build it on the board itself with this script and --board $board (a native build" \
+            "there); see docs/deploy.md"
+    fi
     if [ "$engine" = dpdk ]; then
         die "--engine dpdk cannot be cross-built for $target here: it links DPDK 22.11 through" \
             "pkg-config and needs the arm64 DPDK libraries and headers (libdpdk-dev:arm64)," \
@@ -94,6 +104,14 @@ else
 fi
 
 features="engine-$engine,platform-$platform"
+# GPU memory or a GPU stage in the config: the binary needs the `gpu` feature (app/build.rs
+# refuses the config without it).
+if python3 -c 'import sys, tomllib
+c = tomllib.load(open(sys.argv[1], "rb"))
+gpu = bool(c.get("gpu_stages")) or any(r.get("kind") in ("host_pinned", "device") for r in c.get("memory_regions", []))
+sys.exit(0 if gpu else 1)' "$config"; then
+    features="$features,gpu"
+fi
 echo "building sealed rtdaq: board $board, target $target, features $features, config $config"
 RTDAQ_CONFIG=$config cargo build --release -q -p rtdaq --target "$target" \
     --no-default-features --features "$features"

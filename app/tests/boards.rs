@@ -33,7 +33,7 @@ fn every_board_example_checks_ok() {
             .filter(|p| p.extension().is_some_and(|e| e == "toml"))
             .collect();
         files.sort();
-        assert_eq!(files.len(), 4, "{board}: one example per engine");
+        assert_eq!(files.len(), 5, "{board}: one example per engine");
         for path in files {
             let out = rtdaq(&["config", "check", path.to_str().unwrap()]);
             let gpu = rtdaq_config::load_file(&path).is_ok_and(|c| c.uses_gpu());
@@ -57,7 +57,7 @@ fn every_board_example_checks_ok() {
             n += 1;
         }
     }
-    assert_eq!(n, 12);
+    assert_eq!(n, 15);
 }
 
 #[test]

@@ -183,10 +183,10 @@ item_thp() {
 is_pci() { [[ $1 =~ ^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$ ]]; }
 full_bdf() { if [[ $1 == ?????:* ]] || [[ $1 =~ ^[0-9a-fA-F]{4}: ]]; then echo "${1,,}"; else echo "0000:${1,,}"; fi; }
 
-# The netdev of a config address ("" for socket URIs or when not found).
+# The netdev of a config address ("" for socket / RDMA CM URIs or when not found).
 iface_netdev() {
     local a=$1 d
-    case $a in udp://* | tcp://*) return 0 ;; esac
+    case $a in udp://* | tcp://* | rdma://*) return 0 ;; esac
     if is_pci "$a"; then
         for d in "$(rp "/sys/bus/pci/devices/$(full_bdf "$a")/net")"/*; do
             [ -e "$d" ] && { echo "${d##*/}"; return 0; }
@@ -205,6 +205,9 @@ item_mtu() {
         case $addr in
         udp://* | tcp://*)
             note mtu "$addr: socket interface, the config's mtu ($mtu) only sizes datagrams; no netdev changed"
+            continue ;;
+        rdma://*)
+            note mtu "$addr: RDMA CM endpoint, the kernel picks the device by route; set the MTU of that port yourself (ip link set dev <netdev> mtu $mtu): no netdev changed"
             continue ;;
         esac
         dev=$(iface_netdev "$addr")
@@ -228,7 +231,7 @@ nic_bdfs() {
     local e addr dev link
     for e in "${CFG_IFACES[@]}"; do
         read -r addr _ <<< "$e"
-        case $addr in udp://* | tcp://*) continue ;; esac
+        case $addr in udp://* | tcp://* | rdma://*) continue ;; esac
         if is_pci "$addr"; then full_bdf "$addr"; continue; fi
         # the PCI function: the device link's target, else PCI_SLOT_NAME in device/uevent
         dev=""
@@ -266,7 +269,7 @@ mrrs_bytes() { echo $((128 << $1)); }
 item_mrrs() {
     local bdfs bdf
     bdfs=$(nic_bdfs)
-    if [ -z "$bdfs" ]; then note pcie-mrrs "no PCI NIC in the config (socket interfaces only)"; return; fi
+    if [ -z "$bdfs" ]; then note pcie-mrrs "no PCI NIC in the config (socket or RDMA CM interfaces only)"; return; fi
     for bdf in $bdfs; do
         if [ -n "$ROOT" ]; then
             # fake tree: edit the config-space file directly (setpci cannot be pointed at it)

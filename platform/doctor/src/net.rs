@@ -1,6 +1,6 @@
 //! Per-interface checks: MTU, NIC IRQ affinity, PCIe MRRS/MPS (see [`crate::pcie`]).
 
-use rtdaq_config::model::{Address, Interface};
+use rtdaq_config::model::{Address, Interface, Transport};
 use rtdaq_platform::{netdev, CpuList};
 
 use crate::host::{self, shown};
@@ -80,9 +80,14 @@ pub(crate) fn resolve<'a>(ctx: &Ctx<'_>, iface: &'a Interface) -> Port<'a> {
                 p.netdev = Some("lo".into());
                 p.no_pci = "lo is not a PCI device (loopback)".into();
             } else {
+                let what = if u.transport == Transport::Rdma {
+                    "an RDMA CM endpoint (RoCE)"
+                } else {
+                    "a socket endpoint"
+                };
                 let why = format!(
-                    "socket interface {u}: the kernel picks the device by route (check the MTU \
-                     of that device)"
+                    "{u} is {what}: the kernel picks the device by route (check the MTU of \
+                     that device)"
                 );
                 p.no_netdev.clone_from(&why);
                 p.no_pci = why;
