@@ -116,6 +116,10 @@ fn board_examples_cover_every_engine() {
             kinds.push(c.engine_kind().as_str());
         }
         kinds.sort_unstable();
-        assert_eq!(kinds, ["afpacket", "afxdp", "dpdk", "socket"], "{board}");
+        assert_eq!(
+            kinds,
+            ["afpacket", "afxdp", "dpdk", "ibverbs", "socket"],
+            "{board}"
+        );
     }
 }
