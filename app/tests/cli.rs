@@ -189,6 +189,41 @@ fn negative_duration_is_refused() {
 }
 
 #[test]
+fn duration_beyond_the_config_range_is_refused() {
+    // 1e12 s used to overflow the deadline: the run lasted 0.2 s and passed.
+    for d in ["1e12", "31536001", "inf", "NaN"] {
+        let out = rtdaq(&["run", "--duration", d]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--duration {d}: {stderr}");
+        assert!(stderr.contains("0..=31536000"), "--duration {d}: {stderr}");
+        assert!(stderr.contains("run.duration_s"), "--duration {d}: {stderr}");
+        // Refused before anything ran: no report, no live line.
+        assert!(!stderr.contains("queues running"), "{stderr}");
+    }
+}
+
+#[test]
+fn unwritable_report_path_is_refused_before_the_run() {
+    let dir = tempdir();
+    let cases = [
+        ("/nonexistent/dir/r.json", "does not exist"),
+        (dir.to_str().unwrap(), "is a directory"),
+    ];
+    for (path, why) in cases {
+        let start = std::time::Instant::now();
+        let out = rtdaq(&["run", "--duration", "5", "--report-json", path]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path}: {stderr}");
+        assert!(stderr.contains("cannot write the JSON report"), "{stderr}");
+        assert!(stderr.contains(why), "{path}: {stderr}");
+        assert!(stderr.contains("nothing was run"), "{stderr}");
+        // Before any thread started or packet moved: no "queues running", no report.
+        assert!(!stderr.contains("queues running"), "{stderr}");
+        assert!(start.elapsed().as_secs_f64() < 4.0, "{path}: the run went ahead");
+    }
+}
+
+#[test]
 fn bad_command_line_exits_2() {
     let out = rtdaq(&["config", "frobnicate"]);
     assert_eq!(out.status.code(), Some(2));

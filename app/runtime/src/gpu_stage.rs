@@ -255,7 +255,7 @@ pub(crate) fn prepare(
             pipe,
             map,
             u64::from(qc.timeout_us) * 1000,
-            burst_slots(qc.ring_depth, qc.batch_size),
+            crate::threads::burst_slots(qc.ring_depth, qc.batch_size),
         )));
     }
     Ok(out)
@@ -278,13 +278,6 @@ fn warm_up(pipe: &mut Pipeline, map: &GpuMap) -> Result<(), GpuError> {
         let _ = pipe.wait_completed()?;
     }
     Ok(())
-}
-
-/// Burst slots of a ring of `ring_depth` packets (the same rule as `run.rs`).
-fn burst_slots(ring_depth: u32, batch: u32) -> usize {
-    ((ring_depth / batch.max(1)) as usize)
-        .next_power_of_two()
-        .max(2)
 }
 
 /// A batch on the GPU: its token, the first ring slot it refers to, its CPU checksum.
@@ -675,8 +668,15 @@ pub(crate) fn rx_consumer<B: RxBurst>(
     u: Unwrap,
 ) -> Validator {
     alloc_audit::arm_current_thread();
+    let turn = ring.capacity();
     loop {
-        if stage.step(&mut ring, &mut v, stats, &u) {
+        // Up to a ring's worth of bursts per turn before yielding, as the CPU consumer
+        // (`threads::rx_consumer`): small bursts must not make it fall behind its producer.
+        let mut taken = 0;
+        while taken < turn && stage.step(&mut ring, &mut v, stats, &u) {
+            taken += 1;
+        }
+        if taken > 0 {
             threads::cooperate(busy);
         } else if io_done.load(Acquire) {
             // The I/O thread ended: whatever it committed is visible now.

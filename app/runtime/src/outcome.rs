@@ -84,7 +84,9 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         started_at_unix_ns: r.started_at_unix_ns,
         duration_s: elapsed,
         bytes_are: if r.frames { "frame" } else { "payload" }.to_string(),
-        exit_code: loss_exit_code(lost, loss_tolerance).max(u8::from(gpu_failed)),
+        // A panicked queue thread fails the run whatever its counts say.
+        exit_code: loss_exit_code(lost, loss_tolerance)
+            .max(u8::from(gpu_failed || !r.failed_threads.is_empty())),
         loss_tolerance,
         lost,
         io_thread_allocations: r.io_thread_allocations,
@@ -101,5 +103,6 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                 crate::report::PortReport::from_stats(name, p)
             })
             .collect(),
+        failed_threads: r.failed_threads.clone(),
     }
 }

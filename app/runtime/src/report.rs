@@ -91,6 +91,19 @@ pub struct RunReport {
     /// (DPDK; absent from the JSON for the others). See [`PortReport`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<PortReport>,
+    /// Queue threads that panicked during the run (absent from the JSON when none did). Any
+    /// entry fails the run (exit code 1): that thread's counts end at its panic.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_threads: Vec<ThreadFailure>,
+}
+
+/// A queue thread that panicked: `{ thread, panic }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadFailure {
+    /// The thread (`lo_udp.rx0 consumer`, `lo_udp.tx0 generator`, ...).
+    pub thread: String,
+    /// Its panic message.
+    pub panic: String,
 }
 
 // --- Per-port counters (engines implementing rtdaq_core::traits::EngineStats) ---
@@ -602,6 +615,13 @@ impl fmt::Display for RunReport {
             "I/O-thread allocations after set-up: {}",
             self.io_thread_allocations
         )?;
+        for t in &self.failed_threads {
+            writeln!(
+                f,
+                "FAILED: queue thread {} panicked: {} (its counts end there)",
+                t.thread, t.panic
+            )?;
+        }
         if self.rx.queues.is_empty() {
             return write!(
                 f,
@@ -609,7 +629,11 @@ impl fmt::Display for RunReport {
                 self.exit_code
             );
         }
-        let verdict = if self.loss_ok() { "PASS" } else { "FAIL" };
+        let verdict = if self.loss_ok() && self.failed_threads.is_empty() {
+            "PASS"
+        } else {
+            "FAIL"
+        };
         write!(
             f,
             "loss: {} lost (tolerance {}): {verdict} · exit code {}",
@@ -678,6 +702,7 @@ mod tests {
             rx: DirectionReport::rx(rxq, 2.0, None),
             tx: DirectionReport::tx(txq, 2.0),
             ports: Vec::new(),
+            failed_threads: Vec::new(),
         }
     }
 

@@ -61,6 +61,53 @@ pub struct RunResults {
     /// Per-port driver counters read after the queues stopped (engines with an
     /// [`EngineStats`] handle, see [`run_with_stats`]; empty otherwise).
     pub ports: Vec<rtdaq_core::traits::PortStats>,
+    /// Queue threads that panicked (each fails the run: its counts are incomplete).
+    pub failed_threads: Vec<ThreadFailure>,
+}
+
+pub use crate::report::ThreadFailure;
+
+/// The message of a thread's panic payload (`panic!("...")` gives a `&str` or a `String`).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
+    }
+}
+
+/// Joins a queue thread: its result, or `fallback` and a [`ThreadFailure`] naming the thread
+/// and its panic.
+fn join_queue_thread<T>(
+    h: JoinHandle<T>,
+    thread: &str,
+    fallback: impl FnOnce() -> T,
+    failed: &mut Vec<ThreadFailure>,
+) -> T {
+    match h.join() {
+        Ok(v) => v,
+        Err(payload) => {
+            let panic = panic_message(payload.as_ref());
+            log::error!("queue thread {thread} panicked: {panic}; the run fails");
+            failed.push(ThreadFailure {
+                thread: thread.to_string(),
+                panic,
+            });
+            fallback()
+        }
+    }
+}
+
+/// Sets a flag when dropped: the I/O thread's `io_done` is raised also when it panics, so
+/// its consumer drains the ring and ends instead of waiting forever.
+struct RaiseOnDrop(&'static AtomicBool);
+
+impl Drop for RaiseOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Release);
+    }
 }
 
 // --- Port stats seam (optional engine ability, rtdaq_core::traits::EngineStats) ---
@@ -86,14 +133,6 @@ where
 
 fn queue_name(config: &Config, interface: usize, dir: &str, q: usize) -> String {
     format!("{}.{dir}{q}", config.interfaces[interface].name)
-}
-
-/// Number of burst slots between an RX I/O thread and its consumer: `ring_depth` counts
-/// packets, a slot holds up to one batch.
-fn burst_slots(ring_depth: u32, batch: u32) -> usize {
-    ((ring_depth / batch.max(1)) as usize)
-        .next_power_of_two()
-        .max(2)
 }
 
 /// Header bytes of an Ethernet frame around one payload, which a TX queue's `pacing_gbps`
@@ -138,8 +177,14 @@ where
     let rx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let mut threads_started = 0usize;
-    let mut rx_handles: Vec<(Option<JoinHandle<()>>, JoinHandle<Validator>)> = Vec::new();
-    let mut tx_handles: Vec<Option<JoinHandle<GenTotals>>> = Vec::new();
+    // Each RX queue's threads with their names: (I/O thread of an indirect queue, consumer
+    // or direct thread).
+    type RxThreads = (
+        Option<(String, JoinHandle<()>)>,
+        (String, JoinHandle<Validator>),
+    );
+    let mut rx_handles: Vec<RxThreads> = Vec::new();
+    let mut tx_handles: Vec<Option<(String, JoinHandle<GenTotals>)>> = Vec::new();
     let duration_s = opts.duration_s.unwrap_or(config.run.duration_s);
     let stack = thread_stack(config);
     keep_main_thread_off_queue_cores(config);
@@ -189,7 +234,7 @@ where
                     v
                 })?;
                 threads_started += 1;
-                rx_handles.push((None, h));
+                rx_handles.push((None, (name.clone(), h)));
                 rx_feeds.push(RxFeed::Direct(feed));
             }
             RxMode::Indirect { consumer_core } => {
@@ -206,6 +251,8 @@ where
                     timeout_ns: u64::from(qc.timeout_us) * 1000,
                 };
                 let io = spawn(&format!("{name}-io"), stack, move || {
+                    // Raised however the thread ends (a panic included).
+                    let _done = RaiseOnDrop(io_done);
                     if threads::enter(&n, p, &ready) {
                         if let Ok((mut queue, prod)) = parked_io.recv() {
                             threads::rx_indirect(&mut queue, prod, stats, rx_stop, busy, batching);
@@ -213,7 +260,6 @@ where
                             let _ = grave.send(queue);
                         }
                     }
-                    io_done.store(true, Release);
                 })?;
                 let (p, ready) = (place(consumer_core), ready_tx.clone());
                 let n = format!("{name} consumer");
@@ -231,8 +277,11 @@ where
                     v
                 })?;
                 threads_started += 2;
-                rx_handles.push((Some(io), c));
-                let slots = burst_slots(qc.ring_depth, qc.batch_size);
+                rx_handles.push((
+                    Some((format!("{name} I/O thread"), io)),
+                    (format!("{name} consumer"), c),
+                ));
+                let slots = threads::burst_slots(qc.ring_depth, qc.batch_size);
                 rx_feeds.push(RxFeed::Indirect {
                     io: feed_io,
                     consumer: feed_cons,
@@ -272,7 +321,7 @@ where
             t
         })?;
         threads_started += 1;
-        tx_handles.push(Some(h));
+        tx_handles.push(Some((format!("{name} generator"), h)));
         tx_feeds.push(Some(feed));
     }
     drop(ready_tx);
@@ -317,14 +366,16 @@ where
     if let Err(e) = opened {
         tx_stop.store(true, Release);
         rx_stop.store(true, Release);
-        for h in tx_handles.into_iter().flatten() {
-            let _ = h.join();
+        // The run never started; a thread that panicked meanwhile is logged by the join.
+        let mut failed = Vec::new();
+        for (name, h) in tx_handles.into_iter().flatten() {
+            join_queue_thread(h, &name, GenTotals::default, &mut failed);
         }
-        for (io, cons) in rx_handles {
-            if let Some(io) = io {
-                let _ = io.join();
+        for (io, (name, cons)) in rx_handles {
+            if let Some((io_name, io)) = io {
+                join_queue_thread(io, &io_name, || (), &mut failed);
             }
-            let _ = cons.join();
+            join_queue_thread(cons, &name, Validator::new, &mut failed);
         }
         return Err(e);
     }
@@ -341,11 +392,37 @@ where
     );
     let deadline = (duration_s > 0.0).then(|| start_ns + (duration_s * 1e9) as u64);
     let mut next_tick = start_ns + 1_000_000_000;
+    let mut crashed = false;
+    let mut failed_threads = Vec::new();
+    let mut generated = vec![GenTotals::default(); tx_handles.len()];
     loop {
         let now = now_ns();
         if signalled.load(std::sync::atomic::Ordering::Relaxed)
             || deadline.is_some_and(|d| now >= d)
         {
+            break;
+        }
+        // An RX thread ends only when told to: one that ended by itself panicked. Stop the
+        // run now (its join below names the thread and the panic).
+        if rx_handles.iter().any(|(io, (_, c))| {
+            c.is_finished() || io.as_ref().is_some_and(|(_, h)| h.is_finished())
+        }) {
+            log::error!("an RX queue thread ended during the run: stopping the run");
+            crashed = true;
+            break;
+        }
+        // A generator may end by itself (a count or duration limit): join it now, so that
+        // one that panicked stops the run at once.
+        for (slot, totals) in tx_handles.iter_mut().zip(generated.iter_mut()) {
+            if slot.as_ref().is_some_and(|(_, h)| h.is_finished()) {
+                if let Some((name, h)) = slot.take() {
+                    let before = failed_threads.len();
+                    *totals = join_queue_thread(h, &name, GenTotals::default, &mut failed_threads);
+                    crashed |= failed_threads.len() > before;
+                }
+            }
+        }
+        if crashed {
             break;
         }
         if now >= next_tick {
@@ -363,21 +440,26 @@ where
     }
     // Stop the senders, let the receivers drain what is in flight, then stop them.
     tx_stop.store(true, Release);
-    let generated: Vec<GenTotals> = tx_handles
-        .into_iter()
-        .map(|h| h.map(|h| h.join().unwrap_or_default()).unwrap_or_default())
-        .collect();
-    std_thread::sleep(Duration::from_millis(u64::from(config.run.drain_ms)));
+    for (slot, totals) in tx_handles.into_iter().zip(generated.iter_mut()) {
+        if let Some((name, h)) = slot {
+            *totals = join_queue_thread(h, &name, GenTotals::default, &mut failed_threads);
+        }
+    }
+    if !crashed {
+        std_thread::sleep(Duration::from_millis(u64::from(config.run.drain_ms)));
+    }
     rx_stop.store(true, Release);
     let mut validators = Vec::new();
-    for (io, cons) in rx_handles {
-        if let Some(io) = io {
-            let _ = io.join();
+    for (io, (name, cons)) in rx_handles {
+        if let Some((io_name, io)) = io {
+            join_queue_thread(io, &io_name, || (), &mut failed_threads);
         }
-        validators.push(
-            cons.join()
-                .unwrap_or_else(|_| Validator::with_mode(config.run.validate)),
-        );
+        validators.push(join_queue_thread(
+            cons,
+            &name,
+            || Validator::with_mode(config.run.validate),
+            &mut failed_threads,
+        ));
     }
     // Every RX thread has stopped: close the RX queues together.
     drop(graveyard);
@@ -401,6 +483,7 @@ where
         frames: E::FRAMES,
         // After every queue thread ended (the handle kept the ports open for this read).
         ports: port_stats.map(|p| p.port_stats()).unwrap_or_default(),
+        failed_threads,
     })
 }
 

@@ -154,6 +154,17 @@ fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats, u: 
     burst.clear();
 }
 
+/// Burst slots of the ring between an RX I/O thread and its consumer (`ring_depth` counts
+/// packets): twice `ring_depth / batch_size`, a power of two, at least 2. The I/O thread hands
+/// a partial burst over on its timeout only while fewer than half the slots are full, so the
+/// ring holds at least `ring_depth` packets (half the slots full bursts) even when the
+/// traffic is sparse enough that every timed-out burst carries a single packet.
+pub(crate) fn burst_slots(ring_depth: u32, batch: u32) -> usize {
+    ((2 * u64::from(ring_depth) / u64::from(batch.max(1))) as usize)
+        .next_power_of_two()
+        .max(2)
+}
+
 /// Hand-over policy of an RX I/O thread: a burst goes to the consumer when it holds
 /// `batch` packets, or when `timeout_ns` passed since its first packet arrived (a partial
 /// burst). With a sleeping queue the engine's own wait adds up to one more `timeout_us`.
@@ -190,8 +201,14 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
                     first_ns = now;
                 }
                 let len = burst.len();
+                // A partial burst goes on its timeout only while the ring is less than half
+                // full: past that the consumer is behind anyway, and filling the slot keeps
+                // the ring's capacity at `ring_depth` packets however sparse the traffic
+                // (see `burst_slots`).
                 if len >= batching.batch
-                    || (len > 0 && now.saturating_sub(first_ns) >= batching.timeout_ns)
+                    || (len > 0
+                        && now.saturating_sub(first_ns) >= batching.timeout_ns
+                        && ring.len() < ring.capacity() / 2)
                 {
                     // Cannot fail: `slot()` just returned this free slot.
                     let committed = ring.commit();
@@ -236,17 +253,30 @@ pub(crate) fn rx_consumer<B: RxBurst>(
     mut unwrap: Unwrap,
 ) -> Validator {
     alloc_audit::arm_current_thread();
+    let turn = ring.capacity();
     loop {
-        match ring.front() {
-            Some(burst) => {
-                consume(burst, &mut validator, stats, &mut unwrap);
-                // Cannot fail: `front()` just returned this full slot.
-                let released = ring.release();
-                debug_assert!(released.is_ok());
-                cooperate(busy);
-            }
-            None if io_done.load(Acquire) => break,
-            None => idle(busy),
+        // Read before looking at the ring: the I/O thread sets it after its last commit, so
+        // an empty ring seen after `done` is really the end.
+        let done = io_done.load(Acquire);
+        // One turn drains up to a ring's worth of bursts before letting the threads of its
+        // priority on this core run: however small the bursts the I/O thread hands over, the
+        // consumer keeps up with a producer that runs between its turns (a yield per burst
+        // lost packets as `ring_full` behind a generator on the same core).
+        let mut taken = 0;
+        while taken < turn {
+            let Some(burst) = ring.front() else { break };
+            consume(burst, &mut validator, stats, &mut unwrap);
+            // Cannot fail: `front()` just returned this full slot.
+            let released = ring.release();
+            debug_assert!(released.is_ok());
+            taken += 1;
+        }
+        if taken > 0 {
+            cooperate(busy);
+        } else if done {
+            break;
+        } else {
+            idle(busy);
         }
     }
     alloc_audit::disarm_current_thread();

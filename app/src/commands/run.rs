@@ -6,6 +6,7 @@ use crate::embedded;
 use anyhow::Context as _;
 use rtdaq_runtime::{outcome, Identity, RunOptions};
 use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[cfg(rtdaq_engine = "socket")]
@@ -64,10 +65,8 @@ fn run_engine(
 /// Loads the config (embedded or `--config FILE`), runs it, prints and writes the report.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(d) = args.duration {
-        if !d.is_finite() || d < 0.0 {
-            eprintln!(
-                "--duration {d}: must be a number of seconds >= 0 (0 = until SIGINT/SIGTERM)"
-            );
+        if let Err(why) = rtdaq_config::check_run_duration(d) {
+            eprintln!("--duration {d}: {why} (the same range as run.duration_s)");
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     }
@@ -121,6 +120,19 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         version: env!("CARGO_PKG_VERSION"),
         config_sha256: sha,
     };
+    // The report's file is opened before any packet moves: a path that cannot be written
+    // (no such directory, no permission, a directory) stops the run now, not after it.
+    let report_path = args
+        .report_json
+        .clone()
+        .or_else(|| config.run.report_json.clone());
+    let report_file = match report_path.as_deref().map(ReportFile::open).transpose() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{e:#}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
     let opts = RunOptions {
         duration_s: args.duration,
     };
@@ -133,6 +145,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
+            if let Some(f) = report_file {
+                f.abandon();
+            }
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
@@ -144,15 +159,56 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     let report = outcome::build(config, &identity, &results);
     super::out(&report.to_string());
-    let path = args
-        .report_json
-        .as_ref()
-        .or(config.run.report_json.as_ref());
-    if let Some(path) = path {
+    if let Some(f) = report_file {
         report
-            .write_json(path)
-            .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
-        log::info!("report written to {}", path.display());
+            .write_json(&f.path)
+            .with_context(|| format!("cannot write the JSON report to {}", f.path.display()))?;
+        log::info!("report written to {}", f.path.display());
     }
     Ok(ExitCode::from(report.exit_code))
+}
+
+/// The JSON report's file, checked writable before the run (opened for writing, created
+/// when missing, not truncated: an earlier report stays until the new one replaces it).
+struct ReportFile {
+    path: PathBuf,
+    /// Created by the check: removed again when the run ends without a report.
+    created: bool,
+}
+
+impl ReportFile {
+    fn open(path: &Path) -> anyhow::Result<Self> {
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| {
+                let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+                let hint = match dir {
+                    Some(d) if !d.is_dir() => format!(
+                        "the directory {} does not exist; create it or choose another path",
+                        d.display()
+                    ),
+                    _ if path.is_dir() => "it is a directory; name a file in it".to_string(),
+                    _ => "check the path and its permissions".to_string(),
+                };
+                format!(
+                    "cannot write the JSON report to {} ({hint}); nothing was run",
+                    path.display()
+                )
+            })?;
+        Ok(ReportFile {
+            path: path.to_path_buf(),
+            created: !existed,
+        })
+    }
+
+    /// The run ended without a report: remove the empty file the check created.
+    fn abandon(self) {
+        if self.created {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }

@@ -17,6 +17,7 @@ mod interfaces;
 mod queues;
 mod regions;
 mod top;
+pub use top::{check_run_duration, MAX_RUN_DURATION_S};
 
 use crate::error::{ConfigError, ConfigErrors, Errors};
 use crate::model::{

@@ -20,18 +20,30 @@ pub(super) fn name(raw: &RawConfig, errs: &mut Errors) {
     }
 }
 
+/// The longest run, seconds: one year (`run.duration_s` and `rtdaq run --duration`).
+pub const MAX_RUN_DURATION_S: f64 = 31_536_000.0;
+
+/// Checks a run duration in seconds (`run.duration_s`, or the `--duration` override):
+/// finite, in `0..=MAX_RUN_DURATION_S`. The error says what is allowed.
+///
+/// # Errors
+/// The message for a value outside the range.
+pub fn check_run_duration(secs: f64) -> Result<(), String> {
+    if secs.is_finite() && (0.0..=MAX_RUN_DURATION_S).contains(&secs) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{secs} is not a duration; use seconds in 0..=31536000 (one year; 0 = run until SIGINT/SIGTERM)"
+        ))
+    }
+}
+
 /// `[run]`: a finite non-negative duration, a non-empty report path, bounded drain.
 pub(super) fn run(raw: &RawConfig, errs: &mut Errors) -> Option<Run> {
     let r = &raw.run;
     let mut ok = true;
-    if !(r.duration_s.is_finite() && (0.0..=31_536_000.0).contains(&r.duration_s)) {
-        errs.push(
-            "run.duration_s",
-            format!(
-                "{} is not a duration; use seconds in 0..=31536000 (0 = run until SIGINT/SIGTERM)",
-                r.duration_s
-            ),
-        );
+    if let Err(why) = check_run_duration(r.duration_s) {
+        errs.push("run.duration_s", why);
         ok = false;
     }
     if let Some(p) = &r.report_json {
