@@ -18,42 +18,12 @@ run() {
 }
 
 # ---- 1. what the tests need -------------------------------------------------------------
-# Debian packages: util-linux (setpriv: privilege-drop tests), iproute2 (namespaces), procps,
-# iperf3 + nftables + jq (the iperf3 interop test: a real external sender), iputils-ping (test
-# bed), shellcheck (scripts), clang llvm m4 libelf-dev zlib1g-dev pkg-config (the AF_XDP
-# engine: libbpf/libxdp and its XDP program), tcpreplay (a real raw-frame sender), dpdk dpdk-dev
-# libdpdk-dev libclang-dev (rtdaq-dpdk-sys: DPDK 22.11 headers/libraries/PMDs and bindgen),
-# gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user (the sealed aarch64 binary and its
-# tests under qemu-aarch64; docs/deploy.md), libibverbs-dev librdmacm-dev (rtdaq-ibverbs-sys:
-# rdma-core 44 headers and libraries; the engine's RoCE tests run in the Soft-RoCE guest).
-APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping shellcheck
-    clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev libclang-dev
-    gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libibverbs-dev librdmacm-dev)
-install_deps() {
-    local missing=()
-    for p in "${APT_PACKAGES[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-    if [ ${#missing[@]} -gt 0 ]; then
-        if [ "$(id -u)" -ne 0 ]; then
-            echo "missing packages: ${missing[*]} (run as root, or install them: apt-get install ${missing[*]})" >&2
-            return 1
-        fi
-        apt-get update -o DPkg::Lock::Timeout=600
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 "${missing[@]}"
-    fi
-    for c in rustfmt clippy; do
-        rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
-    done
-    rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu ||
-        rustup target add aarch64-unknown-linux-gnu
-    # The Soft-RoCE test guest's host tools (qemu-system-x86 mmdebstrap kmod cpio), without
-    # recommends and never removing a package (scripts/vm/README.md).
-    scripts/vm/build-guest.sh --host-deps
-}
+# Debian packages (the list and why each is needed: scripts/install-test-deps.sh), the
+# Soft-RoCE guest's QEMU matched to the installed qemu-utils, rustfmt/clippy and the aarch64
+# target. Never removes a package; needs nothing left by an earlier run.
 if [ "${RTDAQ_TEST_SKIP_INSTALL:-0}" != 1 ]; then
-    step "install test dependencies"
-    install_deps
+    step "install test dependencies (scripts/install-test-deps.sh)"
+    scripts/install-test-deps.sh
 fi
 
 # ---- 2. static checks ---------------------------------------------------------------------

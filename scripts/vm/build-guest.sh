@@ -9,10 +9,10 @@
 # Usage: scripts/vm/build-guest.sh [--kernel std|rt]...
 #        scripts/vm/build-guest.sh --host-deps
 #   --kernel K    build only this kernel's initramfs (default: both)
-#   --host-deps   only install the missing host packages (qemu-system-x86 mmdebstrap kmod cpio,
-#                 --no-install-recommends; root, apt) and exit. Never removes a package
-#                 (apt-get --no-remove): a newer qemu-utils (a backport) Breaks bookworm's
-#                 qemu-system-common, so such a host needs the matching qemu-system-x86 by hand.
+#   --host-deps   only install the missing host packages (qemu-system-x86 mmdebstrap kmod cpio;
+#                 root, apt) and exit, through scripts/install-test-deps.sh --guest-only: never
+#                 removes a package, and installs qemu-system-x86 at the version of an
+#                 installed qemu-utils (from bookworm-backports when that is a backport).
 # Env: RTDAQ_VM_DIR (work dir), RTDAQ_VM_MIRROR (Debian mirror for the rootfs).
 # Exit: 0 ready, 1 failed (the reason on stderr).
 set -euo pipefail
@@ -37,19 +37,15 @@ done
 
 APT=(apt-get -o DPkg::Lock::Timeout=600)
 
+# The host tools, never removing a package, qemu-system-x86 matched to an installed
+# qemu-utils (a backport included): scripts/install-test-deps.sh --guest-only.
 install_host_deps() {
     local missing=() c
     for c in $VM_HOST_CMDS; do command -v "$c" >/dev/null || missing+=("$c"); done
     [ ${#missing[@]} -eq 0 ] && return 0
-    [ "$(id -u)" -eq 0 ] || vm_die "missing host commands: ${missing[*]} (as root: apt-get install --no-install-recommends $VM_HOST_PKGS)"
-    vm_log "installing host packages: $VM_HOST_PKGS (missing: ${missing[*]})"
-    "${APT[@]}" update -qq
-    # --no-remove: an installed newer qemu-utils (e.g. a backport) Breaks bookworm's
-    # qemu-system-common; refuse rather than remove someone else's package.
-    # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive "${APT[@]}" install -y -qq --no-install-recommends --no-remove \
-        $VM_HOST_PKGS >/dev/null ||
-        vm_die "apt-get install $VM_HOST_PKGS failed (a conflicting qemu package installed? install a matching qemu-system-x86 by hand)"
+    vm_log "installing host packages for: ${missing[*]}"
+    "$VM_REPO/scripts/install-test-deps.sh" --guest-only ||
+        vm_die "installing the host packages failed (see above)"
 }
 
 check_host() {
