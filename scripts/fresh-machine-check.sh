@@ -45,13 +45,14 @@ TAR=$WORK/root.tar
 mkdir -p "$WORK"
 if [ ! -s "$TAR" ] || [ "$(cat "$TAR.stamp" 2>/dev/null)" != "$STAMP" ]; then
     log "mmdebstrap bookworm minbase + $PKGS (downloads ~80 MB)"
-    rm -f "$TAR.tmp"
+    rm -rf "$TAR.tmp" "$WORK/root.tmp.tar"
     # The backports source only serves qemu-utils: removed again, as on the project's machines
     # (which have the backported qemu-utils and no backports source).
+    # shellcheck disable=SC2016 # $1 is mmdebstrap's, in the hook
     mmdebstrap --quiet --variant=minbase --include="$PKGS" \
         --customize-hook='sed -i "/bookworm-backports/d" "$1/etc/apt/sources.list"' \
-        bookworm "$TAR.tmp" "${SOURCES[@]}" || die "mmdebstrap failed"
-    mv "$TAR.tmp" "$TAR"
+        bookworm "$WORK/root.tmp.tar" "${SOURCES[@]}" || die "mmdebstrap failed"
+    mv "$WORK/root.tmp.tar" "$TAR"
     echo "$STAMP" > "$TAR.stamp"
 fi
 
@@ -123,7 +124,7 @@ if out=$(in_root 'cargo build -q -p rtdaq-engine-afxdp' 2>&1); then
     echo "fresh-machine-check: 2/3 FAILED: the AF_XDP engine built in the clean root, so the root is not clean" >&2
     fail=1
 elif grep -qiE 'gelf\.h|libelf|No such file' <<< "$out"; then
-    log "2/3 ok: it fails for the missing C library ($(grep -oiE '[a-z_]*gelf\.h[^)]*|libelf[^ ]*' <<< "$out" | head -1))"
+    log "2/3 ok: it fails for the missing C library: $(grep -m1 -iE 'gelf\.h|libelf' <<< "$out" | cut -c1-160)"
 else
     echo "$out" | tail -20 >&2
     echo "fresh-machine-check: 2/3 FAILED: the AF_XDP build failed for another reason than a missing library" >&2

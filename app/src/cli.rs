@@ -5,11 +5,22 @@ use std::path::PathBuf;
 
 /// rtdaq: real-time data-acquisition appliance (sealed engine + platform + config).
 #[derive(Debug, Parser)]
-#[command(name = "rtdaq", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "rtdaq",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     /// What to do (default: `run` with the embedded config).
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Without a subcommand: `rtdaq [--duration S] [--report-json F] [--config F]` is
+    /// `rtdaq run ...` (so `cargo run --release -- --duration 2` works).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// Subcommands.

@@ -16,7 +16,7 @@ pub const EXIT_CONFIG: u8 = 2;
 /// Runs the chosen subcommand.
 pub fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        None => run::run(&Default::default()),
+        None => run::run(&cli.run),
         Some(Command::Run(args)) => run::run(&args),
         Some(Command::Version) => version::run(),
         Some(Command::Config(ConfigCommand::Check { file })) => config::check(file.as_deref()),
