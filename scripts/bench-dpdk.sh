@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-dpdk.sh: rtdaq's DPDK RX vs dpdk-testpmd --forward-mode=rxonly on DPDK's null PMD
-# (net_null), in the same run, interleaved A B A B (method: docs/benchmarking.md in the shared
-# docs; results: docs/benchmarks/dpdk.md).
+# (net_null), in the same run, interleaved A B A B (method: docs/benchmarks/method.md;
+# results: docs/benchmarks/dpdk.md).
 #
 # net_null hands out freshly allocated mbufs of SIZE bytes (devarg size=) on every RX call,
 # without writing them: the figure is the receiver's per-packet CPU cost (PMD RX + its own

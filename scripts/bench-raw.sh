@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-raw.sh: the socket engine vs AF_PACKET vs AF_XDP receiving on the same veth pair, in the
-# same run, interleaved (method: docs/benchmarking.md in the shared docs; results:
+# same run, interleaved (method: docs/benchmarks/method.md; results:
 # docs/benchmarks/raw.md).
 #
 # Test bed: scripts/netns.sh (namespaces rtdaq-a / rtdaq-b, veth rtdaq0a 169.254.90.1 <->
@@ -11,7 +11,10 @@
 #   afpacket  TPACKET_V3 ring with the flow rule udp_dst = 5000 compiled to classic BPF
 #   afxdp     AF_XDP socket with the same rule in the XDP program (frames <= 3818 B: not 8000)
 # Each sample: receiver starts, sender runs SECS, receiver drains and reports. Figures:
-#   delivered packets/s   the receiver's packets / its run time
+#   received / sent       the receiver's packets over the sender's: the share delivered (the
+#                         receiver's own rate is the sender's while it keeps up; its run time
+#                         includes the start and drain, so packets / run time would
+#                         understate it)
 #   CPU ns / packet       the receiving thread's CPU time (io_cpu_s) / packets
 #   loss-free rate        highest paced rate at which packets received == packets sent and no
 #                         drop, in every repeat
@@ -46,9 +49,9 @@ def mmm(xs, f="{:.2f}"):
     xs = [x for x in xs if x is not None]
     return " / ".join(f.format(v) for v in (min(xs), st.median(xs), max(xs))) if xs else "n/a"
 engines = [e for e in ("socket", "afpacket", "afxdp") if any(r["engine"] == e for r in raw)]
-print("## Unpaced sender: delivered rate and receiving-thread CPU per packet")
+print("## Unpaced sender: share delivered and receiving-thread CPU per packet")
 print("min / median / max over repeats; ratio = engine / socket, paired by repeat\n")
-print("| payload B | receiver | delivered Mpps | CPU ns/packet | CPU ratio vs socket | sender Mpps | drops per repeat (kernel/ring_full/no_flow/other) |")
+print("| payload B | receiver | received / sent | CPU ns/packet | CPU ratio vs socket | sender Mpps | drops per repeat (kernel/ring_full/no_flow/other) |")
 print("|---:|---|---:|---:|---:|---:|---|")
 for size in sorted({r["size"] for r in raw}):
     by = {e: sorted([r for r in raw if r["engine"] == e and r["size"] == size and r["rate"] == "unpaced"], key=lambda r: r["rep"]) for e in engines}
@@ -59,7 +62,7 @@ for size in sorted({r["size"] for r in raw}):
         ratio = "1" if e == "socket" else mmm([a / b for a, b in zip(ns[e], ns.get("socket", [])) if a and b], "{:.3f}")
         d = lambda r, k: r["drops"][k]
         drops = [f'{d(r, "kernel")}/{d(r, "ring_full")}/{d(r, "no_flow")}/{r["rx_drops"] - d(r, "kernel") - d(r, "ring_full") - d(r, "no_flow")}' for r in rs]
-        print(f"| {size} | {e} | {mmm([r['received'] / r['tx_s'] / 1e6 for r in rs], '{:.3f}')} | {mmm(ns[e], '{:.0f}')} | {ratio} | "
+        print(f"| {size} | {e} | {mmm([r['received'] / r['sent'] if r['sent'] else 0 for r in rs], '{:.4f}')} | {mmm(ns[e], '{:.0f}')} | {ratio} | "
               f"{mmm([r['tx_pps'] / 1e6 for r in rs], '{:.3f}')} | {', '.join(drops)} |")
 print()
 print("## Loss-free rate (paced sender): every repeat with received == sent, no gap, no drop other than no_flow\n")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-socket.sh: rtdaq's socket engine against baselines, in the same run, interleaved.
-# Method: docs/benchmarking.md (in the shared docs). Results: docs/benchmarks/socket.md.
+# Method: docs/benchmarks/method.md. Results: docs/benchmarks/socket.md.
 #
 # Parts (BENCH_PARTS, default "udp lossfree iperf tcp ping"):
 #   udp      UDP receive rate per core: benches/socket/sendmmsg_tx (core 0, unpaced) blasts at

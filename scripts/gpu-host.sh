@@ -84,7 +84,7 @@ tests() {
         timeout 300 "$C/$t" --test-threads=1; echo "rc=$?"
     done
     echo "== runtime unit tests (gpu feature)"
-    timeout 120 $C/runtime-unit --test-threads=1; echo "rc=$?"
+    RTDAQ_ROOT=$PWD timeout 120 $C/runtime-unit --test-threads=1; echo "rc=$?"
     echo "== app GPU integration test (loopback -> pinned -> GPU reorder -> checksums)"
     RTDAQ_BIN=$PWD/$C/rtdaq RTDAQ_ROOT=$PWD timeout 300 $C/app-gpu --test-threads=1 --nocapture
     echo "rc=$?"

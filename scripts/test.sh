@@ -68,6 +68,11 @@ release_checks() {
     "$bin" config check
 }
 run "release build + rtdaq version + config check on configs/" release_checks
+# The main job on a busy host: one busy loop per CPU at normal priority; the default and the
+# 4-queue deployment, 5 runs of 10 s each, every one with 0 lost (SCHED_FIFO queue threads;
+# app/tests/busy_host.rs, docs/benchmarks/busy-host.md). Without root it prints why it skipped.
+run "main job on a busy host: 0 lost in 5 x 10 s runs beside a busy loop per CPU (cargo test --release --test busy_host -- --ignored)" \
+    cargo test --release -p rtdaq --test busy_host -- --ignored --test-threads 1
 
 # The raw engines end to end: one binary per engine, generator and appliance in two private
 # network namespaces (app/tests/raw.rs; needs root).
@@ -207,6 +212,13 @@ no_namespace_left() {
 }
 run "no test namespace left behind" no_namespace_left
 
+# The README's two commands on a fresh machine: a clean Debian 12 root (mmdebstrap minbase +
+# gcc + ca-certificates + the backported qemu-utils the project's machines come with), the
+# host's toolchain and registry read-only, a fresh clone: `cargo run --release -- --duration 2`
+# must pass, a build needing a C library must fail (the control), and the install step of this
+# script must resolve without removing a package (apt-get -s).
+run "fresh machine: README command 1 in a clean Debian root, the install step simulated (scripts/fresh-machine-check.sh)" \
+    scripts/fresh-machine-check.sh
 # The README's main job, exactly: the embedded default, 10 s, must end with zero loss (exit 0).
 run "main job: cargo run --release (embedded default, 10 s, zero loss)" cargo run --release -q
 run "docs build without warnings" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q

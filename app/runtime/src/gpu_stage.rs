@@ -787,15 +787,28 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// A shipped config, found at run time: below `RTDAQ_ROOT` (the repository root where the
+    /// test binary runs, e.g. the GPU host's copy: scripts/gpu-host.sh sets it), else the
+    /// current directory's repository (cargo runs unit tests in the crate's directory).
+    fn shipped_config(name: &str) -> std::path::PathBuf {
+        let root = std::env::var_os("RTDAQ_ROOT").map_or_else(
+            || {
+                let here = std::env::current_dir().unwrap();
+                here.ancestors()
+                    .find(|d| d.join("configs").join(name).is_file())
+                    .unwrap_or(&here)
+                    .to_path_buf()
+            },
+            std::path::PathBuf::from,
+        );
+        root.join("configs").join(name)
+    }
+
     /// `config check`'s GPU memory (rtdaq-config, no CUDA dependency) is the pipeline's
     /// real footprint.
     #[test]
     fn config_estimate_equals_pipeline_footprint() {
-        let text = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../configs/host-loopback-udp-gpu.toml"
-        ))
-        .unwrap();
+        let text = std::fs::read_to_string(shipped_config("host-loopback-udp-gpu.toml")).unwrap();
         for (from, to) in [
             ("", ""),
             ("workload = \"none\"", "workload = \"fft\""),
@@ -837,11 +850,7 @@ mod tests {
             println!("skipped: no CUDA driver");
             return;
         }
-        let c = rtdaq_config::load_file(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../configs/host-roce-gpudirect.toml"
-        )))
-        .unwrap();
+        let c = rtdaq_config::load_file(&shipped_config("host-roce-gpudirect.toml")).unwrap();
         let res = crate::memory::allocate(&c, false).unwrap();
         let rid = c.interfaces[0].rx_queues[0].memory_regions[0].0;
         let pool = res.pools[rid];

@@ -108,8 +108,16 @@ impl TxQueue for FaultyTx {
 
 /// The default deployment on a free port, `secs` long.
 fn config(secs: u32) -> &'static Config {
+    // The repository root at run time (`RTDAQ_ROOT`, else above the current directory:
+    // cargo runs the test in the crate's directory), so the binary works from any checkout.
     let root = std::env::var_os("RTDAQ_ROOT").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+        || {
+            let here = std::env::current_dir().unwrap();
+            here.ancestors()
+                .find(|d| d.join("configs/host-loopback-udp.toml").is_file())
+                .unwrap_or(&here)
+                .to_path_buf()
+        },
         std::path::PathBuf::from,
     );
     let port = std::net::UdpSocket::bind("127.0.0.1:0")

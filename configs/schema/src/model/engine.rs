@@ -365,8 +365,6 @@ pub struct IbverbsEngine {
     pub mode: IbMode,
     /// HCA port number (1-based).
     pub port: u8,
-    /// RoCE GID index; `None` = the one RDMA CM picks for the address.
-    pub gid_index: Option<u8>,
     /// RDMA device (`mlx5_0`); `None` = the device of the interface's netdev / PCI
     /// function (raw) or of the `rdma://` address (RoCE).
     pub device: Option<String>,

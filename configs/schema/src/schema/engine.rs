@@ -175,6 +175,7 @@ pub(crate) struct RawIbverbs {
     pub mode: IbMode,
     #[serde(default = "ib_port")]
     pub port: i64,
+    /// Parsed only to refuse it with a reason (the engine has no use for it).
     #[serde(default)]
     pub gid_index: Option<i64>,
     #[serde(default)]

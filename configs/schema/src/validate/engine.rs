@@ -281,7 +281,7 @@ pub(crate) const IB_REPLY_BYTES: i64 = 64;
 /// Largest `engine.ibverbs.reply_bytes` (one send per reply, from preallocated buffers).
 pub(crate) const IB_REPLY_BYTES_MAX: i64 = 4096;
 
-/// `[engine.ibverbs]`: port 1..=255; `gid_index`, `op`, `credits`, `signal_interval`,
+/// `[engine.ibverbs]`: port 1..=255; no `gid_index` (unused: RDMA CM picks the GID); `op`, `credits`, `signal_interval`,
 /// `reply`, `reply_bytes` only for RoCE; `signal_interval ≤ credits`; `reply_bytes`
 /// 1..=4096 and only with a reply; a reply only with `op = "send"` (its peers are
 /// request/response peers without the rtdaq hello, accepted only for SEND).
@@ -312,10 +312,17 @@ fn ibverbs(raw: &RawIbverbs, errs: &mut Errors) -> Option<IbverbsEngine> {
             ok = false;
         }
     }
-    let gid_index = match raw.gid_index {
-        None => Some(None),
-        Some(g) => int::<u8>(g, 0, 255, "engine.ibverbs.gid_index", "", errs).map(Some),
-    };
+    // Not used by the engine (RDMA CM resolves the GID from the interface's address), so
+    // refused rather than silently ignored.
+    if raw.gid_index.is_some() && roce {
+        errs.push(
+            "engine.ibverbs.gid_index",
+            "is not used: RDMA CM picks the GID of the interface's rdma:// address (RoCE v2 \
+             for an IPv4 address); remove the key and give the interface the address whose GID \
+             you want",
+        );
+        ok = false;
+    }
     let device = match &raw.device {
         Some(d) if d.is_empty() || d.len() > 63 || d.contains(['/', ' ', '\0']) => {
             errs.push(
@@ -382,7 +389,6 @@ fn ibverbs(raw: &RawIbverbs, errs: &mut Errors) -> Option<IbverbsEngine> {
     Some(IbverbsEngine {
         mode: raw.mode,
         port: port?,
-        gid_index: gid_index?,
         device: device?,
         op: raw.op.unwrap_or_default(),
         credits: credits?,
