@@ -414,3 +414,31 @@ pub(crate) fn tx_generator<Q: TxQueue>(
     alloc_audit::disarm_current_thread();
     totals
 }
+
+#[cfg(test)]
+mod tests {
+    use super::burst_slots;
+
+    /// Half the slots full of `batch_size` bursts hold `ring_depth` packets.
+    #[test]
+    fn ring_slots_hold_ring_depth_packets_at_half_full() {
+        for (depth, batch) in [
+            (1024u32, 64u32),
+            (1024, 32),
+            (4096, 64),
+            (2, 2),
+            (1 << 20, 1024),
+        ] {
+            let slots = burst_slots(depth, batch);
+            assert!(slots.is_power_of_two());
+            assert!(
+                slots / 2 * batch as usize >= depth as usize,
+                "{depth}/{batch}: {slots}"
+            );
+        }
+        // The default deployment: 32 slots (was 16, a 1.6 ms ring at 1-packet bursts).
+        assert_eq!(burst_slots(1024, 64), 32);
+        assert_eq!(burst_slots(64, 64), 2);
+        assert_eq!(burst_slots(2, 0), 4);
+    }
+}
