@@ -27,18 +27,6 @@ fn env_u32(name: &str, default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-/// Effective user id from /proc (no libc in the app's tests).
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Online CPUs (`/sys/devices/system/cpu/online`, e.g. "0-1" or "0,2-3").
 fn online_cpus() -> Vec<u32> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
@@ -112,7 +100,7 @@ fn report(path: &Path) -> Value {
 /// `runs` runs of `config` (`None`: the embedded default) of `secs` s each beside the busy
 /// loops; every one must exit 0 with 0 lost and every packet it generated received.
 fn zero_loss_beside_busy_loops(label: &str, config: Option<&Path>) {
-    if !is_root() {
+    if !rtdaq_testbed::is_root() {
         eprintln!(
             "skipped: {label} on a busy host needs root (SCHED_FIFO queue threads and locked \
              memory); run as root: cargo test --release -p rtdaq --test busy_host -- --ignored"

@@ -48,21 +48,9 @@ fn have_tool(name: &str) -> bool {
         .any(|d| Path::new(d).join(name).is_file())
 }
 
-/// Effective uid 0 (the second field of `Uid:` in /proc/self/status).
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Why this host cannot run the interop test, if it cannot.
 fn skip_reason() -> Option<String> {
-    if !is_root() {
+    if !rtdaq_testbed::is_root() {
         return Some("not running as root (network namespaces and nftables need it)".into());
     }
     let missing: Vec<&str> = ["iperf3", "nft"]
