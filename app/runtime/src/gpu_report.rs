@@ -8,13 +8,16 @@
 //! gpu: { stage, gpu, mode, conversion, workload, checksum (bool),
 //!        batches_submitted, batches_completed, batches_dropped, batches_timed_out,
 //!        packets, packets_dropped, missing, duplicates, foreign,
-//!        checksum_ok, checksum_mismatch, errors }
+//!        checksum_ok, checksum_mismatch, errors, not_in_region, no_slot }
 //! ```
 //! `packets` went to the GPU in accepted batches; `packets_dropped` were in batches the
 //! pipeline refused because `depth` batches were in flight (also counted as the queue's
 //! `gpu_busy` drops and as lost: they never reached the GPU). `missing` counts output slots
 //! zero-filled (a lost packet, or a partial batch handed over at the queue's timeout).
 //! `errors` counts CUDA failures (each fails the run, like a checksum mismatch).
+//! `not_in_region` and `no_slot` count packets the stage could not take (outside its mapped
+//! region; no sequence header in a reorder stage): they count as lost, like
+//! `packets_dropped`.
 
 use rtdaq_config::model::{BatchMode, Config};
 use serde::{Deserialize, Serialize};
@@ -48,6 +51,13 @@ pub struct GpuCounters {
     pub checksum_mismatch: AtomicU64,
     /// CUDA errors while submitting or polling.
     pub errors: AtomicU64,
+    /// Packets the stage could not take because they are not in its mapped region (no
+    /// device address): never with a config that passed `config check`, counted if it
+    /// happens. Lost to the deployment.
+    pub not_in_region: AtomicU64,
+    /// Packets a reorder stage could not place: no rtdaq sequence header, so no output slot
+    /// (the validator counts them malformed too). Lost to the deployment.
+    pub no_slot: AtomicU64,
 }
 
 impl GpuCounters {
@@ -97,6 +107,12 @@ pub struct GpuReport {
     pub checksum_mismatch: u64,
     /// See [`GpuCounters`].
     pub errors: u64,
+    /// See [`GpuCounters`].
+    #[serde(default)]
+    pub not_in_region: u64,
+    /// See [`GpuCounters`].
+    #[serde(default)]
+    pub no_slot: u64,
 }
 
 impl GpuReport {
@@ -129,6 +145,8 @@ impl GpuReport {
             checksum_ok: l(&c.checksum_ok),
             checksum_mismatch: l(&c.checksum_mismatch),
             errors: l(&c.errors),
+            not_in_region: l(&c.not_in_region),
+            no_slot: l(&c.no_slot),
         })
     }
 
@@ -171,6 +189,13 @@ impl fmt::Display for GpuReport {
         if self.errors > 0 {
             write!(f, "; CUDA errors {}", self.errors)?;
         }
+        if self.not_in_region + self.no_slot > 0 {
+            write!(
+                f,
+                "; packets skipped: not_in_region {}, no_slot {}",
+                self.not_in_region, self.no_slot
+            )?;
+        }
         Ok(())
     }
 }
@@ -183,11 +208,14 @@ impl crate::report::QueueReport {
     }
 }
 
-/// `(lost + packets the GPU stages dropped, any stage failed)` over the RX queue reports.
+/// `(lost + packets the GPU stages dropped or skipped, any stage failed)` over the RX queue
+/// reports: a packet that never reached the GPU is lost to the deployment.
 pub fn judge(rx: &[crate::report::QueueReport], lost: u64) -> (u64, bool) {
     let gpus = || rx.iter().filter_map(|q| q.gpu.as_ref());
     (
-        lost + gpus().map(|g| g.packets_dropped).sum::<u64>(),
+        lost + gpus()
+            .map(|g| g.packets_dropped + g.not_in_region + g.no_slot)
+            .sum::<u64>(),
         gpus().any(GpuReport::failed),
     )
 }

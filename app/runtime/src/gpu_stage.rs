@@ -24,6 +24,7 @@
 //! it with the GPU's checksum when the batch completes.
 
 use crate::error::RuntimeError;
+use crate::gpu_report::GpuCounters;
 use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
 use crate::pacer::now_ns;
 use crate::threads::{self, Unwrap};
@@ -436,16 +437,22 @@ impl Stage {
         seq: Option<u32>,
         stats: &QueueStats,
     ) {
+        // `config check` refuses queues whose packets lie outside their region (AF_PACKET);
+        // should one arrive anyway, it is counted, never skipped silently.
         let Some(addr) = self.map.device_addr(p) else {
-            return; // not in the queue's region: cannot happen with a validated config
+            GpuCounters::add(&stats.gpu.not_in_region, 1);
+            return;
         };
         let key_slot = match (self.layout.mode, seq) {
             (Mode::Gather, s) => Some((0, s.unwrap_or(0))),
             (_, Some(s)) => self.layout.key_slot(s).map(|(k, _)| (k, s)),
-            // No sequence header: the validator counted it malformed; it has no slot.
+            // No sequence header: the validator counts it malformed; it has no slot.
             (_, None) => None,
         };
-        let Some((key, seq)) = key_slot else { return };
+        let Some((key, seq)) = key_slot else {
+            GpuCounters::add(&stats.gpu.no_slot, 1);
+            return;
+        };
         if self.b.n > 0 && key != self.b.key {
             self.submit(stats, false);
         }
@@ -919,5 +926,72 @@ mod tests {
             "the batch built from device memory differs from the CPU reference"
         );
         println!("{n} packets in the dma-buf region -> GPU stage: batch equals the CPU reference");
+    }
+
+    /// Issue #22: a packet the stage cannot take is counted, never skipped silently. A
+    /// packet outside the queue's pinned region (a buffer of an ordinary heap pool, as
+    /// AF_PACKET's ring would be) counts as `not_in_region`; an in-region packet without a
+    /// sequence header counts as `no_slot` in this reorder stage; both show in the report's
+    /// `gpu` section and count as lost. A good packet goes into the batch.
+    #[test]
+    fn packets_the_stage_cannot_take_are_counted() {
+        use rtdaq_core::{BufferPool, Burst, PacketMeta, QueueId};
+        use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+        if !rtdaq_gpu::driver_present() {
+            println!("skipped: no CUDA driver");
+            return;
+        }
+        let c = rtdaq_config::load_file(&shipped_config("host-loopback-udp-gpu.toml")).unwrap();
+        let res = crate::memory::allocate(&c, false).unwrap();
+        let rid = c.interfaces[0].rx_queues[0].memory_regions[0].0;
+        let pinned = res.pools[rid];
+        let mut stages = prepare(&c, &res).unwrap();
+        let mut stage = stages[0].take().expect("the queue has a GPU stage");
+        assert!(matches!(stage.layout.mode, Mode::Reorder(_)));
+        // A pool over ordinary heap memory: not mapped into the GPU.
+        let mem: &'static mut [u8] = Box::leak(vec![0u8; 4 * 2048].into_boxed_slice());
+        let links: &'static mut [AtomicU32] =
+            Box::leak((0..4).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>());
+        let heap: &'static BufferPool<'static> =
+            Box::leak(Box::new(BufferPool::new(mem, links, 2048).unwrap()));
+        let mut gen = crate::validator::PayloadGen::new(1, 1400);
+        let mut burst: Burst<'static, 64> = Burst::new(QueueId(0));
+        let meta = |len: usize| PacketMeta {
+            len: len as u32,
+            ..PacketMeta::default()
+        };
+        // 1: a good packet in the region; 2: a good packet outside it; 3: no header.
+        for (pool, header) in [(pinned, true), (heap, true), (pinned, false)] {
+            let mut b = pool.get().unwrap();
+            let len = if header {
+                gen.fill(b.slot_mut().unwrap(), 0)
+            } else {
+                b.slot_mut().unwrap()[..16].fill(0xab);
+                16
+            };
+            b.set_len(len);
+            assert!(burst.push_single(b, meta(len)).is_ok());
+        }
+        let stats = &res.rx_stats[0];
+        let mut v = Validator::new();
+        stage.take_burst(&burst, &mut v, stats, &Unwrap::new(false));
+        assert_eq!(
+            stage.b.n, 1,
+            "only the good in-region packet is in the batch"
+        );
+        assert_eq!(stats.gpu.not_in_region.load(Relaxed), 1);
+        assert_eq!(stats.gpu.no_slot.load(Relaxed), 1);
+        let report = crate::gpu_report::GpuReport::of(&c, 0, 0, &stats.gpu).unwrap();
+        assert_eq!((report.not_in_region, report.no_slot), (1, 1));
+        assert!(
+            report.to_string().contains("not_in_region 1, no_slot 1"),
+            "{report}"
+        );
+        let q = crate::report::QueueReport::rx("lo", 0, None, &Default::default(), 1.0, None)
+            .with_gpu(Some(report));
+        assert_eq!(crate::gpu_report::judge(&[q], 0), (2, false));
+        stage.submit(stats, true);
+        let _ = stage.pipe.wait_completed();
+        drop(burst);
     }
 }

@@ -6,6 +6,7 @@ use rtdaq_core::counters::CounterSnapshot;
 use rtdaq_core::DropReason;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Per-queue previous snapshots, to print rates.
 #[derive(Debug)]
@@ -64,10 +65,23 @@ impl Live {
             let (g, m) = rate(d.bytes, d.packets, secs);
             rg += g;
             rm += m;
-            drops += io.total_drops() + cons.total_drops();
+            // Packets a GPU stage could not take (gpu_report::GpuCounters): counted as lost.
+            let skipped = (
+                q.gpu.not_in_region.load(Relaxed),
+                q.gpu.no_slot.load(Relaxed),
+            );
+            drops += io.total_drops() + cons.total_drops() + skipped.0 + skipped.1;
             gaps += cons.seq_gaps;
+            let gpu = if skipped.0 + skipped.1 > 0 {
+                format!(
+                    ", gpu stage skipped: not_in_region={} no_slot={}",
+                    skipped.0, skipped.1
+                )
+            } else {
+                String::new()
+            };
             lines.push(format!(
-                "{} rx {:.3} Gb/s {:.3} Mpps total {} pkts, gaps {} reordered {} dup {} corrupt {}, drops:{}",
+                "{} rx {:.3} Gb/s {:.3} Mpps total {} pkts, gaps {} reordered {} dup {} corrupt {}, drops:{}{gpu}",
                 self.rx_names[i], g, m, io.packets, cons.seq_gaps, cons.reordered, cons.duplicates,
                 cons.corrupt, drops_text(&io)
             ));

@@ -450,6 +450,18 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
                 );
                 continue;
             }
+            // AF_PACKET hands out packets where the kernel wrote them, in its mapped ring,
+            // never in the queue's region: the GPU could read none of them (issue #22).
+            if d.kind == EngineKind::Afpacket {
+                errs.push(
+                    format!("{p}.gpu_stage"),
+                    format!(
+                        "engine afpacket delivers packets in the kernel's mapped ring, not in the queue's region, so GPU stage \"{}\" could read none of them; use engine afxdp (its UMEM is the region), dpdk, socket or ibverbs for a GPU queue (header-data split, which copies into the pools, needs two regions, and a GPU stage reads one)",
+                        stage.name
+                    ),
+                );
+                continue;
+            }
             let rid = rq.memory_regions[0];
             let Some(Some(region)) = d.regions.get(rid.0) else {
                 continue;
