@@ -129,7 +129,7 @@ pub use engine::{DpdkEngine, InterfaceInfo};
 pub use error::{DpdkEngineError, Result};
 pub use flow::{describe, plan_interface, port_blocks, translate, PlannedFlow, MAX_EXPANSION};
 pub use port_setup::SELF_SPREADING;
-pub use rx::{DpdkRx, RxStats, SLEEP_STEP};
+pub use rx::{DpdkRx, RxStats, MODERATION, SLEEP_STEP};
 pub use stats::DpdkPortStats;
 pub use tx::{DpdkTx, TxStats};
 

@@ -11,7 +11,13 @@
 //! DPDK has no RX interrupt mode here (the vdevs lack it and the engine does not arm
 //! `rte_eth_dev_rx_intr_*`): a sleeping queue (`busy_poll = false`, `timeout_us > 0`) that
 //! finds nothing sleeps in steps of [`SLEEP_STEP`] and polls again until something arrives
-//! or `timeout_us` passed. A busy queue returns at once.
+//! or `timeout_us` passed. It also moderates like a NIC interrupt: after a poll that emptied
+//! the port queue it sleeps [`MODERATION`] (at most `timeout_us`) before the next one, so a
+//! steady stream does not keep its `SCHED_FIFO` thread running without a break (such a
+//! thread loses its core to ordinary work for 50 ms a second: RT throttling, or the
+//! deadline fair server of Linux 6.12 and later; seen as 50 ms stalls and `ring_full` loss
+//! in the ring-PMD loopback beside busy loops). A busy queue returns at once and never
+//! sleeps: it owns its core.
 //!
 //! Delivered frames are counted with `record_rx_burst` (packets, frame bytes): the runtime
 //! must not count them again. `poll` never allocates and never logs.
@@ -31,6 +37,10 @@ pub(crate) type Flows = FlowTable<{ rtdaq_config::MAX_FLOWS_PER_INTERFACE }>;
 /// Sleep step of a sleeping queue that found nothing (the kernel's timer slack, ~50 µs
 /// without `SCHED_FIFO`, makes real steps longer).
 pub const SLEEP_STEP: Duration = Duration::from_micros(10);
+
+/// Pause of a sleeping queue after a poll that emptied the port queue (receive moderation;
+/// the ring holds 1024 descriptors or more: 50 µs of them at 20 Mpps).
+pub const MODERATION: Duration = Duration::from_micros(50);
 
 /// Events of one RX queue that are not drops (those go to its `QueueCounters`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -85,6 +95,8 @@ pub struct DpdkRx<'a> {
     queue: QueueId,
     busy: bool,
     timeout: Duration,
+    /// The last poll emptied the port queue (fewer frames than it asked for).
+    drained: bool,
     stats: RxStats,
     port: String,
     _flow_rules: Arc<[rtdaq_dpdk_sys::FlowRule]>,
@@ -105,6 +117,7 @@ impl<'a> DpdkRx<'a> {
             queue: QueueId(s.queue as u16),
             busy: s.busy,
             timeout: s.timeout,
+            drained: false,
             stats: RxStats::default(),
             port: s.port,
             _flow_rules: s.flow_rules,
@@ -144,6 +157,9 @@ impl<'a> DpdkRx<'a> {
 
     /// Appends ready frames to `burst`; see the module docs. Never allocates, never logs.
     pub(crate) fn poll_burst(&mut self, burst: &mut DpdkRxBurst) -> usize {
+        if self.drained && !self.busy && !self.timeout.is_zero() {
+            std::thread::sleep(MODERATION.min(self.timeout));
+        }
         let got = self.recv(burst);
         if got > 0 || self.busy || self.timeout.is_zero() || burst.room() == 0 {
             return got;
@@ -171,6 +187,7 @@ impl<'a> DpdkRx<'a> {
         }
         self.stats.polls += 1;
         let n = self.q.rx_burst(&mut self.scratch[..room]);
+        self.drained = n < room;
         if n == 0 {
             return 0;
         }
