@@ -718,7 +718,16 @@ where
     let bursts: Vec<Q::Burst> = (0..stage.slots).map(|_| queue.new_burst()).collect();
     let ring = match SlotRing::new(Box::leak(bursts.into_boxed_slice())) {
         Ok(r) => Box::leak(Box::new(r)),
-        Err(_) => return threads::rx_direct(queue, v, stats, stop, busy, u),
+        Err(e) => {
+            // Cannot happen (`burst_slots` is a power of two >= 2); if it did, the queue runs
+            // without its stage and the run fails (a CUDA-side error is counted), loudly.
+            log::error!(
+                "GPU stage ring of {} slots: {e}; the stage is off and the run fails",
+                stage.slots
+            );
+            crate::gpu_report::GpuCounters::add(&stats.gpu.errors, 1);
+            return threads::rx_direct(queue, v, stats, stop, busy, u);
+        }
     };
     let (mut prod, mut cons) = ring.split();
     let mut spare = queue.new_burst();
