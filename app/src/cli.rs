@@ -69,6 +69,24 @@ pub struct RunArgs {
     /// Write the JSON report to FILE (overrides `run.report_json`).
     #[arg(long, value_name = "FILE")]
     pub report_json: Option<PathBuf>,
+    /// Write every recorder's files into DIR (overrides `recorders[].directory`; created
+    /// when missing).
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// The generator sends the packets of FILE (a pcap) instead of generated ones
+    /// (overrides `generator.replay`).
+    #[arg(long, value_name = "FILE.pcap")]
+    pub replay: Option<PathBuf>,
+    /// With --replay: `recorded` (the file's timing, scaled by --replay-speed; default) or
+    /// `rate` (the generator's rate_gbps / rate_pps / unpaced).
+    #[arg(long, value_name = "TIMING", requires = "replay")]
+    pub replay_timing: Option<String>,
+    /// With --replay and recorded timing: 2.0 sends twice as fast as recorded.
+    #[arg(long, value_name = "FACTOR", requires = "replay")]
+    pub replay_speed: Option<f64>,
+    /// With --replay: send the file N times.
+    #[arg(long, value_name = "N", requires = "replay")]
+    pub replay_loops: Option<u32>,
 }
 
 /// `rtdaq config ...`

@@ -35,6 +35,19 @@ pub enum RuntimeError {
     /// that did not compile, a binary built without the `gpu` feature, ...
     #[error("{0}")]
     Gpu(String),
+    /// A recorder's directory or file could not be set up (before any packet moved).
+    #[error("{key}: {path}: {message}")]
+    Record {
+        /// Config key (`recorders[0].directory`, `--output-dir`).
+        key: String,
+        /// The path.
+        path: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The replay file cannot be replayed.
+    #[error("replay: {0}")]
+    Replay(String),
     /// Signal handlers could not be installed.
     #[error("cannot install the SIGINT/SIGTERM handlers: {0}")]
     Signals(#[source] std::io::Error),

@@ -5,8 +5,8 @@
 
 use crate::error::RuntimeError;
 use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
+use crate::pipeline::Pipeline;
 use crate::threads::{self, Unwrap};
-use crate::validator::Validator;
 use rtdaq_config::model::{Config, MemoryRegion};
 use rtdaq_core::slot_ring::SlotConsumer;
 use rtdaq_core::traits::{RxBurst, RxQueue};
@@ -80,19 +80,19 @@ pub(crate) fn prepare(
 pub(crate) fn rx_direct<Q: RxQueue>(
     queue: &mut Q,
     stage: Option<Stage>,
-    validator: Validator,
+    pipe: Pipeline,
     stats: &'static QueueStats,
     stop: &AtomicBool,
     busy: bool,
     unwrap: Unwrap,
-) -> Validator
+) -> Pipeline
 where
     Q::Burst: 'static,
 {
     match stage {
-        None => threads::rx_direct(queue, validator, stats, stop, busy, unwrap),
+        None => threads::rx_direct(queue, pipe, stats, stop, busy, unwrap),
         #[cfg(feature = "gpu")]
-        Some(s) => crate::gpu_stage::rx_direct(queue, s, validator, stats, stop, busy, unwrap),
+        Some(s) => crate::gpu_stage::rx_direct(queue, s, pipe, stats, stop, busy, unwrap),
         #[cfg(not(feature = "gpu"))]
         Some(s) => match s {},
     }
@@ -102,16 +102,16 @@ where
 pub(crate) fn rx_consumer<B: RxBurst>(
     ring: SlotConsumer<'static, B>,
     stage: Option<Stage>,
-    validator: Validator,
+    pipe: Pipeline,
     stats: &'static QueueStats,
     io_done: &AtomicBool,
     busy: bool,
     unwrap: Unwrap,
-) -> Validator {
+) -> Pipeline {
     match stage {
-        None => threads::rx_consumer(ring, validator, stats, io_done, busy, unwrap),
+        None => threads::rx_consumer(ring, pipe, stats, io_done, busy, unwrap),
         #[cfg(feature = "gpu")]
-        Some(s) => crate::gpu_stage::rx_consumer(ring, s, validator, stats, io_done, busy, unwrap),
+        Some(s) => crate::gpu_stage::rx_consumer(ring, s, pipe, stats, io_done, busy, unwrap),
         #[cfg(not(feature = "gpu"))]
         Some(s) => match s {},
     }

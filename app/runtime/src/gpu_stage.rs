@@ -27,7 +27,9 @@ use crate::error::RuntimeError;
 use crate::gpu_report::GpuCounters;
 use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
 use crate::pacer::now_ns;
+use crate::pipeline::{PacketView, Pipeline as CpuPipeline};
 use crate::threads::{self, Unwrap};
+#[cfg(test)]
 use crate::validator::Validator;
 use rtdaq_config::model::{
     BatchMode, Config, EngineKind, GpuStage as StageConfig, GpuStaging, GpuWorkload, MemoryRegion,
@@ -382,12 +384,13 @@ impl Stage {
         }
     }
 
-    /// Validates every packet of `burst` (ring slot number `self.taken`) and adds it to the
-    /// batch being built; the burst keeps its buffers.
+    /// Runs every packet of `burst` (ring slot number `self.taken`) through the queue's CPU
+    /// stages (validate, record) and adds it to the batch being built; the burst keeps its
+    /// buffers.
     fn take_burst<B: RxBurst>(
         &mut self,
         burst: &B,
-        v: &mut Validator,
+        v: &mut CpuPipeline,
         stats: &QueueStats,
         u: &Unwrap,
     ) {
@@ -410,19 +413,24 @@ impl Stage {
                     } else {
                         bytes
                     };
-                    v.check(payload, rx_ns);
+                    v.on_packet(&PacketView {
+                        frame: u.frames.then_some(bytes),
+                        payload,
+                        meta,
+                        rx_ns,
+                    });
                     let seq = SeqHeader::parse(payload).ok().map(|h| h.seq as u32);
                     self.add(bytes.as_ptr(), bytes.len(), Some(bytes), seq, stats);
                 }
                 // GPU memory (a NIC wrote it): the CPU cannot read it, so no sequence number
                 // and no CPU reference; the stage gathers in arrival order (config rule).
                 Segment::Device { ptr, len } => {
-                    v.count_in_gpu(u64::from(len));
+                    v.validate.count_in_gpu(u64::from(len));
                     self.add(ptr as usize as *const u8, len as usize, None, None, stats);
                 }
             }
         }
-        v.publish(&stats.consumer);
+        v.end_burst(stats);
     }
 
     /// Adds one packet to the batch (handing over the batch first when the packet belongs
@@ -612,7 +620,7 @@ impl Stage {
     fn step<B: RxBurst>(
         &mut self,
         ring: &mut SlotConsumer<'static, B>,
-        v: &mut Validator,
+        v: &mut CpuPipeline,
         stats: &QueueStats,
         u: &Unwrap,
     ) -> bool {
@@ -644,7 +652,7 @@ impl Stage {
     fn finish<B: RxBurst>(
         &mut self,
         ring: &mut SlotConsumer<'static, B>,
-        v: &mut Validator,
+        v: &mut CpuPipeline,
         stats: &QueueStats,
         u: &Unwrap,
     ) {
@@ -668,12 +676,12 @@ impl Stage {
 pub(crate) fn rx_consumer<B: RxBurst>(
     mut ring: SlotConsumer<'static, B>,
     mut stage: Stage,
-    mut v: Validator,
+    mut v: CpuPipeline,
     stats: &'static QueueStats,
     io_done: &AtomicBool,
     busy: bool,
     u: Unwrap,
-) -> Validator {
+) -> CpuPipeline {
     alloc_audit::arm_current_thread();
     let turn = ring.capacity();
     loop {
@@ -691,10 +699,12 @@ pub(crate) fn rx_consumer<B: RxBurst>(
                 break;
             }
         } else {
+            v.idle(stats);
             threads::idle(busy);
         }
     }
     stage.finish(&mut ring, &mut v, stats, &u);
+    v.finish();
     alloc_audit::disarm_current_thread();
     v
 }
@@ -705,12 +715,12 @@ pub(crate) fn rx_consumer<B: RxBurst>(
 pub(crate) fn rx_direct<Q: RxQueue>(
     queue: &mut Q,
     mut stage: Stage,
-    mut v: Validator,
+    mut v: CpuPipeline,
     stats: &'static QueueStats,
     stop: &AtomicBool,
     busy: bool,
     u: Unwrap,
-) -> Validator
+) -> CpuPipeline
 where
     Q::Burst: 'static,
 {
@@ -755,11 +765,15 @@ where
             }
         };
         let took = stage.step(&mut cons, &mut v, stats, &u);
-        if got == 0 && !took && busy {
-            std::hint::spin_loop();
+        if got == 0 && !took {
+            v.idle(stats);
+            if busy {
+                std::hint::spin_loop();
+            }
         }
     }
     stage.finish(&mut cons, &mut v, stats, &u);
+    v.finish();
     alloc_audit::disarm_current_thread();
     v
 }
@@ -910,10 +924,13 @@ mod tests {
             sent.push(bytes);
         }
         let stats = &res.rx_stats[0];
-        let mut v = Validator::new();
+        let mut v = CpuPipeline::new(Validator::new());
         stage.take_burst(&burst, &mut v, stats, &Unwrap::new(false));
-        assert_eq!(v.stats().in_gpu_memory, n as u64);
-        assert_eq!((v.stats().received, v.stats().malformed), (n as u64, 0));
+        assert_eq!(v.validate.stats().in_gpu_memory, n as u64);
+        assert_eq!(
+            (v.validate.stats().received, v.validate.stats().malformed),
+            (n as u64, 0)
+        );
         assert_eq!(stage.b.n, n);
         for (k, d) in stage.b.descs[..n].iter().enumerate() {
             assert_eq!(
@@ -982,7 +999,7 @@ mod tests {
             assert!(burst.push_single(b, meta(len)).is_ok());
         }
         let stats = &res.rx_stats[0];
-        let mut v = Validator::new();
+        let mut v = CpuPipeline::new(Validator::new());
         stage.take_burst(&burst, &mut v, stats, &Unwrap::new(false));
         assert_eq!(
             stage.b.n, 1,

@@ -8,6 +8,9 @@
 //! | [`run`](mod@run) | starts one pinned `SCHED_FIFO` thread per queue (+ a consumer per indirect RX queue), stops on duration or SIGINT/SIGTERM, drains |
 //! | `threads` | the queue thread loops: RX I/O (indirect/direct), RX consumer, TX generator |
 //! | [`stats`] | live counters once a second |
+//! | [`pipeline`] | the RX consumer's ordered stages (validate, record, GPU) |
+//! | [`record`] | the `record` stage: pcap / raw / DADA files, writer threads, indexes |
+//! | [`replay`] | the generator's packets from a pcap file (`--replay`) |
 //! | [`validator`] | sequence, payload and latency checks on received packets; the generator's payloads |
 //! | [`pacer`] | send-rate pacing and clocks |
 //! | [`latency`] | fixed-size latency histogram |
@@ -32,6 +35,9 @@ pub mod latency;
 pub mod memory;
 pub mod outcome;
 pub mod pacer;
+pub mod pipeline;
+pub mod record;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod stats;

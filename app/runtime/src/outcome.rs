@@ -45,7 +45,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                 q.interface,
                 q.queue,
                 &rs.gpu,
-            )),
+            ))
+            .with_record(r.record.get(k).cloned().unwrap_or_default()),
         );
     }
     let mut tx = Vec::new();
@@ -73,6 +74,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
     };
     // Packets a GPU stage dropped never reached the GPU: lost to the deployment.
     let (lost, gpu_failed) = crate::gpu_report::judge(&rx, lost);
+    // Packets a record sink could not write are lost to the deployment too.
+    let lost = lost + crate::record::not_recorded(&rx);
     let loss_tolerance = config.run.loss_tolerance;
     RunReport {
         engine: id.engine.to_string(),

@@ -270,6 +270,9 @@ pub struct QueueReport {
     /// RX queues with a GPU stage: its counters ([`crate::gpu_report`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::gpu_report::GpuReport>,
+    /// RX queues that record: one entry per sink ([`crate::record`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub record: Vec<crate::record::SinkReport>,
 }
 
 /// The RX-only fields of a [`QueueReport`] (from the validator).
@@ -349,6 +352,7 @@ impl QueueReport {
             consumer_cpu_s: None,
             rx: None,
             gpu: None,
+            record: Vec::new(),
         }
     }
 
@@ -448,6 +452,7 @@ impl QueueReport {
             consumer_cpu_s: sum(|q| q.consumer_cpu_s),
             rx,
             gpu: None,
+            record: Vec::new(),
         }
     }
 
@@ -578,6 +583,9 @@ fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> f
         }
         if let Some(g) = &q.gpu {
             writeln!(f, "        {g}{}", if g.failed() { " · FAIL" } else { "" })?;
+        }
+        for r in &q.record {
+            writeln!(f, "        {r}")?;
         }
     }
     Ok(())

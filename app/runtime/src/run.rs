@@ -32,11 +32,15 @@ pub struct Identity {
     pub config_sha256: String,
 }
 
-/// Command-line overrides of `[run]`.
+/// Command-line overrides of `[run]`, and what the run needs from the binary.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Overrides `run.duration_s` (0 = until SIGINT/SIGTERM).
     pub duration_s: Option<f64>,
+    /// Overrides every recorder's `directory` (`rtdaq run --output-dir DIR`).
+    pub output_dir: Option<std::path::PathBuf>,
+    /// SHA-256 of the config text (written into DADA headers and indexes).
+    pub config_sha256: String,
 }
 
 /// Raw results of the run, before the report is built.
@@ -46,6 +50,9 @@ pub struct RunResults {
     pub elapsed_s: f64,
     /// Validators of the RX queues (config order).
     pub validators: Vec<Validator>,
+    /// The record sinks of each RX queue (config order; empty for queues that record
+    /// nothing).
+    pub record: Vec<Vec<crate::record::SinkReport>>,
     /// Generator totals per TX queue (config order; zero for queues without a generator).
     pub generated: Vec<GenTotals>,
     /// Allocations made by I/O and consumer threads after their set-up.
@@ -172,6 +179,52 @@ where
     let res = memory::allocate(config, config.rt.required && config.rt.lock_memory)?;
     // GPU stages (feature `gpu`): pipelines built before any thread starts.
     let mut gpu_stages = crate::gpu_hook::prepare(config, &res)?;
+    // Replay: the file is read (and checked) before any thread starts.
+    let replay = load_replay::<E>(config, &res)?;
+    // Record sinks: directories created, first files opened, buffers allocated.
+    let mut sinks = crate::record::prepare(
+        config,
+        &res,
+        opts.output_dir.as_deref(),
+        &opts.config_sha256,
+        E::FRAMES,
+    )?;
+    let mut writers: Vec<WriterThread> = Vec::new();
+    for (k, queue_sinks) in sinks.iter_mut().enumerate() {
+        for (j, parts) in queue_sinks.iter_mut().enumerate() {
+            let r = &res.rx[k];
+            let rid = config.interfaces[r.interface].rx_queues[r.queue].record[j];
+            let rec = &config.recorders[rid.0];
+            let name = format!(
+                "{} recorder {}",
+                queue_name(config, r.interface, "rx", r.queue),
+                rec.name
+            );
+            let w = parts.writer.take().expect("each sink has its writer");
+            let placement = rec.writer;
+            let h = spawn(&format!("rec-{}", rec.name), 1 << 20, move || {
+                if let Some(p) = placement {
+                    let req = rt::RtRequest {
+                        core: Some(p.core as usize),
+                        priority: p.priority,
+                        prefault_stack_kib: 0,
+                        required: false,
+                    };
+                    if let Err(e) = rt::enter_thread(&req) {
+                        log::warn!("recorder writer: {e}; it runs unpinned");
+                    }
+                }
+                w.run()
+            })?;
+            writers.push(WriterThread {
+                name,
+                handle: h,
+                queue: k,
+                recorder: rid.0,
+                counters: parts.sink.as_ref().map(|s| s.counters()).expect("sink"),
+            });
+        }
+    }
     // Stop flags live for the process, like the queues.
     let tx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
     let rx_stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
@@ -181,7 +234,7 @@ where
     // or direct thread).
     type RxThreads = (
         Option<(String, JoinHandle<()>)>,
-        (String, JoinHandle<Validator>),
+        (String, JoinHandle<crate::pipeline::Pipeline>),
     );
     let mut rx_handles: Vec<RxThreads> = Vec::new();
     let mut tx_handles: Vec<Option<(String, JoinHandle<GenTotals>)>> = Vec::new();
@@ -209,8 +262,14 @@ where
             prefault_stack_kib: config.rt.prefault_stack_kib,
             required: config.rt.required,
         };
-        let validator = Validator::with_mode(config.run.validate);
-        let gpu = gpu_stages[rx_feeds.len()].take();
+        let k = rx_feeds.len();
+        let record: Vec<_> = sinks[k].iter_mut().filter_map(|p| p.sink.take()).collect();
+        let done_guard = DoneOnDrop(record.iter().map(|s| s.counters()).collect());
+        let validator = crate::pipeline::Pipeline::with_record(
+            Validator::with_mode(config.run.validate),
+            record,
+        );
+        let gpu = gpu_stages[k].take();
         let unwrap = threads::Unwrap::new(E::FRAMES);
         let busy = qc.busy_poll;
         match qc.mode {
@@ -220,6 +279,7 @@ where
                 let n = name.clone();
                 let grave = graveyard.clone();
                 let h = spawn(&name, stack, move || {
+                    let _done = done_guard;
                     if !threads::enter(&n, p, &ready) {
                         return validator;
                     }
@@ -264,6 +324,7 @@ where
                 let (p, ready) = (place(consumer_core), ready_tx.clone());
                 let n = format!("{name} consumer");
                 let c = spawn(&format!("{name}-cons"), stack, move || {
+                    let _done = done_guard;
                     if !threads::enter(&n, p, &ready) {
                         return validator;
                     }
@@ -339,7 +400,7 @@ where
     // 2. Open the engine and hand each parked thread its queue (RX first, then the
     //    generators). A failure drops the feeds: parked threads wake up and return.
     let opened = match startup_error {
-        None => open_and_feed::<E>(config, &res, rx_feeds, tx_feeds, stats),
+        None => open_and_feed::<E>(config, &res, rx_feeds, tx_feeds, stats, replay),
         Some(message) => Err(RuntimeError::Thread {
             queue: "start-up".into(),
             message,
@@ -375,7 +436,21 @@ where
             if let Some((io_name, io)) = io {
                 join_queue_thread(io, &io_name, || (), &mut failed);
             }
-            join_queue_thread(cons, &name, Validator::new, &mut failed);
+            join_queue_thread(
+                cons,
+                &name,
+                || crate::pipeline::Pipeline::new(Validator::new()),
+                &mut failed,
+            );
+        }
+        // The sinks never got a packet: remove the files they opened.
+        for w in writers {
+            if let Ok(out) = w.handle.join() {
+                for f in out.files {
+                    let _ = std::fs::remove_file(&f.path);
+                    let _ = std::fs::remove_file(format!("{}.index.json", f.path));
+                }
+            }
         }
         return Err(e);
     }
@@ -454,11 +529,26 @@ where
         if let Some((io_name, io)) = io {
             join_queue_thread(io, &io_name, || (), &mut failed_threads);
         }
-        validators.push(join_queue_thread(
+        let pipe = join_queue_thread(
             cons,
             &name,
-            || Validator::with_mode(config.run.validate),
+            || crate::pipeline::Pipeline::new(Validator::with_mode(config.run.validate)),
             &mut failed_threads,
+        );
+        validators.push(pipe.validate);
+    }
+    // Every consumer has handed its last buffer over: the writers finish their files.
+    let writer_elapsed = (now_ns() - start_ns) as f64 / 1e9;
+    let mut record: Vec<Vec<crate::record::SinkReport>> =
+        res.rx.iter().map(|_| Vec::new()).collect();
+    for w in writers {
+        let rec = &config.recorders[w.recorder];
+        let out = join_queue_thread(w.handle, &w.name, Default::default, &mut failed_threads);
+        record[w.queue].push(crate::record::SinkReport::of(
+            rec,
+            w.counters,
+            out,
+            writer_elapsed,
         ));
     }
     // Every RX thread has stopped: close the RX queues together.
@@ -475,6 +565,7 @@ where
     Ok(RunResults {
         elapsed_s: (end_ns - start_ns) as f64 / 1e9,
         validators,
+        record,
         generated,
         io_thread_allocations: alloc_audit::armed_allocations(),
         interrupted: signalled.load(std::sync::atomic::Ordering::Relaxed),
@@ -485,6 +576,67 @@ where
         ports: port_stats.map(|p| p.port_stats()).unwrap_or_default(),
         failed_threads,
     })
+}
+
+/// A recorder's writer thread.
+struct WriterThread {
+    name: String,
+    handle: JoinHandle<crate::record::WriterOutcome>,
+    /// Index of the RX queue in `res.rx`.
+    queue: usize,
+    /// Index in `config.recorders`.
+    recorder: usize,
+    counters: &'static crate::record::SinkCounters,
+}
+
+/// Tells a queue's writers that no more buffers come, however its consumer thread ends (a
+/// panic or a run that never started included), so they close their files and end.
+struct DoneOnDrop(Vec<&'static crate::record::SinkCounters>);
+
+impl Drop for DoneOnDrop {
+    fn drop(&mut self) {
+        for c in &self.0 {
+            c.producer_done.store(true, Release);
+        }
+    }
+}
+
+/// The generator's replay file (`[generator] replay`), read before the run, or `None`.
+fn load_replay<E>(
+    config: &Config,
+    res: &Resources,
+) -> Result<
+    Option<(
+        &'static crate::replay::ReplayPackets,
+        rtdaq_config::model::Replay,
+    )>,
+    RuntimeError,
+>
+where
+    E: Engine<'static, Config = EngineArgs<'static, Config>>,
+{
+    let Some(g) = config.generator.as_ref() else {
+        return Ok(None);
+    };
+    let Some(rp) = g.replay.clone() else {
+        return Ok(None);
+    };
+    let q = &config.interfaces[g.interface.0].tx_queues[g.tx_queue.0 as usize];
+    let max_len = q
+        .memory_regions
+        .iter()
+        .map(|r| config.region(*r).buf_size as usize)
+        .sum::<usize>();
+    let _ = res;
+    let packets = crate::replay::load(&rp.path, E::FRAMES, max_len)?;
+    log::info!(
+        "replay {}: {} packets, {} loop(s), timing {:?}",
+        packets.path,
+        packets.len(),
+        rp.loops,
+        rp.timing
+    );
+    Ok(Some((Box::leak(Box::new(packets)), rp)))
 }
 
 /// Stores the calling thread's CPU time so far (its total, when called as it ends).
@@ -528,6 +680,10 @@ fn open_and_feed<E>(
     rx_feeds: Vec<RxFeed<E::Rx>>,
     tx_feeds: Vec<Option<TxFeed<E::Tx>>>,
     stats: Option<StatsHook<E>>,
+    replay: Option<(
+        &'static crate::replay::ReplayPackets,
+        rtdaq_config::model::Replay,
+    )>,
 ) -> Result<(u64, Option<Box<dyn EngineStats>>), RuntimeError>
 where
     E: Engine<'static, Config = EngineArgs<'static, Config>>,
@@ -599,11 +755,25 @@ where
                 GeneratorLimit::Duration(s) => Some(start_ns + (s * 1e9) as u64),
                 _ => None,
             },
-            frame: if E::FRAMES {
+            frame: if E::FRAMES && replay.is_none() {
                 Some(frame_spec(config, r.interface, g, macs[r.interface])?)
             } else {
                 None
             },
+            replay: replay
+                .as_ref()
+                .map(|(packets, rp)| crate::replay::ReplayPlan {
+                    packets,
+                    timing: rp.timing,
+                    loops: rp.loops,
+                    pacer: Pacer::from_config(&g.rate, start_ns),
+                    batch: qc.batch_size as usize,
+                    until_ns: match g.limit {
+                        GeneratorLimit::Duration(s) => Some(start_ns + (s * 1e9) as u64),
+                        _ => None,
+                    },
+                    start_ns,
+                }),
         };
         feed.send((queue, plan))
             .map_err(|_| parked_gone(queue_name(config, r.interface, "tx", r.queue)))?;

@@ -1,4 +1,4 @@
-//! The queue threads: RX I/O, RX consumer (validator), TX generator.
+//! The queue threads: RX I/O, RX consumer (the [`Pipeline`] of stages), TX generator.
 //!
 //! Each runs on its own core at its own `SCHED_FIFO` priority (through
 //! `rtdaq_platform::rt`), reports its set-up result once over a channel, arms the allocation
@@ -6,7 +6,8 @@
 
 use crate::memory::QueueStats;
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
-use crate::validator::{PayloadGen, Validator};
+use crate::pipeline::{PacketView, Pipeline};
+use crate::validator::PayloadGen;
 use rtdaq_core::traits::{RxBurst, RxQueue, Segment, TxBurst, TxQueue};
 use rtdaq_core::wire::{emit_udp_frame, UdpFrameSpec};
 use rtdaq_core::{DropReason, SlotConsumer, SlotProducer};
@@ -109,11 +110,17 @@ pub(crate) fn udp_payload(frame: &[u8]) -> &[u8] {
     }
 }
 
-/// Validates every packet of `burst` and empties it.
+/// Runs every packet of `burst` through the queue's pipeline (validate, record) and empties
+/// it.
 ///
 /// A packet without a receive timestamp (`engine.socket.rx_timestamps = "off"`) gets the
 /// consumer's clock, read once per burst.
-fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats, u: &mut Unwrap) {
+pub(crate) fn consume<B: RxBurst>(
+    burst: &mut B,
+    pipe: &mut Pipeline,
+    stats: &QueueStats,
+    u: &mut Unwrap,
+) {
     let mut now = 0;
     for i in 0..burst.len() {
         let meta = burst.meta(i);
@@ -129,14 +136,24 @@ fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats, u: 
             Segment::Host(first) => first,
             // GPU memory (a NIC wrote it): counted, not read.
             Segment::Device { .. } => {
-                v.count_in_gpu(u64::from(meta.len));
+                pipe.validate.count_in_gpu(u64::from(meta.len));
                 continue;
             }
         };
         if !u.frames {
-            v.check(first, rx_ns);
+            pipe.on_packet(&PacketView {
+                frame: None,
+                payload: first,
+                meta,
+                rx_ns,
+            });
         } else if burst.segments(i) == 1 {
-            v.check(udp_payload(first), rx_ns);
+            pipe.on_packet(&PacketView {
+                frame: Some(first),
+                payload: udp_payload(first),
+                meta,
+                rx_ns,
+            });
         } else {
             // Header-data split: gather the segments, then check the whole frame.
             let mut len = 0;
@@ -147,10 +164,16 @@ fn consume<B: RxBurst>(burst: &mut B, v: &mut Validator, stats: &QueueStats, u: 
                     len += n;
                 }
             }
-            v.check(udp_payload(&u.gather[..len]), rx_ns);
+            let frame = &u.gather[..len];
+            pipe.on_packet(&PacketView {
+                frame: Some(frame),
+                payload: udp_payload(frame),
+                meta,
+                rx_ns,
+            });
         }
     }
-    v.publish(&stats.consumer);
+    pipe.end_burst(stats);
     burst.clear();
 }
 
@@ -242,16 +265,16 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
     alloc_audit::disarm_current_thread();
 }
 
-/// RX consumer thread (indirect mode): validates bursts from the ring and releases them.
-/// Runs until `stop` is raised and the ring is empty.
+/// RX consumer thread (indirect mode): runs bursts from the ring through the pipeline and
+/// releases them. Runs until `stop` is raised and the ring is empty.
 pub(crate) fn rx_consumer<B: RxBurst>(
     mut ring: SlotConsumer<'static, B>,
-    mut validator: Validator,
+    mut pipe: Pipeline,
     stats: &'static QueueStats,
     io_done: &AtomicBool,
     busy: bool,
     mut unwrap: Unwrap,
-) -> Validator {
+) -> Pipeline {
     alloc_audit::arm_current_thread();
     let turn = ring.capacity();
     loop {
@@ -265,7 +288,7 @@ pub(crate) fn rx_consumer<B: RxBurst>(
         let mut taken = 0;
         while taken < turn {
             let Some(burst) = ring.front() else { break };
-            consume(burst, &mut validator, stats, &mut unwrap);
+            consume(burst, &mut pipe, stats, &mut unwrap);
             // Cannot fail: `front()` just returned this full slot.
             let released = ring.release();
             debug_assert!(released.is_ok());
@@ -276,33 +299,39 @@ pub(crate) fn rx_consumer<B: RxBurst>(
         } else if done {
             break;
         } else {
+            pipe.idle(stats);
             idle(busy);
         }
     }
+    pipe.finish();
     alloc_audit::disarm_current_thread();
-    validator
+    pipe
 }
 
 /// RX I/O thread in direct mode: the consumer runs here, no handoff.
 pub(crate) fn rx_direct<Q: RxQueue>(
     queue: &mut Q,
-    mut validator: Validator,
+    mut pipe: Pipeline,
     stats: &'static QueueStats,
     stop: &AtomicBool,
     busy: bool,
     mut unwrap: Unwrap,
-) -> Validator {
+) -> Pipeline {
     let mut burst = queue.new_burst();
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
         if queue.poll(&mut burst) > 0 {
-            consume(&mut burst, &mut validator, stats, &mut unwrap);
-        } else if busy {
-            std::hint::spin_loop();
+            consume(&mut burst, &mut pipe, stats, &mut unwrap);
+        } else {
+            pipe.idle(stats);
+            if busy {
+                std::hint::spin_loop();
+            }
         }
     }
+    pipe.finish();
     alloc_audit::disarm_current_thread();
-    validator
+    pipe
 }
 
 /// What the generator on a TX queue sends.
@@ -326,6 +355,8 @@ pub(crate) struct GenPlan {
     /// Raw engines (`Engine::FRAMES`): the Ethernet/IPv4/UDP headers each packet is wrapped
     /// in; lane `l` sends from UDP source port `src_port + l`. `None`: packets are payloads.
     pub frame: Option<UdpFrameSpec>,
+    /// Send the packets of a pcap file instead (`generator.replay`).
+    pub replay: Option<crate::replay::ReplayPlan>,
 }
 
 /// Packets a generator built (each used one sequence number).
@@ -343,6 +374,9 @@ pub(crate) fn tx_generator<Q: TxQueue>(
     stop: &AtomicBool,
     busy: bool,
 ) -> GenTotals {
+    if let Some(r) = plan.replay.take() {
+        return crate::replay::tx_replay(queue, r, stop, busy);
+    }
     let mut burst = queue.new_burst();
     let size = plan.gens[0].payload_size();
     let lanes = plan.gens.len() as u64;

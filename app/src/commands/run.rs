@@ -81,7 +81,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             format!("embedded config {}", embedded::CONFIG_NAME),
         ),
     };
-    let config = match rtdaq_config::load_str(&text) {
+    let mut config = match rtdaq_config::load_str(&text) {
         Ok(c) => c,
         Err(errors) => {
             eprintln!("{label}: invalid ({} errors):", errors.0.len());
@@ -133,8 +133,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
+    if let Err(msg) = apply_overrides(&mut config, args) {
+        eprintln!("{msg}");
+        return Ok(ExitCode::from(EXIT_CONFIG));
+    }
     let opts = RunOptions {
         duration_s: args.duration,
+        output_dir: args.output_dir.clone(),
+        config_sha256: identity.config_sha256.clone(),
     };
     let config: &'static rtdaq_config::Config = Box::leak(Box::new(config));
     log::info!(
@@ -166,6 +172,51 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         log::info!("report written to {}", f.path.display());
     }
     Ok(ExitCode::from(report.exit_code))
+}
+
+/// `--output-dir` and `--replay*`: checked against the config, applied to it.
+fn apply_overrides(config: &mut rtdaq_config::Config, args: &RunArgs) -> Result<(), String> {
+    if let Some(d) = &args.output_dir {
+        if config.recorders.is_empty() {
+            return Err(format!(
+                "--output-dir {}: config \"{}\" records nothing (it has no [[recorders]]); use a config that records, e.g. configs/host-udp-record.toml",
+                d.display(),
+                config.name
+            ));
+        }
+    }
+    let Some(path) = &args.replay else {
+        return Ok(());
+    };
+    let name = config.name.clone();
+    let Some(g) = config.generator.as_mut() else {
+        return Err(format!(
+            "--replay {}: config \"{name}\" has no [generator] (the TX queue a replay sends on, and its destination); add one",
+            path.display()
+        ));
+    };
+    let old = g.replay.as_ref();
+    let timing = match (&args.replay_timing, args.replay_speed) {
+        (None, None) => old.map_or(
+            rtdaq_config::model::ReplayTiming::Recorded { speed: 1.0 },
+            |r| r.timing,
+        ),
+        (t, s) => rtdaq_config::model::Replay::timing_from(t.as_deref(), s)
+            .map_err(|e| format!("--replay-timing/--replay-speed: {e}"))?,
+    };
+    let loops = args.replay_loops.or(old.map(|r| r.loops)).unwrap_or(1);
+    if loops == 0 || loops > rtdaq_config::model::MAX_REPLAY_LOOPS {
+        return Err(format!(
+            "--replay-loops {loops}: out of range 1..={}",
+            rtdaq_config::model::MAX_REPLAY_LOOPS
+        ));
+    }
+    g.replay = Some(rtdaq_config::model::Replay {
+        path: path.clone(),
+        timing,
+        loops,
+    });
+    Ok(())
 }
 
 /// The JSON report's file, checked writable before the run (opened for writing, created

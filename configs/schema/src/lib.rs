@@ -67,7 +67,10 @@ mod validate;
 pub use error::{ConfigError, ConfigErrors};
 pub use model::{Config, EngineKind, Platform};
 pub use summary::Summary;
-pub use validate::{check_run_duration, MAX_FLOWS_PER_INTERFACE, MAX_RUN_DURATION_S};
+pub use validate::{
+    check_run_duration, DEFAULT_DIRECTORY, DEFAULT_FLUSH_MS, DEFAULT_SNAPLEN,
+    MAX_FLOWS_PER_INTERFACE, MAX_RUN_DURATION_S,
+};
 
 use std::path::Path;
 

@@ -33,4 +33,9 @@ pub struct PacketMeta {
     pub rx_timestamp_ns: u64,
     /// Connection id (TCP / RoCE), 0 when connectionless.
     pub conn: ConnId,
+    /// Socket engine (UDP): the sender's IPv4 address; zeros when unknown (raw engines carry
+    /// it in the frame).
+    pub src_ip: [u8; 4],
+    /// Socket engine (UDP): the sender's port; 0 when unknown.
+    pub src_port: u16,
 }

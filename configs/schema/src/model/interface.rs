@@ -146,6 +146,8 @@ pub struct RxQueue {
     pub busy_poll: bool,
     /// GPU stage that consumes this queue's packets (`gpu_stage`), if any.
     pub gpu_stage: Option<super::GpuStageId>,
+    /// Recorders this queue's `record` stage writes to (`record`), in order.
+    pub record: Vec<super::RecorderId>,
 }
 
 /// One TX queue: an I/O thread pinned to `cpu_core` at `SCHED_FIFO` `rt_priority`.

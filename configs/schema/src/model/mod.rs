@@ -9,6 +9,7 @@ mod engine;
 mod gpu;
 mod interface;
 mod memory;
+mod record;
 mod run;
 
 pub use engine::{
@@ -23,7 +24,13 @@ pub use interface::{
     Address, Interface, PciAddress, RxMode, RxQueue, SocketUri, TcpRole, Transport, TxQueue,
 };
 pub use memory::{MemoryRegion, PageSize, Placement, RegionKind};
-pub use run::{Generator, GeneratorLimit, GeneratorRate, Rt, Run, Validation};
+pub use record::{
+    DadaParams, RecordFormat, Recorder, RecorderId, WriterPlacement, FILE_NAME_FIELDS,
+};
+pub use run::{
+    Generator, GeneratorLimit, GeneratorRate, Replay, ReplayTiming, Rt, Run, Validation,
+    MAX_REPLAY_LOOPS,
+};
 
 use serde::Deserialize;
 
@@ -122,6 +129,8 @@ pub struct Config {
     pub flows: Vec<Flow>,
     /// GPU stages, in file order (`[[gpu_stages]]`).
     pub gpu_stages: Vec<GpuStage>,
+    /// Recorders, in file order (`[[recorders]]`).
+    pub recorders: Vec<Recorder>,
     /// Traffic generator (`[generator]`).
     pub generator: Option<Generator>,
     /// Run parameters (`[run]`).

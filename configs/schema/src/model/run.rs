@@ -52,6 +52,53 @@ pub struct Generator {
     /// UDP sends each from its own source port (so SO_REUSEPORT receivers spread them), TCP
     /// sends each on its own connection (`streams` = `connections` there).
     pub streams: u32,
+    /// Send the packets of a pcap file instead of generated ones (`replay`), if set.
+    pub replay: Option<Replay>,
+}
+
+/// When a replayed packet is sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReplayTiming {
+    /// As recorded: the gaps between the file's timestamps, divided by `speed`
+    /// (`replay_timing = "recorded"`, `replay_speed`).
+    Recorded {
+        /// 2.0 replays twice as fast as recorded.
+        speed: f64,
+    },
+    /// At the generator's rate (`rate_gbps` / `rate_pps` / `unpaced`), ignoring the file's
+    /// timestamps (`replay_timing = "rate"`).
+    Rate,
+}
+
+/// `[generator] replay = "FILE.pcap"` (or `rtdaq run --replay FILE`): the generator sends
+/// the packets of a pcap file. The socket engine sends each frame's UDP payload to
+/// `destination`; raw engines send the frames as recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    /// The pcap file (read into memory before the run starts).
+    pub path: PathBuf,
+    /// Timing.
+    pub timing: ReplayTiming,
+    /// Times the file is sent (`replay_loops`, default 1).
+    pub loops: u32,
+}
+
+/// Most `replay_loops`.
+pub const MAX_REPLAY_LOOPS: u32 = 1_000_000;
+
+impl Replay {
+    /// Parses a `replay_timing` spelling with its `replay_speed`.
+    pub fn timing_from(timing: Option<&str>, speed: Option<f64>) -> Result<ReplayTiming, String> {
+        let speed_ok = |s: f64| s.is_finite() && s > 0.0 && s <= 1e6;
+        match (timing.unwrap_or("recorded"), speed) {
+            ("recorded", None) => Ok(ReplayTiming::Recorded { speed: 1.0 }),
+            ("recorded", Some(s)) if speed_ok(s) => Ok(ReplayTiming::Recorded { speed: s }),
+            ("recorded", Some(s)) => Err(format!("replay speed {s} is out of range (0, 1e6] (2.0 = twice as fast as recorded)")),
+            ("rate", None) => Ok(ReplayTiming::Rate),
+            ("rate", Some(_)) => Err("a replay speed scales the recorded timing; with timing \"rate\" the generator's rate applies: remove the speed".into()),
+            (t, _) => Err(format!("unknown replay timing {t:?}; use \"recorded\" (the file's timestamps, scaled by the speed) or \"rate\" (the generator's rate_gbps / rate_pps / unpaced)")),
+        }
+    }
 }
 
 /// What the RX side checks in each received payload (`run.validate`).

@@ -94,6 +94,8 @@ pub(crate) struct RawRxQueue {
     pub busy_poll: bool,
     #[serde(default)]
     pub gpu_stage: Option<String>,
+    #[serde(default)]
+    pub record: Vec<String>,
 }
 
 /// `[[interfaces.tx_queues]]`.

@@ -8,12 +8,14 @@ mod engine;
 mod flow;
 mod gpu;
 mod interface;
+mod record;
 mod value;
 
 pub(crate) use engine::{RawAfpacket, RawAfxdp, RawDpdk, RawEngine, RawIbverbs, RawSocket};
 pub(crate) use flow::{RawFlow, RawMatch, RawWord, RawWordBase};
 pub(crate) use gpu::{RawBatchMode, RawGpuStage, RawSlotMode, RawStaging, RawWorkload};
 pub(crate) use interface::{RawInterface, RawRegion, RawRxMode, RawRxQueue, RawTxQueue};
+pub(crate) use record::{RawDada, RawRecorder};
 pub(crate) use value::IntOrStr;
 
 use crate::model::Platform;
@@ -36,6 +38,8 @@ pub(crate) struct RawConfig {
     pub flows: Vec<RawFlow>,
     #[serde(default)]
     pub gpu_stages: Vec<RawGpuStage>,
+    #[serde(default)]
+    pub recorders: Vec<RawRecorder>,
     #[serde(default)]
     pub generator: Option<RawGenerator>,
     #[serde(default)]
@@ -71,6 +75,14 @@ pub(crate) struct RawGenerator {
     pub stream_id: i64,
     #[serde(default)]
     pub streams: Option<i64>,
+    #[serde(default)]
+    pub replay: Option<String>,
+    #[serde(default)]
+    pub replay_timing: Option<String>,
+    #[serde(default)]
+    pub replay_speed: Option<f64>,
+    #[serde(default)]
+    pub replay_loops: Option<i64>,
 }
 
 /// Default `run.duration_s`.

@@ -5,8 +5,8 @@ use super::interfaces::{no_interface, tx_queue_index};
 use super::{int, Draft};
 use crate::error::Errors;
 use crate::model::{
-    Address, EngineKind, Generator, GeneratorLimit, GeneratorRate, IbMode, InterfaceId, SocketUri,
-    Transport,
+    Address, EngineKind, Generator, GeneratorLimit, GeneratorRate, IbMode, InterfaceId, Replay,
+    SocketUri, Transport, MAX_REPLAY_LOOPS,
 };
 use crate::parse;
 use crate::schema::generator_defaults::MIN_PAYLOAD;
@@ -54,6 +54,7 @@ pub(super) fn generator(
     if let (Some(i), Some(q), Some(GeneratorRate::Gbps(r))) = (iface, tx_queue, rate) {
         within_pacing(d, i, q, r, errs);
     }
+    let replay = replay(g, errs);
     let (destination, dst_mac, source) = endpoints?;
     Some(Generator {
         interface: InterfaceId(iface?),
@@ -66,7 +67,52 @@ pub(super) fn generator(
         limit: limit?,
         stream_id: stream_id?,
         streams: streams?,
+        replay: replay?,
     })
+}
+
+/// `replay`, `replay_timing`, `replay_speed`, `replay_loops`.
+fn replay(g: &RawGenerator, errs: &mut Errors) -> Option<Option<Replay>> {
+    let Some(path) = &g.replay else {
+        for (key, set) in [
+            ("replay_timing", g.replay_timing.is_some()),
+            ("replay_speed", g.replay_speed.is_some()),
+            ("replay_loops", g.replay_loops.is_some()),
+        ] {
+            if set {
+                errs.push(
+                    format!("{P}.{key}"),
+                    "only with replay = \"FILE.pcap\" (or rtdaq run --replay FILE)",
+                );
+                return None;
+            }
+        }
+        return Some(None);
+    };
+    if path.is_empty() {
+        errs.push(format!("{P}.replay"), "empty; name a pcap file");
+        return None;
+    }
+    let timing = match Replay::timing_from(g.replay_timing.as_deref(), g.replay_speed) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            errs.push(format!("{P}.replay_timing"), e);
+            None
+        }
+    };
+    let loops = int::<u32>(
+        g.replay_loops.unwrap_or(1),
+        1,
+        i64::from(MAX_REPLAY_LOOPS),
+        &format!("{P}.replay_loops"),
+        " (times the file is sent)",
+        errs,
+    );
+    Some(Some(Replay {
+        path: path.into(),
+        timing: timing?,
+        loops: loops?,
+    }))
 }
 
 /// Most generator streams (the receiver tracks up to 64 streams per queue).

@@ -15,14 +15,16 @@ mod generator;
 mod gpu;
 mod interfaces;
 mod queues;
+mod record;
 mod regions;
 mod top;
+pub use record::{DEFAULT_DIRECTORY, DEFAULT_FLUSH_MS, DEFAULT_SNAPLEN};
 pub use top::{check_run_duration, MAX_RUN_DURATION_S};
 
 use crate::error::{ConfigError, ConfigErrors, Errors};
 use crate::model::{
     Address, Config, Engine, EngineKind, Flow, Generator, GpuStage, IbMode, Interface,
-    MemoryRegion, Rt, Run, RxQueue, TcpRole, TxQueue,
+    MemoryRegion, Recorder, Rt, Run, RxQueue, TcpRole, TxQueue,
 };
 use crate::schema::RawConfig;
 use rtdaq_core::flow::DefaultAction;
@@ -59,6 +61,8 @@ pub(crate) struct Draft {
     pub flows: Vec<Option<Flow>>,
     /// `[[gpu_stages]]` in file order.
     pub gpu_stages: Vec<Option<GpuStage>>,
+    /// `[[recorders]]` in file order.
+    pub recorders: Vec<Option<Recorder>>,
     pub generator: Option<Option<Generator>>,
     pub run: Option<Run>,
     pub rt: Option<Rt>,
@@ -82,6 +86,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
         interface_index: HashMap::new(),
         flows: Vec::new(),
         gpu_stages: Vec::new(),
+        recorders: Vec::new(),
         generator: None,
         run,
         rt,
@@ -101,6 +106,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     engine::reply_reads_messages(raw, &draft, &mut errs);
     draft.gpu_stages = gpu::stages(raw, &draft, &mut errs);
     gpu::queues_fit_stages(raw, &draft, &mut errs);
+    draft.recorders = record::recorders(raw, &draft, &mut errs);
     draft.generator = raw
         .generator
         .as_ref()
@@ -145,6 +151,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
         interfaces,
         flows: d.flows.into_iter().collect::<Option<_>>()?,
         gpu_stages: d.gpu_stages.into_iter().collect::<Option<_>>()?,
+        recorders: d.recorders.into_iter().collect::<Option<_>>()?,
         generator: match d.generator {
             None => None,
             Some(g) => Some(g?),

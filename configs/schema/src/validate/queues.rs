@@ -42,6 +42,7 @@ pub(super) fn rx_queue(
     let hds_ok = hds_split_matches_regions(q, raw.engine.kind, &p, errs);
     let mode = mode(q, &p, errs);
     let gpu_stage = super::gpu::stage_ref(q.gpu_stage.as_ref(), &p, raw, errs);
+    let record = super::record::recorder_refs(&q.record, &p, raw, errs);
     Some(RxQueue {
         id: id?,
         cpu_core: cpu_core?,
@@ -58,6 +59,7 @@ pub(super) fn rx_queue(
         mode: mode?,
         busy_poll: q.busy_poll,
         gpu_stage: gpu_stage?,
+        record: record?,
     })
 }
 

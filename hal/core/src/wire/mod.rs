@@ -14,6 +14,7 @@
 //! | [`ecpri`] | eCPRI common header |
 //! | [`seqhdr`] | the rtdaq sequence header and payload pattern |
 //! | [`checksum`] | the Internet checksum |
+//! | [`pcap`] | pcap file and record headers, synthesised UDP headers |
 //! | [`frame`] | [`parse_frame`] (one pass, [`FrameInfo`]) and [`emit_udp_frame`] |
 //!
 //! Layouts and the list of malformed cases are in `docs/wire-format.md`.
@@ -23,6 +24,7 @@ pub mod ecpri;
 pub mod ethernet;
 pub mod frame;
 pub mod ipv4;
+pub mod pcap;
 pub mod seqhdr;
 pub mod udp;
 pub mod vlan;

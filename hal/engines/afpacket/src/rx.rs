@@ -509,6 +509,7 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
             queue: self.queue,
             rx_timestamp_ns: u64::from(h.sec) * 1_000_000_000 + u64::from(h.nsec),
             conn: ConnId(0),
+            ..PacketMeta::default()
         };
         match &self.split {
             Some(s) => {

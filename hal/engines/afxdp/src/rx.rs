@@ -303,6 +303,7 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
                 queue: self.queue,
                 rx_timestamp_ns: now,
                 conn: ConnId(0),
+                ..PacketMeta::default()
             };
             if burst.push(buf, off as u16, meta).is_ok() {
                 packets += 1;

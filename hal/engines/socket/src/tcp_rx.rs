@@ -307,6 +307,7 @@ impl<'a, const N: usize> TcpRx<'a, N> {
                 queue: *queue,
                 rx_timestamp_ns: ts,
                 conn: conn.id,
+                ..PacketMeta::default()
             };
             let need = msg - conn.filled;
             if got < need {

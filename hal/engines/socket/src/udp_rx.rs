@@ -177,13 +177,19 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         if pktinfo {
             enable_feature(&sock, IPPROTO_IP, IP_PKTINFO, 1, "IP_PKTINFO", "flows")?;
         }
-        // Per-datagram kernel work only for what is used: sender addresses for flow rules,
+        // Per-datagram kernel work only for what is used: sender addresses for flow rules and
+        // pcap recorders,
         // control messages for kernel timestamps, GRO sizes or destination addresses.
         let control = stamps == RxTimestamps::Kernel || gro || pktinfo;
+        // A pcap recorder rebuilds each datagram's IPv4/UDP headers from its real sender.
+        let records_pcap = q
+            .record
+            .iter()
+            .any(|r| ctx.cfg.recorders[r.0].format == rtdaq_config::model::RecordFormat::Pcap);
         let ring = RecvRing::new(
             res.pool,
             (q.batch_size as usize).clamp(1, N.max(1)),
-            flows.is_some(),
+            flows.is_some() || records_pcap,
             control,
         );
         apply_sockopts(&sock, &ctx.sock.sockopts)?;
@@ -532,6 +538,8 @@ impl<'a, const N: usize> Out<'_, 'a, N> {
                 self.stamp
             },
             conn: ConnId(0),
+            src_ip: m.src.ip().octets(),
+            src_port: m.src.port(),
         };
         let mut buf = buf;
         if self.pending.is_empty() {

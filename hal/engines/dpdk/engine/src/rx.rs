@@ -222,6 +222,7 @@ impl<'a> DpdkRx<'a> {
                         queue: self.queue,
                         rx_timestamp_ns: now,
                         conn: ConnId(0),
+                        ..PacketMeta::default()
                     };
                     match burst.push(m, meta) {
                         Ok(()) => {

@@ -474,6 +474,7 @@ impl FrameRx {
                 queue,
                 rx_timestamp_ns: 0,
                 conn: ConnId(0),
+                ..PacketMeta::default()
             };
             if burst.push_buf(b, meta).is_ok() {
                 got += 1;

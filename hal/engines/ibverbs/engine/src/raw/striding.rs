@@ -487,6 +487,7 @@ impl StrideBook {
                     queue,
                     rx_timestamp_ns: 0,
                     conn: ConnId(0),
+                    ..PacketMeta::default()
                 };
                 if burst.push_stride(e, off, meta) {
                     self.stats.frames += 1;

@@ -627,6 +627,7 @@ impl RoceRx {
                         queue: self.queue,
                         rx_timestamp_ns: ts,
                         conn: ConnId(k as u32 + 1),
+                        ..PacketMeta::default()
                     };
                     if burst.push_single(b, meta).is_err() {
                         self.counters.record_drop(DropReason::RingFull);

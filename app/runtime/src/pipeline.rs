@@ -1,0 +1,140 @@
+//! The RX consumer as a pipeline of stages.
+//!
+//! Every packet a queue's consumer takes (the indirect queue's consumer thread, the direct
+//! queue's I/O thread, or the GPU stage driving either) passes through the same ordered
+//! stages, built once before the threads start and dispatched statically:
+//!
+//! | order | stage | what it does | its counters |
+//! |---|---|---|---|
+//! | 1 | `validate` ([`Validator`]) | sequence, pattern, latency checks | the queue's consumer counters, `ValidatorStats` |
+//! | 2 | `record` ([`RecordSink`], one per recorder the queue names) | appends the packet to the sink's buffers | [`SinkCounters`](crate::record::SinkCounters): `record_full`, `record_error` |
+//! | 3 | `gpu` (`gpu_stage`, feature `gpu`) | batches the packet for the GPU; holds its buffer until the batch is done | `GpuCounters` |
+//!
+//! The GPU stage is the pipeline's last stage: it keeps the packet's buffer (its ring slot)
+//! until the GPU has read it, so it drives the pipeline (`gpu_stage::rx_consumer` /
+//! `rx_direct` call [`Pipeline::on_packet`] for each packet before batching it) instead of
+//! being called by it. A new capability is a new stage here, not a special case in the
+//! runtime. Every stage keeps the hot-path rules: no allocation, no logging, no blocking; a
+//! stage that cannot keep up counts its drops.
+
+use crate::memory::QueueStats;
+use crate::record::RecordSink;
+use crate::validator::Validator;
+use rtdaq_core::PacketMeta;
+
+/// One packet as the stages see it.
+#[derive(Debug, Clone, Copy)]
+pub struct PacketView<'a> {
+    /// The whole Ethernet frame (raw engines), else `None`.
+    pub frame: Option<&'a [u8]>,
+    /// The UDP payload (raw engines: inside `frame`; the socket engine: the datagram or TCP
+    /// record); empty when a frame is not IPv4/UDP.
+    pub payload: &'a [u8],
+    /// The engine's metadata.
+    pub meta: PacketMeta,
+    /// Receive time, ns since the Unix epoch (the engine's, else the consumer's clock).
+    pub rx_ns: u64,
+}
+
+/// One stage of the pipeline.
+pub trait Stage {
+    /// Takes one packet. Never allocates, logs or blocks.
+    fn on_packet(&mut self, p: &PacketView<'_>);
+    /// After each burst, and now and then while the queue is idle (`now_ns`: monotonic):
+    /// publish counters, hand over timed-out work.
+    fn end_burst(&mut self, stats: &QueueStats, now_ns: u64);
+    /// End of the run: hand over what is left.
+    fn finish(&mut self) {}
+}
+
+impl Stage for Validator {
+    #[inline]
+    fn on_packet(&mut self, p: &PacketView<'_>) {
+        self.check(p.payload, p.rx_ns);
+    }
+    #[inline]
+    fn end_burst(&mut self, stats: &QueueStats, _now_ns: u64) {
+        self.publish(&stats.consumer);
+    }
+}
+
+impl Stage for RecordSink {
+    #[inline]
+    fn on_packet(&mut self, p: &PacketView<'_>) {
+        RecordSink::on_packet(self, p);
+    }
+    #[inline]
+    fn end_burst(&mut self, _stats: &QueueStats, now_ns: u64) {
+        self.tick(now_ns);
+    }
+    fn finish(&mut self) {
+        RecordSink::finish(self);
+    }
+}
+
+/// The CPU stages of one RX queue, in order: validate, then record.
+pub struct Pipeline {
+    /// Stage 1.
+    pub validate: Validator,
+    /// Stage 2: one sink per recorder the queue names (config order).
+    pub record: Vec<RecordSink>,
+}
+
+impl Pipeline {
+    /// A pipeline of the validator alone.
+    pub fn new(validate: Validator) -> Self {
+        Pipeline {
+            validate,
+            record: Vec::new(),
+        }
+    }
+
+    /// A pipeline with record sinks.
+    pub fn with_record(validate: Validator, record: Vec<RecordSink>) -> Self {
+        Pipeline { validate, record }
+    }
+
+    /// Every stage takes the packet, in order.
+    #[inline]
+    pub fn on_packet(&mut self, p: &PacketView<'_>) {
+        self.validate.on_packet(p);
+        for s in &mut self.record {
+            s.on_packet(p);
+        }
+    }
+
+    /// After a burst.
+    #[inline]
+    pub fn end_burst(&mut self, stats: &QueueStats) {
+        let now = if self.record.is_empty() {
+            0
+        } else {
+            crate::pacer::now_ns()
+        };
+        self.validate.end_burst(stats, now);
+        for s in &mut self.record {
+            s.end_burst(stats, now);
+        }
+    }
+
+    /// While the queue is idle: stages with timers (a recorder's `flush_ms`) act on them.
+    #[inline]
+    pub fn idle(&mut self, stats: &QueueStats) {
+        if !self.record.is_empty() {
+            self.end_burst(stats);
+        }
+    }
+
+    /// End of the run (after the last packet).
+    pub fn finish(&mut self) {
+        self.validate.finish_stage();
+        for s in &mut self.record {
+            Stage::finish(s);
+        }
+    }
+}
+
+impl Validator {
+    /// The validator has nothing to hand over at the end (its figures are read from it).
+    fn finish_stage(&mut self) {}
+}

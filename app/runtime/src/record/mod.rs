@@ -1,0 +1,340 @@
+//! The `record` stage: writes what an RX queue receives to files (pcap, raw payloads, DADA),
+//! at disk speed, without ever blocking the queue.
+//!
+//! Each RX queue naming a recorder (`record = ["name", ...]`) gets one **sink** per
+//! recorder: a ring of large, preallocated, page-aligned buffers ([`RecBuf`], `buffers` ×
+//! `buffer_mib`) between the queue's consumer ([`RecordSink`], this module, hot path) and
+//! one writer thread ([`writer`], cold side):
+//!
+//! - the consumer appends each packet's record (pcap: a 16-byte record header, for the
+//!   socket engine Ethernet/IPv4/UDP headers rebuilt from the datagram's real source and
+//!   the queue's address, then the bytes; raw/DADA: the payload less `strip_bytes`) to the
+//!   buffer it is filling. The byte stream runs across buffers (a record may start in one
+//!   buffer and end in the next), so every full buffer is a whole, aligned block for an
+//!   `O_DIRECT` write. A partly filled buffer goes to the writer after `flush_ms`: its
+//!   4 KiB-aligned part, the rest carried into the next buffer;
+//! - it never waits: a packet whose record does not fit into the free buffers is counted
+//!   as `record_full` (the writer is behind) and the run fails its loss tolerance; after a
+//!   write error every further packet counts as `record_error`;
+//! - rotation (`rotate_mib`, `rotate_s`) happens at a packet boundary: the buffer holding a
+//!   file's end is handed over marked so, and the next one starts the next file.
+//!
+//! The writer ([`writer`]) writes buffers in order (`O_DIRECT` where the file system has
+//! it), rewrites a DADA header with the file's final size, writes each file's sidecar index
+//! (`FILE.index.json`: packets, bytes, first/last sequence number and timestamp, gaps) when
+//! the file is closed, and on a write error truncates the file to its last complete record.
+//!
+//! Nothing here allocates, logs or blocks after [`prepare`]: the buffers, the sinks and the
+//! first file of each sink (so a bad directory fails the start, exit 2) exist before the
+//! queue threads start.
+
+mod sink;
+pub mod writer;
+
+pub use sink::{RecBuf, RecordSink};
+pub use writer::{FileReport, WriterOutcome};
+
+use crate::error::RuntimeError;
+use crate::memory::Resources;
+use rtdaq_config::model::{Address, Config, RecordFormat, Recorder};
+use rtdaq_core::SlotRing;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+/// Alignment of buffer memory, write sizes and file offsets for `O_DIRECT` (covers 512- and
+/// 4096-byte logical blocks).
+pub const ALIGN: usize = 4096;
+
+/// Counters of one sink, shared by its consumer and its writer (one writer per field).
+#[derive(Debug, Default)]
+pub struct SinkCounters {
+    /// Packets whose records went into a buffer (consumer).
+    pub buffered: AtomicU64,
+    /// Packets not recorded: no free buffer (consumer).
+    pub dropped_full: AtomicU64,
+    /// Packets not recorded after a write error (consumer after the writer failed; the
+    /// writer counts those of buffers it could not write in `dropped_error_writer`).
+    pub dropped_error: AtomicU64,
+    /// Packets of buffers the writer could not write.
+    pub dropped_error_writer: AtomicU64,
+    /// Packets whose records are on disk (writer).
+    pub written: AtomicU64,
+    /// Bytes on disk, file headers included (writer).
+    pub bytes: AtomicU64,
+    /// Raised by the writer after a write error: the consumer stops filling buffers.
+    pub failed: AtomicBool,
+    /// Raised by the consumer after its last buffer went to the writer.
+    pub producer_done: AtomicBool,
+}
+
+impl SinkCounters {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.store(c.load(Relaxed) + n, Relaxed);
+    }
+}
+
+/// Where a sink's files go and what they are called.
+#[derive(Debug, Clone)]
+pub struct FileNaming {
+    /// Output directory.
+    pub dir: PathBuf,
+    /// `file_name` with every field but `{index}` filled in.
+    pub pattern: String,
+}
+
+impl FileNaming {
+    /// Path of file number `index`.
+    pub fn path(&self, index: u32) -> PathBuf {
+        self.dir
+            .join(self.pattern.replace("{index}", &format!("{index:04}")))
+    }
+}
+
+/// What a sink's writer needs besides its buffers (built before the run).
+#[derive(Debug, Clone)]
+pub struct SinkInfo {
+    /// `recorders[k]`.
+    pub key: String,
+    /// The recorder's config.
+    pub recorder: Recorder,
+    /// The queue (`lo_udp.rx0`).
+    pub queue: String,
+    /// File names.
+    pub naming: FileNaming,
+    /// DADA header values that depend on the run: config name and SHA-256, UTC start.
+    pub config_name: String,
+    /// SHA-256 of the config text.
+    pub config_sha256: String,
+    /// Wall-clock start, ns since the epoch.
+    pub start_unix_ns: u64,
+}
+
+/// One sink of one RX queue, ready to run: the consumer half, the writer's half and the
+/// first file (opened by [`prepare`]). Each half is taken by the thread that runs it.
+pub struct SinkParts {
+    /// Consumer half (goes into the queue's pipeline).
+    pub sink: Option<RecordSink>,
+    /// Writer half.
+    pub writer: Option<writer::Writer>,
+}
+
+/// The UTC start time as the `{start}` field: `20261201T125309Z`.
+pub fn start_field(unix_ns: u64) -> String {
+    let t = crate::report::rfc3339_utc(unix_ns);
+    // 2026-12-01T12:53:09.123456789Z -> 20261201T125309Z
+    let date: String = t.get(..10).unwrap_or_default().replace('-', "");
+    let time: String = t.get(11..19).unwrap_or_default().replace(':', "");
+    format!("{date}T{time}Z")
+}
+
+/// The sinks of every RX queue (in `res.rx` order): directories created, each sink's first
+/// file opened (`O_DIRECT` where the file system supports it), buffers allocated. A
+/// directory or file that cannot be created stops the run here, naming the path and key.
+pub(crate) fn prepare(
+    config: &Config,
+    res: &Resources,
+    output_dir: Option<&Path>,
+    config_sha256: &str,
+    frames: bool,
+) -> Result<Vec<Vec<SinkParts>>, RuntimeError> {
+    let start_unix_ns = crate::pacer::wall_clock_ns();
+    let start = start_field(start_unix_ns);
+    let mut out = Vec::new();
+    for r in res.rx.iter() {
+        let iface = &config.interfaces[r.interface];
+        let qc = &iface.rx_queues[r.queue];
+        let mut sinks = Vec::new();
+        for rid in &qc.record {
+            let rec = &config.recorders[rid.0];
+            let key = format!("recorders[{}]", rid.0);
+            let dir = output_dir.map_or_else(|| PathBuf::from(&rec.directory), Path::to_path_buf);
+            let dir_key = if output_dir.is_some() {
+                "--output-dir".to_string()
+            } else {
+                format!("{key}.directory")
+            };
+            std::fs::create_dir_all(&dir).map_err(|e| RuntimeError::Record {
+                key: dir_key.clone(),
+                path: dir.display().to_string(),
+                message: format!("cannot create the output directory: {e}"),
+            })?;
+            let pattern = rec
+                .file_name
+                .replace("{config}", &config.name)
+                .replace("{recorder}", &rec.name)
+                .replace("{interface}", &iface.name)
+                .replace("{queue}", &qc.id.to_string())
+                .replace("{start}", &start);
+            let info = SinkInfo {
+                key: key.clone(),
+                recorder: rec.clone(),
+                queue: format!("{}.rx{}", iface.name, r.queue),
+                naming: FileNaming { dir, pattern },
+                config_name: config.name.clone(),
+                config_sha256: config_sha256.to_string(),
+                start_unix_ns,
+            };
+            let counters: &'static SinkCounters = Box::leak(Box::default());
+            let bufs: Vec<RecBuf> = (0..rec.buffers)
+                .map(|_| RecBuf::new(rec.buffer_bytes))
+                .collect();
+            let ring = Box::leak(Box::new(
+                SlotRing::new(Box::leak(bufs.into_boxed_slice())).map_err(|e| {
+                    RuntimeError::Record {
+                        key: format!("{key}.buffers"),
+                        path: String::new(),
+                        message: e.to_string(),
+                    }
+                })?,
+            ));
+            let (prod, cons) = ring.split();
+            let w = writer::Writer::open(info, cons, counters).map_err(|(path, e)| {
+                RuntimeError::Record {
+                    key: dir_key.clone(),
+                    path,
+                    message: e,
+                }
+            })?;
+            let dst = match &iface.address {
+                Address::Socket(u) => (u.ip.octets(), u.port),
+                _ => ([0; 4], 0),
+            };
+            let sink = RecordSink::new(rec, prod, counters, dst, frames);
+            sinks.push(SinkParts {
+                sink: Some(sink),
+                writer: Some(w),
+            });
+        }
+        out.push(sinks);
+    }
+    Ok(out)
+}
+
+/// The report of one sink.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SinkReport {
+    /// Recorder name.
+    pub recorder: String,
+    /// `pcap`, `raw` or `dada`.
+    pub format: String,
+    /// Files written, in order.
+    pub files: Vec<FileReport>,
+    /// Packets whose records are on disk.
+    pub packets: u64,
+    /// Bytes on disk (file headers included).
+    pub bytes: u64,
+    /// Packets not recorded, by reason: `record_full` (no free buffer: the writer was
+    /// behind), `record_error` (a write error; see `error`).
+    pub dropped: std::collections::BTreeMap<String, u64>,
+    /// The first write error (path and reason), if any.
+    pub error: Option<String>,
+    /// Files were written with `O_DIRECT`.
+    pub direct_io: bool,
+    /// MB/s (10^6 bytes) while writing: bytes over the time spent in write calls.
+    pub write_mb_s: f64,
+    /// MB/s over the run.
+    pub mb_s: f64,
+}
+
+impl SinkReport {
+    /// Packets not recorded.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+
+    /// Builds the report of a sink from its counters and its writer's outcome.
+    pub fn of(
+        recorder: &Recorder,
+        c: &SinkCounters,
+        w: WriterOutcome,
+        elapsed_s: f64,
+    ) -> SinkReport {
+        let bytes = c.bytes.load(Relaxed);
+        let mut dropped = std::collections::BTreeMap::new();
+        dropped.insert("record_full".to_string(), c.dropped_full.load(Relaxed));
+        dropped.insert(
+            "record_error".to_string(),
+            c.dropped_error.load(Relaxed) + c.dropped_error_writer.load(Relaxed),
+        );
+        SinkReport {
+            recorder: recorder.name.clone(),
+            format: recorder.format.as_str().to_string(),
+            files: w.files,
+            packets: c.written.load(Relaxed),
+            bytes,
+            dropped,
+            error: w.error,
+            direct_io: w.direct_io,
+            write_mb_s: if w.write_ns > 0 {
+                bytes as f64 / (w.write_ns as f64 / 1e9) / 1e6
+            } else {
+                0.0
+            },
+            mb_s: if elapsed_s > 0.0 {
+                bytes as f64 / elapsed_s / 1e6
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for SinkReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "record {} ({}): {} packets, {} bytes in {} file{}, {:.1} MB/s ({:.0} MB/s writing{})",
+            self.recorder,
+            self.format,
+            self.packets,
+            self.bytes,
+            self.files.len(),
+            if self.files.len() == 1 { "" } else { "s" },
+            self.mb_s,
+            self.write_mb_s,
+            if self.direct_io {
+                ", O_DIRECT"
+            } else {
+                ", buffered"
+            }
+        )?;
+        let why: Vec<String> = self
+            .dropped
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        if !why.is_empty() {
+            write!(f, " · not recorded: {}", why.join(" "))?;
+        }
+        if let Some(e) = &self.error {
+            write!(f, " · error: {e}")?;
+        }
+        for file in &self.files {
+            write!(f, "\n          {}", file.path)?;
+        }
+        Ok(())
+    }
+}
+
+/// Packets the queues' sinks did not record: lost to the deployment.
+pub fn not_recorded(rx: &[crate::report::QueueReport]) -> u64 {
+    rx.iter()
+        .flat_map(|q| q.record.iter())
+        .map(SinkReport::dropped_total)
+        .sum()
+}
+
+/// The file-name extension of a format (for messages).
+pub fn extension(f: RecordFormat) -> &'static str {
+    f.extension()
+}
+
+impl crate::report::QueueReport {
+    /// The queue's record sinks.
+    pub fn with_record(mut self, record: Vec<SinkReport>) -> Self {
+        self.record = record;
+        self
+    }
+}

@@ -1,0 +1,465 @@
+//! The consumer half of a sink: appends each packet's record to the buffer being filled
+//! and hands full (or timed-out) buffers to the writer. Hot path: no allocation, no
+//! logging, no blocking; what does not fit is counted.
+
+use super::{SinkCounters, ALIGN};
+use crate::pipeline::PacketView;
+use rtdaq_config::model::{RecordFormat, Recorder};
+use rtdaq_core::slot_ring::SlotProducer;
+use rtdaq_core::wire::pcap::{
+    emit_udp_headers, PcapFileHeader, PcapRecord, LINKTYPE_ETHERNET, UDP_HEADERS_LEN,
+};
+use rtdaq_core::wire::SeqHeader;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// What the packets of one buffer add to its file's index.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexDelta {
+    /// Stream id and sequence number of the first packet with an rtdaq sequence header.
+    pub first_seq: Option<(u16, u64)>,
+    /// Sequence number of the last such packet (of the file's first stream).
+    pub last_seq: Option<u64>,
+    /// Sequence numbers skipped (of the file's first stream).
+    pub gaps: u64,
+    /// Receive time of the first and last packet, ns since the epoch.
+    pub first_ts: u64,
+    /// See `first_ts`.
+    pub last_ts: u64,
+    /// Bytes of the first packet's record payload (DADA `PKT_SIZE`).
+    pub first_len: u32,
+}
+
+/// One buffer between a consumer and its writer: preallocated, page-aligned, locked with the
+/// rest of the process (`mlockall`).
+pub struct RecBuf {
+    mem: Box<[u8]>,
+    off: usize,
+    cap: usize,
+    /// Bytes of the stream in this buffer.
+    pub fill: usize,
+    /// File number these bytes belong to.
+    pub file: u32,
+    /// The file ends with this buffer.
+    pub ends_file: bool,
+    /// Records that end in this buffer.
+    pub packets: u64,
+    /// Offset just past the last record that ends in this buffer (`None`: none ends here).
+    pub boundary: Option<usize>,
+    /// Index figures of those packets.
+    pub idx: IndexDelta,
+}
+
+impl RecBuf {
+    /// A zeroed buffer of `cap` bytes (a multiple of [`ALIGN`]) at an aligned address.
+    pub fn new(cap: usize) -> Self {
+        let mem = vec![0u8; cap + ALIGN].into_boxed_slice();
+        let off = (ALIGN - mem.as_ptr() as usize % ALIGN) % ALIGN;
+        RecBuf {
+            mem,
+            off,
+            cap,
+            fill: 0,
+            file: 0,
+            ends_file: false,
+            packets: 0,
+            boundary: None,
+            idx: IndexDelta::default(),
+        }
+    }
+
+    /// The stream bytes in the buffer (aligned start).
+    pub fn data(&self) -> &[u8] {
+        &self.mem[self.off..self.off + self.fill]
+    }
+
+    fn space(&mut self) -> &mut [u8] {
+        &mut self.mem[self.off..self.off + self.cap]
+    }
+
+    fn reset(&mut self, file: u32) {
+        self.fill = 0;
+        self.file = file;
+        self.ends_file = false;
+        self.packets = 0;
+        self.boundary = None;
+        self.idx = IndexDelta::default();
+    }
+}
+
+/// Ends of the most recent records, for moving an unaligned tail into the next buffer.
+const ENDS: usize = ALIGN;
+
+/// Counts since the last [`RecordSink::publish`].
+#[derive(Debug, Default, Clone, Copy)]
+struct Pending {
+    buffered: u64,
+    full: u64,
+    error: u64,
+}
+
+/// The consumer half of one sink (see the [module docs](super)).
+pub struct RecordSink {
+    format: RecordFormat,
+    snaplen: usize,
+    strip: usize,
+    /// The engine delivers Ethernet frames (else payloads: pcap rebuilds the headers).
+    frames: bool,
+    /// Socket engine: the queue's address (destination of the rebuilt headers).
+    dst: ([u8; 4], u16),
+    prod: SlotProducer<'static, RecBuf>,
+    counters: &'static SinkCounters,
+    cap: usize,
+    /// The slot at the producer's head has not been reset for the current file yet.
+    stale: bool,
+    header_len: u64,
+    rotate_bytes: Option<u64>,
+    rotate_ns: Option<u64>,
+    flush_ns: u64,
+    file: u32,
+    file_bytes: u64,
+    file_start_ns: u64,
+    buf_first_ns: u64,
+    ends: Box<[u32]>,
+    ends_head: usize,
+    ends_in_buf: usize,
+    last_seq: Option<(u16, u64)>,
+    ident: u16,
+    carry: Box<[u8]>,
+    pending: Pending,
+}
+
+impl RecordSink {
+    /// The consumer half of a sink of `rec` over `prod`; writes the first file's pcap header.
+    pub fn new(
+        rec: &Recorder,
+        prod: SlotProducer<'static, RecBuf>,
+        counters: &'static SinkCounters,
+        dst: ([u8; 4], u16),
+        frames: bool,
+    ) -> Self {
+        let mut s = RecordSink {
+            format: rec.format,
+            snaplen: rec.snaplen as usize,
+            strip: rec.strip_bytes as usize,
+            frames,
+            dst,
+            prod,
+            counters,
+            cap: rec.buffer_bytes,
+            stale: true,
+            header_len: match rec.format {
+                RecordFormat::Pcap => PcapFileHeader::LEN as u64,
+                RecordFormat::Dada => super::writer::DADA_HEADER_LEN as u64,
+                RecordFormat::Raw => 0,
+            },
+            rotate_bytes: rec.rotate_bytes,
+            rotate_ns: rec.rotate_ns,
+            flush_ns: rec.flush_ns,
+            file: 0,
+            file_bytes: 0,
+            file_start_ns: 0,
+            buf_first_ns: 0,
+            ends: vec![0u32; ENDS].into_boxed_slice(),
+            ends_head: 0,
+            ends_in_buf: 0,
+            last_seq: None,
+            ident: 0,
+            carry: vec![0u8; ALIGN].into_boxed_slice(),
+            pending: Pending::default(),
+        };
+        s.start_file();
+        s
+    }
+
+    /// Free slots (the one being filled included).
+    #[inline]
+    fn free(&self) -> usize {
+        self.prod.capacity() - self.prod.len()
+    }
+
+    /// The buffer being filled, reset for the current file the first time it is seen.
+    #[inline]
+    fn cur(&mut self) -> Option<&mut RecBuf> {
+        let (stale, file) = (self.stale, self.file);
+        let b = self.prod.slot()?;
+        if stale {
+            b.reset(file);
+            self.stale = false;
+            self.ends_in_buf = 0;
+            self.buf_first_ns = 0;
+        }
+        Some(b)
+    }
+
+    /// Hands the buffer being filled to the writer.
+    #[inline]
+    fn commit(&mut self) {
+        if self.prod.slot().is_some() && !self.stale {
+            let committed = self.prod.commit();
+            debug_assert!(committed.is_ok());
+            self.stale = true;
+        }
+    }
+
+    /// Starts the stream of the current file: a pcap file begins with its header.
+    fn start_file(&mut self) {
+        self.file_bytes = self.header_len;
+        self.file_start_ns = 0;
+        self.last_seq = None;
+        if self.format == RecordFormat::Pcap {
+            let h = PcapFileHeader::new(self.snaplen as u32, LINKTYPE_ETHERNET).to_bytes();
+            self.put(&h);
+        }
+    }
+
+    /// Appends bytes to the stream, moving on to the next buffer when one is full. The
+    /// caller made sure the free buffers hold them.
+    #[inline]
+    fn put(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let cap = self.cap;
+            let Some(b) = self.cur() else { return };
+            if b.fill == cap {
+                self.commit();
+                continue;
+            }
+            let n = bytes.len().min(cap - b.fill);
+            let at = b.fill;
+            b.space()[at..at + n].copy_from_slice(&bytes[..n]);
+            b.fill += n;
+            bytes = &bytes[n..];
+        }
+    }
+
+    /// Ends the current file with the buffer being filled and starts the next one. False
+    /// when the free buffers cannot take that (the packet is then not recorded).
+    fn rotate(&mut self) -> bool {
+        if self.free() < 2 {
+            return false;
+        }
+        if let Some(b) = self.cur() {
+            b.ends_file = true;
+        }
+        // Commit even an empty buffer: it carries the end-of-file mark.
+        if self.prod.slot().is_some() {
+            let committed = self.prod.commit();
+            debug_assert!(committed.is_ok());
+            self.stale = true;
+        }
+        self.file += 1;
+        self.start_file();
+        true
+    }
+
+    /// Records one packet (see the [module docs](super)).
+    #[inline]
+    pub fn on_packet(&mut self, p: &PacketView<'_>) {
+        if self.counters.failed.load(Relaxed) {
+            self.pending.error += 1;
+            return;
+        }
+        // The record: header bytes (pcap) and data.
+        let (data, orig_len, synth) = match self.format {
+            RecordFormat::Pcap => match (self.frames, p.frame) {
+                (true, Some(f)) => (f, f.len(), false),
+                _ => (p.payload, p.payload.len() + UDP_HEADERS_LEN, true),
+            },
+            RecordFormat::Raw | RecordFormat::Dada => {
+                (p.payload.get(self.strip..).unwrap_or_default(), 0, false)
+            }
+        };
+        let total = match self.format {
+            RecordFormat::Pcap => PcapRecord::LEN + orig_len.min(self.snaplen),
+            _ => data.len(),
+        };
+        let rotate_bytes = self
+            .rotate_bytes
+            .is_some_and(|b| self.file_bytes + total as u64 > b);
+        let rotate_time = self.rotate_ns.is_some_and(|t| {
+            self.file_start_ns != 0 && p.rx_ns.saturating_sub(self.file_start_ns) >= t
+        });
+        if (rotate_bytes || rotate_time) && self.file_bytes > self.header_len && !self.rotate() {
+            self.pending.full += 1;
+            return;
+        }
+        let room = match self.cur() {
+            Some(b) => b.cap - b.fill,
+            None => 0,
+        };
+        if self.free() == 0 || (total > room && self.free() < 2) {
+            self.pending.full += 1;
+            return;
+        }
+        if self.buf_first_ns == 0 {
+            self.buf_first_ns = crate::pacer::now_ns();
+        }
+        match self.format {
+            RecordFormat::Pcap => {
+                let incl = orig_len.min(self.snaplen);
+                let rec = PcapRecord {
+                    ts_ns: p.rx_ns,
+                    incl_len: incl as u32,
+                    orig_len: orig_len as u32,
+                };
+                self.put(&rec.to_bytes());
+                if synth {
+                    let mut h = [0u8; UDP_HEADERS_LEN];
+                    let src = (p.meta.src_ip, p.meta.src_port);
+                    self.ident = self.ident.wrapping_add(1);
+                    // A datagram longer than 65507 bytes cannot arrive over UDP.
+                    let _ = emit_udp_headers(&mut h, src, self.dst, data.len(), self.ident);
+                    let n = incl.min(UDP_HEADERS_LEN);
+                    self.put(&h[..n]);
+                    self.put(&data[..incl - n]);
+                } else {
+                    self.put(&data[..incl]);
+                }
+            }
+            RecordFormat::Raw | RecordFormat::Dada => self.put(data),
+        }
+        self.file_bytes += total as u64;
+        if self.file_start_ns == 0 {
+            self.file_start_ns = p.rx_ns.max(1);
+        }
+        let seq = SeqHeader::parse(p.payload)
+            .ok()
+            .map(|h| (h.stream_id, h.seq));
+        let (ends_head, last) = (self.ends_head, self.last_seq);
+        let mut gap = 0;
+        let mut next_last = last;
+        if let Some((sid, s)) = seq {
+            match last {
+                None => next_last = Some((sid, s)),
+                Some((lsid, ls)) if lsid == sid => {
+                    if s > ls {
+                        gap = s - ls - 1;
+                        next_last = Some((sid, s));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        self.last_seq = next_last;
+        let Some(b) = self.cur() else { return };
+        b.packets += 1;
+        b.boundary = Some(b.fill);
+        let idx = &mut b.idx;
+        if idx.first_ts == 0 {
+            idx.first_ts = p.rx_ns;
+            idx.first_len = data.len() as u32;
+        }
+        idx.last_ts = p.rx_ns;
+        if let Some((sid, s)) = seq {
+            if idx.first_seq.is_none() && last.is_none() {
+                idx.first_seq = Some((sid, s));
+            }
+            if next_last == Some((sid, s)) {
+                idx.last_seq = Some(s);
+            }
+        }
+        idx.gaps += gap;
+        let fill = b.fill as u32;
+        let full = b.fill == b.cap;
+        self.ends[ends_head] = fill;
+        self.ends_head = (ends_head + 1) % ENDS;
+        self.ends_in_buf += 1;
+        self.pending.buffered += 1;
+        if full {
+            self.commit();
+        }
+    }
+
+    /// Called after every burst and when the queue is idle: publishes the counters and hands
+    /// a partly filled buffer to the writer once it waited `flush_ms` (its 4 KiB-aligned
+    /// part; the rest moves to the next buffer, so every write but a file's last stays
+    /// aligned).
+    #[inline]
+    pub fn tick(&mut self, now_ns: u64) {
+        self.publish();
+        if self.buf_first_ns == 0 || now_ns.saturating_sub(self.buf_first_ns) < self.flush_ns {
+            return;
+        }
+        if self.free() < 2 || self.stale {
+            return;
+        }
+        let Some(b) = self.prod.slot() else { return };
+        if b.fill < ALIGN {
+            return;
+        }
+        let cut = b.fill / ALIGN * ALIGN;
+        let tail = b.fill - cut;
+        // Records that end after the cut move with the tail.
+        let mut moved = 0usize;
+        let mut last_before = None;
+        for k in 0..self.ends_in_buf.min(ENDS) {
+            let e = self.ends[(self.ends_head + ENDS - 1 - k) % ENDS] as usize;
+            if e > cut {
+                moved += 1;
+            } else {
+                last_before = Some(e);
+                break;
+            }
+        }
+        self.carry[..tail].copy_from_slice(&b.data()[cut..]);
+        b.fill = cut;
+        b.packets -= moved as u64;
+        b.boundary = last_before;
+        let file = b.file;
+        let committed = self.prod.commit();
+        debug_assert!(committed.is_ok());
+        self.stale = true;
+        // Rebase the moved records' ends onto the next buffer.
+        for k in 0..moved.min(ENDS) {
+            let i = (self.ends_head + ENDS - 1 - k) % ENDS;
+            self.ends[i] -= cut as u32;
+        }
+        let Some(nb) = self.prod.slot() else { return };
+        nb.reset(file);
+        self.stale = false;
+        nb.space()[..tail].copy_from_slice(&self.carry[..tail]);
+        nb.fill = tail;
+        nb.packets = moved as u64;
+        nb.boundary = (moved > 0).then(|| self.ends[(self.ends_head + ENDS - 1) % ENDS] as usize);
+        self.ends_in_buf = moved;
+        self.buf_first_ns = if tail > 0 { now_ns } else { 0 };
+    }
+
+    /// Adds the counts since the last call to the shared counters.
+    #[inline]
+    pub fn publish(&mut self) {
+        let c = self.counters;
+        let p = std::mem::take(&mut self.pending);
+        if p.buffered > 0 {
+            SinkCounters::add(&c.buffered, p.buffered);
+        }
+        if p.full > 0 {
+            SinkCounters::add(&c.dropped_full, p.full);
+        }
+        if p.error > 0 {
+            SinkCounters::add(&c.dropped_error, p.error);
+        }
+    }
+
+    /// End of the run: the buffer being filled goes to the writer as the end of its file
+    /// (when a slot is free; else the writer closes the file after the last full buffer),
+    /// and the writer is told that nothing more comes.
+    pub fn finish(&mut self) {
+        self.publish();
+        if !self.stale {
+            if let Some(b) = self.prod.slot() {
+                b.ends_file = true;
+                let committed = self.prod.commit();
+                debug_assert!(committed.is_ok());
+                self.stale = true;
+            }
+        }
+        self.counters
+            .producer_done
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The shared counters.
+    pub fn counters(&self) -> &'static SinkCounters {
+        self.counters
+    }
+}

@@ -1,0 +1,522 @@
+//! `[[recorders]]` and the RX queues that name them (`record = [...]`): format, file names,
+//! rotation, buffers, writer placement, DADA header values, and what a recorder needs from
+//! its queues (packets the CPU can read; IPv4/UDP for pcap of socket traffic).
+
+use super::{int, rxq, unknown_name, Draft};
+use crate::error::Errors;
+use crate::model::{
+    Address, DadaParams, RecordFormat, Recorder, RecorderId, RegionKind, Transport,
+    WriterPlacement, FILE_NAME_FIELDS,
+};
+use crate::parse::is_identifier;
+use crate::schema::{RawConfig, RawDada, RawRecorder};
+
+/// Default `directory`.
+pub const DEFAULT_DIRECTORY: &str = "recordings";
+/// Default `snaplen` (tcpdump's).
+pub const DEFAULT_SNAPLEN: u32 = 262_144;
+/// Default `flush_ms`.
+pub const DEFAULT_FLUSH_MS: i64 = 100;
+
+/// Resolves an RX queue's `record` names (to indices in `[[recorders]]`).
+pub(super) fn recorder_refs(
+    names: &[String],
+    p: &str,
+    raw: &RawConfig,
+    errs: &mut Errors,
+) -> Option<Vec<RecorderId>> {
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (k, name) in names.iter().enumerate() {
+        match raw.recorders.iter().position(|r| &r.name == name) {
+            Some(_) if names[..k].contains(name) => {
+                errs.push(
+                    format!("{p}.record[{k}]"),
+                    format!("recorder \"{name}\" is named twice; list it once"),
+                );
+                ok = false;
+            }
+            Some(i) => out.push(RecorderId(i)),
+            None => {
+                let known: Vec<&str> = raw.recorders.iter().map(|r| r.name.as_str()).collect();
+                errs.push(
+                    format!("{p}.record[{k}]"),
+                    unknown_name("recorder ([[recorders]])", name, &known),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// The queues (interface index, queue index) whose `record` names recorder `k`.
+fn users(raw: &RawConfig, k: usize) -> Vec<(usize, usize)> {
+    let name = &raw.recorders[k].name;
+    let mut out = Vec::new();
+    for (i, iface) in raw.interfaces.iter().enumerate() {
+        for (q, rq) in iface.rx_queues.iter().enumerate() {
+            if rq.record.contains(name) {
+                out.push((i, q));
+            }
+        }
+    }
+    out
+}
+
+/// Converts every recorder; reports each field that breaks its rule.
+pub(super) fn recorders(raw: &RawConfig, d: &Draft, errs: &mut Errors) -> Vec<Option<Recorder>> {
+    let recs = raw
+        .recorders
+        .iter()
+        .enumerate()
+        .map(|(k, r)| recorder(raw, d, k, r, errs))
+        .collect();
+    queues_fit_recorders(raw, d, errs);
+    recs
+}
+
+fn format_of(s: &str, p: &str, errs: &mut Errors) -> Option<RecordFormat> {
+    match s {
+        "pcap" => Some(RecordFormat::Pcap),
+        "raw" => Some(RecordFormat::Raw),
+        "dada" => Some(RecordFormat::Dada),
+        _ => {
+            errs.push(
+                format!("{p}.format"),
+                format!("unknown format {s:?}; use \"pcap\" (packets, for tcpdump/Wireshark), \"raw\" (payloads back to back) or \"dada\" (payloads behind a PSRDADA header)"),
+            );
+            None
+        }
+    }
+}
+
+/// Checks a `file_name` pattern: a plain file name whose `{...}` fields are known.
+fn file_name(
+    pattern: &str,
+    p: &str,
+    rotates: bool,
+    users: &[(usize, usize)],
+    errs: &mut Errors,
+) -> bool {
+    let key = format!("{p}.file_name");
+    if pattern.is_empty() || pattern.contains('/') || pattern.contains('\0') {
+        errs.push(
+            key,
+            format!(
+                "{pattern:?} is not a file name (no '/', not empty); the directory is `directory`"
+            ),
+        );
+        return false;
+    }
+    let mut fields = Vec::new();
+    let mut rest = pattern;
+    while let Some(open) = rest.find('{') {
+        let Some(len) = rest[open..].find('}') else {
+            errs.push(key, format!("{pattern:?} has a '{{' without its '}}'"));
+            return false;
+        };
+        let f = &rest[open + 1..open + len];
+        if !FILE_NAME_FIELDS.contains(&f) {
+            errs.push(
+                key,
+                format!(
+                    "unknown field {{{f}}} in {pattern:?}; the fields are {}",
+                    FILE_NAME_FIELDS.map(|x| format!("{{{x}}}")).join(", ")
+                ),
+            );
+            return false;
+        }
+        fields.push(f);
+        rest = &rest[open + len + 1..];
+    }
+    if rotates && !fields.contains(&"index") {
+        errs.push(
+            key,
+            format!("{pattern:?} has no {{index}}, but the recorder rotates files (rotate_mib / rotate_s): every file would get the same name"),
+        );
+        return false;
+    }
+    let interfaces = {
+        let mut v: Vec<usize> = users.iter().map(|u| u.0).collect();
+        v.dedup();
+        v.len()
+    };
+    if users.len() > 1 && !fields.contains(&"queue")
+        || interfaces > 1 && !fields.contains(&"interface")
+    {
+        errs.push(
+            key,
+            format!("{pattern:?} gives the {} queues that record here the same file name; add {{interface}} and {{queue}}", users.len()),
+        );
+        return false;
+    }
+    true
+}
+
+/// A DADA header value: one ASCII word (the header is `KEY value` lines).
+fn header_word(v: &Option<String>, default: &str, p: &str, errs: &mut Errors) -> Option<String> {
+    match v {
+        None => Some(default.to_owned()),
+        Some(s) if !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_graphic()) => {
+            Some(s.clone())
+        }
+        Some(s) => {
+            errs.push(p, format!("{s:?} is not one word of 1..=64 printable ASCII characters (a DADA header line is `KEY value`)"));
+            None
+        }
+    }
+}
+
+fn dada(raw: &RawDada, p: &str, errs: &mut Errors) -> Option<DadaParams> {
+    let d = DadaParams::default();
+    let nbit = match raw.nbit {
+        None => Some(d.nbit),
+        Some(n @ (1 | 2 | 4 | 8 | 16 | 32)) => Some(n as u32),
+        Some(n) => {
+            errs.push(
+                format!("{p}.nbit"),
+                format!("{n} bits per sample; use 1, 2, 4, 8, 16 or 32"),
+            );
+            None
+        }
+    };
+    let ndim = match raw.ndim {
+        None => Some(d.ndim),
+        Some(n @ (1 | 2)) => Some(n as u32),
+        Some(n) => {
+            errs.push(
+                format!("{p}.ndim"),
+                format!("{n}; use 1 (real samples) or 2 (complex)"),
+            );
+            None
+        }
+    };
+    let npol = match raw.npol {
+        None => Some(d.npol),
+        Some(n @ (1 | 2)) => Some(n as u32),
+        Some(n) => {
+            errs.push(
+                format!("{p}.npol"),
+                format!("{n} polarisations; use 1 or 2"),
+            );
+            None
+        }
+    };
+    let nchan = match raw.nchan {
+        None => Some(d.nchan),
+        Some(n) => int::<u32>(n, 1, 1 << 20, &format!("{p}.nchan"), " channels", errs),
+    };
+    let tsamp_us = match raw.tsamp_us {
+        None => Some(d.tsamp_us),
+        Some(t) if t.is_finite() && t > 0.0 => Some(t),
+        Some(t) => {
+            errs.push(
+                format!("{p}.tsamp_us"),
+                format!("{t}; the sample interval must be > 0 µs"),
+            );
+            None
+        }
+    };
+    let finite = |v: Option<f64>, key: &str, errs: &mut Errors| match v {
+        Some(x) if !x.is_finite() => {
+            errs.push(format!("{p}.{key}"), format!("{x} is not a number"));
+            None
+        }
+        v => Some(v),
+    };
+    let freq_mhz = finite(raw.freq_mhz, "freq_mhz", errs);
+    let bw_mhz = finite(raw.bw_mhz, "bw_mhz", errs);
+    let source = header_word(&raw.source, &d.source, &format!("{p}.source"), errs);
+    let telescope = header_word(
+        &raw.telescope,
+        &d.telescope,
+        &format!("{p}.telescope"),
+        errs,
+    );
+    let instrument = header_word(
+        &raw.instrument,
+        &d.instrument,
+        &format!("{p}.instrument"),
+        errs,
+    );
+    Some(DadaParams {
+        nbit: nbit?,
+        ndim: ndim?,
+        npol: npol?,
+        nchan: nchan?,
+        tsamp_us: tsamp_us?,
+        freq_mhz: freq_mhz?,
+        bw_mhz: bw_mhz?,
+        source: source?,
+        telescope: telescope?,
+        instrument: instrument?,
+    })
+}
+
+fn recorder(
+    raw: &RawConfig,
+    d: &Draft,
+    k: usize,
+    r: &RawRecorder,
+    errs: &mut Errors,
+) -> Option<Recorder> {
+    let p = format!("recorders[{k}]");
+    let mut ok = true;
+    if !is_identifier(&r.name) {
+        errs.push(
+            format!("{p}.name"),
+            format!(
+                "{:?} is not a plain name; use 1..=64 letters, digits, '_' or '-'",
+                r.name
+            ),
+        );
+        ok = false;
+    } else if let Some(first) = raw.recorders[..k].iter().position(|x| x.name == r.name) {
+        errs.push(
+            format!("{p}.name"),
+            format!(
+                "duplicate recorder name \"{}\" (first defined at recorders[{first}]); rename one",
+                r.name
+            ),
+        );
+        ok = false;
+    }
+    let users = users(raw, k);
+    if users.is_empty() && ok {
+        errs.push(
+            p.clone(),
+            format!("recorder \"{}\" is not used by any RX queue; add record = [\"{}\"] to a queue or remove it", r.name, r.name),
+        );
+        ok = false;
+    }
+    let format = format_of(&r.format, &p, errs);
+    let directory = match &r.directory {
+        None => Some(DEFAULT_DIRECTORY.to_owned()),
+        Some(s) if !s.is_empty() && !s.contains('\0') => Some(s.clone()),
+        Some(_) => {
+            errs.push(
+                format!("{p}.directory"),
+                "empty; leave it out for \"recordings\" (rtdaq run --output-dir DIR overrides it)",
+            );
+            None
+        }
+    };
+    let rotate_bytes = int::<u64>(
+        r.rotate_mib,
+        0,
+        1 << 24,
+        &format!("{p}.rotate_mib"),
+        " MiB (0 = one file)",
+        errs,
+    )
+    .map(|m| (m > 0).then_some(m << 20));
+    let rotate_ns = if r.rotate_s.is_finite() && (0.0..=86_400.0 * 7.0).contains(&r.rotate_s) {
+        Some((r.rotate_s > 0.0).then_some((r.rotate_s * 1e9) as u64))
+    } else {
+        errs.push(
+            format!("{p}.rotate_s"),
+            format!(
+                "{} is out of range 0..=604800 s (0 = no time rotation)",
+                r.rotate_s
+            ),
+        );
+        None
+    };
+    let rotates = matches!(rotate_bytes, Some(Some(_))) || matches!(rotate_ns, Some(Some(_)));
+    let ext = format.map_or("bin", RecordFormat::extension);
+    let pattern = r.file_name.clone().unwrap_or_else(|| {
+        format!("{{config}}-{{interface}}-rx{{queue}}-{{start}}-{{index}}.{ext}")
+    });
+    ok &= file_name(&pattern, &p, rotates, &users, errs);
+    let snaplen = match (r.snaplen, format) {
+        (None, _) => Some(DEFAULT_SNAPLEN),
+        (Some(s), Some(RecordFormat::Pcap)) => int::<u32>(
+            s,
+            64,
+            262_144,
+            &format!("{p}.snaplen"),
+            " bytes kept of each packet",
+            errs,
+        ),
+        (Some(_), _) => {
+            errs.push(format!("{p}.snaplen"), "only a \"pcap\" recorder has a snap length; remove it (raw/dada keep whole payloads, less strip_bytes)");
+            None
+        }
+    };
+    let strip_bytes = match (r.strip_bytes, format) {
+        (None, _) => Some(0),
+        (Some(s), Some(RecordFormat::Raw | RecordFormat::Dada)) => int::<u32>(
+            s,
+            0,
+            65_535,
+            &format!("{p}.strip_bytes"),
+            " bytes skipped at the start of each payload",
+            errs,
+        ),
+        (Some(_), _) => {
+            errs.push(format!("{p}.strip_bytes"), "a \"pcap\" recorder keeps whole packets; strip_bytes is for \"raw\" and \"dada\" recorders");
+            None
+        }
+    };
+    let buffer_bytes = int::<usize>(
+        r.buffer_mib,
+        1,
+        1024,
+        &format!("{p}.buffer_mib"),
+        " MiB per buffer",
+        errs,
+    )
+    .map(|m| m << 20);
+    let buffers = match int::<u32>(
+        r.buffers,
+        2,
+        1024,
+        &format!("{p}.buffers"),
+        " buffers",
+        errs,
+    ) {
+        Some(b) if b.is_power_of_two() => Some(b),
+        Some(b) => {
+            errs.push(
+                format!("{p}.buffers"),
+                format!("{b} is not a power of two (e.g. {})", b.next_power_of_two()),
+            );
+            None
+        }
+        None => None,
+    };
+    let flush_ns = int::<u64>(
+        r.flush_ms.unwrap_or(DEFAULT_FLUSH_MS),
+        1,
+        60_000,
+        &format!("{p}.flush_ms"),
+        " ms (a partly filled buffer goes to disk after this long)",
+        errs,
+    )
+    .map(|m| m * 1_000_000);
+    let writer = writer(raw, d, r, &p, errs);
+    let dada = match (&r.dada, format) {
+        (None, _) => Some(DadaParams::default()),
+        (Some(t), Some(RecordFormat::Dada)) => dada(t, &format!("{p}.dada"), errs),
+        (Some(_), Some(f)) => {
+            errs.push(
+                format!("{p}.dada"),
+                format!(
+                    "[recorders.dada] is for format = \"dada\"; this recorder writes \"{}\"",
+                    f.as_str()
+                ),
+            );
+            None
+        }
+        (Some(_), None) => None,
+    };
+    if !ok {
+        return None;
+    }
+    Some(Recorder {
+        name: r.name.clone(),
+        format: format?,
+        directory: directory?,
+        file_name: pattern,
+        rotate_bytes: rotate_bytes?,
+        rotate_ns: rotate_ns?,
+        snaplen: snaplen?,
+        strip_bytes: strip_bytes?,
+        buffer_bytes: buffer_bytes?,
+        buffers: buffers?,
+        flush_ns: flush_ns?,
+        writer: writer?,
+        direct_io: r.direct_io,
+        dada: dada?,
+    })
+}
+
+/// `writer_core` / `writer_priority`.
+fn writer(
+    raw: &RawConfig,
+    d: &Draft,
+    r: &RawRecorder,
+    p: &str,
+    errs: &mut Errors,
+) -> Option<Option<WriterPlacement>> {
+    let Some(core) = r.writer_core else {
+        if r.writer_priority.is_some() {
+            errs.push(
+                format!("{p}.writer_priority"),
+                "needs writer_core: a real-time writer thread is pinned to its core",
+            );
+            return None;
+        }
+        return Some(None);
+    };
+    let max = raw.platform.cpu_count().map_or(4095, |n| i64::from(n) - 1);
+    let core = int::<u32>(
+        core,
+        0,
+        max,
+        &format!("{p}.writer_core"),
+        &format!(" (cores of {})", raw.platform),
+        errs,
+    )?;
+    let busy = d.interfaces.iter().flat_map(|i| i.rx.iter().flatten()).any(|q| {
+        q.busy_poll
+            && (q.cpu_core == core
+                || matches!(q.mode, crate::model::RxMode::Indirect { consumer_core } if consumer_core == core))
+    }) || d
+        .interfaces
+        .iter()
+        .flat_map(|i| i.tx.iter().flatten())
+        .any(|q| q.busy_poll && q.cpu_core == core);
+    if busy {
+        errs.push(format!("{p}.writer_core"), format!("core {core} runs a busy-polling queue thread, which never lets a writer run; pick another core"));
+        return None;
+    }
+    let priority = match r.writer_priority {
+        None => None,
+        Some(v) => Some(int::<u8>(
+            v,
+            1,
+            99,
+            &format!("{p}.writer_priority"),
+            " (SCHED_FIFO)",
+            errs,
+        )?),
+    };
+    Some(Some(WriterPlacement { core, priority }))
+}
+
+/// What a recorder needs from the queues that name it.
+fn queues_fit_recorders(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
+    for (i, iface) in raw.interfaces.iter().enumerate() {
+        for (q, rq) in iface.rx_queues.iter().enumerate() {
+            if rq.record.is_empty() {
+                continue;
+            }
+            let p = rxq(i, q);
+            let device = rq.memory_regions.iter().any(|n| {
+                d.region_index
+                    .get(n)
+                    .and_then(|&k| d.regions[k].as_ref())
+                    .is_some_and(|r| r.kind == RegionKind::Device)
+            });
+            if device {
+                errs.push(format!("{p}.record"), "this queue receives into GPU memory (a \"device\" region), which the CPU cannot read to record; record a GPU stage's products or use a \"host_pinned\" region");
+            }
+            let tcp = matches!(
+                d.interfaces.get(i).and_then(|x| x.address.as_ref()),
+                Some(Address::Socket(u)) if u.transport == Transport::Tcp
+            );
+            for (k, name) in rq.record.iter().enumerate() {
+                let pcap = raw
+                    .recorders
+                    .iter()
+                    .find(|r| &r.name == name)
+                    .is_some_and(|r| r.format == "pcap");
+                if tcp && pcap {
+                    errs.push(format!("{p}.record[{k}]"), format!("recorder \"{name}\" writes pcap, which needs each packet's IPv4/UDP headers; a TCP interface delivers a byte stream of records: record it with a \"raw\" or \"dada\" recorder"));
+                }
+            }
+        }
+    }
+}
