@@ -45,13 +45,15 @@ log() { echo "[install-test-deps] $*" >&2; }
 # real raw-frame sender), dpdk dpdk-dev libdpdk-dev libclang-dev (rtdaq-dpdk-sys: DPDK 22.11
 # headers/libraries/PMDs and bindgen), gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 # (the sealed aarch64 binary and its tests under qemu-aarch64; docs/deploy.md),
-# libibverbs-dev librdmacm-dev (rtdaq-ibverbs-sys: rdma-core 44), mmdebstrap kmod cpio (the
+# libibverbs-dev librdmacm-dev (rtdaq-ibverbs-sys: rdma-core 44), tcpdump tshark (the
+# recording tests' readers: tcpdump, tshark, capinfos), python3-venv (the venv below with
+# baseband, the DADA reader), mmdebstrap kmod cpio (the
 # Soft-RoCE guest and the fresh-machine check's clean root), and qemu-system-x86 (the guest;
 # matched to qemu-utils below).
 APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping
     shellcheck clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev
     libclang-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libibverbs-dev
-    librdmacm-dev mmdebstrap kmod cpio)
+    librdmacm-dev tcpdump tshark python3-venv mmdebstrap kmod cpio)
 [ $guest_only = 0 ] || APT_PACKAGES=(mmdebstrap kmod cpio)
 APT=(apt-get -o DPkg::Lock::Timeout=600)
 MIRROR=${RTDAQ_APT_MIRROR:-http://deb.debian.org/debian}
@@ -143,8 +145,24 @@ install_rust() {
         rustup target add aarch64-unknown-linux-gnu
 }
 
+# baseband (PyPI; reads the DADA files the recorder writes) in a venv of the repository's own,
+# target/pyenv: Debian's Python refuses system-wide pip installs (PEP 668).
+PYENV=target/pyenv
+install_python() {
+    [ $simulate = 1 ] && return 0
+    if [ -x "$PYENV/bin/python" ] && "$PYENV/bin/python" -c 'import baseband' 2>/dev/null; then
+        log "Python venv $PYENV: baseband installed"
+        return 0
+    fi
+    log "Python venv $PYENV: pip install baseband (numpy, astropy)"
+    python3 -m venv "$PYENV" || die "python3 -m venv $PYENV failed (python3-venv is installed above)"
+    "$PYENV/bin/pip" install -q --disable-pip-version-check baseband ||
+        die "pip install baseband failed (needs https://pypi.org)"
+}
+
 install_apt
 [ $guest_only = 1 ] || install_rust
+[ $guest_only = 1 ] || install_python
 if [ $simulate = 1 ]; then
     log "simulated: nothing installed, nothing would be removed"
 else

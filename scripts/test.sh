@@ -87,6 +87,11 @@ busy_host() {
 }
 run "main job on a busy host: 0 lost in 5 x 10 s runs beside a busy loop per CPU, default, 4-queue and DPDK ring deployments (cargo test --release --test busy_host -- --ignored)" \
     busy_host
+# Data out: pcap/DADA recordings read by tcpdump, tshark, capinfos and baseband, replayed
+# through rtdaq, a tcpdump capture replayed, a full tmpfs, SIGKILL mid-recording
+# (app/tests/record.rs; root for tmpfs and tcpdump capture).
+run "recording and replay with real readers (cargo test --test record -- --ignored)" \
+    cargo test -p rtdaq --test record -- --ignored --test-threads 1
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
 # This host has no RDMA: every ibverbs config must stop with exit 2 and the no-device message.

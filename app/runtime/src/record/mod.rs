@@ -235,6 +235,8 @@ pub struct SinkReport {
     pub write_mb_s: f64,
     /// MB/s over the run.
     pub mb_s: f64,
+    /// CPU time of the sink's writer thread, seconds.
+    pub writer_cpu_s: f64,
 }
 
 impl SinkReport {
@@ -271,6 +273,7 @@ impl SinkReport {
             } else {
                 0.0
             },
+            writer_cpu_s: w.cpu_ns as f64 / 1e9,
             mb_s: if elapsed_s > 0.0 {
                 bytes as f64 / elapsed_s / 1e6
             } else {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 /// Bytes of a DADA header.
@@ -75,6 +75,8 @@ pub struct WriterOutcome {
     pub direct_io: bool,
     /// Time spent in write calls, ns.
     pub write_ns: u64,
+    /// CPU time of the writer thread, ns.
+    pub cpu_ns: u64,
 }
 
 struct OpenFile {
@@ -371,8 +373,12 @@ impl Writer {
         self.counters.failed.store(true, Release);
         SinkCounters::add(&self.counters.dropped_error_writer, packets);
         if let Some(f) = self.file.as_mut() {
-            // Writes past the last complete record may have partly reached the disk.
+            // Writes past the last complete record may have partly reached the disk: cut
+            // them off, and out of the byte count.
             let _ = f.plain.set_len(f.clean_end);
+            let cut = f.offset.saturating_sub(f.clean_end);
+            let bytes = &self.counters.bytes;
+            bytes.store(bytes.load(Relaxed).saturating_sub(cut), Relaxed);
             f.offset = f.clean_end;
         }
         self.close(false);
@@ -453,6 +459,7 @@ impl Writer {
             }
         }
         self.close(self.out.error.is_none());
+        self.out.cpu_ns = rtdaq_platform::rt::thread_cpu_ns().unwrap_or(0);
         self.out
     }
 }

@@ -1,0 +1,648 @@
+//! Data out (issue #16), end to end with the real binary and real readers: the `record`
+//! stage's pcap and DADA files read by tcpdump, tshark, capinfos and `baseband` (PyPI),
+//! recordings replayed through rtdaq (`--replay`), a `tcpdump -w` capture of an rtdaq stream
+//! replayed, a file system that fills mid-run, SIGKILL mid-recording, and bad output
+//! directories / replay files refused before the run.
+//!
+//! The tests that need the readers (or root for tmpfs and tcpdump capture) are ignored by a
+//! plain `cargo test`; `scripts/test.sh` installs the readers (scripts/install-test-deps.sh:
+//! tcpdump, tshark, a Python venv with baseband in target/pyenv) and runs them.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A fresh directory of this test.
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rtdaq-record-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn rtdaq() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rtdaq"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+/// The shipped recording config with edits, in `d`.
+fn record_config(d: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let mut t = std::fs::read_to_string(root().join("configs/host-udp-record.toml")).unwrap();
+    for (a, b) in edits {
+        assert!(t.contains(a), "host-udp-record.toml has no `{a}`");
+        t = t.replace(a, b);
+    }
+    let p = d.join("config.toml");
+    std::fs::write(&p, t).unwrap();
+    p
+}
+
+/// Runs the binary with `args` and a JSON report in `d`.
+fn run_with_report(d: &Path, args: &[&str]) -> (Output, Value) {
+    let json = d.join(format!("report-{}.json", args.len()));
+    let _ = std::fs::remove_file(&json);
+    let out = rtdaq()
+        .args(args)
+        .arg("--report-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let r = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or_else(|_| panic!("no report: {}", show(&out)));
+    (out, r)
+}
+
+fn files(d: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    v.sort();
+    v
+}
+
+fn tool(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e} (scripts/install-test-deps.sh installs it)"))
+}
+
+/// `capinfos -c -M`: the exact packet count of a pcap file.
+fn capinfos_count(f: &Path) -> u64 {
+    let o = tool("capinfos", &["-c", "-M", f.to_str().unwrap()]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    t.lines()
+        .find_map(|l| l.strip_prefix("Number of packets:"))
+        .unwrap_or_else(|| panic!("capinfos: {}", show(&o)))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `tcpdump -r`: (packets printed, stderr).
+fn tcpdump_count(f: &Path) -> (u64, String) {
+    let o = tool("tcpdump", &["-n", "-r", f.to_str().unwrap()]);
+    (
+        String::from_utf8_lossy(&o.stdout).lines().count() as u64,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// The Python with baseband (target/pyenv from scripts/install-test-deps.sh, or
+/// `RTDAQ_PYTHON`).
+fn python() -> PathBuf {
+    let p = std::env::var_os("RTDAQ_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/pyenv/bin/python"));
+    assert!(
+        p.exists(),
+        "{} is missing: scripts/install-test-deps.sh creates the venv with baseband",
+        p.display()
+    );
+    p
+}
+
+/// Reads the DADA file with baseband (stream mode, samples decoded) and compares its
+/// samples with the UDP payloads of the pcap recorded beside it, in order. Prints
+/// `samples N equal True`.
+const BASEBAND_CHECK: &str = r#"
+import sys, struct, numpy as np
+from baseband import dada
+fh = dada.open(sys.argv[1], 'rs')
+h = fh.header0
+assert h['NBIT'] == 8 and fh.sample_rate.to_value('MHz') == 125.0, h
+d = fh.read().ravel()
+raw = open(sys.argv[2], 'rb').read()
+assert struct.unpack('<I', raw[:4])[0] == 0xa1b23c4d
+off, parts = 24, []
+while off < len(raw):
+    incl = struct.unpack('<I', raw[off + 8:off + 12])[0]
+    parts.append(raw[off + 16 + 42:off + 16 + incl])
+    off += 16 + incl
+ref = np.frombuffer(b''.join(parts), dtype=np.int8).astype(np.float32)
+print('samples', d.size, 'equal', bool(np.array_equal(d, ref)), 'start', fh.start_time.isot)
+"#;
+
+#[test]
+#[ignore = "needs tcpdump, tshark, capinfos and baseband; scripts/test.sh runs it"]
+fn pcap_and_dada_read_by_real_readers_and_the_pcap_replays_lossless() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dir("readers");
+    let out_dir = d.join("out");
+    let (out, r) = run_with_report(
+        &d,
+        &[
+            "run",
+            "--config",
+            root()
+                .join("configs/host-udp-record.toml")
+                .to_str()
+                .unwrap(),
+            "--duration",
+            "2",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let received = u(&r, "/rx/totals/packets");
+    let bytes = u(&r, "/rx/totals/bytes");
+    assert!(received > 100_000, "{}", show(&out));
+    assert_eq!(u(&r, "/lost"), 0);
+    assert_eq!(
+        u(&r, "/io_thread_allocations"),
+        0,
+        "no allocation with sinks active"
+    );
+    let sinks = r
+        .pointer("/rx/queues/0/record")
+        .unwrap()
+        .as_array()
+        .unwrap();
+    assert_eq!(sinks.len(), 2);
+    for s in sinks {
+        assert_eq!(u(s, "/packets"), received, "{s}");
+        assert_eq!(
+            u(s, "/dropped/record_full") + u(s, "/dropped/record_error"),
+            0
+        );
+    }
+    let pcaps = files(&out_dir, "pcap");
+    let dadas = files(&out_dir, "dada");
+    assert_eq!((pcaps.len(), dadas.len()), (1, 1), "{}", show(&out));
+    // capinfos and tcpdump count exactly the packets rtdaq received.
+    assert_eq!(capinfos_count(&pcaps[0]), received);
+    let (n, err) = tcpdump_count(&pcaps[0]);
+    assert_eq!(n, received, "{err}");
+    assert!(!err.contains("truncated"), "{err}");
+    // tshark decodes the socket engine's datagrams with their real addresses and ports.
+    let t = tool(
+        "tshark",
+        &[
+            "-r",
+            pcaps[0].to_str().unwrap(),
+            "-c",
+            "3",
+            "-T",
+            "fields",
+            "-e",
+            "ip.src",
+            "-e",
+            "ip.dst",
+            "-e",
+            "udp.dstport",
+            "-e",
+            "udp.length",
+        ],
+    );
+    let fields = String::from_utf8_lossy(&t.stdout);
+    for l in fields.lines() {
+        let f: Vec<&str> = l.split('\t').collect();
+        assert_eq!(f, ["127.0.0.1", "127.0.0.1", "5000", "1408"], "{fields}");
+    }
+    // The index beside each file.
+    let idx: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{}.index.json", pcaps[0].display())).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(u(&idx, "/packets"), received);
+    assert_eq!(u(&idx, "/seq_gaps"), 0);
+    assert_eq!(u(&idx, "/last_seq") - u(&idx, "/first_seq") + 1, received);
+    // The DADA file: header + exactly the received payload bytes, read by baseband, whose
+    // samples are the payloads of the pcap.
+    let dada_len = std::fs::metadata(&dadas[0]).unwrap().len();
+    assert_eq!(dada_len, 4096 + bytes);
+    let py = Command::new(python())
+        .args([
+            "-c",
+            BASEBAND_CHECK,
+            dadas[0].to_str().unwrap(),
+            pcaps[0].to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&py.stdout);
+    assert!(py.status.success(), "baseband: {}", show(&py));
+    assert!(
+        said.contains(&format!("samples {bytes} equal True")),
+        "{said}"
+    );
+
+    // The recording replays through rtdaq (default config otherwise) and validates.
+    let (out, r) = run_with_report(
+        &d,
+        &[
+            "run",
+            "--replay",
+            pcaps[0].to_str().unwrap(),
+            "--duration",
+            "3",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(u(&r, "/lost"), 0, "{}", show(&out));
+    assert_eq!(u(&r, "/rx/totals/packets"), received, "{}", show(&out));
+    assert_eq!(
+        u(&r, "/rx/totals/seq_gaps") + u(&r, "/rx/totals/corrupt"),
+        0
+    );
+    // Twice as fast, twice over: the second loop repeats every sequence number.
+    let (out, r) = run_with_report(
+        &d,
+        &[
+            "run",
+            "--replay",
+            pcaps[0].to_str().unwrap(),
+            "--replay-speed",
+            "2",
+            "--replay-loops",
+            "2",
+            "--duration",
+            "2.6",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(u(&r, "/rx/totals/packets"), 2 * received, "{}", show(&out));
+    assert_eq!(
+        u(&r, "/rx/totals/duplicates") + u(&r, "/rx/totals/too_old"),
+        received
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+#[ignore = "needs tcpdump and capinfos; scripts/test.sh runs it"]
+fn low_rate_recording_rotates_flushes_and_indexes_every_file() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dir("rotate");
+    // 3000 packets/s, a new pcap every 0.5 s and a new DADA file every MiB, 20 ms flushes
+    // (each moving an unaligned tail into the next buffer).
+    let cfg = record_config(
+        &d,
+        &[
+            ("rate_gbps = 1.0 ", "rate_pps = 3000 #"),
+            (
+                "rotate_mib = 1024                       # a new file",
+                "rotate_s = 0.5 # a new file",
+            ),
+            (
+                "strip_bytes = 0                         # e.g.",
+                "strip_bytes = 32 # e.g.",
+            ),
+            ("rotate_mib = 1024\n", "rotate_mib = 1\n"),
+            ("flush_ms = 100 ", "flush_ms = 20 #"),
+        ],
+    );
+    let out_dir = d.join("out");
+    let (out, r) = run_with_report(
+        &d,
+        &[
+            "run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--duration",
+            "2.2",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let received = u(&r, "/rx/totals/packets");
+    let pcaps = files(&out_dir, "pcap");
+    let dadas = files(&out_dir, "dada");
+    assert!(pcaps.len() >= 4, "{pcaps:?}");
+    assert!(dadas.len() >= 7, "{dadas:?}");
+    let (mut sum, mut next_seq) = (0, 0);
+    for f in &pcaps {
+        let n = capinfos_count(f);
+        let (t, err) = tcpdump_count(f);
+        assert_eq!(t, n, "{err}");
+        let idx: Value = serde_json::from_str(
+            &std::fs::read_to_string(format!("{}.index.json", f.display())).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(u(&idx, "/packets"), n);
+        assert_eq!(u(&idx, "/first_seq"), next_seq, "files continue each other");
+        next_seq = u(&idx, "/last_seq") + 1;
+        sum += n;
+    }
+    assert_eq!(sum, received);
+    // DADA: 1 MiB files; with the sequence headers stripped, 1368 bytes per packet.
+    let mut payload = 0;
+    for f in &dadas {
+        let len = std::fs::metadata(f).unwrap().len();
+        assert!(len <= 1 << 20, "{} is {len} bytes", f.display());
+        let head = std::fs::read(f).unwrap();
+        let text = String::from_utf8_lossy(&head[..4096]);
+        let size: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("FILE_SIZE"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(size, len - 4096, "FILE_SIZE is the final size");
+        payload += size;
+    }
+    assert_eq!(payload, received * 1368);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+#[ignore = "needs root (tmpfs), tcpdump and capinfos; scripts/test.sh runs it"]
+fn a_full_file_system_counts_every_packet_not_written() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dir("full");
+    let mnt = d.join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let m = tool(
+        "mount",
+        &[
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=24m",
+            "tmpfs",
+            mnt.to_str().unwrap(),
+        ],
+    );
+    assert!(m.status.success(), "mount: {}", show(&m));
+    let (out, r) = run_with_report(
+        &d,
+        &[
+            "run",
+            "--config",
+            root()
+                .join("configs/host-udp-record.toml")
+                .to_str()
+                .unwrap(),
+            "--duration",
+            "2",
+            "--output-dir",
+            mnt.to_str().unwrap(),
+        ],
+    );
+    let pcaps = files(&mnt, "pcap");
+    let in_file = capinfos_count(&pcaps[0]);
+    let (t, err) = tcpdump_count(&pcaps[0]);
+    let _ = tool("umount", &[mnt.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    let received = u(&r, "/rx/totals/packets");
+    let s = r.pointer("/rx/queues/0/record/0").unwrap();
+    let dropped = u(s, "/dropped/record_error") + u(s, "/dropped/record_full");
+    assert!(dropped > 0);
+    assert!(
+        s["error"].as_str().unwrap().contains("No space left"),
+        "{s}"
+    );
+    // Every packet received is in the file or counted as not recorded.
+    assert_eq!(in_file, u(s, "/packets"));
+    assert_eq!(in_file + dropped, received, "{}", show(&out));
+    assert!(u(&r, "/lost") >= dropped);
+    // The file was cut back to its last complete record.
+    assert_eq!(t, in_file, "{err}");
+    assert!(!err.contains("truncated"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+#[ignore = "needs tcpdump; scripts/test.sh runs it"]
+fn sigkill_mid_recording_leaves_every_complete_record_readable() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dir("kill");
+    let out_dir = d.join("out");
+    let mut child = rtdaq()
+        .args([
+            "run",
+            "--config",
+            root()
+                .join("configs/host-udp-record.toml")
+                .to_str()
+                .unwrap(),
+            "--duration",
+            "20",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap();
+    let _ = child.wait();
+    let pcaps = files(&out_dir, "pcap");
+    let (n, err) = tcpdump_count(&pcaps[0]);
+    assert!(n > 50_000, "{n} packets: {err}");
+    // At most the record being written when the process died is cut short.
+    for l in err.lines().filter(|l| !l.starts_with("reading from file")) {
+        assert!(l.contains("truncated dump file"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+#[ignore = "needs root and tcpdump; scripts/test.sh runs it"]
+fn a_tcpdump_capture_of_an_rtdaq_stream_replays_and_validates() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dir("tcpdump");
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut t = std::fs::read_to_string(root().join("configs/host-loopback-udp.toml")).unwrap();
+    t = t
+        .replace("127.0.0.1:5000", &format!("127.0.0.1:{port}"))
+        .replace("rate_gbps = 1.0 ", "rate_pps = 5000 #");
+    let cfg = d.join("gen.toml");
+    std::fs::write(&cfg, &t).unwrap();
+    let cap = d.join("capture.pcap");
+    let mut dump = Command::new("tcpdump")
+        .args([
+            "-i",
+            "lo",
+            "-n",
+            "-s",
+            "0",
+            "-U",
+            "-w",
+            cap.to_str().unwrap(),
+            "udp",
+            "dst",
+            "port",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(d.join("tcpdump.err")).unwrap(),
+        ))
+        .spawn()
+        .expect("tcpdump (scripts/install-test-deps.sh installs it)");
+    // tcpdump prints "listening on lo" once it captures.
+    let t0 = Instant::now();
+    while !cap.exists() || std::fs::metadata(&cap).unwrap().len() < 24 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "tcpdump did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (out, r) = run_with_report(
+        &d,
+        &["run", "--config", cfg.to_str().unwrap(), "--duration", "2"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let sent = u(&r, "/tx/totals/packets");
+    // tcpdump ran beside two busy SCHED_FIFO cores: give it time to write what it has.
+    let t0 = Instant::now();
+    while capinfos_count(&cap) < sent && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = Command::new("kill")
+        .args(["-INT", &dump.id().to_string()])
+        .status();
+    let _ = dump.wait();
+    let said = std::fs::read_to_string(d.join("tcpdump.err")).unwrap_or_default();
+    assert_eq!(
+        capinfos_count(&cap),
+        sent,
+        "tcpdump captured every packet: {said}"
+    );
+    let (out, r) = run_with_report(
+        &d,
+        &[
+            "run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--replay",
+            cap.to_str().unwrap(),
+            "--duration",
+            "3",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(u(&r, "/rx/totals/packets"), sent);
+    assert_eq!(u(&r, "/lost"), 0);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn bad_output_directories_and_replay_files_are_refused_before_the_run() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dir("bad");
+    let rec = root().join("configs/host-udp-record.toml");
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (
+            vec![
+                "--config".into(),
+                rec.display().to_string(),
+                "--output-dir".into(),
+                "/dev/null/rec".into(),
+            ],
+            vec![
+                "--output-dir",
+                "/dev/null/rec",
+                "cannot create the output directory",
+            ],
+        ),
+        (
+            // The default config records nothing.
+            vec!["--output-dir".into(), d.display().to_string()],
+            vec!["records nothing", "host-udp-record.toml"],
+        ),
+        (
+            vec!["--replay".into(), "/nonexistent/x.pcap".into()],
+            vec!["replay", "/nonexistent/x.pcap", "cannot read"],
+        ),
+        (
+            vec!["--replay".into(), rec.display().to_string()],
+            vec!["not a pcap file"],
+        ),
+        (vec!["--replay-speed".into(), "2".into()], vec!["--replay"]),
+    ];
+    for (args, want) in cases {
+        let out = rtdaq()
+            .arg("run")
+            .args(&args)
+            .args(["--duration", "1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", show(&out));
+        for w in want {
+            assert!(err.contains(w), "{args:?}: no `{w}` in {err}");
+        }
+        assert!(
+            !err.contains("queues running"),
+            "{args:?}: the run started: {err}"
+        );
+    }
+    // An existing recording is never overwritten.
+    let fixed = record_config(
+        &d,
+        &[(
+            "format = \"pcap\"\n",
+            "format = \"pcap\"\nfile_name = \"fixed-{index}.pcap\"\n",
+        )],
+    );
+    std::fs::write(d.join("fixed-0000.pcap"), b"an earlier recording").unwrap();
+    let out = rtdaq()
+        .args([
+            "run",
+            "--config",
+            fixed.to_str().unwrap(),
+            "--duration",
+            "1",
+            "--output-dir",
+            d.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        err.contains("fixed-0000.pcap") && err.contains("never overwrites"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(d.join("fixed-0000.pcap")).unwrap(),
+        b"an earlier recording"
+    );
+    // The run did not start: the other sink's first file was removed again.
+    assert!(files(&d, "dada").is_empty(), "{:?}", files(&d, "dada"));
+    let _ = std::fs::remove_dir_all(&d);
+}
