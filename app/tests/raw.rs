@@ -427,3 +427,95 @@ fn dpdk_ring_pmd_loopback_lossless() {
     assert_eq!(u(&r, "/rx/totals/drops_total"), 0);
     assert_eq!(u(&r, "/io_thread_allocations"), 0);
 }
+
+// ---------------------------------------------------------------- recording (issue #16)
+
+#[test]
+#[ignore = "needs root, tcpreplay, capinfos and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn afpacket_records_frames_that_tcpreplay_and_rtdaq_replay_lossless() {
+    let p = pair("e2e-rec", 1500);
+    let dir = tmp("rec", "d");
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.display().to_string();
+    // 1. The AF_PACKET engine records what it receives: frames to pcap, payloads to raw.
+    let rx = config(
+        "veth-afpacket-record.toml",
+        &p,
+        &[
+            ("directory = \"recordings\"", format!("directory = \"{d}\"")),
+            (
+                "format = \"raw\"\n",
+                format!("format = \"raw\"\ndirectory = \"{d}\"\n"),
+            ),
+        ],
+        "rec-rx",
+    );
+    let tx = config("veth-afpacket-tx.toml", &p, &tx_edits(5000, 1400), "rec-tx");
+    let (r, _) = lossless(&p, ("afpacket", rx), ("afpacket", tx.clone()), 2.0, "rec");
+    let received = u(&r, "/rx/totals/packets");
+    let file = |ext: &str| {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|f| f.extension().is_some_and(|x| x == ext))
+            .unwrap_or_else(|| panic!("no .{ext} in {d}"))
+    };
+    let pcap = file("pcap");
+    let caps = std::process::Command::new("capinfos")
+        .args(["-c", "-M"])
+        .arg(&pcap)
+        .output()
+        .expect("capinfos (scripts/install-test-deps.sh installs it)");
+    let said = String::from_utf8_lossy(&caps.stdout);
+    assert!(
+        said.contains(&format!("Number of packets:   {received}")),
+        "capinfos: {said}"
+    );
+    assert_eq!(
+        std::fs::metadata(file("raw")).unwrap().len(),
+        received * (1400 - 32),
+        "raw: the payloads less their 32-byte sequence header"
+    );
+    // 2. tcpreplay sends the recorded frames into the AF_XDP engine: every one arrives intact.
+    let xdp = config("veth-afxdp-rx.toml", &p, &[], "rec-xdp");
+    let receiver = start(
+        &p,
+        Side::B,
+        "afxdp",
+        &xdp,
+        received as f64 / 5000.0 + 3.0,
+        "rec-xdp",
+    );
+    let replay = p
+        .exec(
+            Side::A,
+            "tcpreplay",
+            &[
+                "-q",
+                "--pps=5000",
+                "-i",
+                p.ifname(Side::A),
+                pcap.to_str().unwrap(),
+            ],
+        )
+        .unwrap();
+    assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
+    let (out, x) = finish(receiver, "rec-xdp");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(u(&x, "/rx/totals/packets"), received, "{}", show(&out));
+    for k in ["seq_gaps", "corrupt", "malformed", "duplicates"] {
+        assert_eq!(u(&x, &format!("/rx/totals/{k}")), 0, "{k}: {}", show(&out));
+    }
+    // 3. rtdaq's own replay (the AF_PACKET engine sending the recorded frames as they are)
+    //    into the AF_PACKET receiver: lossless, as the original stream.
+    let text = std::fs::read_to_string(&tx).unwrap().replace(
+        "[generator]\n",
+        &format!("[generator]\nreplay = \"{}\"\n", pcap.display()),
+    );
+    std::fs::write(&tx, text).unwrap();
+    let rx2 = config("veth-afpacket-rx.toml", &p, &[], "rec-rx2");
+    let (r2, t2) = lossless(&p, ("afpacket", rx2), ("afpacket", tx), 3.0, "rec2");
+    assert_eq!(u(&t2, "/tx/totals/packets"), received);
+    assert_eq!(u(&r2, "/lost"), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
