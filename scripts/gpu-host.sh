@@ -28,17 +28,19 @@ if [ "${1:-}" = "--prepare" ]; then
     T=${CARGO_TARGET_DIR:-target/h-gpu2}
     export CARGO_TARGET_DIR=$T
     cargo build --release -p rtdaq --features gpu
-    cargo test --release -p rtdaq --features gpu --test gpu --no-run
-    cargo test --release -p rtdaq-runtime --features gpu --lib --no-run
     mkdir -p $C
-    grep -qx '/gpu-carry/' .git/info/exclude 2>/dev/null || echo '/gpu-carry/' >> .git/info/exclude
-    newest() { # newest file matching a glob pattern (not the .d dep files)
-        find "$(dirname "$1")" -maxdepth 1 -name "$(basename "$1")" ! -name '*.d' -printf '%T@ %p\n' |
-            sort -rn | head -1 | cut -d' ' -f2-
+    # Test executables by name from cargo's own report (app/tests/gpu.rs and hal/gpu/tests/gpu.rs
+    # are both "gpu-<hash>" in deps/).
+    exe() { # cargo test args... -> the one executable built
+        cargo test --release "$@" --no-run --message-format=json |
+            jq -r 'select(.reason == "compiler-artifact" and .executable != null) | .executable' | tail -1
     }
+    cp "$(exe -p rtdaq --features gpu --test gpu)" $C/app-gpu
+    cp "$(exe -p rtdaq-runtime --features gpu --lib)" $C/runtime-unit
+    cp "$(exe -p rtdaq-gpu --lib)" $C/unit
+    cp "$(exe -p rtdaq-gpu --test gpu)" $C/gpu
+    grep -qx '/gpu-carry/' .git/info/exclude 2>/dev/null || echo '/gpu-carry/' >> .git/info/exclude
     cp "$T/release/rtdaq" $C/rtdaq
-    cp "$(newest "$T/release/deps/gpu-*")" $C/app-gpu
-    cp "$(newest "$T/release/deps/rtdaq_runtime-*")" $C/runtime-unit
     # The ibverbs + gpu appliance (GPUDirect RoCE config) and the RDMA user-space libraries it
     # links (the GPU host has none; without an RDMA device it must stop with "no RDMA device"
     # after allocating and exporting its GPU memory).
@@ -49,7 +51,7 @@ if [ "${1:-}" = "--prepare" ]; then
     ldd $C/rtdaq-ibverbs-gpu | awk '/lib(ibverbs|rdmacm|nl-3|nl-route-3)\.so/ {print $3}' |
         xargs -r -I{} cp -L {} $C/lib/
     cc -O2 -Wall -o $C/sendmmsg_tx benches/socket/sendmmsg_tx.c
-    strip $C/rtdaq $C/rtdaq-ibverbs-gpu $C/app-gpu $C/runtime-unit 2>/dev/null || true
+    strip $C/rtdaq $C/rtdaq-ibverbs-gpu $C/app-gpu $C/runtime-unit $C/unit $C/gpu 2>/dev/null || true
     ls -la $C; du -sh $C
     exit 0
 fi

@@ -283,6 +283,24 @@ fn replay_frames(p: &VethPair, good: u64, bad_each: usize) -> (Vec<Vec<u8>>, usi
     (out, bad)
 }
 
+/// `tcpreplay` sends `pcap` out of side A at 5000 packets/s.
+fn tcpreplay_5000pps(p: &VethPair, pcap: &Path) {
+    let replay = p
+        .exec(
+            Side::A,
+            "tcpreplay",
+            &[
+                "-q",
+                "--pps=5000",
+                "-i",
+                p.ifname(Side::A),
+                pcap.to_str().unwrap(),
+            ],
+        )
+        .unwrap();
+    assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
+}
+
 /// A classic pcap file (LINKTYPE_ETHERNET, microsecond stamps 1 ms apart).
 fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     let mut b = Vec::new();
@@ -339,20 +357,7 @@ fn tcpreplay_good_and_malformed_frames_into_each_raw_rx() {
         let rtag = format!("r{engine}");
         let receiver = start(&p, Side::B, engine, &rx, 5.0, &rtag);
         let t0 = Instant::now();
-        let replay = p
-            .exec(
-                Side::A,
-                "tcpreplay",
-                &[
-                    "-q",
-                    "--pps=5000",
-                    "-i",
-                    p.ifname(Side::A),
-                    pcap.to_str().unwrap(),
-                ],
-            )
-            .unwrap();
-        assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
+        tcpreplay_5000pps(&p, &pcap);
         assert!(
             t0.elapsed() < Duration::from_secs(3),
             "replay too slow for the window"
@@ -486,20 +491,7 @@ fn afpacket_records_frames_that_tcpreplay_and_rtdaq_replay_lossless() {
         received as f64 / 5000.0 + 3.0,
         "rec-xdp",
     );
-    let replay = p
-        .exec(
-            Side::A,
-            "tcpreplay",
-            &[
-                "-q",
-                "--pps=5000",
-                "-i",
-                p.ifname(Side::A),
-                pcap.to_str().unwrap(),
-            ],
-        )
-        .unwrap();
-    assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
+    tcpreplay_5000pps(&p, &pcap);
     let (out, x) = finish(receiver, "rec-xdp");
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert_eq!(u(&x, "/rx/totals/packets"), received, "{}", show(&out));

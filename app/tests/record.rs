@@ -80,6 +80,23 @@ fn run_with_report(d: &Path, args: &[&str]) -> (Output, Value) {
     (out, r)
 }
 
+/// A 2 s run of the shipped recording config writing into `out_dir`.
+fn record_2s(d: &Path, out_dir: &Path) -> (Output, Value) {
+    let cfg = root().join("configs/host-udp-record.toml");
+    run_with_report(
+        d,
+        &[
+            "run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--duration",
+            "2",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+    )
+}
+
 fn files(d: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(d)
         .unwrap()
@@ -159,21 +176,7 @@ fn pcap_and_dada_read_by_real_readers_and_the_pcap_replays_lossless() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = dir("readers");
     let out_dir = d.join("out");
-    let (out, r) = run_with_report(
-        &d,
-        &[
-            "run",
-            "--config",
-            root()
-                .join("configs/host-udp-record.toml")
-                .to_str()
-                .unwrap(),
-            "--duration",
-            "2",
-            "--output-dir",
-            out_dir.to_str().unwrap(),
-        ],
-    );
+    let (out, r) = record_2s(&d, &out_dir);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let received = u(&r, "/rx/totals/packets");
     let bytes = u(&r, "/rx/totals/bytes");
@@ -397,21 +400,7 @@ fn a_full_file_system_counts_every_packet_not_written() {
         ],
     );
     assert!(m.status.success(), "mount: {}", show(&m));
-    let (out, r) = run_with_report(
-        &d,
-        &[
-            "run",
-            "--config",
-            root()
-                .join("configs/host-udp-record.toml")
-                .to_str()
-                .unwrap(),
-            "--duration",
-            "2",
-            "--output-dir",
-            mnt.to_str().unwrap(),
-        ],
-    );
+    let (out, r) = record_2s(&d, &mnt);
     let pcaps = files(&mnt, "pcap");
     let in_file = capinfos_count(&pcaps[0]);
     let (t, err) = tcpdump_count(&pcaps[0]);

@@ -138,6 +138,12 @@ where
 }
 // --- end of the port stats seam ---
 
+/// Name of RX queue `k` of `res.rx` (`lo_udp.rx0`).
+fn queue_name_of(config: &Config, res: &Resources, k: usize) -> String {
+    let r = &res.rx[k];
+    queue_name(config, r.interface, "rx", r.queue)
+}
+
 fn queue_name(config: &Config, interface: usize, dir: &str, q: usize) -> String {
     format!("{}.{dir}{q}", config.interfaces[interface].name)
 }
@@ -464,6 +470,21 @@ where
             .map(|r| queue_name(config, r.interface, "tx", r.queue))
             .collect(),
         start_ns,
+    )
+    .with_sinks(
+        writers
+            .iter()
+            .map(|w| {
+                (
+                    format!(
+                        "{} record {}",
+                        queue_name_of(config, &res, w.queue),
+                        config.recorders[w.recorder].name
+                    ),
+                    w.counters,
+                )
+            })
+            .collect(),
     );
     let deadline = (duration_s > 0.0).then(|| start_ns + (duration_s * 1e9) as u64);
     let mut next_tick = start_ns + 1_000_000_000;

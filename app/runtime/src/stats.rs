@@ -17,6 +17,8 @@ pub struct Live {
     tx_names: Vec<String>,
     tty: bool,
     last_ns: u64,
+    /// Record sinks: `lo_udp.rx0 record pcap` and their counters.
+    sinks: Vec<(String, &'static crate::record::SinkCounters)>,
 }
 
 fn rate(bytes: u64, pkts: u64, secs: f64) -> (f64, f64) {
@@ -50,7 +52,17 @@ impl Live {
             tx_names,
             tty: std::io::stderr().is_terminal(),
             last_ns: now_ns,
+            sinks: Vec::new(),
         }
+    }
+
+    /// Adds the record sinks' progress to every update.
+    pub fn with_sinks(
+        mut self,
+        sinks: Vec<(String, &'static crate::record::SinkCounters)>,
+    ) -> Self {
+        self.sinks = sinks;
+        self
     }
 
     /// Prints one update (rates since the previous one).
@@ -104,11 +116,32 @@ impl Live {
             ));
             self.tx_prev[i] = io;
         }
+        let mut on_disk = 0;
+        for (name, c) in &self.sinks {
+            let (full, error) = (
+                c.dropped_full.load(Relaxed),
+                c.dropped_error.load(Relaxed) + c.dropped_error_writer.load(Relaxed),
+            );
+            let bytes = c.bytes.load(Relaxed);
+            on_disk += bytes;
+            drops += full + error;
+            lines.push(format!(
+                "{name}: {} pkts written, {:.1} MB on disk, not recorded: record_full={full} record_error={error}{}",
+                c.written.load(Relaxed),
+                bytes as f64 / 1e6,
+                if c.failed.load(Relaxed) { " (FAILED: see the error above)" } else { "" }
+            ));
+        }
         if self.tty {
             let mut err = std::io::stderr().lock();
+            let rec = if self.sinks.is_empty() {
+                String::new()
+            } else {
+                format!(" | recorded {:.1} MB", on_disk as f64 / 1e6)
+            };
             let _ = write!(
                 err,
-                "\r\x1b[2K[{elapsed_s:6.1} s] rx {rg:.3} Gb/s {rm:.3} Mpps | tx {tg:.3} Gb/s {tm:.3} Mpps | drops {drops} | gaps {gaps}"
+                "\r\x1b[2K[{elapsed_s:6.1} s] rx {rg:.3} Gb/s {rm:.3} Mpps | tx {tg:.3} Gb/s {tm:.3} Mpps | drops {drops} | gaps {gaps}{rec}"
             );
             let _ = err.flush();
         } else {

@@ -140,6 +140,10 @@ pub struct Summary {
     pub hugepages_1g: u64,
     /// GPU memory per GPU (GPUs with a stage or a GPU region only), ascending by id.
     pub gpus: Vec<GpuSummary>,
+    /// One line per record sink (queue × recorder): format, where, buffer memory.
+    pub sinks: Vec<String>,
+    /// Buffer memory of every record sink (locked with the rest).
+    pub sink_bytes: u64,
     /// One line describing the generator, if any.
     pub generator: Option<String>,
     /// Run length in seconds (0 = until stopped).
@@ -239,9 +243,45 @@ impl Config {
             hugepages_1g: pages(PageSize::Size1G),
             regions,
             gpus: self.gpu_summary(),
+            sinks: self.sink_lines(),
+            sink_bytes: self.sink_bytes(),
             generator: self.generator.as_ref().map(|g| self.describe_generator(g)),
             duration_s: self.run.duration_s,
         }
+    }
+
+    /// Record sinks: every queue × each recorder it names.
+    fn sinks(&self) -> impl Iterator<Item = (&str, u16, &crate::model::Recorder)> + '_ {
+        self.interfaces.iter().flat_map(move |i| {
+            i.rx_queues.iter().flat_map(move |q| {
+                q.record
+                    .iter()
+                    .map(move |r| (i.name.as_str(), q.id, &self.recorders[r.0]))
+            })
+        })
+    }
+
+    fn sink_bytes(&self) -> u64 {
+        self.sinks()
+            .map(|(_, _, r)| r.buffer_bytes as u64 * u64::from(r.buffers))
+            .sum()
+    }
+
+    fn sink_lines(&self) -> Vec<String> {
+        self.sinks()
+            .map(|(iface, q, r)| {
+                let bytes = r.buffer_bytes as u64 * u64::from(r.buffers);
+                format!(
+                    "{iface} rx queue {q} -> {} ({}) in {}: {} buffers x {} = {}",
+                    r.name,
+                    r.format.as_str(),
+                    r.directory,
+                    r.buffers,
+                    human_bytes(r.buffer_bytes as u64),
+                    human_bytes(bytes)
+                )
+            })
+            .collect()
     }
 
     fn gpu_summary(&self) -> Vec<GpuSummary> {
@@ -308,6 +348,21 @@ impl Config {
         let to = g
             .destination
             .map_or_else(|| "its connections".to_owned(), |d| d.to_string());
+        if let Some(r) = &g.replay {
+            let timing = match r.timing {
+                crate::model::ReplayTiming::Recorded { speed } => {
+                    format!("at the recorded timing x {speed}")
+                }
+                crate::model::ReplayTiming::Rate => format!("at {rate}"),
+            };
+            return format!(
+                "replays {} {timing}, {} loop(s), on {} tx queue {} to {to}, {limit}",
+                r.path.display(),
+                r.loops,
+                iface.name,
+                q.id
+            );
+        }
         format!(
             "{} B payloads at {rate} on {} tx queue {} to {to}, {limit}, {}",
             g.payload_size,
@@ -451,6 +506,17 @@ impl fmt::Display for Summary {
                 } else {
                     format!("; stages: {}", g.pipelines.join(", "))
                 }
+            )?;
+        }
+        for s in &self.sinks {
+            writeln!(f, "record: {s}")?;
+        }
+        if self.sink_bytes > 0 {
+            writeln!(
+                f,
+                "  record buffers {} ({}), locked besides the regions",
+                self.sink_bytes,
+                human_bytes(self.sink_bytes)
             )?;
         }
         if let Some(g) = &self.generator {

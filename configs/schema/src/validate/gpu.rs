@@ -11,7 +11,6 @@ use crate::model::{
     BatchMode, EngineKind, GpuStage, GpuStageId, GpuStaging, GpuWorkload, MemoryRegion, Placement,
     RegionKind, SampleConversion, SampleIn, SampleOut, Validation, FFT_LEN, GEMM_DIM,
 };
-use crate::parse::is_identifier;
 use crate::schema::{RawBatchMode, RawConfig, RawGpuStage, RawSlotMode, RawStaging, RawWorkload};
 use rtdaq_core::wire::SeqHeader;
 
@@ -79,26 +78,8 @@ fn stage(
     errs: &mut Errors,
 ) -> Option<GpuStage> {
     let p = format!("gpu_stages[{k}]");
-    let mut ok = true;
-    if !is_identifier(&s.name) {
-        errs.push(
-            format!("{p}.name"),
-            format!(
-                "{:?} is not a plain name; use 1..=64 letters, digits, '_' or '-'",
-                s.name
-            ),
-        );
-        ok = false;
-    } else if let Some(first) = raw.gpu_stages[..k].iter().position(|x| x.name == s.name) {
-        errs.push(
-            format!("{p}.name"),
-            format!(
-                "duplicate GPU stage name \"{}\" (first defined at gpu_stages[{first}]); rename one",
-                s.name
-            ),
-        );
-        ok = false;
-    }
+    let names: Vec<&str> = raw.gpu_stages.iter().map(|x| x.name.as_str()).collect();
+    let mut ok = super::item_name(&names, k, "GPU stage", "gpu_stages", &p, errs);
     let users = users(raw, k);
     if users.is_empty() && ok {
         errs.push(

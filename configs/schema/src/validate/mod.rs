@@ -177,6 +177,36 @@ pub(crate) fn int<T: TryFrom<i64>>(
     T::try_from(v).ok()
 }
 
+/// Checks the `name` of item `k` of a list of named items (`what`: "GPU stage"; `key`:
+/// "gpu_stages"): a plain identifier, not used by an earlier item. Reports at `{p}.name`.
+pub(crate) fn item_name(
+    names: &[&str],
+    k: usize,
+    what: &str,
+    key: &str,
+    p: &str,
+    errs: &mut Errors,
+) -> bool {
+    let name = names[k];
+    if !crate::parse::is_identifier(name) {
+        errs.push(
+            format!("{p}.name"),
+            format!("{name:?} is not a plain name; use 1..=64 letters, digits, '_' or '-'"),
+        );
+        return false;
+    }
+    if let Some(first) = names[..k].iter().position(|x| *x == name) {
+        errs.push(
+            format!("{p}.name"),
+            format!(
+                "duplicate {what} name \"{name}\" (first defined at {key}[{first}]); rename one"
+            ),
+        );
+        return false;
+    }
+    true
+}
+
 /// `"a", "b"` list of quoted names for messages.
 pub(crate) fn quoted<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     let v: Vec<String> = names.into_iter().map(|n| format!("\"{n}\"")).collect();

@@ -8,7 +8,6 @@ use crate::model::{
     Address, DadaParams, RecordFormat, Recorder, RecorderId, RegionKind, Transport,
     WriterPlacement, FILE_NAME_FIELDS,
 };
-use crate::parse::is_identifier;
 use crate::schema::{RawConfig, RawDada, RawRecorder};
 
 /// Default `directory`.
@@ -262,26 +261,8 @@ fn recorder(
     errs: &mut Errors,
 ) -> Option<Recorder> {
     let p = format!("recorders[{k}]");
-    let mut ok = true;
-    if !is_identifier(&r.name) {
-        errs.push(
-            format!("{p}.name"),
-            format!(
-                "{:?} is not a plain name; use 1..=64 letters, digits, '_' or '-'",
-                r.name
-            ),
-        );
-        ok = false;
-    } else if let Some(first) = raw.recorders[..k].iter().position(|x| x.name == r.name) {
-        errs.push(
-            format!("{p}.name"),
-            format!(
-                "duplicate recorder name \"{}\" (first defined at recorders[{first}]); rename one",
-                r.name
-            ),
-        );
-        ok = false;
-    }
+    let names: Vec<&str> = raw.recorders.iter().map(|x| x.name.as_str()).collect();
+    let mut ok = super::item_name(&names, k, "recorder", "recorders", &p, errs);
     let users = users(raw, k);
     if users.is_empty() && ok {
         errs.push(
