@@ -24,7 +24,7 @@
 //! (`FILE.index.json`: packets, bytes, first/last sequence number and timestamp, gaps) when
 //! the file is closed, and on a write error truncates the file to its last complete record.
 //!
-//! Nothing here allocates, logs or blocks after [`prepare`]: the buffers, the sinks and the
+//! Nothing here allocates, logs or blocks after `prepare`: the buffers, the sinks and the
 //! first file of each sink (so a bad directory fails the start, exit 2) exist before the
 //! queue threads start.
 
@@ -111,7 +111,7 @@ pub struct SinkInfo {
 }
 
 /// One sink of one RX queue, ready to run: the consumer half, the writer's half and the
-/// first file (opened by [`prepare`]). Each half is taken by the thread that runs it.
+/// first file (opened by `prepare`). Each half is taken by the thread that runs it.
 pub struct SinkParts {
     /// Consumer half (goes into the queue's pipeline).
     pub sink: Option<RecordSink>,
