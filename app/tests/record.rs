@@ -23,12 +23,36 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// A fresh directory of this test.
-fn dir(name: &str) -> PathBuf {
+/// A fresh directory of this test, removed again when the test ends (passed or failed:
+/// recordings are hundreds of MB).
+struct TestDir(PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn dir(name: &str) -> TestDir {
     let d = std::env::temp_dir().join(format!("rtdaq-record-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TestDir(d)
+}
+
+/// A tmpfs mounted for a test, unmounted when it ends.
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
 }
 
 fn rtdaq() -> Command {
@@ -279,7 +303,9 @@ fn pcap_and_dada_read_by_real_readers_and_the_pcap_replays_lossless() {
         u(&r, "/rx/totals/seq_gaps") + u(&r, "/rx/totals/corrupt"),
         0
     );
-    // Twice as fast, twice over: the second loop repeats every sequence number.
+    // Twice as fast, twice over: the second loop repeats sequence numbers, which the
+    // receiver counts as repeats, not as loss (the sender may not finish the second loop
+    // within the run: a debug build on 2 cores sends ~1.3 Gb/s).
     let (out, r) = run_with_report(
         &d,
         &[
@@ -291,16 +317,18 @@ fn pcap_and_dada_read_by_real_readers_and_the_pcap_replays_lossless() {
             "--replay-loops",
             "2",
             "--duration",
-            "2.6",
+            "2.5",
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    assert_eq!(u(&r, "/rx/totals/packets"), 2 * received, "{}", show(&out));
+    let sent = u(&r, "/tx/totals/packets");
+    assert!(sent > received, "the second loop ran: {}", show(&out));
+    assert_eq!(u(&r, "/rx/totals/packets"), sent, "{}", show(&out));
+    assert_eq!(u(&r, "/lost"), 0, "{}", show(&out));
     assert_eq!(
         u(&r, "/rx/totals/duplicates") + u(&r, "/rx/totals/too_old"),
-        received
+        sent - received
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -378,7 +406,6 @@ fn low_rate_recording_rotates_flushes_and_indexes_every_file() {
         payload += size;
     }
     assert_eq!(payload, received * 1368);
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -400,6 +427,7 @@ fn a_full_file_system_counts_every_packet_not_written() {
         ],
     );
     assert!(m.status.success(), "mount: {}", show(&m));
+    let _mounted = Tmpfs(mnt.clone());
     let (out, r) = record_2s(&d, &mnt);
     let pcaps = files(&mnt, "pcap");
     let in_file = capinfos_count(&pcaps[0]);
@@ -423,7 +451,6 @@ fn a_full_file_system_counts_every_packet_not_written() {
     // The file was cut back to its last complete record.
     assert_eq!(t, in_file, "{err}");
     assert!(!err.contains("truncated"), "{err}");
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -459,7 +486,6 @@ fn sigkill_mid_recording_leaves_every_complete_record_readable() {
     for l in err.lines().filter(|l| !l.starts_with("reading from file")) {
         assert!(l.contains("truncated dump file"), "{err}");
     }
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -546,7 +572,6 @@ fn a_tcpdump_capture_of_an_rtdaq_stream_replays_and_validates() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert_eq!(u(&r, "/rx/totals/packets"), sent);
     assert_eq!(u(&r, "/lost"), 0);
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
@@ -633,5 +658,4 @@ fn bad_output_directories_and_replay_files_are_refused_before_the_run() {
     );
     // The run did not start: the other sink's first file was removed again.
     assert!(files(&d, "dada").is_empty(), "{:?}", files(&d, "dada"));
-    let _ = std::fs::remove_dir_all(&d);
 }
