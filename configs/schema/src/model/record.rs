@@ -118,8 +118,8 @@ pub struct Recorder {
     pub buffers: u32,
     /// A partly filled buffer goes to the writer after this many ns (`flush_ms`).
     pub flush_ns: u64,
-    /// Writer thread placement (`writer_core`, `writer_priority`), `None`: unpinned, normal
-    /// scheduler, kept off the queue cores.
+    /// Writer thread placement (`writer_core`, `writer_priority`), `None`: unpinned (any
+    /// CPU), normal scheduler.
     pub writer: Option<WriterPlacement>,
     /// Write with `O_DIRECT` where the file system supports it (`direct_io`).
     pub direct_io: bool,
