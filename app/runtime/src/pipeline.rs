@@ -127,14 +127,9 @@ impl Pipeline {
 
     /// End of the run (after the last packet).
     pub fn finish(&mut self) {
-        self.validate.finish_stage();
+        Stage::finish(&mut self.validate);
         for s in &mut self.record {
             Stage::finish(s);
         }
     }
-}
-
-impl Validator {
-    /// The validator has nothing to hand over at the end (its figures are read from it).
-    fn finish_stage(&mut self) {}
 }

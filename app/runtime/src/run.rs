@@ -186,7 +186,7 @@ where
     // GPU stages (feature `gpu`): pipelines built before any thread starts.
     let mut gpu_stages = crate::gpu_hook::prepare(config, &res)?;
     // Replay: the file is read (and checked) before any thread starts.
-    let replay = load_replay::<E>(config, &res)?;
+    let replay = load_replay::<E>(config)?;
     // Record sinks: directories created, first files opened, buffers allocated.
     let mut sinks = crate::record::prepare(
         config,
@@ -625,7 +625,6 @@ impl Drop for DoneOnDrop {
 /// The generator's replay file (`[generator] replay`), read before the run, or `None`.
 fn load_replay<E>(
     config: &Config,
-    res: &Resources,
 ) -> Result<
     Option<(
         &'static crate::replay::ReplayPackets,
@@ -648,7 +647,6 @@ where
         .iter()
         .map(|r| config.region(*r).buf_size as usize)
         .sum::<usize>();
-    let _ = res;
     let packets = crate::replay::load(&rp.path, E::FRAMES, max_len)?;
     log::info!(
         "replay {}: {} packets, {} loop(s), timing {:?}",

@@ -36,7 +36,7 @@ pub use writer::{FileReport, WriterOutcome};
 
 use crate::error::RuntimeError;
 use crate::memory::Resources;
-use rtdaq_config::model::{Address, Config, RecordFormat, Recorder};
+use rtdaq_config::model::{Address, Config, Recorder};
 use rtdaq_core::SlotRing;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -49,8 +49,6 @@ pub const ALIGN: usize = 4096;
 /// Counters of one sink, shared by its consumer and its writer (one writer per field).
 #[derive(Debug, Default)]
 pub struct SinkCounters {
-    /// Packets whose records went into a buffer (consumer).
-    pub buffered: AtomicU64,
     /// Packets not recorded: no free buffer (consumer).
     pub dropped_full: AtomicU64,
     /// Packets not recorded after a write error (consumer after the writer failed; the
@@ -327,11 +325,6 @@ pub fn not_recorded(rx: &[crate::report::QueueReport]) -> u64 {
         .flat_map(|q| q.record.iter())
         .map(SinkReport::dropped_total)
         .sum()
-}
-
-/// The file-name extension of a format (for messages).
-pub fn extension(f: RecordFormat) -> &'static str {
-    f.extension()
 }
 
 impl crate::report::QueueReport {

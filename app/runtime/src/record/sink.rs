@@ -92,7 +92,6 @@ const ENDS: usize = ALIGN;
 /// Counts since the last [`RecordSink::publish`].
 #[derive(Debug, Default, Clone, Copy)]
 struct Pending {
-    buffered: u64,
     full: u64,
     error: u64,
 }
@@ -363,7 +362,6 @@ impl RecordSink {
         self.ends[ends_head] = fill;
         self.ends_head = (ends_head + 1) % ENDS;
         self.ends_in_buf += 1;
-        self.pending.buffered += 1;
         if full {
             self.commit();
         }
@@ -429,9 +427,6 @@ impl RecordSink {
     pub fn publish(&mut self) {
         let c = self.counters;
         let p = std::mem::take(&mut self.pending);
-        if p.buffered > 0 {
-            SinkCounters::add(&c.buffered, p.buffered);
-        }
         if p.full > 0 {
             SinkCounters::add(&c.dropped_full, p.full);
         }
