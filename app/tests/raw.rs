@@ -435,6 +435,119 @@ fn dpdk_ring_pmd_loopback_lossless() {
 
 // ---------------------------------------------------------------- recording (issue #16)
 
+/// The DPDK engine's record stage (`configs/vdev-dpdk-ring-record.toml`: the ring PMD loops
+/// the generator's frames back): every received frame is in the pcap (capinfos), every
+/// payload less its sequence header in the raw file, straight from the mbufs.
+#[test]
+#[ignore = "needs root, capinfos and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn dpdk_ring_pmd_records_every_frame() {
+    let dir = tmp("dpdk-rec", "d");
+    let _ = std::fs::remove_dir_all(&dir);
+    let json = report_path("dpdk-rec");
+    let out = std::process::Command::new(bin("dpdk"))
+        .args(["run", "--config"])
+        .arg(root().join("configs/vdev-dpdk-ring-record.toml"))
+        .args(["--duration", "2", "--output-dir"])
+        .arg(&dir)
+        .arg("--report-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let received = u(&r, "/rx/totals/packets");
+    assert!(received > 50_000, "{}", show(&out));
+    assert_eq!(u(&r, "/lost"), 0);
+    let file = |ext: &str| {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|f| f.extension().is_some_and(|x| x == ext))
+            .unwrap_or_else(|| panic!("no .{ext} in {}", dir.display()))
+    };
+    let caps = std::process::Command::new("capinfos")
+        .args(["-c", "-M"])
+        .arg(file("pcap"))
+        .output()
+        .expect("capinfos (scripts/install-test-deps.sh installs it)");
+    let said = String::from_utf8_lossy(&caps.stdout);
+    assert!(
+        said.contains(&format!("Number of packets:   {received}")),
+        "capinfos: {said}"
+    );
+    assert_eq!(
+        std::fs::metadata(file("raw")).unwrap().len(),
+        received * (1400 - 32),
+        "raw: the payloads less their 32-byte sequence header"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&json);
+}
+
+/// The AF_XDP engine's record stage (`configs/veth-afxdp-record.toml`, direct mode: the
+/// I/O thread validates and records from the UMEM): every received frame is in the pcap
+/// (capinfos) and every payload, less its sequence header, in the raw file.
+#[test]
+#[ignore = "needs root, capinfos and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn afxdp_records_every_frame() {
+    let p = pair("e2e-xrec", 1500);
+    let dir = tmp("xrec", "d");
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.display().to_string();
+    let rx = config(
+        "veth-afxdp-record.toml",
+        &p,
+        &[
+            ("directory = \"recordings\"", format!("directory = \"{d}\"")),
+            (
+                "format = \"raw\"\n",
+                format!("format = \"raw\"\ndirectory = \"{d}\"\n"),
+            ),
+        ],
+        "xrec-rx",
+    );
+    let tx = config(
+        "veth-afpacket-tx.toml",
+        &p,
+        &tx_edits(20_000, 1400),
+        "xrec-tx",
+    );
+    let (r, _) = lossless(&p, ("afxdp", rx), ("afpacket", tx), 2.0, "xrec");
+    let received = u(&r, "/rx/totals/packets");
+    let file = |ext: &str| {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|f| f.extension().is_some_and(|x| x == ext))
+            .unwrap_or_else(|| panic!("no .{ext} in {d}"))
+    };
+    let caps = std::process::Command::new("capinfos")
+        .args(["-c", "-M"])
+        .arg(file("pcap"))
+        .output()
+        .expect("capinfos (scripts/install-test-deps.sh installs it)");
+    let said = String::from_utf8_lossy(&caps.stdout);
+    assert!(
+        said.contains(&format!("Number of packets:   {received}")),
+        "capinfos: {said}"
+    );
+    assert_eq!(
+        std::fs::metadata(file("raw")).unwrap().len(),
+        received * (1400 - 32),
+        "raw: the payloads less their 32-byte sequence header"
+    );
+    for s in 0..2 {
+        for k in ["record_full", "record_error"] {
+            assert_eq!(
+                u(&r, &format!("/rx/queues/0/record/{s}/dropped/{k}")),
+                0,
+                "sink {s} {k}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 #[ignore = "needs root, tcpreplay, capinfos and scripts/build-engines.sh; scripts/test.sh runs it"]
 fn afpacket_records_frames_that_tcpreplay_and_rtdaq_replay_lossless() {

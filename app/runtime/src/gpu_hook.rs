@@ -6,6 +6,7 @@
 use crate::error::RuntimeError;
 use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
 use crate::pipeline::Pipeline;
+use crate::record::RecordSink;
 use crate::threads::{self, Unwrap};
 use rtdaq_config::model::{Config, MemoryRegion};
 use rtdaq_core::slot_ring::SlotConsumer;
@@ -73,6 +74,18 @@ pub(crate) fn prepare(
             return Err(no_gpu(config));
         }
         Ok(res.rx.iter().map(|_| None).collect())
+    }
+}
+
+/// Hands a queue's GPU stage the record sinks of its products (empty without a stage:
+/// `config check` allows product recorders on GPU stages only).
+pub(crate) fn attach_products(stage: &mut Option<Stage>, sinks: Vec<RecordSink>) {
+    match stage {
+        None => debug_assert!(sinks.is_empty(), "product sinks without a GPU stage"),
+        #[cfg(feature = "gpu")]
+        Some(s) => s.attach_products(sinks),
+        #[cfg(not(feature = "gpu"))]
+        Some(s) => match *s {},
     }
 }
 

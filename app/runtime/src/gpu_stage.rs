@@ -28,12 +28,13 @@ use crate::gpu_report::GpuCounters;
 use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
 use crate::pacer::now_ns;
 use crate::pipeline::{PacketView, Pipeline as CpuPipeline};
+use crate::record::RecordSink;
 use crate::threads::{self, Unwrap};
 #[cfg(test)]
 use crate::validator::Validator;
 use rtdaq_config::model::{
-    BatchMode, Config, EngineKind, GpuStage as StageConfig, GpuStaging, GpuWorkload, MemoryRegion,
-    Placement, RegionKind, SampleConversion, SampleIn, SampleOut,
+    BatchMode, Config, EngineKind, GpuProduct, GpuStage as StageConfig, GpuStaging, GpuWorkload,
+    MemoryRegion, Placement, RegionKind, SampleConversion, SampleIn, SampleOut,
 };
 use rtdaq_core::slot_ring::SlotConsumer;
 use rtdaq_core::traits::{RxBurst, RxQueue, Segment};
@@ -41,7 +42,7 @@ use rtdaq_core::wire::SeqHeader;
 use rtdaq_core::{DropReason, SlotRing};
 use rtdaq_gpu::{
     reference, BatchLayout, Conversion, DeviceMem, FloatFormat, Gpu, GpuError, HostPinned,
-    IntFormat, Mode, PacketDesc, Pipeline, PipelineConfig, SlotMode, Staging, Workload,
+    IntFormat, Mode, PacketDesc, Pipeline, PipelineConfig, Product, SlotMode, Staging, Workload,
 };
 use rtdaq_platform::alloc_audit;
 use std::collections::VecDeque;
@@ -106,6 +107,11 @@ pub fn pipeline_config(s: &StageConfig) -> PipelineConfig {
             GpuWorkload::Gemm => Workload::Gemm,
         },
         checksum: s.checksum,
+        product: match s.product {
+            None => Product::None,
+            Some(GpuProduct::Batch) => Product::Batch,
+            Some(GpuProduct::Workload) => Product::Workload,
+        },
     }
 }
 
@@ -283,12 +289,15 @@ fn warm_up(pipe: &mut Pipeline, map: &GpuMap) -> Result<(), GpuError> {
     Ok(())
 }
 
-/// A batch on the GPU: its token, the first ring slot it refers to, its CPU checksum.
+/// A batch on the GPU: its token, the first ring slot it refers to, its CPU checksum, its
+/// number (batches built, dropped ones included) and its first packet's receive time.
 #[derive(Debug, Clone, Copy)]
 struct Flight {
     token: u64,
     first_slot: u64,
     cpu_checksum: u64,
+    batch: u64,
+    first_rx_ns: u64,
 }
 
 /// The batch being built and the CPU reference checksum of it.
@@ -298,6 +307,8 @@ struct Building {
     /// Batch id (reorder): key of descriptor 0.
     key: u32,
     first_ns: u64,
+    /// Receive time of the first packet (ns since the epoch).
+    first_rx_ns: u64,
     /// Ring slot (number) of the first packet.
     first_slot: u64,
     /// Slots claimed so far (CPU reference), one bit each.
@@ -323,6 +334,10 @@ pub struct Stage {
     taken: u64,
     /// Ring slots released back to the I/O side.
     released: u64,
+    /// Batches built so far (submitted or dropped): the next batch's number.
+    built: u64,
+    /// Sinks writing each completed batch's product (`[[gpu_stages]] record`).
+    products: Vec<RecordSink>,
 }
 
 impl std::fmt::Debug for Stage {
@@ -364,6 +379,7 @@ impl Stage {
                 n: 0,
                 key: 0,
                 first_ns: 0,
+                first_rx_ns: 0,
                 first_slot: 0,
                 claimed: vec![0u32; layout.mask_words()].into_boxed_slice(),
                 scratch: vec![
@@ -380,8 +396,15 @@ impl Stage {
             flights: VecDeque::with_capacity(cfg.depth),
             taken: 0,
             released: 0,
+            built: 0,
+            products: Vec::new(),
             pipe,
         }
+    }
+
+    /// The sinks of the stage's products (built by `record::prepare`); cold path.
+    pub(crate) fn attach_products(&mut self, sinks: Vec<RecordSink>) {
+        self.products = sinks;
     }
 
     /// Runs every packet of `burst` (ring slot number `self.taken`) through the queue's CPU
@@ -420,13 +443,20 @@ impl Stage {
                         rx_ns,
                     });
                     let seq = SeqHeader::parse(payload).ok().map(|h| h.seq as u32);
-                    self.add(bytes.as_ptr(), bytes.len(), Some(bytes), seq, stats);
+                    self.add(bytes.as_ptr(), bytes.len(), Some(bytes), seq, rx_ns, stats);
                 }
                 // GPU memory (a NIC wrote it): the CPU cannot read it, so no sequence number
                 // and no CPU reference; the stage gathers in arrival order (config rule).
                 Segment::Device { ptr, len } => {
                     v.validate.count_in_gpu(u64::from(len));
-                    self.add(ptr as usize as *const u8, len as usize, None, None, stats);
+                    self.add(
+                        ptr as usize as *const u8,
+                        len as usize,
+                        None,
+                        None,
+                        rx_ns,
+                        stats,
+                    );
                 }
             }
         }
@@ -443,6 +473,7 @@ impl Stage {
         len: usize,
         bytes: Option<&[u8]>,
         seq: Option<u32>,
+        rx_ns: u64,
         stats: &QueueStats,
     ) {
         // `config check` refuses queues whose packets lie outside their region (AF_PACKET);
@@ -467,6 +498,7 @@ impl Stage {
         if self.b.n == 0 {
             self.b.key = key;
             self.b.first_ns = now_ns();
+            self.b.first_rx_ns = rx_ns;
             self.b.first_slot = self.taken;
         }
         let d = PacketDesc {
@@ -525,12 +557,21 @@ impl Stage {
         self.poll_done(stats);
         let g = &stats.gpu;
         let add = crate::gpu_report::GpuCounters::add;
+        // The product's number in its file's index: the batch key (reorder: sequence number /
+        // packets_per_batch) or the batch count (gather); a dropped batch leaves a gap.
+        let batch = match self.layout.mode {
+            Mode::Gather => self.built,
+            Mode::Reorder(_) => u64::from(self.b.key),
+        };
+        self.built += 1;
         match self.pipe.submit(&self.b.descs[..n]) {
             Ok(s) => {
                 self.flights.push_back(Flight {
                     token: s.token,
                     first_slot: self.b.first_slot,
                     cpu_checksum: self.b.acc,
+                    batch,
+                    first_rx_ns: self.b.first_rx_ns,
                 });
                 add(&g.batches_submitted, 1);
                 add(&g.packets, n as u64);
@@ -554,7 +595,8 @@ impl Stage {
         self.b.claimed.fill(0);
     }
 
-    /// Takes every finished batch: counts it and compares the checksums. Never blocks.
+    /// Takes every finished batch: counts it, compares the checksums and hands its product
+    /// to the product sinks. Never blocks.
     fn poll_done(&mut self, stats: &QueueStats) {
         let g = &stats.gpu;
         let add = crate::gpu_report::GpuCounters::add;
@@ -573,6 +615,11 @@ impl Stage {
                                     add(&g.checksum_ok, 1);
                                 } else {
                                     add(&g.checksum_mismatch, 1);
+                                }
+                            }
+                            if let Some(bytes) = done.product {
+                                for sink in &mut self.products {
+                                    sink.on_block(bytes, f.batch, f.first_rx_ns);
                                 }
                             }
                         }
@@ -641,8 +688,12 @@ impl Stage {
             }
             None => false,
         };
-        if self.b.n > 0 && now_ns().saturating_sub(self.b.first_ns) >= self.timeout_ns {
+        let now = now_ns();
+        if self.b.n > 0 && now.saturating_sub(self.b.first_ns) >= self.timeout_ns {
             self.submit(stats, true);
+        }
+        for sink in &mut self.products {
+            sink.tick(now);
         }
         took
     }
@@ -664,11 +715,18 @@ impl Stage {
             if now_ns() > deadline {
                 crate::gpu_report::GpuCounters::add(&stats.gpu.errors, 1);
                 // The GPU did not finish: its buffers cannot be reused safely; leave them.
+                // What the product sinks hold still goes to disk.
+                for sink in &mut self.products {
+                    sink.finish();
+                }
                 return;
             }
             std::thread::sleep(Duration::from_micros(50));
         }
         self.release(ring);
+        for sink in &mut self.products {
+            sink.finish();
+        }
     }
 }
 
@@ -861,6 +919,23 @@ mod tests {
             let s = &c.gpu_stages[0];
             let want = Pipeline::footprint(&pipeline_config(s)).unwrap() as u64;
             assert_eq!(s.device_bytes(), want, "{from} -> {to}");
+        }
+        // The products' pinned host memory, for both products.
+        let text =
+            std::fs::read_to_string(shipped_config("host-loopback-udp-gpu-record.toml")).unwrap();
+        for t in [
+            text.clone(),
+            text.replace("product = \"workload\"", "product = \"batch\""),
+        ] {
+            let c = rtdaq_config::load_str(&t).unwrap();
+            let s = &c.gpu_stages[0];
+            let cfg = pipeline_config(s);
+            assert_eq!(s.product_bytes(), cfg.product_bytes() as u64);
+            assert_eq!(
+                s.product_host_bytes(),
+                Pipeline::host_footprint(&cfg) as u64
+            );
+            assert!(s.product_bytes() > 0);
         }
     }
 

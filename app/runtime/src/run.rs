@@ -138,12 +138,6 @@ where
 }
 // --- end of the port stats seam ---
 
-/// Name of RX queue `k` of `res.rx` (`lo_udp.rx0`).
-fn queue_name_of(config: &Config, res: &Resources, k: usize) -> String {
-    let r = &res.rx[k];
-    queue_name(config, r.interface, "rx", r.queue)
-}
-
 fn queue_name(config: &Config, interface: usize, dir: &str, q: usize) -> String {
     format!("{}.{dir}{q}", config.interfaces[interface].name)
 }
@@ -195,15 +189,23 @@ where
         &opts.config_sha256,
         E::FRAMES,
     )?;
+    // The main thread leaves the queue threads' cores (where it can) before it spawns the
+    // writers: an unpinned writer inherits that CPU set and so stays off the queue cores.
+    keep_main_thread_off_queue_cores(config);
     let mut writers: Vec<WriterThread> = Vec::new();
     for (k, queue_sinks) in sinks.iter_mut().enumerate() {
-        for (j, parts) in queue_sinks.iter_mut().enumerate() {
+        for parts in queue_sinks.iter_mut() {
             let r = &res.rx[k];
-            let rid = config.interfaces[r.interface].rx_queues[r.queue].record[j];
-            let rec = &config.recorders[rid.0];
+            let rec = &config.recorders[parts.recorder];
+            let qc = &config.interfaces[r.interface].rx_queues[r.queue];
+            let stage = qc
+                .gpu_stage
+                .filter(|_| parts.products)
+                .map(|s| &config.gpu_stages[s.0]);
             let name = format!(
-                "{} recorder {}",
+                "{}{} record {}",
                 queue_name(config, r.interface, "rx", r.queue),
+                stage.map_or(String::new(), |s| format!(" gpu_stage {}", s.name)),
                 rec.name
             );
             let w = parts.writer.take().expect("each sink has its writer");
@@ -226,7 +228,8 @@ where
                 name,
                 handle: h,
                 queue: k,
-                recorder: rid.0,
+                recorder: parts.recorder,
+                batch_packets: stage.map(|s| s.packets_per_batch),
                 counters: parts.sink.as_ref().map(|s| s.counters()).expect("sink"),
             });
         }
@@ -246,7 +249,6 @@ where
     let mut tx_handles: Vec<Option<(String, JoinHandle<GenTotals>)>> = Vec::new();
     let duration_s = opts.duration_s.unwrap_or(config.run.duration_s);
     let stack = thread_stack(config);
-    keep_main_thread_off_queue_cores(config);
 
     // 1. Every queue thread starts first: it pins itself, takes its real-time priority,
     //    prefaults its stack and then parks on a one-shot channel until its queue arrives.
@@ -269,13 +271,25 @@ where
             required: config.rt.required,
         };
         let k = rx_feeds.len();
-        let record: Vec<_> = sinks[k].iter_mut().filter_map(|p| p.sink.take()).collect();
-        let done_guard = DoneOnDrop(record.iter().map(|s| s.counters()).collect());
+        let (products, record): (Vec<_>, Vec<_>) = sinks[k]
+            .iter_mut()
+            .filter_map(|p| p.sink.take().map(|s| (p.products, s)))
+            .partition(|(products, _)| *products);
+        let record: Vec<_> = record.into_iter().map(|(_, s)| s).collect();
+        let products: Vec<_> = products.into_iter().map(|(_, s)| s).collect();
+        let done_guard = DoneOnDrop(
+            record
+                .iter()
+                .chain(products.iter())
+                .map(|s| s.counters())
+                .collect(),
+        );
         let validator = crate::pipeline::Pipeline::with_record(
             Validator::with_mode(config.run.validate),
             record,
         );
-        let gpu = gpu_stages[k].take();
+        let mut gpu = gpu_stages[k].take();
+        crate::gpu_hook::attach_products(&mut gpu, products);
         let unwrap = threads::Unwrap::new(E::FRAMES);
         let busy = qc.busy_poll;
         match qc.mode {
@@ -475,14 +489,12 @@ where
         writers
             .iter()
             .map(|w| {
-                (
-                    format!(
-                        "{} record {}",
-                        queue_name_of(config, &res, w.queue),
-                        config.recorders[w.recorder].name
-                    ),
-                    w.counters,
-                )
+                let unit = if w.batch_packets.is_some() {
+                    "batches"
+                } else {
+                    "pkts"
+                };
+                (w.name.clone(), unit, w.counters)
             })
             .collect(),
     );
@@ -570,6 +582,7 @@ where
             w.counters,
             out,
             writer_elapsed,
+            w.batch_packets,
         ));
     }
     // Every RX thread has stopped: close the RX queues together.
@@ -607,6 +620,8 @@ struct WriterThread {
     queue: usize,
     /// Index in `config.recorders`.
     recorder: usize,
+    /// `Some(packets_per_batch)`: the sink writes a GPU stage's products.
+    batch_packets: Option<u32>,
     counters: &'static crate::record::SinkCounters,
 }
 

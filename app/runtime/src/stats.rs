@@ -17,8 +17,9 @@ pub struct Live {
     tx_names: Vec<String>,
     tty: bool,
     last_ns: u64,
-    /// Record sinks: `lo_udp.rx0 record pcap` and their counters.
-    sinks: Vec<(String, &'static crate::record::SinkCounters)>,
+    /// Record sinks: `lo_udp.rx0 record pcap`, what their records are (`pkts`, `batches`)
+    /// and their counters.
+    sinks: Vec<(String, &'static str, &'static crate::record::SinkCounters)>,
 }
 
 fn rate(bytes: u64, pkts: u64, secs: f64) -> (f64, f64) {
@@ -59,7 +60,7 @@ impl Live {
     /// Adds the record sinks' progress to every update.
     pub fn with_sinks(
         mut self,
-        sinks: Vec<(String, &'static crate::record::SinkCounters)>,
+        sinks: Vec<(String, &'static str, &'static crate::record::SinkCounters)>,
     ) -> Self {
         self.sinks = sinks;
         self
@@ -117,7 +118,7 @@ impl Live {
             self.tx_prev[i] = io;
         }
         let mut on_disk = 0;
-        for (name, c) in &self.sinks {
+        for (name, unit, c) in &self.sinks {
             let (full, error) = (
                 c.dropped_full.load(Relaxed),
                 c.dropped_error.load(Relaxed) + c.dropped_error_writer.load(Relaxed),
@@ -126,7 +127,7 @@ impl Live {
             on_disk += bytes;
             drops += full + error;
             lines.push(format!(
-                "{name}: {} pkts written, {:.1} MB on disk, not recorded: record_full={full} record_error={error}{}",
+                "{name}: {} {unit} written, {:.1} MB on disk, not recorded: record_full={full} record_error={error}{}",
                 c.written.load(Relaxed),
                 bytes as f64 / 1e6,
                 if c.failed.load(Relaxed) { " (FAILED: see the error above)" } else { "" }

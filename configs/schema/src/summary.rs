@@ -250,29 +250,59 @@ impl Config {
         }
     }
 
-    /// Record sinks: every queue × each recorder it names.
-    fn sinks(&self) -> impl Iterator<Item = (&str, u16, &crate::model::Recorder)> + '_ {
+    /// Record sinks: every queue × each recorder it names, then every queue with a GPU
+    /// stage × each recorder of the stage (its products).
+    fn sinks(
+        &self,
+    ) -> impl Iterator<
+        Item = (
+            &str,
+            u16,
+            &crate::model::Recorder,
+            Option<&crate::model::GpuStage>,
+        ),
+    > + '_ {
         self.interfaces.iter().flat_map(move |i| {
             i.rx_queues.iter().flat_map(move |q| {
-                q.record
+                let stage = q.gpu_stage.map(|s| &self.gpu_stages[s.0]);
+                let packets = q
+                    .record
                     .iter()
-                    .map(move |r| (i.name.as_str(), q.id, &self.recorders[r.0]))
+                    .map(move |r| (i.name.as_str(), q.id, &self.recorders[r.0], None));
+                let products = stage.into_iter().flat_map(move |st| {
+                    st.record
+                        .iter()
+                        .map(move |r| (i.name.as_str(), q.id, &self.recorders[r.0], Some(st)))
+                });
+                packets.chain(products)
             })
         })
     }
 
     fn sink_bytes(&self) -> u64 {
         self.sinks()
-            .map(|(_, _, r)| r.buffer_bytes as u64 * u64::from(r.buffers))
+            .map(|(_, _, r, _)| r.buffer_bytes as u64 * u64::from(r.buffers))
             .sum()
     }
 
     fn sink_lines(&self) -> Vec<String> {
         self.sinks()
-            .map(|(iface, q, r)| {
+            .map(|(iface, q, r, stage)| {
                 let bytes = r.buffer_bytes as u64 * u64::from(r.buffers);
+                let what = match stage {
+                    None => String::new(),
+                    Some(st) => format!(
+                        " GPU stage {} {} ({} per batch)",
+                        st.name,
+                        match st.product {
+                            Some(crate::model::GpuProduct::Workload) => "results",
+                            _ => "batches",
+                        },
+                        human_bytes(st.product_bytes())
+                    ),
+                };
                 format!(
-                    "{iface} rx queue {q} -> {} ({}) in {}: {} buffers x {} = {}",
+                    "{iface} rx queue {q}{what} -> {} ({}) in {}: {} buffers x {} = {}",
                     r.name,
                     r.format.as_str(),
                     r.directory,
@@ -321,6 +351,7 @@ impl Config {
                     let stage = &self.gpu_stages[s.0];
                     let e = entry(&mut gpus, stage.gpu);
                     e.pipeline_bytes += stage.device_bytes();
+                    e.pinned_bytes += stage.product_host_bytes();
                     e.pipelines.push(format!(
                         "{} on {} rx queue {}",
                         stage.name, iface.name, q.id

@@ -153,6 +153,7 @@ fn run() -> Result<(), GpuError> {
             depth: 1,
             workload: Workload::None,
             checksum: false,
+            product: rtdaq_gpu::Product::None,
         };
         let mut pipe = Pipeline::new(&gpu, cfg)?;
         pipe.time_batches(&dev_descs, 5)?;
@@ -190,6 +191,7 @@ fn run() -> Result<(), GpuError> {
             depth: 1,
             workload: Workload::None,
             checksum: false,
+            product: rtdaq_gpu::Product::None,
         };
         let mut pipe = Pipeline::new(&gpu, cfg)?;
         pipe.time_batches(&descs, 3)?;
@@ -222,6 +224,7 @@ fn run() -> Result<(), GpuError> {
             depth: 1,
             workload: Workload::None,
             checksum: false,
+            product: rtdaq_gpu::Product::None,
         };
         let mut pipe = Pipeline::new(&gpu, cfg)?;
         pipe.time_batches(&host_descs, 3)?;
@@ -249,6 +252,7 @@ fn run() -> Result<(), GpuError> {
             depth: 4,
             workload,
             checksum: true,
+            product: rtdaq_gpu::Product::None,
         };
         let mut pipe = Pipeline::new(&gpu, cfg)?;
         let batches = 400u64;

@@ -29,7 +29,8 @@
 //! ## Example: the runtime's consumer loop
 //! ```no_run
 //! use rtdaq_gpu::{BatchLayout, Conversion, FloatFormat, Gpu, GpuError, HostPinned, IntFormat,
-//!                 Mode, PacketDesc, Pipeline, PipelineConfig, SlotMode, Staging, Workload};
+//!                 Mode, PacketDesc, Pipeline, PipelineConfig, Product, SlotMode, Staging,
+//!                 Workload};
 //!
 //! # fn main() -> Result<(), GpuError> {
 //! let gpu = Gpu::open(0)?;                        // GpuError::NoDriver without libcuda.so
@@ -46,6 +47,7 @@
 //!     depth: 4,
 //!     workload: Workload::None,
 //!     checksum: true,
+//!     product: Product::None,                  // or Batch / Workload: copied back to host
 //! };
 //! let mut pipe = Pipeline::new(&gpu, cfg)?;       // footprint check, NVRTC, allocations
 //!
@@ -104,5 +106,5 @@ pub use layout::{
     MAX_PACKETS_PER_BATCH, MAX_PAYLOAD,
 };
 pub use memory::{DeviceMem, DmaBuf, HostPinned, DEVICE_ALIGN};
-pub use pipeline::{Completed, Pipeline, PipelineConfig, Staging, Submitted};
+pub use pipeline::{Completed, Pipeline, PipelineConfig, Product, Staging, Submitted};
 pub use workload::Workload;

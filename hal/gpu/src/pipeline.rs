@@ -3,7 +3,8 @@
 //!
 //! Per batch, on the pipeline's stream: (staging copies) -> descriptor upload -> reset of the
 //! result block -> claim kernel (reorder) -> place kernel -> checksum kernel (optional) ->
-//! result block to pinned host memory -> workload (optional) -> event. [`Pipeline::submit`]
+//! result block to pinned host memory -> workload (optional) -> product to pinned host
+//! memory (optional) -> event. [`Pipeline::submit`]
 //! enqueues all of it and returns at once; [`Pipeline::poll_completed`] checks the oldest
 //! batch's event without blocking. After construction neither allocates.
 
@@ -42,6 +43,34 @@ pub struct PipelineConfig {
     pub workload: Workload,
     /// Compute the batch checksum on the GPU ([`crate::reference::checksum`]).
     pub checksum: bool,
+    /// What each batch copies back to pinned host memory for the caller
+    /// ([`Completed::product`]).
+    pub product: Product,
+}
+
+/// What a batch copies device -> host at its end (on the pipeline's stream, after the
+/// workload), for the caller to keep: a recorder writes it to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Product {
+    /// Nothing (the output stays in device memory).
+    #[default]
+    None,
+    /// The batch output (reordered, converted samples): `out_batch_bytes`.
+    Batch,
+    /// The workload's result: FFT spectra or the GEMM `C` matrix
+    /// ([`Workload::output_bytes`]).
+    Workload,
+}
+
+impl PipelineConfig {
+    /// Bytes of one batch's [`Product`] (0 for none).
+    pub fn product_bytes(&self) -> usize {
+        match self.product {
+            Product::None => 0,
+            Product::Batch => self.layout.out_batch_bytes(),
+            Product::Workload => self.workload.output_bytes(&self.layout),
+        }
+    }
 }
 
 /// A batch accepted by [`Pipeline::submit`].
@@ -77,6 +106,9 @@ pub struct Completed<'p> {
     /// Device address of the batch output (`out_batch_bytes` long), valid until the next
     /// `submit`.
     pub output: u64,
+    /// The batch's [`Product`] in pinned host memory (`product_bytes` long), when one was
+    /// configured; valid until the next `submit`.
+    pub product: Option<&'p [u8]>,
 }
 
 struct Flight {
@@ -87,6 +119,7 @@ struct Flight {
     result_host: sys::PinnedAlloc,
     out: sys::DeviceAlloc,
     staging: Option<sys::DeviceAlloc>,
+    product: Option<sys::PinnedAlloc>,
     event: sys::Event,
     token: u64,
     n: u32,
@@ -123,6 +156,12 @@ impl std::fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
+    /// Pinned host bytes a pipeline with `cfg` allocates for its products (`depth` ×
+    /// [`PipelineConfig::product_bytes`]).
+    pub fn host_footprint(cfg: &PipelineConfig) -> usize {
+        cfg.product_bytes() * cfg.depth
+    }
+
     /// Device bytes a pipeline with `cfg` allocates (checked against free memory by `new`).
     pub fn footprint(cfg: &PipelineConfig) -> Result<usize> {
         cfg.layout.validate()?;
@@ -150,6 +189,11 @@ impl Pipeline {
         if cfg.depth == 0 {
             return Err(GpuError::InvalidLayout(
                 "depth = 0: at least 1 batch in flight".into(),
+            ));
+        }
+        if cfg.product == Product::Workload && cfg.workload == Workload::None {
+            return Err(GpuError::InvalidLayout(
+                "product = workload needs a workload (fft or gemm)".into(),
             ));
         }
         let needed = Self::footprint(&cfg)?;
@@ -180,6 +224,10 @@ impl Pipeline {
                         ppb * l.max_payload as usize,
                         256,
                     )?),
+                },
+                product: match cfg.product_bytes() {
+                    0 => None,
+                    n => Some(sys::PinnedAlloc::new(ctx, n)?),
                 },
                 event: sys::Event::new(ctx, false)?,
                 token: 0,
@@ -277,6 +325,15 @@ impl Pipeline {
             s,
         )?;
         self.workload.run(f.out.ptr())?;
+        if let Some(p) = &f.product {
+            // After the workload on the same stream: the next batch's workload cannot
+            // overwrite its result before this copy has read it.
+            let src = match self.cfg.product {
+                Product::Workload => self.workload.output().map_or(0, |(a, _)| a),
+                _ => f.out.ptr(),
+            };
+            sys::memcpy_dtoh_async(p, 0, src, p.len(), s)?;
+        }
         f.event.record(s)?;
         let token = self.next_token;
         let f = &mut self.flights[idx];
@@ -450,6 +507,7 @@ impl Pipeline {
             checksum: checksum_on.then_some(checksum),
             valid: &f.mask,
             output: f.out.ptr(),
+            product: f.product.as_ref().map(sys::PinnedAlloc::as_slice),
         }
     }
 

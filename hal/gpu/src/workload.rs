@@ -68,6 +68,18 @@ impl Workload {
     }
 }
 
+impl Workload {
+    /// Bytes of the workload's result per batch: the FFT output (`out_batch_bytes / 8192`
+    /// spectra of 1024 complex FP32 values), the GEMM `C` matrix (4 MiB); 0 for none.
+    pub fn output_bytes(self, layout: &BatchLayout) -> usize {
+        match self {
+            Workload::None => 0,
+            Workload::Fft => layout.out_batch_bytes() / (FFT_LEN * 8) * FFT_LEN * 8,
+            Workload::Gemm => GEMM_DIM * GEMM_DIM * 4,
+        }
+    }
+}
+
 fn round(n: usize) -> usize {
     n.div_ceil(DEVICE_ALIGN) * DEVICE_ALIGN
 }

@@ -7,7 +7,8 @@ use rtdaq_core::traits::{DmaTarget, MemKind, MemoryRegion};
 use rtdaq_gpu::reference::{self, RefPacket, FFT_LEN, GEMM_DIM};
 use rtdaq_gpu::{
     BatchLayout, Conversion, DeviceMem, FloatFormat, Gpu, GpuError, HostPinned, IntFormat, Mode,
-    PacketDesc, Pipeline, PipelineConfig, SlotMode, Staging, Stream, Workload, DEVICE_ALIGN,
+    PacketDesc, Pipeline, PipelineConfig, Product, SlotMode, Staging, Stream, Workload,
+    DEVICE_ALIGN,
 };
 
 fn gpu() -> Option<Gpu> {
@@ -164,6 +165,7 @@ fn test_pipeline(
         depth: 2,
         workload: Workload::None,
         checksum: true,
+        product: Product::None,
     };
     (layout, Pipeline::new(gpu, cfg).unwrap())
 }
@@ -344,6 +346,7 @@ fn every_int16_converts_like_the_reference() {
             depth: 1,
             workload: Workload::None,
             checksum: false,
+            product: Product::None,
         };
         let mut pipe = Pipeline::new(&gpu, cfg).unwrap();
         pipe.submit(&descs).unwrap();
@@ -410,6 +413,7 @@ fn large_aligned_batch_fast_path() {
             depth: 1,
             workload: Workload::None,
             checksum: true,
+            product: Product::None,
         };
         let mut pipe = Pipeline::new(&gpu, cfg).unwrap();
         pipe.submit(&descs).unwrap();
@@ -454,6 +458,7 @@ fn pipeline_refuses_batches_when_behind() {
         depth: 2,
         workload: Workload::None,
         checksum: false,
+        product: Product::None,
     };
     let mut pipe = Pipeline::new(&gpu, cfg).unwrap();
     let mut accepted = vec![];
@@ -524,6 +529,7 @@ fn fft_workload_matches_cpu_dft() {
         depth: 1,
         workload: Workload::Fft,
         checksum: false,
+        product: Product::None,
     };
     let mut pipe = Pipeline::new(&gpu, cfg).unwrap();
     pipe.submit(&descs).unwrap();
@@ -569,6 +575,7 @@ fn gemm_workload_is_exact() {
         depth: 1,
         workload: Workload::Gemm,
         checksum: false,
+        product: Product::None,
     };
     let mut pipe = Pipeline::new(&gpu, cfg).unwrap();
     pipe.submit(&descs).unwrap();
@@ -611,6 +618,7 @@ fn footprint_check_names_needed_and_free() {
         depth: 2,
         workload: Workload::None,
         checksum: false,
+        product: Product::None,
     };
     let e = Pipeline::new(&gpu, cfg).unwrap_err();
     assert!(matches!(e, GpuError::InsufficientMemory { .. }), "{e}");
@@ -679,5 +687,97 @@ fn dmabuf_export_gives_an_fd() {
     assert!(matches!(
         dev.export_dmabuf(4096, 2 << 20),
         Err(GpuError::DmaBufUnsupported(_))
+    ));
+}
+
+/// `product`: each batch's result reaches pinned host memory on the pipeline's stream. With
+/// three batches in flight on one stream, each completed batch carries its own spectra (the
+/// next batch's FFT, enqueued before the first completes, does not overwrite them), equal to
+/// the CPU DFT of that batch's samples; `Product::Batch` carries the converted samples,
+/// equal to the CPU reference bit for bit.
+#[test]
+fn products_reach_host_memory_batch_by_batch() {
+    let Some(gpu) = gpu() else { return };
+    let depth = 3;
+    let batches: Vec<_> = (0..depth as u64)
+        .map(|k| int8_batch(&gpu, 4, 2048, 100 + k))
+        .collect();
+    let layout = batches[0].2;
+    for product in [Product::Workload, Product::Batch] {
+        let cfg = PipelineConfig {
+            layout,
+            staging: Staging::Mapped,
+            depth,
+            workload: Workload::Fft,
+            checksum: false,
+            product,
+        };
+        let want_len = match product {
+            Product::Batch => layout.out_batch_bytes(),
+            _ => 4 * FFT_LEN * 8,
+        };
+        assert_eq!(cfg.product_bytes(), want_len);
+        assert_eq!(Pipeline::host_footprint(&cfg), depth * want_len);
+        let mut pipe = Pipeline::new(&gpu, cfg).unwrap();
+        for (_, descs, _) in &batches {
+            pipe.submit(descs).unwrap();
+        }
+        for (region, descs, _) in &batches {
+            let done = pipe.wait_completed().unwrap().unwrap();
+            let got = done.product.expect("a product per batch");
+            assert_eq!(got.len(), want_len);
+            if product == Product::Batch {
+                let refs: Vec<RefPacket<'_>> = descs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| RefPacket {
+                        data: &region.as_slice()[i * 2048..(i + 1) * 2048],
+                        seq: d.seq,
+                    })
+                    .collect();
+                let mut want = vec![0u8; want_len];
+                reference::run_batch(&layout, &refs, &mut want).unwrap();
+                assert!(
+                    got == want.as_slice(),
+                    "batch product differs from the reference"
+                );
+                continue;
+            }
+            let spectra: Vec<f32> = got
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            for t in 0..4 {
+                let x: Vec<[f32; 2]> = region.as_slice()[t * 2048..(t + 1) * 2048]
+                    .chunks_exact(2)
+                    .map(|c| [f32::from(c[0] as i8), f32::from(c[1] as i8)])
+                    .collect();
+                let want = reference::dft(&x);
+                let scale = want.iter().map(|c| c[0].hypot(c[1])).fold(0.0, f64::max);
+                for (k, w) in want.iter().enumerate() {
+                    let g = &spectra[(t * FFT_LEN + k) * 2..(t * FFT_LEN + k) * 2 + 2];
+                    let err = (f64::from(g[0]) - w[0])
+                        .abs()
+                        .max((f64::from(g[1]) - w[1]).abs());
+                    assert!(
+                        err <= 1e-4 * scale,
+                        "transform {t} bin {k}: {err} vs {scale}"
+                    );
+                }
+            }
+        }
+        println!("{product:?}: {depth} batches in flight, each product equals its CPU reference");
+    }
+    let bad = PipelineConfig {
+        layout,
+        staging: Staging::Mapped,
+        depth: 1,
+        workload: Workload::None,
+        checksum: false,
+        product: Product::Workload,
+    };
+    assert!(matches!(
+        Pipeline::new(&gpu, bad),
+        Err(GpuError::InvalidLayout(m)) if m.contains("workload")
     ));
 }

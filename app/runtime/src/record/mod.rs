@@ -111,6 +111,11 @@ pub struct SinkInfo {
 /// One sink of one RX queue, ready to run: the consumer half, the writer's half and the
 /// first file (opened by `prepare`). Each half is taken by the thread that runs it.
 pub struct SinkParts {
+    /// Index in `config.recorders`.
+    pub recorder: usize,
+    /// The sink writes the products of the queue's GPU stage (one record per batch), not
+    /// its packets.
+    pub products: bool,
     /// Consumer half (goes into the queue's pipeline).
     pub sink: Option<RecordSink>,
     /// Writer half.
@@ -143,7 +148,14 @@ pub(crate) fn prepare(
         let iface = &config.interfaces[r.interface];
         let qc = &iface.rx_queues[r.queue];
         let mut sinks = Vec::new();
-        for rid in &qc.record {
+        let stage = qc.gpu_stage.map(|s| &config.gpu_stages[s.0]);
+        let products = stage.map(|s| s.record.as_slice()).unwrap_or_default();
+        for (rid, is_product) in qc
+            .record
+            .iter()
+            .map(|r| (r, false))
+            .chain(products.iter().map(|r| (r, true)))
+        {
             let rec = &config.recorders[rid.0];
             let key = format!("recorders[{}]", rid.0);
             let dir = output_dir.map_or_else(|| PathBuf::from(&rec.directory), Path::to_path_buf);
@@ -167,7 +179,12 @@ pub(crate) fn prepare(
             let info = SinkInfo {
                 key: key.clone(),
                 recorder: rec.clone(),
-                queue: format!("{}.rx{}", iface.name, r.queue),
+                queue: match (is_product, stage) {
+                    (true, Some(st)) => {
+                        format!("{}.rx{} gpu_stage {}", iface.name, r.queue, st.name)
+                    }
+                    _ => format!("{}.rx{}", iface.name, r.queue),
+                },
                 naming: FileNaming { dir, pattern },
                 config_name: config.name.clone(),
                 config_sha256: config_sha256.to_string(),
@@ -200,6 +217,8 @@ pub(crate) fn prepare(
             };
             let sink = RecordSink::new(rec, prod, counters, dst, frames);
             sinks.push(SinkParts {
+                recorder: rid.0,
+                products: is_product,
                 sink: Some(sink),
                 writer: Some(w),
             });
@@ -216,13 +235,21 @@ pub struct SinkReport {
     pub recorder: String,
     /// `pcap`, `raw` or `dada`.
     pub format: String,
+    /// What one record is: `packets` (a queue's packets), or `batches` (a GPU stage's
+    /// products, one record per batch).
+    #[serde(default = "packets_unit")]
+    pub unit: String,
+    /// Packets one unrecorded record stands for when the run judges its loss: 1, or the GPU
+    /// stage's `packets_per_batch` (an upper bound: a timed-out batch holds fewer).
+    #[serde(default = "one")]
+    pub packets_per_record: u64,
     /// Files written, in order.
     pub files: Vec<FileReport>,
-    /// Packets whose records are on disk.
+    /// Records on disk (packets, or batches of a GPU stage's products).
     pub packets: u64,
     /// Bytes on disk (file headers included).
     pub bytes: u64,
-    /// Packets not recorded, by reason: `record_full` (no free buffer: the writer was
+    /// Records not written, by reason: `record_full` (no free buffer: the writer was
     /// behind), `record_error` (a write error; see `error`).
     pub dropped: std::collections::BTreeMap<String, u64>,
     /// The first write error (path and reason), if any.
@@ -237,18 +264,33 @@ pub struct SinkReport {
     pub writer_cpu_s: f64,
 }
 
+fn one() -> u64 {
+    1
+}
+
+fn packets_unit() -> String {
+    "packets".into()
+}
+
 impl SinkReport {
-    /// Packets not recorded.
+    /// Records not written.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
     }
 
-    /// Builds the report of a sink from its counters and its writer's outcome.
+    /// Packets lost with the records not written.
+    pub fn lost_packets(&self) -> u64 {
+        self.dropped_total() * self.packets_per_record.max(1)
+    }
+
+    /// Builds the report of a sink from its counters and its writer's outcome;
+    /// `batch_packets`: `Some(packets_per_batch)` for a sink of GPU-stage products.
     pub fn of(
         recorder: &Recorder,
         c: &SinkCounters,
         w: WriterOutcome,
         elapsed_s: f64,
+        batch_packets: Option<u32>,
     ) -> SinkReport {
         let bytes = c.bytes.load(Relaxed);
         let mut dropped = std::collections::BTreeMap::new();
@@ -260,6 +302,13 @@ impl SinkReport {
         SinkReport {
             recorder: recorder.name.clone(),
             format: recorder.format.as_str().to_string(),
+            unit: if batch_packets.is_some() {
+                "batches"
+            } else {
+                "packets"
+            }
+            .to_string(),
+            packets_per_record: batch_packets.map_or(1, u64::from),
             files: w.files,
             packets: c.written.load(Relaxed),
             bytes,
@@ -285,10 +334,11 @@ impl std::fmt::Display for SinkReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "record {} ({}): {} packets, {} bytes in {} file{}, {:.1} MB/s ({:.0} MB/s writing{})",
+            "record {} ({}): {} {}, {} bytes in {} file{}, {:.1} MB/s ({:.0} MB/s writing{})",
             self.recorder,
             self.format,
             self.packets,
+            self.unit,
             self.bytes,
             self.files.len(),
             if self.files.len() == 1 { "" } else { "s" },
@@ -319,11 +369,12 @@ impl std::fmt::Display for SinkReport {
     }
 }
 
-/// Packets the queues' sinks did not record: lost to the deployment.
+/// Packets the queues' sinks did not record: lost to the deployment (a GPU product not
+/// written counts as its stage's `packets_per_batch`).
 pub fn not_recorded(rx: &[crate::report::QueueReport]) -> u64 {
     rx.iter()
         .flat_map(|q| q.record.iter())
-        .map(SinkReport::dropped_total)
+        .map(SinkReport::lost_packets)
         .sum()
 }
 
@@ -334,3 +385,6 @@ impl crate::report::QueueReport {
         self
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -281,11 +281,7 @@ impl RecordSink {
             self.pending.full += 1;
             return;
         }
-        let room = match self.cur() {
-            Some(b) => b.cap - b.fill,
-            None => 0,
-        };
-        if self.free() == 0 || (total > room && self.free() < 2) {
+        if !self.fits(total) {
             self.pending.full += 1;
             return;
         }
@@ -316,13 +312,66 @@ impl RecordSink {
             }
             RecordFormat::Raw | RecordFormat::Dada => self.put(data),
         }
-        self.file_bytes += total as u64;
-        if self.file_start_ns == 0 {
-            self.file_start_ns = p.rx_ns.max(1);
-        }
         let seq = SeqHeader::parse(p.payload)
             .ok()
             .map(|h| (h.stream_id, h.seq));
+        self.end_record(total, data.len(), seq, p.rx_ns);
+    }
+
+    /// Whether a record of `total` bytes fits into the buffer being filled and the free
+    /// ones after it.
+    #[inline]
+    fn fits(&mut self, total: usize) -> bool {
+        let cap = self.cap;
+        let room = match self.cur() {
+            Some(b) => cap - b.fill,
+            None => return false,
+        };
+        let needed = 1 + total.saturating_sub(room).div_ceil(cap);
+        self.free() >= needed
+    }
+
+    /// Records one block that is not a packet: a GPU stage's product of one batch (raw/dada
+    /// sinks only; `batch` numbers the stage's batches from 0, dropped ones included, so the
+    /// index counts the batches not recorded as gaps). False when it was not recorded
+    /// (counted as `record_full` / `record_error`).
+    #[inline]
+    pub fn on_block(&mut self, data: &[u8], batch: u64, ts_ns: u64) -> bool {
+        if self.counters.failed.load(Relaxed) {
+            self.pending.error += 1;
+            return false;
+        }
+        let total = data.len();
+        let rotate_bytes = self
+            .rotate_bytes
+            .is_some_and(|b| self.file_bytes + total as u64 > b);
+        let rotate_time = self.rotate_ns.is_some_and(|t| {
+            self.file_start_ns != 0 && ts_ns.saturating_sub(self.file_start_ns) >= t
+        });
+        if (rotate_bytes || rotate_time) && self.file_bytes > self.header_len && !self.rotate() {
+            self.pending.full += 1;
+            return false;
+        }
+        if !self.fits(total) {
+            self.pending.full += 1;
+            return false;
+        }
+        if self.buf_first_ns == 0 {
+            self.buf_first_ns = crate::pacer::now_ns();
+        }
+        self.put(data);
+        self.end_record(total, total, Some((0, batch)), ts_ns);
+        true
+    }
+
+    /// Book-keeping after a record of `total` bytes (`len` of them data) went into the
+    /// buffers: file size, index figures, the record's end.
+    #[inline]
+    fn end_record(&mut self, total: usize, len: usize, seq: Option<(u16, u64)>, ts_ns: u64) {
+        self.file_bytes += total as u64;
+        if self.file_start_ns == 0 {
+            self.file_start_ns = ts_ns.max(1);
+        }
         let (ends_head, last) = (self.ends_head, self.last_seq);
         let mut gap = 0;
         let mut next_last = last;
@@ -344,10 +393,10 @@ impl RecordSink {
         b.boundary = Some(b.fill);
         let idx = &mut b.idx;
         if idx.first_ts == 0 {
-            idx.first_ts = p.rx_ns;
-            idx.first_len = data.len() as u32;
+            idx.first_ts = ts_ns;
+            idx.first_len = len as u32;
         }
-        idx.last_ts = p.rx_ns;
+        idx.last_ts = ts_ns;
         if let Some((sid, s)) = seq {
             if idx.first_seq.is_none() && last.is_none() {
                 idx.first_seq = Some((sid, s));

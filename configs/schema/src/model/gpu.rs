@@ -226,6 +226,29 @@ pub struct GpuStage {
     pub checksum: bool,
     /// How packet bytes reach the kernel.
     pub staging: GpuStaging,
+    /// Recorders writing each batch's product (`record`), in config order.
+    pub record: Vec<crate::model::RecorderId>,
+    /// What those recorders write (`product`); `None` when `record` is empty.
+    pub product: Option<GpuProduct>,
+}
+
+/// What a GPU stage copies back to host memory per batch for its recorders (`product`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuProduct {
+    /// `"batch"`: the batch output (reordered, converted samples), `out_batch_bytes`.
+    Batch,
+    /// `"workload"`: the workload's result (FFT spectra, GEMM `C`).
+    Workload,
+}
+
+impl GpuProduct {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuProduct::Batch => "batch",
+            GpuProduct::Workload => "workload",
+        }
+    }
 }
 
 fn round(n: u64) -> u64 {
@@ -241,6 +264,30 @@ impl GpuStage {
     /// Output bytes per batch.
     pub fn out_batch_bytes(&self) -> u64 {
         u64::from(self.packets_per_batch) * self.out_slot_bytes()
+    }
+
+    /// Bytes of the workload's result per batch (`rtdaq_gpu::Workload::output_bytes`).
+    pub fn workload_output_bytes(&self) -> u64 {
+        match self.workload {
+            GpuWorkload::None => 0,
+            GpuWorkload::Fft => self.out_batch_bytes() / (FFT_LEN * 8) * FFT_LEN * 8,
+            GpuWorkload::Gemm => GEMM_DIM * GEMM_DIM * 4,
+        }
+    }
+
+    /// Bytes of one batch's product (0 without recorders).
+    pub fn product_bytes(&self) -> u64 {
+        match self.product {
+            None => 0,
+            Some(GpuProduct::Batch) => self.out_batch_bytes(),
+            Some(GpuProduct::Workload) => self.workload_output_bytes(),
+        }
+    }
+
+    /// Pinned host memory one queue's pipeline allocates for its products (`depth` ×
+    /// [`product_bytes`](Self::product_bytes); `rtdaq_gpu::Pipeline::host_footprint`).
+    pub fn product_host_bytes(&self) -> u64 {
+        self.product_bytes() * u64::from(self.depth)
     }
 
     /// Device memory one queue's pipeline allocates (the same arithmetic as

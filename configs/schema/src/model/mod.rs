@@ -17,8 +17,8 @@ pub use engine::{
     IbverbsEngine, RoceOp, RoceReply, RxTimestamps, SocketEngine, Sockopt, StridingRq, ZeroCopy,
 };
 pub use gpu::{
-    BatchMode, GpuStage, GpuStageId, GpuStaging, GpuWorkload, SampleConversion, SampleIn,
-    SampleOut, FFT_LEN, GEMM_DIM, GPU_ALIGN,
+    BatchMode, GpuProduct, GpuStage, GpuStageId, GpuStaging, GpuWorkload, SampleConversion,
+    SampleIn, SampleOut, FFT_LEN, GEMM_DIM, GPU_ALIGN,
 };
 pub use interface::{
     Address, Interface, PciAddress, RxMode, RxQueue, SocketUri, TcpRole, Transport, TxQueue,

@@ -36,6 +36,19 @@ pub(crate) struct RawGpuStage {
     pub checksum: bool,
     #[serde(default)]
     pub staging: RawStaging,
+    /// Recorders (raw/dada) that write each batch's product.
+    #[serde(default)]
+    pub record: Vec<String>,
+    #[serde(default)]
+    pub product: Option<RawProduct>,
+}
+
+/// `product`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum RawProduct {
+    Batch,
+    Workload,
 }
 
 /// `mode`.

@@ -8,10 +8,12 @@ use super::capacity::largest_frame;
 use super::{int, quoted, rxq, unknown_name, Draft};
 use crate::error::Errors;
 use crate::model::{
-    BatchMode, EngineKind, GpuStage, GpuStageId, GpuStaging, GpuWorkload, MemoryRegion, Placement,
-    RegionKind, SampleConversion, SampleIn, SampleOut, Validation, FFT_LEN, GEMM_DIM,
+    BatchMode, EngineKind, GpuProduct, GpuStage, GpuStageId, GpuStaging, GpuWorkload, MemoryRegion,
+    Placement, RegionKind, SampleConversion, SampleIn, SampleOut, Validation, FFT_LEN, GEMM_DIM,
 };
-use crate::schema::{RawBatchMode, RawConfig, RawGpuStage, RawSlotMode, RawStaging, RawWorkload};
+use crate::schema::{
+    RawBatchMode, RawConfig, RawGpuStage, RawProduct, RawSlotMode, RawStaging, RawWorkload,
+};
 use rtdaq_core::wire::SeqHeader;
 
 /// Most packets per batch (`rtdaq_gpu::MAX_PACKETS_PER_BATCH`).
@@ -152,6 +154,8 @@ fn stage(
         RawStaging::CopyPerPacket => GpuStaging::CopyPerPacket,
         RawStaging::CopyBatched => GpuStaging::CopyBatched,
     };
+    let record = super::record::recorder_refs(&s.record, &p, raw, errs);
+    let product = product(s, workload, &p, errs);
     let stage = GpuStage {
         name: s.name.clone(),
         gpu: gpu?,
@@ -164,9 +168,43 @@ fn stage(
         workload,
         checksum: s.checksum,
         staging,
+        record: record?,
+        product: product?,
     };
     ok &= workload_fits(&stage, &p, errs);
     ok.then_some(stage)
+}
+
+/// `product`: what the stage's recorders write; by default the workload's result when the
+/// stage has a workload, else the batch.
+fn product(
+    s: &RawGpuStage,
+    workload: GpuWorkload,
+    p: &str,
+    errs: &mut Errors,
+) -> Option<Option<GpuProduct>> {
+    if s.record.is_empty() {
+        if s.product.is_some() {
+            errs.push(
+                format!("{p}.product"),
+                "product says what the stage's recorders write, but record is empty; add record = [\"<recorder>\"] or remove product",
+            );
+            return None;
+        }
+        return Some(None);
+    }
+    let product = match (s.product, workload) {
+        (Some(RawProduct::Batch), _) | (None, GpuWorkload::None) => GpuProduct::Batch,
+        (Some(RawProduct::Workload) | None, _) => GpuProduct::Workload,
+    };
+    if product == GpuProduct::Workload && workload == GpuWorkload::None {
+        errs.push(
+            format!("{p}.product"),
+            "product = \"workload\" records the workload's result, but workload = \"none\"; set workload = \"fft\" or \"gemm\", or product = \"batch\" (the converted samples)",
+        );
+        return None;
+    }
+    Some(Some(product))
 }
 
 /// `max_payload`: as given (a multiple of 4), or the largest packet of the queues using the

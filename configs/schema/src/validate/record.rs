@@ -5,7 +5,7 @@
 use super::{int, rxq, unknown_name, Draft};
 use crate::error::Errors;
 use crate::model::{
-    Address, DadaParams, RecordFormat, Recorder, RecorderId, RegionKind, Transport,
+    Address, DadaParams, GpuStage, RecordFormat, Recorder, RecorderId, RegionKind, Transport,
     WriterPlacement, FILE_NAME_FIELDS,
 };
 use crate::schema::{RawConfig, RawDada, RawRecorder};
@@ -61,6 +61,28 @@ fn users(raw: &RawConfig, k: usize) -> Vec<(usize, usize)> {
         }
     }
     out
+}
+
+/// The GPU stages whose `record` names recorder `k`, and the queues (interface index, queue
+/// index) those stages run on.
+fn stage_users(raw: &RawConfig, k: usize) -> (Vec<usize>, Vec<(usize, usize)>) {
+    let name = &raw.recorders[k].name;
+    let mut stages = Vec::new();
+    let mut queues = Vec::new();
+    for (s, st) in raw.gpu_stages.iter().enumerate() {
+        if !st.record.contains(name) {
+            continue;
+        }
+        stages.push(s);
+        for (i, iface) in raw.interfaces.iter().enumerate() {
+            for (q, rq) in iface.rx_queues.iter().enumerate() {
+                if rq.gpu_stage.as_ref() == Some(&st.name) {
+                    queues.push((i, q));
+                }
+            }
+        }
+    }
+    (stages, queues)
 }
 
 /// Converts every recorder; reports each field that breaks its rule.
@@ -263,15 +285,29 @@ fn recorder(
     let p = format!("recorders[{k}]");
     let names: Vec<&str> = raw.recorders.iter().map(|x| x.name.as_str()).collect();
     let mut ok = super::item_name(&names, k, "recorder", "recorders", &p, errs);
-    let users = users(raw, k);
-    if users.is_empty() && ok {
+    let (stages, stage_queues) = stage_users(raw, k);
+    let queue_users = users(raw, k);
+    if queue_users.is_empty() && stages.is_empty() && ok {
         errs.push(
             p.clone(),
-            format!("recorder \"{}\" is not used by any RX queue; add record = [\"{}\"] to a queue or remove it", r.name, r.name),
+            format!("recorder \"{}\" is not used by any RX queue or GPU stage; add record = [\"{}\"] to a queue (its packets) or to a [[gpu_stages]] entry (its products), or remove it", r.name, r.name),
         );
         ok = false;
     }
+    if !queue_users.is_empty() && !stages.is_empty() {
+        errs.push(
+            p.clone(),
+            format!("recorder \"{}\" is named by RX queues (it would write their packets) and by GPU stage \"{}\" (its products): one recorder writes one kind of stream; define a second [[recorders]] entry", r.name, raw.gpu_stages[stages[0]].name),
+        );
+        ok = false;
+    }
+    let users = if stages.is_empty() {
+        queue_users
+    } else {
+        stage_queues
+    };
     let format = format_of(&r.format, &p, errs);
+    ok &= products_fit(raw, d, &stages, r, format, &p, errs);
     let directory = match &r.directory {
         None => Some(DEFAULT_DIRECTORY.to_owned()),
         Some(s) if !s.is_empty() && !s.contains('\0') => Some(s.clone()),
@@ -411,6 +447,60 @@ fn recorder(
         direct_io: r.direct_io,
         dada: dada?,
     })
+}
+
+/// What a recorder of GPU-stage products needs: a stream format (raw/dada; no packets, so
+/// no pcap and nothing to strip) and buffers that hold two products.
+fn products_fit(
+    raw: &RawConfig,
+    d: &Draft,
+    stages: &[usize],
+    r: &RawRecorder,
+    format: Option<RecordFormat>,
+    p: &str,
+    errs: &mut Errors,
+) -> bool {
+    let Some(&first) = stages.first() else {
+        return true;
+    };
+    let stage = &raw.gpu_stages[first].name;
+    if format == Some(RecordFormat::Pcap) {
+        errs.push(
+            format!("{p}.format"),
+            format!("GPU stage \"{stage}\" records its products (whole batches, not packets) here: use format = \"raw\" or \"dada\""),
+        );
+        return false;
+    }
+    if r.strip_bytes.is_some_and(|b| b != 0) {
+        errs.push(
+            format!("{p}.strip_bytes"),
+            format!("GPU stage \"{stage}\" records its products here, which have no instrument header to strip; remove strip_bytes"),
+        );
+        return false;
+    }
+    let need = stages
+        .iter()
+        .filter_map(|&s| d.gpu_stages.get(s).and_then(Option::as_ref))
+        .map(GpuStage::product_bytes)
+        .max()
+        .unwrap_or(0);
+    let have = u64::try_from(r.buffer_mib)
+        .unwrap_or(0)
+        .saturating_mul(u64::try_from(r.buffers).unwrap_or(0))
+        << 20;
+    if need > 0 && have < 2 * need {
+        errs.push(
+            format!("{p}.buffer_mib"),
+            format!(
+                "buffers x buffer_mib = {} MiB holds less than two products of GPU stage \"{stage}\" ({} bytes each): the writer could never write one while the next arrives; raise buffer_mib or buffers to at least {} MiB in all",
+                have >> 20,
+                need,
+                (2 * need).div_ceil(1 << 20)
+            ),
+        );
+        return false;
+    }
+    true
 }
 
 /// `writer_core` / `writer_priority`.
