@@ -335,6 +335,100 @@ fn pcap_and_dada_read_by_real_readers_and_the_pcap_replays_lossless() {
     );
 }
 
+/// Shared sinks (`configs/host-udp-4q-record.toml`): four SO_REUSEPORT queues, 16 generator
+/// streams spread over them, one pcap and one raw file for all. capinfos and tshark count
+/// every packet of every queue; the raw file holds every payload once, each stream's in
+/// sequence order (a stream lands on one queue: its order through the tap and the merger is
+/// the order its queue took it); the report names the four queues of the one sink.
+#[test]
+#[ignore = "needs capinfos and tshark; scripts/test.sh runs it"]
+fn shared_sinks_hold_every_queue_in_arrival_order() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dir("shared");
+    let out_dir = d.join("out");
+    let cfg = root().join("configs/host-udp-4q-record.toml");
+    let (out, r) = run_with_report(
+        &d,
+        &[
+            "run",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--duration",
+            "3",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let received = u(&r, "/rx/totals/packets");
+    assert!(received > 50_000, "{}", show(&out));
+    assert_eq!(u(&r, "/lost"), 0);
+    assert_eq!(u(&r, "/io_thread_allocations"), 0);
+    let queues = r.pointer("/rx/queues").unwrap().as_array().unwrap();
+    assert_eq!(queues.len(), 4);
+    for q in queues {
+        assert!(u(q, "/packets") > 0, "every queue gets streams: {q}");
+    }
+    let sinks = queues[0]["record"].as_array().unwrap();
+    assert_eq!(sinks.len(), 2, "both shared sinks under the first queue");
+    for s in sinks {
+        assert_eq!(u(s, "/packets"), received, "{s}");
+        assert_eq!(s["shared_by"].as_array().unwrap().len(), 4, "{s}");
+        assert_eq!(
+            u(s, "/dropped/record_full") + u(s, "/dropped/record_error"),
+            0
+        );
+    }
+    for q in &queues[1..] {
+        assert_eq!(q["record"].as_array().map_or(0, Vec::len), 0, "{q}");
+    }
+    let pcaps = files(&out_dir, "pcap");
+    let raws = files(&out_dir, "raw");
+    assert_eq!(
+        (pcaps.len(), raws.len()),
+        (1, 1),
+        "one file each for all queues"
+    );
+    assert_eq!(capinfos_count(&pcaps[0]), received);
+    let t = tool(
+        "tshark",
+        &[
+            "-r",
+            pcaps[0].to_str().unwrap(),
+            "-Y",
+            "udp.dstport == 5000",
+            "-T",
+            "fields",
+            "-e",
+            "udp.srcport",
+        ],
+    );
+    let ports: std::collections::BTreeSet<&str> =
+        std::str::from_utf8(&t.stdout).unwrap().lines().collect();
+    assert_eq!(
+        std::str::from_utf8(&t.stdout).unwrap().lines().count() as u64,
+        received,
+        "tshark decodes every datagram"
+    );
+    assert_eq!(ports.len(), 16, "the 16 streams' source ports: {ports:?}");
+    let data = std::fs::read(&raws[0]).unwrap();
+    assert_eq!(data.len() as u64, received * 1400);
+    let mut last: std::collections::BTreeMap<u16, u64> = Default::default();
+    for p in data.chunks_exact(1400) {
+        let h = rtdaq_core::wire::SeqHeader::parse(p).expect("an rtdaq sequence header");
+        if let Some(&prev) = last.get(&h.stream_id) {
+            assert!(
+                h.seq > prev,
+                "stream {}: {} after {prev}",
+                h.stream_id,
+                h.seq
+            );
+        }
+        last.insert(h.stream_id, h.seq);
+    }
+    assert_eq!(last.len(), 16);
+}
+
 #[test]
 #[ignore = "needs tcpdump and capinfos; scripts/test.sh runs it"]
 fn low_rate_recording_rotates_flushes_and_indexes_every_file() {

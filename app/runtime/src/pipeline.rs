@@ -7,7 +7,7 @@
 //! | order | stage | what it does | its counters |
 //! |---|---|---|---|
 //! | 1 | `validate` ([`Validator`]) | sequence, pattern, latency checks | the queue's consumer counters, `ValidatorStats` |
-//! | 2 | `record` ([`RecordSink`], one per recorder the queue names) | appends the packet to the sink's buffers | [`SinkCounters`](crate::record::SinkCounters): `record_full`, `record_error` |
+//! | 2 | `record` ([`RecordSink`], one per recorder the queue names; a [`Tap`] for a shared one) | appends the packet to the sink's (tap's) buffers | [`SinkCounters`](crate::record::SinkCounters): `record_full`, `record_error` |
 //! | 3 | `gpu` (`gpu_stage`, feature `gpu`) | batches the packet for the GPU; holds its buffer until the batch is done | `GpuCounters` |
 //!
 //! The GPU stage is the pipeline's last stage: it keeps the packet's buffer (its ring slot)
@@ -18,7 +18,7 @@
 //! stage that cannot keep up counts its drops.
 
 use crate::memory::QueueStats;
-use crate::record::RecordSink;
+use crate::record::{RecordSink, Tap};
 use crate::validator::Validator;
 use rtdaq_core::PacketMeta;
 
@@ -58,6 +58,20 @@ impl Stage for Validator {
     }
 }
 
+impl Stage for Tap {
+    #[inline]
+    fn on_packet(&mut self, p: &PacketView<'_>) {
+        Tap::on_packet(self, p);
+    }
+    #[inline]
+    fn end_burst(&mut self, _stats: &QueueStats, now_ns: u64) {
+        self.tick(now_ns);
+    }
+    fn finish(&mut self) {
+        Tap::finish(self);
+    }
+}
+
 impl Stage for RecordSink {
     #[inline]
     fn on_packet(&mut self, p: &PacketView<'_>) {
@@ -76,8 +90,10 @@ impl Stage for RecordSink {
 pub struct Pipeline {
     /// Stage 1.
     pub validate: Validator,
-    /// Stage 2: one sink per recorder the queue names (config order).
+    /// Stage 2: one sink per recorder the queue names (config order)...
     pub record: Vec<RecordSink>,
+    /// ...and one tap per shared recorder it names.
+    pub taps: Vec<Tap>,
 }
 
 impl Pipeline {
@@ -86,12 +102,17 @@ impl Pipeline {
         Pipeline {
             validate,
             record: Vec::new(),
+            taps: Vec::new(),
         }
     }
 
-    /// A pipeline with record sinks.
-    pub fn with_record(validate: Validator, record: Vec<RecordSink>) -> Self {
-        Pipeline { validate, record }
+    /// A pipeline with record sinks and taps of shared sinks.
+    pub fn with_record(validate: Validator, record: Vec<RecordSink>, taps: Vec<Tap>) -> Self {
+        Pipeline {
+            validate,
+            record,
+            taps,
+        }
     }
 
     /// Every stage takes the packet, in order.
@@ -101,12 +122,15 @@ impl Pipeline {
         for s in &mut self.record {
             s.on_packet(p);
         }
+        for t in &mut self.taps {
+            t.on_packet(p);
+        }
     }
 
     /// After a burst.
     #[inline]
     pub fn end_burst(&mut self, stats: &QueueStats) {
-        let now = if self.record.is_empty() {
+        let now = if self.record.is_empty() && self.taps.is_empty() {
             0
         } else {
             crate::pacer::now_ns()
@@ -115,12 +139,15 @@ impl Pipeline {
         for s in &mut self.record {
             s.end_burst(stats, now);
         }
+        for t in &mut self.taps {
+            t.end_burst(stats, now);
+        }
     }
 
     /// While the queue is idle: stages with timers (a recorder's `flush_ms`) act on them.
     #[inline]
     pub fn idle(&mut self, stats: &QueueStats) {
-        if !self.record.is_empty() {
+        if !self.record.is_empty() || !self.taps.is_empty() {
             self.end_burst(stats);
         }
     }
@@ -130,6 +157,9 @@ impl Pipeline {
         Stage::finish(&mut self.validate);
         for s in &mut self.record {
             Stage::finish(s);
+        }
+        for t in &mut self.taps {
+            Stage::finish(t);
         }
     }
 }

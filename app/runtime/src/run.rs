@@ -202,15 +202,27 @@ where
                 .gpu_stage
                 .filter(|_| parts.products)
                 .map(|s| &config.gpu_stages[s.0]);
-            let name = format!(
-                "{}{} record {}",
-                queue_name(config, r.interface, "rx", r.queue),
-                stage.map_or(String::new(), |s| format!(" gpu_stage {}", s.name)),
-                rec.name
-            );
-            let w = parts.writer.take().expect("each sink has its writer");
+            // A shared recorder's taps other than the first have no writer.
+            let Some(w) = parts.writer.take() else {
+                continue;
+            };
+            let name = if rec.shared {
+                format!(
+                    "{} record {} (shared by {})",
+                    config.interfaces[r.interface].name,
+                    rec.name,
+                    parts.shared_by.join(", ")
+                )
+            } else {
+                format!(
+                    "{}{} record {}",
+                    queue_name(config, r.interface, "rx", r.queue),
+                    stage.map_or(String::new(), |s| format!(" gpu_stage {}", s.name)),
+                    rec.name
+                )
+            };
             let placement = rec.writer;
-            let h = spawn(&format!("rec-{}", rec.name), 1 << 20, move || {
+            let enter = move |what: &str| {
                 if let Some(p) = placement {
                     let req = rt::RtRequest {
                         core: Some(p.core as usize),
@@ -219,18 +231,31 @@ where
                         required: false,
                     };
                     if let Err(e) = rt::enter_thread(&req) {
-                        log::warn!("recorder writer: {e}; it runs unpinned");
+                        log::warn!("recorder {what}: {e}; it runs unpinned");
                     }
                 }
+            };
+            let h = spawn(&format!("rec-{}", rec.name), 1 << 20, move || {
+                enter("writer");
                 w.run()
             })?;
+            // A shared sink's merger: on the writer's core and priority.
+            let merger = match parts.merger.take() {
+                Some(m) => Some(spawn(&format!("mrg-{}", rec.name), 1 << 20, move || {
+                    enter("merger");
+                    m.run();
+                })?),
+                None => None,
+            };
             writers.push(WriterThread {
                 name,
                 handle: h,
+                merger,
                 queue: k,
                 recorder: parts.recorder,
                 batch_packets: stage.map(|s| s.packets_per_batch),
-                counters: parts.sink.as_ref().map(|s| s.counters()).expect("sink"),
+                shared_by: parts.shared_by.clone(),
+                counters: parts.counters,
             });
         }
     }
@@ -277,16 +302,19 @@ where
             .partition(|(products, _)| *products);
         let record: Vec<_> = record.into_iter().map(|(_, s)| s).collect();
         let products: Vec<_> = products.into_iter().map(|(_, s)| s).collect();
+        let taps: Vec<_> = sinks[k].iter_mut().filter_map(|p| p.tap.take()).collect();
         let done_guard = DoneOnDrop(
             record
                 .iter()
                 .chain(products.iter())
                 .map(|s| s.counters())
                 .collect(),
+            taps.iter().map(|t| t.tap_counters()).collect(),
         );
         let validator = crate::pipeline::Pipeline::with_record(
             Validator::with_mode(config.run.validate),
             record,
+            taps,
         );
         let mut gpu = gpu_stages[k].take();
         crate::gpu_hook::attach_products(&mut gpu, products);
@@ -465,6 +493,9 @@ where
         }
         // The sinks never got a packet: remove the files they opened.
         for w in writers {
+            if let Some(m) = w.merger {
+                let _ = m.join();
+            }
             if let Ok(out) = w.handle.join() {
                 for f in out.files {
                     let _ = std::fs::remove_file(&f.path);
@@ -576,14 +607,15 @@ where
         res.rx.iter().map(|_| Vec::new()).collect();
     for w in writers {
         let rec = &config.recorders[w.recorder];
+        // A shared sink: its merger ends once every tap is done and drained.
+        if let Some(m) = w.merger {
+            join_queue_thread(m, &format!("{} merger", w.name), || (), &mut failed_threads);
+        }
         let out = join_queue_thread(w.handle, &w.name, Default::default, &mut failed_threads);
-        record[w.queue].push(crate::record::SinkReport::of(
-            rec,
-            w.counters,
-            out,
-            writer_elapsed,
-            w.batch_packets,
-        ));
+        record[w.queue].push(
+            crate::record::SinkReport::of(rec, w.counters, out, writer_elapsed, w.batch_packets)
+                .shared_by(w.shared_by),
+        );
     }
     // Every RX thread has stopped: close the RX queues together.
     drop(graveyard);
@@ -622,17 +654,27 @@ struct WriterThread {
     recorder: usize,
     /// `Some(packets_per_batch)`: the sink writes a GPU stage's products.
     batch_packets: Option<u32>,
+    /// A shared sink's merger thread (joined before the writer).
+    merger: Option<JoinHandle<()>>,
+    /// A shared sink: the queues feeding it.
+    shared_by: Vec<String>,
     counters: &'static crate::record::SinkCounters,
 }
 
 /// Tells a queue's writers that no more buffers come, however its consumer thread ends (a
 /// panic or a run that never started included), so they close their files and end.
-struct DoneOnDrop(Vec<&'static crate::record::SinkCounters>);
+struct DoneOnDrop(
+    Vec<&'static crate::record::SinkCounters>,
+    Vec<&'static crate::record::shared::TapCounters>,
+);
 
 impl Drop for DoneOnDrop {
     fn drop(&mut self) {
         for c in &self.0 {
             c.producer_done.store(true, Release);
+        }
+        for t in &self.1 {
+            t.done.store(true, Release);
         }
     }
 }

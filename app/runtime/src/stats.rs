@@ -120,7 +120,7 @@ impl Live {
         let mut on_disk = 0;
         for (name, unit, c) in &self.sinks {
             let (full, error) = (
-                c.dropped_full.load(Relaxed),
+                c.dropped_full.load(Relaxed) + c.dropped_tap.load(Relaxed),
                 c.dropped_error.load(Relaxed) + c.dropped_error_writer.load(Relaxed),
             );
             let bytes = c.bytes.load(Relaxed);

@@ -268,6 +268,7 @@ impl Config {
                 let packets = q
                     .record
                     .iter()
+                    .filter(|r| !self.recorders[r.0].shared)
                     .map(move |r| (i.name.as_str(), q.id, &self.recorders[r.0], None));
                 let products = stage.into_iter().flat_map(move |st| {
                     st.record
@@ -279,10 +280,34 @@ impl Config {
         })
     }
 
+    /// Shared record sinks: every interface × each shared recorder its queues name, with
+    /// those queues' ids.
+    fn shared_sinks(&self) -> Vec<(&str, Vec<u16>, &crate::model::Recorder)> {
+        let mut out = Vec::new();
+        for i in &self.interfaces {
+            for (k, r) in self.recorders.iter().enumerate() {
+                let queues: Vec<u16> = i
+                    .rx_queues
+                    .iter()
+                    .filter(|q| r.shared && q.record.iter().any(|x| x.0 == k))
+                    .map(|q| q.id)
+                    .collect();
+                if !queues.is_empty() {
+                    out.push((i.name.as_str(), queues, r));
+                }
+            }
+        }
+        out
+    }
+
     fn sink_bytes(&self) -> u64 {
-        self.sinks()
-            .map(|(_, _, r, _)| r.buffer_bytes as u64 * u64::from(r.buffers))
-            .sum()
+        let ring = |r: &crate::model::Recorder| r.buffer_bytes as u64 * u64::from(r.buffers);
+        self.sinks().map(|(_, _, r, _)| ring(r)).sum::<u64>()
+            + self
+                .shared_sinks()
+                .iter()
+                .map(|(_, q, r)| ring(r) * (q.len() as u64 + 1))
+                .sum::<u64>()
     }
 
     fn sink_lines(&self) -> Vec<String> {
@@ -311,6 +336,21 @@ impl Config {
                     human_bytes(bytes)
                 )
             })
+            .chain(self.shared_sinks().into_iter().map(|(iface, q, r)| {
+                let ring = r.buffer_bytes as u64 * u64::from(r.buffers);
+                let ids: Vec<String> = q.iter().map(u16::to_string).collect();
+                format!(
+                    "{iface} rx queues {} -> {} ({}, shared: one file in arrival order) in {}: {} taps + the sink, {} buffers x {} each = {}",
+                    ids.join(","),
+                    r.name,
+                    r.format.as_str(),
+                    r.directory,
+                    q.len(),
+                    r.buffers,
+                    human_bytes(r.buffer_bytes as u64),
+                    human_bytes(ring * (q.len() as u64 + 1))
+                )
+            }))
             .collect()
     }
 

@@ -28,9 +28,11 @@
 //! first file of each sink (so a bad directory fails the start, exit 2) exist before the
 //! queue threads start.
 
+pub mod shared;
 mod sink;
 pub mod writer;
 
+pub use shared::{Merger, Tap};
 pub use sink::{RecBuf, RecordSink};
 pub use writer::{FileReport, WriterOutcome};
 
@@ -51,6 +53,9 @@ pub const ALIGN: usize = 4096;
 pub struct SinkCounters {
     /// Packets not recorded: no free buffer (consumer).
     pub dropped_full: AtomicU64,
+    /// Packets not recorded by the taps of a shared sink: no free tap buffer (each tap adds
+    /// its own, hence `fetch_add`).
+    pub dropped_tap: AtomicU64,
     /// Packets not recorded after a write error (consumer after the writer failed; the
     /// writer counts those of buffers it could not write in `dropped_error_writer`).
     pub dropped_error: AtomicU64,
@@ -109,17 +114,27 @@ pub struct SinkInfo {
 }
 
 /// One sink of one RX queue, ready to run: the consumer half, the writer's half and the
-/// first file (opened by `prepare`). Each half is taken by the thread that runs it.
+/// first file (opened by `prepare`). Each half is taken by the thread that runs it. For a
+/// shared recorder every queue gets a tap; the first queue's parts also carry the merger
+/// and the writer of the interface's one sink.
 pub struct SinkParts {
     /// Index in `config.recorders`.
     pub recorder: usize,
     /// The sink writes the products of the queue's GPU stage (one record per batch), not
     /// its packets.
     pub products: bool,
-    /// Consumer half (goes into the queue's pipeline).
+    /// The sink's counters (of the shared sink, for a tap).
+    pub counters: &'static SinkCounters,
+    /// Consumer half (goes into the queue's pipeline); `None` for a shared recorder.
     pub sink: Option<RecordSink>,
-    /// Writer half.
+    /// Writer half; `None` for a shared recorder's taps but the first.
     pub writer: Option<writer::Writer>,
+    /// A shared recorder: this queue's tap (goes into the queue's pipeline).
+    pub tap: Option<Tap>,
+    /// A shared recorder, first queue: the merger of every tap into the sink.
+    pub merger: Option<Merger>,
+    /// A shared recorder, first queue: the queues whose taps feed the sink.
+    pub shared_by: Vec<String>,
 }
 
 /// The UTC start time as the `{start}` field: `20261201T125309Z`.
@@ -142,14 +157,34 @@ pub(crate) fn prepare(
     frames: bool,
 ) -> Result<Vec<Vec<SinkParts>>, RuntimeError> {
     let start_unix_ns = crate::pacer::wall_clock_ns();
-    let start = start_field(start_unix_ns);
-    let mut out = Vec::new();
+    let open = Opener {
+        config,
+        output_dir,
+        config_sha256,
+        frames,
+        start_unix_ns,
+        start: start_field(start_unix_ns),
+    };
+    let mut out: Vec<Vec<SinkParts>> = Vec::new();
+    // Shared recorders, one group per (interface, recorder): where its writer's parts are
+    // (queue index in `out`, part index), the sink, the taps' consumer ends.
+    struct Group {
+        key: (usize, usize),
+        owner: (usize, usize),
+        sink: RecordSink,
+        taps: Vec<(
+            rtdaq_core::slot_ring::SlotConsumer<'static, RecBuf>,
+            &'static shared::TapCounters,
+        )>,
+    }
+    let mut groups: Vec<Group> = Vec::new();
     for r in res.rx.iter() {
         let iface = &config.interfaces[r.interface];
         let qc = &iface.rx_queues[r.queue];
         let mut sinks = Vec::new();
         let stage = qc.gpu_stage.map(|s| &config.gpu_stages[s.0]);
         let products = stage.map(|s| s.record.as_slice()).unwrap_or_default();
+        let queue = format!("{}.rx{}", iface.name, r.queue);
         for (rid, is_product) in qc
             .record
             .iter()
@@ -157,75 +192,182 @@ pub(crate) fn prepare(
             .chain(products.iter().map(|r| (r, true)))
         {
             let rec = &config.recorders[rid.0];
-            let key = format!("recorders[{}]", rid.0);
-            let dir = output_dir.map_or_else(|| PathBuf::from(&rec.directory), Path::to_path_buf);
-            let dir_key = if output_dir.is_some() {
-                "--output-dir".to_string()
-            } else {
-                format!("{key}.directory")
-            };
-            std::fs::create_dir_all(&dir).map_err(|e| RuntimeError::Record {
-                key: dir_key.clone(),
-                path: dir.display().to_string(),
-                message: format!("cannot create the output directory: {e}"),
-            })?;
-            let pattern = rec
-                .file_name
-                .replace("{config}", &config.name)
-                .replace("{recorder}", &rec.name)
-                .replace("{interface}", &iface.name)
-                .replace("{queue}", &qc.id.to_string())
-                .replace("{start}", &start);
-            let info = SinkInfo {
-                key: key.clone(),
-                recorder: rec.clone(),
-                queue: match (is_product, stage) {
-                    (true, Some(st)) => {
-                        format!("{}.rx{} gpu_stage {}", iface.name, r.queue, st.name)
-                    }
-                    _ => format!("{}.rx{}", iface.name, r.queue),
-                },
-                naming: FileNaming { dir, pattern },
-                config_name: config.name.clone(),
-                config_sha256: config_sha256.to_string(),
-                start_unix_ns,
-            };
-            let counters: &'static SinkCounters = Box::leak(Box::default());
-            let bufs: Vec<RecBuf> = (0..rec.buffers)
-                .map(|_| RecBuf::new(rec.buffer_bytes))
-                .collect();
-            let ring = Box::leak(Box::new(
-                SlotRing::new(Box::leak(bufs.into_boxed_slice())).map_err(|e| {
-                    RuntimeError::Record {
-                        key: format!("{key}.buffers"),
-                        path: String::new(),
-                        message: e.to_string(),
-                    }
-                })?,
-            ));
-            let (prod, cons) = ring.split();
-            let w = writer::Writer::open(info, cons, counters).map_err(|(path, e)| {
-                RuntimeError::Record {
-                    key: dir_key.clone(),
-                    path,
-                    message: e,
+            if !rec.shared {
+                let label = match (is_product, stage) {
+                    (true, Some(st)) => format!("{queue} gpu_stage {}", st.name),
+                    _ => queue.clone(),
+                };
+                let (sink, w, counters) =
+                    open.sink(r.interface, &qc.id.to_string(), rid.0, label)?;
+                sinks.push(SinkParts {
+                    recorder: rid.0,
+                    products: is_product,
+                    counters,
+                    sink: Some(sink),
+                    writer: Some(w),
+                    tap: None,
+                    merger: None,
+                    shared_by: Vec::new(),
+                });
+                continue;
+            }
+            let gk = (r.interface, rid.0);
+            let (g, created) = match groups.iter().position(|g| g.key == gk) {
+                Some(g) => (g, false),
+                None => {
+                    let (sink, w, counters) = open.sink(
+                        r.interface,
+                        "all",
+                        rid.0,
+                        format!("{} (shared)", iface.name),
+                    )?;
+                    groups.push(Group {
+                        key: gk,
+                        owner: (out.len(), sinks.len()),
+                        sink,
+                        taps: Vec::new(),
+                    });
+                    sinks.push(SinkParts {
+                        recorder: rid.0,
+                        products: false,
+                        counters,
+                        sink: None,
+                        writer: Some(w),
+                        tap: None,
+                        merger: None,
+                        shared_by: Vec::new(),
+                    });
+                    (groups.len() - 1, true)
                 }
-            })?;
-            let dst = match &iface.address {
-                Address::Socket(u) => (u.ip.octets(), u.port),
-                _ => ([0; 4], 0),
             };
-            let sink = RecordSink::new(rec, prod, counters, dst, frames);
-            sinks.push(SinkParts {
-                recorder: rid.0,
-                products: is_product,
-                sink: Some(sink),
-                writer: Some(w),
-            });
+            let counters = groups[g].sink.counters();
+            let tc: &'static shared::TapCounters = Box::leak(Box::default());
+            let (prod, cons) = open.ring(rec, rid.0)?.split();
+            groups[g].taps.push((cons, tc));
+            let tap = Tap::new(prod, tc, counters, rec.buffer_bytes, frames);
+            let (qi, pi) = groups[g].owner;
+            let owner = if qi == out.len() {
+                &mut sinks[pi]
+            } else {
+                &mut out[qi][pi]
+            };
+            owner.shared_by.push(queue.clone());
+            if created {
+                // The queue that opened the shared sink carries its tap in the same parts.
+                owner.tap = Some(tap);
+            } else {
+                sinks.push(SinkParts {
+                    recorder: rid.0,
+                    products: false,
+                    counters,
+                    sink: None,
+                    writer: None,
+                    tap: Some(tap),
+                    merger: None,
+                    shared_by: Vec::new(),
+                });
+            }
         }
         out.push(sinks);
     }
+    for g in groups {
+        let (qi, pi) = g.owner;
+        out[qi][pi].merger = Some(Merger::new(g.taps, g.sink));
+    }
     Ok(out)
+}
+
+/// Opens sinks for `prepare`: directories, first files, buffer rings.
+struct Opener<'a> {
+    config: &'a Config,
+    output_dir: Option<&'a Path>,
+    config_sha256: &'a str,
+    frames: bool,
+    start_unix_ns: u64,
+    start: String,
+}
+
+impl Opener<'_> {
+    /// A ring of the recorder's buffers.
+    fn ring(
+        &self,
+        rec: &Recorder,
+        rid: usize,
+    ) -> Result<&'static mut SlotRing<'static, RecBuf>, RuntimeError> {
+        let bufs: Vec<RecBuf> = (0..rec.buffers)
+            .map(|_| RecBuf::new(rec.buffer_bytes))
+            .collect();
+        let ring = SlotRing::new(Box::leak(bufs.into_boxed_slice())).map_err(|e| {
+            RuntimeError::Record {
+                key: format!("recorders[{rid}].buffers"),
+                path: String::new(),
+                message: e.to_string(),
+            }
+        })?;
+        Ok(Box::leak(Box::new(ring)))
+    }
+
+    /// The sink of recorder `rid` on interface `i` (`queue`: the `{queue}` field): the
+    /// directory created, the first file opened, the buffers allocated.
+    fn sink(
+        &self,
+        i: usize,
+        queue: &str,
+        rid: usize,
+        label: String,
+    ) -> Result<(RecordSink, writer::Writer, &'static SinkCounters), RuntimeError> {
+        let config = self.config;
+        let iface = &config.interfaces[i];
+        let rec = &config.recorders[rid];
+        let key = format!("recorders[{rid}]");
+        let dir = self
+            .output_dir
+            .map_or_else(|| PathBuf::from(&rec.directory), Path::to_path_buf);
+        let dir_key = if self.output_dir.is_some() {
+            "--output-dir".to_string()
+        } else {
+            format!("{key}.directory")
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| RuntimeError::Record {
+            key: dir_key.clone(),
+            path: dir.display().to_string(),
+            message: format!("cannot create the output directory: {e}"),
+        })?;
+        let pattern = rec
+            .file_name
+            .replace("{config}", &config.name)
+            .replace("{recorder}", &rec.name)
+            .replace("{interface}", &iface.name)
+            .replace("{queue}", queue)
+            .replace("{start}", &self.start);
+        let info = SinkInfo {
+            key: key.clone(),
+            recorder: rec.clone(),
+            queue: label,
+            naming: FileNaming { dir, pattern },
+            config_name: config.name.clone(),
+            config_sha256: self.config_sha256.to_string(),
+            start_unix_ns: self.start_unix_ns,
+        };
+        let counters: &'static SinkCounters = Box::leak(Box::default());
+        let (prod, cons) = self.ring(rec, rid)?.split();
+        let w = writer::Writer::open(info, cons, counters).map_err(|(path, e)| {
+            RuntimeError::Record {
+                key: dir_key.clone(),
+                path,
+                message: e,
+            }
+        })?;
+        let dst = match &iface.address {
+            Address::Socket(u) => (u.ip.octets(), u.port),
+            _ => ([0; 4], 0),
+        };
+        Ok((
+            RecordSink::new(rec, prod, counters, dst, self.frames),
+            w,
+            counters,
+        ))
+    }
 }
 
 /// The report of one sink.
@@ -260,6 +402,10 @@ pub struct SinkReport {
     pub write_mb_s: f64,
     /// MB/s over the run.
     pub mb_s: f64,
+    /// A shared sink (`shared = true`): the queues whose packets it holds, in arrival order
+    /// (the report lists it under the first); empty for a queue's own sink.
+    #[serde(default)]
+    pub shared_by: Vec<String>,
     /// CPU time of the sink's writer thread, seconds.
     pub writer_cpu_s: f64,
 }
@@ -294,7 +440,10 @@ impl SinkReport {
     ) -> SinkReport {
         let bytes = c.bytes.load(Relaxed);
         let mut dropped = std::collections::BTreeMap::new();
-        dropped.insert("record_full".to_string(), c.dropped_full.load(Relaxed));
+        dropped.insert(
+            "record_full".to_string(),
+            c.dropped_full.load(Relaxed) + c.dropped_tap.load(Relaxed),
+        );
         dropped.insert(
             "record_error".to_string(),
             c.dropped_error.load(Relaxed) + c.dropped_error_writer.load(Relaxed),
@@ -326,7 +475,14 @@ impl SinkReport {
             } else {
                 0.0
             },
+            shared_by: Vec::new(),
         }
+    }
+
+    /// Names the queues of a shared sink.
+    pub fn shared_by(mut self, queues: Vec<String>) -> Self {
+        self.shared_by = queues;
+        self
     }
 }
 
@@ -358,6 +514,9 @@ impl std::fmt::Display for SinkReport {
             .collect();
         if !why.is_empty() {
             write!(f, " · not recorded: {}", why.join(" "))?;
+        }
+        if !self.shared_by.is_empty() {
+            write!(f, " · shared by {}", self.shared_by.join(", "))?;
         }
         if let Some(e) = &self.error {
             write!(f, " · error: {e}")?;

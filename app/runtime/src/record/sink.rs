@@ -72,11 +72,11 @@ impl RecBuf {
         &self.mem[self.off..self.off + self.fill]
     }
 
-    fn space(&mut self) -> &mut [u8] {
+    pub(super) fn space(&mut self) -> &mut [u8] {
         &mut self.mem[self.off..self.off + self.cap]
     }
 
-    fn reset(&mut self, file: u32) {
+    pub(super) fn reset(&mut self, file: u32) {
         self.fill = 0;
         self.file = file;
         self.ends_file = false;
@@ -329,6 +329,13 @@ impl RecordSink {
         };
         let needed = 1 + total.saturating_sub(room).div_ceil(cap);
         self.free() >= needed
+    }
+
+    /// Whether a record of up to `bytes` bytes would be taken now (room in the free
+    /// buffers, a rotation included), or would be counted as a write error anyway. The
+    /// merger of a shared sink waits for this instead of dropping.
+    pub fn has_room(&mut self, bytes: usize) -> bool {
+        self.counters.failed.load(Relaxed) || (self.free() >= 2 && self.fits(bytes))
     }
 
     /// Records one block that is not a packet: a GPU stage's product of one batch (raw/dada

@@ -90,7 +90,7 @@ pub struct WriterPlacement {
 }
 
 /// One recorder (`[[recorders]]`). Every RX queue naming it gets its own files, buffers
-/// and writer thread.
+/// and writer thread, or (`shared`) the queues of one interface share them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorder {
     /// Unique name (queues refer to it in `record`).
@@ -123,6 +123,9 @@ pub struct Recorder {
     pub writer: Option<WriterPlacement>,
     /// Write with `O_DIRECT` where the file system supports it (`direct_io`).
     pub direct_io: bool,
+    /// One sink per interface for all its queues naming the recorder, packets in the order
+    /// their consumers took them (`shared`); else one sink per queue.
+    pub shared: bool,
     /// DADA header values (format `dada`).
     pub dada: DadaParams,
 }

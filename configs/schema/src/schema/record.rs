@@ -34,6 +34,8 @@ pub(crate) struct RawRecorder {
     #[serde(default = "crate::schema::yes")]
     pub direct_io: bool,
     #[serde(default)]
+    pub shared: bool,
+    #[serde(default)]
     pub dada: Option<RawDada>,
 }
 

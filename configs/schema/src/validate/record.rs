@@ -118,6 +118,7 @@ fn file_name(
     p: &str,
     rotates: bool,
     users: &[(usize, usize)],
+    shared: bool,
     errs: &mut Errors,
 ) -> bool {
     let key = format!("{p}.file_name");
@@ -163,6 +164,23 @@ fn file_name(
         v.dedup();
         v.len()
     };
+    if shared {
+        if fields.contains(&"queue") {
+            errs.push(
+                key,
+                format!("{pattern:?} has {{queue}}, but the recorder is shared: one file holds the packets of every queue of the interface; remove {{queue}}"),
+            );
+            return false;
+        }
+        if interfaces > 1 && !fields.contains(&"interface") {
+            errs.push(
+                key,
+                format!("{pattern:?} gives the {interfaces} interfaces that record here the same file name; add {{interface}}"),
+            );
+            return false;
+        }
+        return true;
+    }
     if users.len() > 1 && !fields.contains(&"queue")
         || interfaces > 1 && !fields.contains(&"interface")
     {
@@ -343,9 +361,20 @@ fn recorder(
     let rotates = matches!(rotate_bytes, Some(Some(_))) || matches!(rotate_ns, Some(Some(_)));
     let ext = format.map_or("bin", RecordFormat::extension);
     let pattern = r.file_name.clone().unwrap_or_else(|| {
-        format!("{{config}}-{{interface}}-rx{{queue}}-{{start}}-{{index}}.{ext}")
+        if r.shared {
+            format!("{{config}}-{{interface}}-{{start}}-{{index}}.{ext}")
+        } else {
+            format!("{{config}}-{{interface}}-rx{{queue}}-{{start}}-{{index}}.{ext}")
+        }
     });
-    ok &= file_name(&pattern, &p, rotates, &users, errs);
+    ok &= file_name(&pattern, &p, rotates, &users, r.shared, errs);
+    if r.shared && !stages.is_empty() {
+        errs.push(
+            format!("{p}.shared"),
+            "a GPU stage's products are recorded per queue; remove shared (it joins the packets of several queues)",
+        );
+        ok = false;
+    }
     let snaplen = match (r.snaplen, format) {
         (None, _) => Some(DEFAULT_SNAPLEN),
         (Some(s), Some(RecordFormat::Pcap)) => int::<u32>(
@@ -445,6 +474,7 @@ fn recorder(
         flush_ns: flush_ns?,
         writer: writer?,
         direct_io: r.direct_io,
+        shared: r.shared,
         dada: dada?,
     })
 }
