@@ -48,6 +48,17 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The run `out` exited 0 with 0 lost and no allocation on the data path; its JSON report.
+fn passed(out: &Output, json: &std::path::Path) -> Value {
+    let (o, e) = (text(&out.stdout), text(&out.stderr));
+    println!("{o}\n{e}");
+    assert_eq!(out.status.code(), Some(0), "{o}{e}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(r["lost"], 0);
+    assert_eq!(r["io_thread_allocations"], 0);
+    r
+}
+
 fn gpu_config() -> String {
     root()
         .join("configs/host-loopback-udp-gpu.toml")
@@ -130,12 +141,7 @@ fn loopback_to_gpu_reorder_checksums_match() {
         "--report-json",
         json.to_str().unwrap(),
     ]);
-    let (o, e) = (text(&out.stdout), text(&out.stderr));
-    println!("{o}\n{e}");
-    assert_eq!(out.status.code(), Some(0), "{o}{e}");
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(r["lost"], 0);
-    assert_eq!(r["io_thread_allocations"], 0);
+    let r = passed(&out, &json);
     let q = &r["rx"]["queues"][0];
     let g = &q["gpu"];
     assert_eq!(q["corrupt"], 0, "payloads equal the sender's pattern");
@@ -195,12 +201,7 @@ fn gpu_spectra_are_recorded_and_equal_the_cpu_reference() {
         "--report-json",
         json.to_str().unwrap(),
     ]);
-    let (o, e) = (text(&out.stdout), text(&out.stderr));
-    println!("{o}\n{e}");
-    assert_eq!(out.status.code(), Some(0), "{o}{e}");
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(r["lost"], 0);
-    assert_eq!(r["io_thread_allocations"], 0);
+    let r = passed(&out, &json);
     let q = &r["rx"]["queues"][0];
     let g = &q["gpu"];
     let completed = g["batches_completed"].as_u64().unwrap();

@@ -435,6 +435,49 @@ fn dpdk_ring_pmd_loopback_lossless() {
 
 // ---------------------------------------------------------------- recording (issue #16)
 
+/// The file with extension `ext` in `dir`.
+fn recorded(dir: &Path, ext: &str) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|f| f.extension().is_some_and(|x| x == ext))
+        .unwrap_or_else(|| panic!("no .{ext} in {}", dir.display()))
+}
+
+/// A recording of `received` 1400-byte payloads in `dir` (the shipped record configs' two
+/// recorders): capinfos counts every frame in the pcap, the raw file holds every payload
+/// less its 32-byte sequence header. Returns the pcap.
+fn assert_recorded(dir: &Path, received: u64) -> PathBuf {
+    let pcap = recorded(dir, "pcap");
+    let caps = std::process::Command::new("capinfos")
+        .args(["-c", "-M"])
+        .arg(&pcap)
+        .output()
+        .expect("capinfos (scripts/install-test-deps.sh installs it)");
+    let said = String::from_utf8_lossy(&caps.stdout);
+    assert!(
+        said.contains(&format!("Number of packets:   {received}")),
+        "capinfos: {said}"
+    );
+    assert_eq!(
+        std::fs::metadata(recorded(dir, "raw")).unwrap().len(),
+        received * (1400 - 32),
+        "raw: the payloads less their 32-byte sequence header"
+    );
+    pcap
+}
+
+/// The veth record configs' edits: both recorders write into `d`.
+fn record_into(d: &str) -> [(&'static str, String); 2] {
+    [
+        ("directory = \"recordings\"", format!("directory = \"{d}\"")),
+        (
+            "format = \"raw\"\n",
+            format!("format = \"raw\"\ndirectory = \"{d}\"\n"),
+        ),
+    ]
+}
+
 /// The DPDK engine's record stage (`configs/vdev-dpdk-ring-record.toml`: the ring PMD loops
 /// the generator's frames back): every received frame is in the pcap (capinfos), every
 /// payload less its sequence header in the raw file, straight from the mbufs.
@@ -458,28 +501,7 @@ fn dpdk_ring_pmd_records_every_frame() {
     let received = u(&r, "/rx/totals/packets");
     assert!(received > 50_000, "{}", show(&out));
     assert_eq!(u(&r, "/lost"), 0);
-    let file = |ext: &str| {
-        std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|f| f.extension().is_some_and(|x| x == ext))
-            .unwrap_or_else(|| panic!("no .{ext} in {}", dir.display()))
-    };
-    let caps = std::process::Command::new("capinfos")
-        .args(["-c", "-M"])
-        .arg(file("pcap"))
-        .output()
-        .expect("capinfos (scripts/install-test-deps.sh installs it)");
-    let said = String::from_utf8_lossy(&caps.stdout);
-    assert!(
-        said.contains(&format!("Number of packets:   {received}")),
-        "capinfos: {said}"
-    );
-    assert_eq!(
-        std::fs::metadata(file("raw")).unwrap().len(),
-        received * (1400 - 32),
-        "raw: the payloads less their 32-byte sequence header"
-    );
+    assert_recorded(&dir, received);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&json);
 }
@@ -493,17 +515,10 @@ fn afxdp_records_every_frame() {
     let p = pair("e2e-xrec", 1500);
     let dir = tmp("xrec", "d");
     let _ = std::fs::remove_dir_all(&dir);
-    let d = dir.display().to_string();
     let rx = config(
         "veth-afxdp-record.toml",
         &p,
-        &[
-            ("directory = \"recordings\"", format!("directory = \"{d}\"")),
-            (
-                "format = \"raw\"\n",
-                format!("format = \"raw\"\ndirectory = \"{d}\"\n"),
-            ),
-        ],
+        &record_into(&dir.display().to_string()),
         "xrec-rx",
     );
     let tx = config(
@@ -513,29 +528,7 @@ fn afxdp_records_every_frame() {
         "xrec-tx",
     );
     let (r, _) = lossless(&p, ("afxdp", rx), ("afpacket", tx), 2.0, "xrec");
-    let received = u(&r, "/rx/totals/packets");
-    let file = |ext: &str| {
-        std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|f| f.extension().is_some_and(|x| x == ext))
-            .unwrap_or_else(|| panic!("no .{ext} in {d}"))
-    };
-    let caps = std::process::Command::new("capinfos")
-        .args(["-c", "-M"])
-        .arg(file("pcap"))
-        .output()
-        .expect("capinfos (scripts/install-test-deps.sh installs it)");
-    let said = String::from_utf8_lossy(&caps.stdout);
-    assert!(
-        said.contains(&format!("Number of packets:   {received}")),
-        "capinfos: {said}"
-    );
-    assert_eq!(
-        std::fs::metadata(file("raw")).unwrap().len(),
-        received * (1400 - 32),
-        "raw: the payloads less their 32-byte sequence header"
-    );
+    assert_recorded(&dir, u(&r, "/rx/totals/packets"));
     for s in 0..2 {
         for k in ["record_full", "record_error"] {
             assert_eq!(
@@ -554,62 +547,50 @@ fn afpacket_records_frames_that_tcpreplay_and_rtdaq_replay_lossless() {
     let p = pair("e2e-rec", 1500);
     let dir = tmp("rec", "d");
     let _ = std::fs::remove_dir_all(&dir);
-    let d = dir.display().to_string();
     // 1. The AF_PACKET engine records what it receives: frames to pcap, payloads to raw.
     let rx = config(
         "veth-afpacket-record.toml",
         &p,
-        &[
-            ("directory = \"recordings\"", format!("directory = \"{d}\"")),
-            (
-                "format = \"raw\"\n",
-                format!("format = \"raw\"\ndirectory = \"{d}\"\n"),
-            ),
-        ],
+        &record_into(&dir.display().to_string()),
         "rec-rx",
     );
     let tx = config("veth-afpacket-tx.toml", &p, &tx_edits(5000, 1400), "rec-tx");
     let (r, _) = lossless(&p, ("afpacket", rx), ("afpacket", tx.clone()), 2.0, "rec");
     let received = u(&r, "/rx/totals/packets");
-    let file = |ext: &str| {
-        std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|f| f.extension().is_some_and(|x| x == ext))
-            .unwrap_or_else(|| panic!("no .{ext} in {d}"))
-    };
-    let pcap = file("pcap");
-    let caps = std::process::Command::new("capinfos")
-        .args(["-c", "-M"])
-        .arg(&pcap)
-        .output()
-        .expect("capinfos (scripts/install-test-deps.sh installs it)");
-    let said = String::from_utf8_lossy(&caps.stdout);
-    assert!(
-        said.contains(&format!("Number of packets:   {received}")),
-        "capinfos: {said}"
-    );
-    assert_eq!(
-        std::fs::metadata(file("raw")).unwrap().len(),
-        received * (1400 - 32),
-        "raw: the payloads less their 32-byte sequence header"
-    );
-    // 2. tcpreplay sends the recorded frames into the AF_XDP engine: every one arrives intact.
-    let xdp = config("veth-afxdp-rx.toml", &p, &[], "rec-xdp");
-    let receiver = start(
-        &p,
-        Side::B,
-        "afxdp",
-        &xdp,
-        received as f64 / 5000.0 + 3.0,
-        "rec-xdp",
-    );
-    tcpreplay_5000pps(&p, &pcap);
-    let (out, x) = finish(receiver, "rec-xdp");
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    assert_eq!(u(&x, "/rx/totals/packets"), received, "{}", show(&out));
-    for k in ["seq_gaps", "corrupt", "malformed", "duplicates"] {
-        assert_eq!(u(&x, &format!("/rx/totals/{k}")), 0, "{k}: {}", show(&out));
+    let pcap = assert_recorded(&dir, received);
+    // 2. tcpreplay sends the recorded frames into the AF_XDP and the AF_PACKET engine: every
+    //    one arrives intact.
+    for (engine, file) in [
+        ("afxdp", "veth-afxdp-rx.toml"),
+        ("afpacket", "veth-afpacket-rx.toml"),
+    ] {
+        let tag = format!("rec-replay-{engine}");
+        let rx = config(file, &p, &[], &tag);
+        let receiver = start(
+            &p,
+            Side::B,
+            engine,
+            &rx,
+            received as f64 / 5000.0 + 3.0,
+            &tag,
+        );
+        tcpreplay_5000pps(&p, &pcap);
+        let (out, x) = finish(receiver, &tag);
+        assert_eq!(out.status.code(), Some(0), "{engine}: {}", show(&out));
+        assert_eq!(
+            u(&x, "/rx/totals/packets"),
+            received,
+            "{engine}: {}",
+            show(&out)
+        );
+        for k in ["seq_gaps", "corrupt", "malformed", "duplicates"] {
+            assert_eq!(
+                u(&x, &format!("/rx/totals/{k}")),
+                0,
+                "{engine} {k}: {}",
+                show(&out)
+            );
+        }
     }
     // 3. rtdaq's own replay (the AF_PACKET engine sending the recorded frames as they are)
     //    into the AF_PACKET receiver: lossless, as the original stream.

@@ -108,9 +108,8 @@ fn run_with_report(d: &Path, args: &[&str]) -> (Output, Value) {
     (out, r)
 }
 
-/// A 2 s run of the shipped recording config writing into `out_dir`.
-fn record_2s(d: &Path, out_dir: &Path) -> (Output, Value) {
-    let cfg = root().join("configs/host-udp-record.toml");
+/// A run of config `cfg` for `secs` writing into `out_dir`, with its report.
+fn record_run(d: &Path, cfg: &Path, secs: &str, out_dir: &Path) -> (Output, Value) {
     run_with_report(
         d,
         &[
@@ -118,10 +117,20 @@ fn record_2s(d: &Path, out_dir: &Path) -> (Output, Value) {
             "--config",
             cfg.to_str().unwrap(),
             "--duration",
-            "2",
+            secs,
             "--output-dir",
             out_dir.to_str().unwrap(),
         ],
+    )
+}
+
+/// A 2 s run of the shipped recording config writing into `out_dir`.
+fn record_2s(d: &Path, out_dir: &Path) -> (Output, Value) {
+    record_run(
+        d,
+        &root().join("configs/host-udp-record.toml"),
+        "2",
+        out_dir,
     )
 }
 
@@ -347,18 +356,7 @@ fn shared_sinks_hold_every_queue_in_arrival_order() {
     let d = dir("shared");
     let out_dir = d.join("out");
     let cfg = root().join("configs/host-udp-4q-record.toml");
-    let (out, r) = run_with_report(
-        &d,
-        &[
-            "run",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--duration",
-            "3",
-            "--output-dir",
-            out_dir.to_str().unwrap(),
-        ],
-    );
+    let (out, r) = record_run(&d, &cfg, "3", &out_dir);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let received = u(&r, "/rx/totals/packets");
     assert!(received > 50_000, "{}", show(&out));
@@ -453,18 +451,7 @@ fn low_rate_recording_rotates_flushes_and_indexes_every_file() {
         ],
     );
     let out_dir = d.join("out");
-    let (out, r) = run_with_report(
-        &d,
-        &[
-            "run",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--duration",
-            "2.2",
-            "--output-dir",
-            out_dir.to_str().unwrap(),
-        ],
-    );
+    let (out, r) = record_run(&d, &cfg, "2.2", &out_dir);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let received = u(&r, "/rx/totals/packets");
     let pcaps = files(&out_dir, "pcap");

@@ -34,6 +34,10 @@ pub const HDR: usize = 40;
 /// waits at most this long for a queue that has records but no full buffer.
 pub const TAP_FLUSH_NS: u64 = 2_000_000;
 
+/// How long the merger waits for the sink's writer to free a buffer before it stops waiting
+/// (5 s: far beyond any write of a healthy disk; a writer that died frees none).
+pub const STUCK_NS: u64 = 5_000_000_000;
+
 /// What a tap shares with the merger.
 #[derive(Debug, Default)]
 pub struct TapCounters {
@@ -246,6 +250,8 @@ struct TapEnd {
 pub struct Merger {
     taps: Vec<TapEnd>,
     sink: RecordSink,
+    /// The writer freed nothing for [`STUCK_NS`]: the merger waits no more.
+    stuck: bool,
 }
 
 /// Raises the shared sink's `producer_done` however the merger ends (a panic included), so
@@ -270,6 +276,7 @@ impl Merger {
                 .map(|(cons, tap)| TapEnd { cons, tap, at: 0 })
                 .collect(),
             sink,
+            stuck: false,
         }
     }
 
@@ -326,13 +333,25 @@ impl Merger {
     }
 
     /// Writes tap `i`'s next record into the sink, waiting (this is the cold side) for the
-    /// sink's writer to free a buffer when none is: only a tap may drop.
+    /// sink's writer to free a buffer when none is: only a tap may drop. A writer that frees
+    /// nothing for [`STUCK_NS`] (it died) no longer holds the merger up: the record goes to
+    /// the sink, which counts it as `record_full`.
     fn emit(&mut self, i: usize) {
         let t = &mut self.taps[i];
         let Some(b) = t.cons.front() else { return };
         let r = read_rec(b, t.at);
-        while !self.sink.has_room(r.len + 64) {
-            self.sink.tick(crate::pacer::now_ns());
+        let since = crate::pacer::now_ns();
+        while !self.stuck && !self.sink.has_room(r.len + 64) {
+            let now = crate::pacer::now_ns();
+            if now.saturating_sub(since) > STUCK_NS {
+                log::error!(
+                    "shared sink: its writer freed no buffer for {} s; the merger stops waiting and counts what does not fit as record_full",
+                    STUCK_NS / 1_000_000_000
+                );
+                self.stuck = true;
+                break;
+            }
+            self.sink.tick(now);
             std::thread::sleep(Duration::from_micros(100));
         }
         let v = view_of(b, t.at);

@@ -27,6 +27,22 @@ fn recorder(dir: &std::path::Path) -> Recorder {
     }
 }
 
+/// What the writer of a test sink of `rec` in `dir` needs.
+fn info(rec: &Recorder, dir: &std::path::Path, queue: &str) -> SinkInfo {
+    SinkInfo {
+        key: "recorders[0]".into(),
+        recorder: rec.clone(),
+        queue: queue.into(),
+        naming: FileNaming {
+            dir: dir.to_path_buf(),
+            pattern: rec.file_name.clone(),
+        },
+        config_name: "test".into(),
+        config_sha256: "0".repeat(64),
+        start_unix_ns: 1,
+    }
+}
+
 fn block(n: usize, batch: u64) -> Vec<u8> {
     (0..n)
         .map(|i| (i as u64 * 31 + batch * 7 + 1) as u8)
@@ -47,19 +63,7 @@ fn products_span_buffers_and_what_does_not_fit_is_counted() {
         SlotRing::new(Box::leak(bufs.into_boxed_slice())).unwrap(),
     ));
     let (prod, cons) = ring.split();
-    let info = SinkInfo {
-        key: "recorders[0]".into(),
-        recorder: rec.clone(),
-        queue: "lo.rx0 gpu_stage fft".into(),
-        naming: FileNaming {
-            dir: dir.clone(),
-            pattern: rec.file_name.clone(),
-        },
-        config_name: "test".into(),
-        config_sha256: "0".repeat(64),
-        start_unix_ns: 1,
-    };
-    let w = Writer::open(info, cons, counters).unwrap();
+    let w = Writer::open(info(&rec, &dir, "lo.rx0 gpu_stage fft"), cons, counters).unwrap();
     let mut sink = RecordSink::new(&rec, prod, counters, ([0; 4], 0), false);
     let big = 3 << 19; // 1.5 MiB: every product spans two buffers
                        // The writer is not running yet: 4 MiB of buffers take products 0 and 1 (3 MiB, three
@@ -120,19 +124,7 @@ fn shared_sink_merges_in_take_order_and_waits_for_a_lagging_tap() {
     };
     let counters: &'static SinkCounters = Box::leak(Box::default());
     let (prod, cons) = ring(4);
-    let info = SinkInfo {
-        key: "recorders[0]".into(),
-        recorder: rec.clone(),
-        queue: "lo (shared)".into(),
-        naming: FileNaming {
-            dir: dir.clone(),
-            pattern: rec.file_name.clone(),
-        },
-        config_name: "test".into(),
-        config_sha256: "0".repeat(64),
-        start_unix_ns: 1,
-    };
-    let w = Writer::open(info, cons, counters).unwrap();
+    let w = Writer::open(info(&rec, &dir, "lo (shared)"), cons, counters).unwrap();
     let sink = RecordSink::new(&rec, prod, counters, ([0; 4], 0), false);
     let mut taps = Vec::new();
     let mut ends = Vec::new();
