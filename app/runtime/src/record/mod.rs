@@ -242,9 +242,18 @@ pub(crate) fn prepare(
             };
             let counters = groups[g].sink.counters();
             let tc: &'static shared::TapCounters = Box::leak(Box::default());
-            let (prod, cons) = open.ring(rec, rid.0)?.split();
+            // The tap's memory (`buffers` x `buffer_mib`) in small slots: a tap hands a partly
+            // filled slot over every 2 ms, and each hand-over takes a whole slot.
+            let largest: usize = qc
+                .memory_regions
+                .iter()
+                .map(|r| config.memory_regions[r.0].buf_size as usize)
+                .sum();
+            let slot = shared::slot_bytes(largest, rec.buffer_bytes);
+            let slots = shared::slot_count(rec.buffer_bytes * rec.buffers as usize, slot);
+            let (prod, cons) = open.ring_of(slots, slot, rid.0)?.split();
             groups[g].taps.push((cons, tc));
-            let tap = Tap::new(prod, tc, counters, rec.buffer_bytes, frames);
+            let tap = Tap::new(prod, tc, counters, slot, frames);
             let (qi, pi) = groups[g].owner;
             let owner = if qi == out.len() {
                 &mut sinks[pi]
@@ -294,9 +303,17 @@ impl Opener<'_> {
         rec: &Recorder,
         rid: usize,
     ) -> Result<&'static mut SlotRing<'static, RecBuf>, RuntimeError> {
-        let bufs: Vec<RecBuf> = (0..rec.buffers)
-            .map(|_| RecBuf::new(rec.buffer_bytes))
-            .collect();
+        self.ring_of(rec.buffers as usize, rec.buffer_bytes, rid)
+    }
+
+    /// A ring of `n` buffers of `bytes` (recorder `rid`).
+    fn ring_of(
+        &self,
+        n: usize,
+        bytes: usize,
+        rid: usize,
+    ) -> Result<&'static mut SlotRing<'static, RecBuf>, RuntimeError> {
+        let bufs: Vec<RecBuf> = (0..n).map(|_| RecBuf::new(bytes)).collect();
         let ring = SlotRing::new(Box::leak(bufs.into_boxed_slice())).map_err(|e| {
             RuntimeError::Record {
                 key: format!("recorders[{rid}].buffers"),

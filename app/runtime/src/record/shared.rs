@@ -38,6 +38,29 @@ pub const TAP_FLUSH_NS: u64 = 2_000_000;
 /// (5 s: far beyond any write of a healthy disk; a writer that died frees none).
 pub const STUCK_NS: u64 = 5_000_000_000;
 
+/// Bytes of a tap's buffer (slot): 256 KiB, or the next power of two holding the queue's
+/// largest packet (`largest`, the sum of its regions' `buf_size`) behind its header, at
+/// most the recorder's `buffer_mib` (a record larger than a slot is counted `record_full`).
+pub fn slot_bytes(largest: usize, buffer_bytes: usize) -> usize {
+    (largest + HDR)
+        .next_power_of_two()
+        .max(256 << 10)
+        .min(buffer_bytes)
+}
+
+/// Slots of a tap holding `total` bytes (`buffers` x `buffer_mib`): a power of two, at
+/// least 2. A tap hands a partly filled slot to the merger every [`TAP_FLUSH_NS`], so at a
+/// low rate the number of slots, not the bytes, bounds how long the merger may lag: 128
+/// slots (the default 32 MiB) are 256 ms of hand-overs.
+pub fn slot_count(total: usize, slot: usize) -> usize {
+    let n = (total / slot.max(1)).max(2);
+    if n.is_power_of_two() {
+        n
+    } else {
+        n.next_power_of_two() / 2
+    }
+}
+
 /// What a tap shares with the merger.
 #[derive(Debug, Default)]
 pub struct TapCounters {
@@ -100,9 +123,9 @@ impl Tap {
     /// Copies one packet into the tap. Never allocates, logs or blocks.
     #[inline]
     pub fn on_packet(&mut self, p: &PacketView<'_>) {
-        let (bytes, kind) = match (self.frames, p.frame) {
-            (true, Some(f)) => (f, 1u8),
-            _ => (p.payload, 0u8),
+        let (bytes, frame) = match (self.frames, p.frame) {
+            (true, Some(f)) => (f, true),
+            _ => (p.payload, false),
         };
         let total = HDR + bytes.len();
         if total > self.cap {
@@ -134,21 +157,23 @@ impl Tap {
             }
             self.stale = false;
         }
-        // Where the payload lies in the frame (0 and its length for payload records).
-        let off = match kind {
-            1 => (p.payload.as_ptr() as usize).saturating_sub(bytes.as_ptr() as usize),
-            _ => 0,
-        };
-        let mut h = [0u8; HDR];
-        h[0..4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-        h[4..8].copy_from_slice(&(off as u32).to_le_bytes());
-        h[8..12].copy_from_slice(&(p.payload.len() as u32).to_le_bytes());
-        h[12..16].copy_from_slice(&p.meta.src_ip);
-        h[16..18].copy_from_slice(&p.meta.src_port.to_le_bytes());
-        h[18] = kind;
-        h[20..24].copy_from_slice(&p.meta.len.to_le_bytes());
-        h[24..32].copy_from_slice(&take_ns.to_le_bytes());
-        h[32..40].copy_from_slice(&p.rx_ns.to_le_bytes());
+        let h = TapHeader {
+            len: bytes.len() as u32,
+            // Where the payload lies in the frame (0 for payload records).
+            payload_off: if frame {
+                (p.payload.as_ptr() as usize).saturating_sub(bytes.as_ptr() as usize) as u32
+            } else {
+                0
+            },
+            payload_len: p.payload.len() as u32,
+            src_ip: p.meta.src_ip,
+            src_port: p.meta.src_port,
+            frame,
+            meta_len: p.meta.len,
+            take_ns,
+            rx_ns: p.rx_ns,
+        }
+        .emit();
         let Some(b) = self.prod.slot() else { return };
         let at = b.fill;
         let space = b.space();
@@ -194,56 +219,111 @@ impl Tap {
     }
 }
 
-/// One record in a tap's buffer.
-struct Rec {
+/// The frame header of one tap record (little-endian, [`HDR`] bytes): the one place its
+/// layout is written down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TapHeader {
+    /// Bytes after the header: the frame (raw engines) or the payload.
+    len: u32,
+    /// Offset and length of the UDP payload inside those bytes.
+    payload_off: u32,
+    payload_len: u32,
+    src_ip: [u8; 4],
+    src_port: u16,
+    /// The bytes are a whole frame.
+    frame: bool,
+    /// `PacketMeta::len`.
+    meta_len: u32,
+    /// When the consumer took the packet (monotonic ns): the merge order.
     take_ns: u64,
-    len: usize,
+    /// Receive time (ns since the epoch): the record's timestamp.
+    rx_ns: u64,
 }
 
-fn read_rec(b: &RecBuf, at: usize) -> Rec {
-    let d = b.data();
-    let u32_at = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
-    let mut t = [0u8; 8];
-    t.copy_from_slice(&d[at + 24..at + 32]);
-    Rec {
-        take_ns: u64::from_le_bytes(t),
-        len: u32_at(at) as usize,
+impl TapHeader {
+    fn emit(&self) -> [u8; HDR] {
+        let mut h = [0u8; HDR];
+        h[0..4].copy_from_slice(&self.len.to_le_bytes());
+        h[4..8].copy_from_slice(&self.payload_off.to_le_bytes());
+        h[8..12].copy_from_slice(&self.payload_len.to_le_bytes());
+        h[12..16].copy_from_slice(&self.src_ip);
+        h[16..18].copy_from_slice(&self.src_port.to_le_bytes());
+        h[18] = u8::from(self.frame);
+        h[20..24].copy_from_slice(&self.meta_len.to_le_bytes());
+        h[24..32].copy_from_slice(&self.take_ns.to_le_bytes());
+        h[32..40].copy_from_slice(&self.rx_ns.to_le_bytes());
+        h
+    }
+
+    /// The take time of the header at the start of `h` (what the merge compares).
+    fn take_ns_of(h: &[u8]) -> u64 {
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&h[24..32]);
+        u64::from_le_bytes(t)
+    }
+
+    /// The header at the start of `h` (at least [`HDR`] bytes: the merger reads only
+    /// records a tap wrote whole).
+    fn parse(h: &[u8]) -> Self {
+        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let u64_at = |i: usize| u64::from(u32_at(i)) | u64::from(u32_at(i + 4)) << 32;
+        TapHeader {
+            len: u32_at(0),
+            payload_off: u32_at(4),
+            payload_len: u32_at(8),
+            src_ip: [h[12], h[13], h[14], h[15]],
+            src_port: u16::from_le_bytes([h[16], h[17]]),
+            frame: h[18] == 1,
+            meta_len: u32_at(20),
+            take_ns: Self::take_ns_of(h),
+            rx_ns: u64_at(32),
+        }
+    }
+
+    /// The packet view of the record whose header this is; `bytes` follow the header.
+    fn view<'a>(&self, bytes: &'a [u8]) -> PacketView<'a> {
+        let (off, plen) = (self.payload_off as usize, self.payload_len as usize);
+        PacketView {
+            frame: self.frame.then_some(bytes),
+            payload: if self.frame {
+                bytes.get(off..off + plen).unwrap_or_default()
+            } else {
+                bytes
+            },
+            meta: PacketMeta {
+                len: self.meta_len,
+                src_ip: self.src_ip,
+                src_port: self.src_port,
+                ..PacketMeta::default()
+            },
+            rx_ns: self.rx_ns,
+        }
     }
 }
 
-/// The packet view of the record at `at` of `b`.
-fn view_of(b: &RecBuf, at: usize) -> PacketView<'_> {
-    let d = b.data();
-    let u32_at = |i: usize| u32::from_le_bytes([d[i], d[i + 1], d[i + 2], d[i + 3]]);
-    let len = u32_at(at) as usize;
-    let off = u32_at(at + 4) as usize;
-    let plen = u32_at(at + 8) as usize;
-    let bytes = &d[at + HDR..at + HDR + len];
-    let frame = d[at + 18] == 1;
-    let mut rx = [0u8; 8];
-    rx.copy_from_slice(&d[at + 32..at + 40]);
-    let meta = PacketMeta {
-        len: u32_at(at + 20),
-        src_ip: [d[at + 12], d[at + 13], d[at + 14], d[at + 15]],
-        src_port: u16::from_le_bytes([d[at + 16], d[at + 17]]),
-        ..PacketMeta::default()
-    };
-    PacketView {
-        frame: frame.then_some(bytes),
-        payload: if frame {
-            bytes.get(off..off + plen).unwrap_or_default()
-        } else {
-            bytes
-        },
-        meta,
-        rx_ns: u64::from_le_bytes(rx),
-    }
+/// The header of the record at `at` of `b`.
+fn header_at(b: &RecBuf, at: usize) -> TapHeader {
+    TapHeader::parse(&b.data()[at..at + HDR])
 }
 
 struct TapEnd {
     cons: SlotConsumer<'static, RecBuf>,
     tap: &'static TapCounters,
     at: usize,
+}
+
+impl TapEnd {
+    /// The take time of the tap's next record, releasing the buffers read to their end.
+    fn front_take_ns(&mut self) -> Option<u64> {
+        while self.cons.front().is_some_and(|b| self.at >= b.fill) {
+            let released = self.cons.release();
+            debug_assert!(released.is_ok());
+            self.at = 0;
+        }
+        self.cons
+            .front()
+            .map(|b| TapHeader::take_ns_of(&b.data()[self.at..self.at + HDR]))
+    }
 }
 
 /// The merger of one shared sink (see the [module docs](self)): runs on its own thread.
@@ -285,7 +365,11 @@ impl Merger {
         let _done = Done(self.sink.counters());
         loop {
             match self.next() {
-                Next::Record(i) => self.emit(i),
+                Next::Run(i, bound) => {
+                    self.emit_run(i, bound);
+                    // Counters and the sink's flush timer, once per run.
+                    self.sink.tick(crate::pacer::now_ns());
+                }
                 Next::Wait => {
                     self.sink.tick(crate::pacer::now_ns());
                     std::thread::sleep(Duration::from_micros(100));
@@ -296,26 +380,29 @@ impl Merger {
         self.sink.finish();
     }
 
-    /// Which tap's record goes next, if one may.
+    /// Which tap's records go next, if one may, and up to which take time: the oldest
+    /// front record's tap, up to the next-oldest front record of another tap or the lowest
+    /// watermark of the taps without records, whichever is lower (a k-way merge by runs:
+    /// the taps are scanned once per run, not once per record).
     fn next(&mut self) -> Next {
         let mut best: Option<(usize, u64)> = None;
+        let mut second = u64::MAX;
         let mut limit = u64::MAX;
         let mut all_done = true;
         for (i, t) in self.taps.iter_mut().enumerate() {
             // Before the ring: a watermark (or done) seen here covers what the ring shows.
             let w = t.tap.watermark_ns.load(Acquire);
             let done = t.tap.done.load(Acquire);
-            while t.cons.front().is_some_and(|b| t.at >= b.fill) {
-                let released = t.cons.release();
-                debug_assert!(released.is_ok());
-                t.at = 0;
-            }
-            match t.cons.front() {
-                Some(b) => {
+            match t.front_take_ns() {
+                Some(take_ns) => {
                     all_done = false;
-                    let r = read_rec(b, t.at);
-                    if best.is_none_or(|(_, ns)| r.take_ns < ns) {
-                        best = Some((i, r.take_ns));
+                    match best {
+                        Some((_, ns)) if take_ns >= ns => second = second.min(take_ns),
+                        Some((_, ns)) => {
+                            second = second.min(ns);
+                            best = Some((i, take_ns));
+                        }
+                        None => best = Some((i, take_ns)),
                     }
                 }
                 None if done => {}
@@ -326,9 +413,18 @@ impl Merger {
             }
         }
         match best {
-            Some((i, ns)) if ns <= limit => Next::Record(i),
+            Some((i, ns)) if ns <= limit => Next::Run(i, limit.min(second)),
             _ if all_done => Next::Done,
             _ => Next::Wait,
+        }
+    }
+
+    /// Writes tap `i`'s records into the sink while their take time is at most `bound` (the
+    /// first one always: `next` chose it).
+    fn emit_run(&mut self, i: usize, bound: u64) {
+        self.emit(i);
+        while self.taps[i].front_take_ns().is_some_and(|ns| ns <= bound) {
+            self.emit(i);
         }
     }
 
@@ -339,9 +435,10 @@ impl Merger {
     fn emit(&mut self, i: usize) {
         let t = &mut self.taps[i];
         let Some(b) = t.cons.front() else { return };
-        let r = read_rec(b, t.at);
+        let h = header_at(b, t.at);
+        let len = h.len as usize;
         let since = crate::pacer::now_ns();
-        while !self.stuck && !self.sink.has_room(r.len + 64) {
+        while !self.stuck && !self.sink.has_room(len + 64) {
             let now = crate::pacer::now_ns();
             if now.saturating_sub(since) > STUCK_NS {
                 log::error!(
@@ -354,14 +451,44 @@ impl Merger {
             self.sink.tick(now);
             std::thread::sleep(Duration::from_micros(100));
         }
-        let v = view_of(b, t.at);
+        let v = h.view(&b.data()[t.at + HDR..t.at + HDR + len]);
         self.sink.on_packet(&v);
-        t.at += HDR + r.len;
+        t.at += HDR + len;
     }
 }
 
 enum Next {
-    Record(usize),
+    /// Tap `.0`'s records up to take time `.1`.
+    Run(usize, u64),
     Wait,
     Done,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TapHeader;
+
+    #[test]
+    fn tap_header_round_trips() {
+        let h = TapHeader {
+            len: 1442,
+            payload_off: 42,
+            payload_len: 1400,
+            src_ip: [169, 254, 1, 2],
+            src_port: 4000,
+            frame: true,
+            meta_len: 1442,
+            take_ns: 0x0102_0304_0506_0708,
+            rx_ns: u64::MAX - 1,
+        };
+        assert_eq!(TapHeader::parse(&h.emit()), h);
+        let frame: Vec<u8> = (0..1442u32).map(|i| i as u8).collect();
+        let v = h.view(&frame);
+        assert_eq!(v.frame.map(<[u8]>::len), Some(1442));
+        assert_eq!(v.payload, &frame[42..]);
+        assert_eq!(
+            (v.meta.src_ip, v.meta.src_port, v.rx_ns),
+            (h.src_ip, 4000, h.rx_ns)
+        );
+    }
 }

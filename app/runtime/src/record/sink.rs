@@ -250,13 +250,39 @@ impl RecordSink {
         true
     }
 
+    /// Whether a record of `total` bytes received at `ts_ns` goes into the buffers:
+    /// not after a write error (`record_error`), rotating first when the file is due, and
+    /// only when the free buffers hold it (else `record_full`). Starts the flush timer of
+    /// the buffer it goes into.
+    #[inline]
+    fn admit(&mut self, total: usize, ts_ns: u64) -> bool {
+        if self.counters.failed.load(Relaxed) {
+            self.pending.error += 1;
+            return false;
+        }
+        let rotate_bytes = self
+            .rotate_bytes
+            .is_some_and(|b| self.file_bytes + total as u64 > b);
+        let rotate_time = self.rotate_ns.is_some_and(|t| {
+            self.file_start_ns != 0 && ts_ns.saturating_sub(self.file_start_ns) >= t
+        });
+        if (rotate_bytes || rotate_time) && self.file_bytes > self.header_len && !self.rotate() {
+            self.pending.full += 1;
+            return false;
+        }
+        if !self.fits(total) {
+            self.pending.full += 1;
+            return false;
+        }
+        if self.buf_first_ns == 0 {
+            self.buf_first_ns = crate::pacer::now_ns();
+        }
+        true
+    }
+
     /// Records one packet (see the [module docs](super)).
     #[inline]
     pub fn on_packet(&mut self, p: &PacketView<'_>) {
-        if self.counters.failed.load(Relaxed) {
-            self.pending.error += 1;
-            return;
-        }
         // The record: header bytes (pcap) and data.
         let (data, orig_len, synth) = match self.format {
             RecordFormat::Pcap => match (self.frames, p.frame) {
@@ -271,22 +297,8 @@ impl RecordSink {
             RecordFormat::Pcap => PcapRecord::LEN + orig_len.min(self.snaplen),
             _ => data.len(),
         };
-        let rotate_bytes = self
-            .rotate_bytes
-            .is_some_and(|b| self.file_bytes + total as u64 > b);
-        let rotate_time = self.rotate_ns.is_some_and(|t| {
-            self.file_start_ns != 0 && p.rx_ns.saturating_sub(self.file_start_ns) >= t
-        });
-        if (rotate_bytes || rotate_time) && self.file_bytes > self.header_len && !self.rotate() {
-            self.pending.full += 1;
+        if !self.admit(total, p.rx_ns) {
             return;
-        }
-        if !self.fits(total) {
-            self.pending.full += 1;
-            return;
-        }
-        if self.buf_first_ns == 0 {
-            self.buf_first_ns = crate::pacer::now_ns();
         }
         match self.format {
             RecordFormat::Pcap => {
@@ -344,30 +356,11 @@ impl RecordSink {
     /// (counted as `record_full` / `record_error`).
     #[inline]
     pub fn on_block(&mut self, data: &[u8], batch: u64, ts_ns: u64) -> bool {
-        if self.counters.failed.load(Relaxed) {
-            self.pending.error += 1;
+        if !self.admit(data.len(), ts_ns) {
             return false;
-        }
-        let total = data.len();
-        let rotate_bytes = self
-            .rotate_bytes
-            .is_some_and(|b| self.file_bytes + total as u64 > b);
-        let rotate_time = self.rotate_ns.is_some_and(|t| {
-            self.file_start_ns != 0 && ts_ns.saturating_sub(self.file_start_ns) >= t
-        });
-        if (rotate_bytes || rotate_time) && self.file_bytes > self.header_len && !self.rotate() {
-            self.pending.full += 1;
-            return false;
-        }
-        if !self.fits(total) {
-            self.pending.full += 1;
-            return false;
-        }
-        if self.buf_first_ns == 0 {
-            self.buf_first_ns = crate::pacer::now_ns();
         }
         self.put(data);
-        self.end_record(total, total, Some((0, batch)), ts_ns);
+        self.end_record(data.len(), data.len(), Some((0, batch)), ts_ns);
         true
     }
 
