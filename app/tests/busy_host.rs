@@ -93,6 +93,28 @@ impl Drop for BusyLoops {
     }
 }
 
+/// The longest loop turn of each queue thread and the CPU steal of the run (the report's
+/// `longest_stall_us`, `longest_stall_at_s`, `cpu_steal_s`): what a lost run is explained by.
+fn stalls(r: &Value) -> String {
+    let mut parts = Vec::new();
+    for dir in ["rx", "tx"] {
+        for q in r[dir]["queues"].as_array().into_iter().flatten() {
+            if let (Some(us), Some(at)) = (
+                q["longest_stall_us"].as_f64(),
+                q["longest_stall_at_s"].as_f64(),
+            ) {
+                parts.push(format!(
+                    "{dir} {}:{} longest turn {:.1} ms at {at:.2} s",
+                    q["interface"].as_str().unwrap_or("?"),
+                    q["queue"],
+                    us / 1e3
+                ));
+            }
+        }
+    }
+    format!("{}; CPU steal {}", parts.join(", "), r["cpu_steal_s"])
+}
+
 fn report(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("report written")).unwrap()
 }
@@ -149,7 +171,10 @@ fn zero_loss_with(bin: &Path, label: &str, config: Option<&Path>) {
             r["rx"]["totals"]["drops_total"], 0,
             "{label} run {k}: drops:\n{stdout}"
         );
-        eprintln!("{label} run {k}/{runs}: {rx} packets received, 0 lost, exit 0");
+        eprintln!(
+            "{label} run {k}/{runs}: {rx} packets received, 0 lost, exit 0; {}",
+            stalls(&r)
+        );
     }
     // The loops really competed: each got CPU time during the runs (they run whenever no
     // queue thread does), so the runs above shared every core with ordinary work.

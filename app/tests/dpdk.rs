@@ -447,7 +447,7 @@ fn dpdk_tx_into_afpacket_rx_lossless() {
                 format!("udp://{}:4000", p.ip(Side::A)),
             ),
             ("02:72:74:00:5b:02", mac(p.mac(Side::B))),
-            ("rate_gbps = 1.0", "rate_pps = 20000".into()),
+            ("rate_gbps = 0.3", "rate_pps = 20000".into()),
             ("default_action = 0", "default_action = \"drop\"".into()),
         ],
     );
@@ -847,7 +847,7 @@ fn with_hugepages_ring_pmd_loopback_lossless() {
             ("\"--no-shconf\",", "\"--in-memory\",".into()),
             // 20 000 pps: the 1024-frame ring covers a 50 ms stall of the RX thread (seen on
             // a loaded 2-core host); this test is about the EAL on hugepages, not speed.
-            ("rate_gbps = 1.0", "rate_pps = 20000".into()),
+            ("rate_gbps = 0.3", "rate_pps = 20000".into()),
         ],
     );
     let cfg = write("huge", &text);

@@ -424,8 +424,8 @@ fn dpdk_ring_pmd_loopback_lossless() {
     assert_eq!(r["bytes_are"], "frame");
     let sent = u(&r, "/tx/totals/packets");
     assert!(
-        sent > 50_000,
-        "1 Gb/s of 1400 B for 2 s is ~170 000 frames, sent {sent}"
+        sent > 25_000,
+        "0.3 Gb/s of 1400 B for 2 s is ~53 000 frames, sent {sent}"
     );
     assert_eq!(u(&r, "/rx/totals/packets"), sent);
     assert_eq!(u(&r, "/lost"), 0);
@@ -499,7 +499,7 @@ fn dpdk_ring_pmd_records_every_frame() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let received = u(&r, "/rx/totals/packets");
-    assert!(received > 50_000, "{}", show(&out));
+    assert!(received > 25_000, "{}", show(&out));
     assert_eq!(u(&r, "/lost"), 0);
     assert_recorded(&dir, received);
     let _ = std::fs::remove_dir_all(&dir);

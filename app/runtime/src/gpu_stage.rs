@@ -799,8 +799,10 @@ where
     };
     let (mut prod, mut cons) = ring.split();
     let mut spare = queue.new_burst();
+    let mut turns = crate::stall::StallClock::start(&stats.stall, now_ns());
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
+        turns.tick(now_ns());
         let got = match prod.slot() {
             Some(burst) => {
                 let n = queue.poll(burst);

@@ -8,6 +8,7 @@
 //! | [`run`](mod@run) | starts one pinned `SCHED_FIFO` thread per queue (+ a consumer per indirect RX queue), stops on duration or SIGINT/SIGTERM, drains |
 //! | `threads` | the queue thread loops: RX I/O (indirect/direct), RX consumer, TX generator |
 //! | [`stats`] | live counters once a second |
+//! | [`stall`] | the longest loop turn of each queue thread, CPU steal during the run |
 //! | [`pipeline`] | the RX consumer's ordered stages (validate, record, GPU) |
 //! | [`record`] | the `record` stage: pcap / raw / DADA files, writer threads, indexes |
 //! | [`replay`] | the generator's packets from a pcap file (`--replay`) |
@@ -40,6 +41,7 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod stall;
 pub mod stats;
 mod threads;
 pub mod validator;

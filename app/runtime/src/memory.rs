@@ -27,6 +27,8 @@ pub struct QueueStats {
     pub consumer_cpu_ns: AtomicU64,
     /// GPU stage counters (RX queues with `gpu_stage`; written by the thread driving it).
     pub gpu: crate::gpu_report::GpuCounters,
+    /// The longest loop turn of the I/O thread ([`crate::stall`]).
+    pub stall: crate::stall::StallWatch,
 }
 
 impl QueueStats {
@@ -37,6 +39,7 @@ impl QueueStats {
             io_cpu_ns: AtomicU64::new(0),
             consumer_cpu_ns: AtomicU64::new(0),
             gpu: crate::gpu_report::GpuCounters::default(),
+            stall: crate::stall::StallWatch::new(),
         }
     }
 }

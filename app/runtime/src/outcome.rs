@@ -40,6 +40,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                 Some(&stats),
             )
             .with_cpu(rs.io_cpu_ns.load(Acquire), rs.consumer_cpu_ns.load(Acquire))
+            .with_stall(rs.stall.summary(r.start_ns))
             .with_gpu(crate::gpu_report::GpuReport::of(
                 config,
                 q.interface,
@@ -57,7 +58,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         let snap = ts.io.snapshot();
         tx.push(
             QueueReport::tx(iface.name.clone(), qc.id, Some(qc.cpu_core), &snap, elapsed)
-                .with_cpu(ts.io_cpu_ns.load(Acquire), 0),
+                .with_cpu(ts.io_cpu_ns.load(Acquire), 0)
+                .with_stall(ts.stall.summary(r.start_ns)),
         );
     }
     let total = merged.finish();
@@ -106,6 +108,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                 crate::report::PortReport::from_stats(name, p)
             })
             .collect(),
+        cpu_steal_s: r.cpu_steal_s.clone(),
         failed_threads: r.failed_threads.clone(),
     }
 }

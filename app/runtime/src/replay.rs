@@ -238,6 +238,7 @@ pub(crate) fn tx_replay<Q: TxQueue>(
     mut plan: ReplayPlan,
     stop: &AtomicBool,
     busy: bool,
+    stall: &crate::stall::StallWatch,
 ) -> GenTotals {
     let r = plan.packets;
     let n = r.len();
@@ -250,6 +251,7 @@ pub(crate) fn tx_replay<Q: TxQueue>(
         ReplayTiming::Rate => 1.0,
     };
     let mut loop_start = plan.start_ns;
+    let mut turns = crate::stall::StallClock::start(stall, now_ns());
     alloc_audit::arm_current_thread();
     'outer: for _ in 0..plan.loops {
         let mut i = 0;
@@ -258,6 +260,7 @@ pub(crate) fn tx_replay<Q: TxQueue>(
                 break 'outer;
             }
             let now = now_ns();
+            turns.tick(now);
             if plan.until_ns.is_some_and(|t| now >= t) {
                 break 'outer;
             }

@@ -12,10 +12,14 @@
 //! { engine, platform, config_name, config_sha256, rtdaq_version,
 //!   started_at ("2025-01-31T12:00:00.000000000Z"), started_at_unix_ns, duration_s, bytes_are,
 //!   exit_code, loss_tolerance, lost, io_thread_allocations,
+//!   cpu_steal_s: { "<core>": seconds }   (hypervisor steal on the queue cores, crate::stall)
 //!   rx: { totals: Q, queues: [Q] }, tx: { totals: Q, queues: [Q] } }
 //! Q = { interface, queue, core, packets, bytes, gbps, mpps, drops_total,
 //!       io_cpu_s, consumer_cpu_s,     (CPU seconds of the I/O / consumer thread; null
 //!                                      when the queue has no such thread)
+//!       longest_stall_us, longest_stall_at_s (the I/O thread's longest loop turn and when
+//!                                      it ended, s into the run: crate::stall; null without
+//!                                      a thread)
 //!       drops: { ring_full, pool_empty, too_large, malformed, no_flow, flow_drop,
 //!                kernel, truncated, gpu_busy } (every DropReason, always all keys)
 //!       rx only: seq_gaps, reordered, duplicates, corrupt, malformed, too_old,
@@ -91,6 +95,11 @@ pub struct RunReport {
     /// (DPDK; absent from the JSON for the others). See [`PortReport`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<PortReport>,
+    /// CPU steal during the run on each core a queue thread used, seconds by core number
+    /// (`/proc/stat`: time the hypervisor gave this vCPU's host CPU to something else;
+    /// no priority inside the guest prevents it). Empty when the kernel reports none.
+    #[serde(default)]
+    pub cpu_steal_s: BTreeMap<String, f64>,
     /// Queue threads that panicked during the run (absent from the JSON when none did). Any
     /// entry fails the run (exit code 1): that thread's counts end at its panic.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -262,6 +271,12 @@ pub struct QueueReport {
     /// CPU time of the RX consumer thread (indirect mode), seconds; `null` otherwise (in
     /// direct mode the consumer runs in the I/O thread and is part of `io_cpu_s`).
     pub consumer_cpu_s: Option<f64>,
+    /// The longest loop turn of the queue's I/O thread, µs ([`crate::stall`]: its own
+    /// bounded waits included, so a few hundred µs is normal; far more is a stall: the thread
+    /// was off its core). `null` without a thread; in totals the longest of the queues.
+    pub longest_stall_us: Option<f64>,
+    /// When that turn ended, seconds into the run (`null` with `longest_stall_us`).
+    pub longest_stall_at_s: Option<f64>,
     /// Drops by [`DropReason::as_str`]; every reason is present, 0 included.
     pub drops: BTreeMap<String, u64>,
     /// RX only: sequence, integrity and latency checks.
@@ -350,6 +365,8 @@ impl QueueReport {
             drops: drop_map(|r| snap.drop_count(r)),
             io_cpu_s: None,
             consumer_cpu_s: None,
+            longest_stall_us: None,
+            longest_stall_at_s: None,
             rx: None,
             gpu: None,
             record: Vec::new(),
@@ -361,6 +378,14 @@ impl QueueReport {
         let s = |ns: u64| (ns > 0).then(|| ns as f64 / 1e9);
         self.io_cpu_s = s(io_ns);
         self.consumer_cpu_s = s(consumer_ns);
+        self
+    }
+
+    /// Sets the I/O thread's longest loop turn (`(µs, seconds into the run)`, see
+    /// [`crate::stall::StallWatch::summary`]).
+    pub fn with_stall(mut self, stall: Option<(f64, f64)>) -> Self {
+        self.longest_stall_us = stall.map(|s| s.0);
+        self.longest_stall_at_s = stall.map(|s| s.1);
         self
     }
 
@@ -438,6 +463,11 @@ impl QueueReport {
         });
         let sum =
             |f: fn(&QueueReport) -> Option<f64>| queues.iter().filter_map(f).reduce(|a, b| a + b);
+        let worst = queues
+            .iter()
+            .filter_map(|q| Some((q.longest_stall_us?, q)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, q)| q);
         QueueReport {
             interface: "total".to_owned(),
             queue: None,
@@ -450,6 +480,8 @@ impl QueueReport {
             drops,
             io_cpu_s: sum(|q| q.io_cpu_s),
             consumer_cpu_s: sum(|q| q.consumer_cpu_s),
+            longest_stall_us: worst.and_then(|q| q.longest_stall_us),
+            longest_stall_at_s: worst.and_then(|q| q.longest_stall_at_s),
             rx,
             gpu: None,
             record: Vec::new(),
@@ -517,6 +549,15 @@ pub fn rfc3339_utc(unix_ns: u64) -> String {
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1e3
+}
+
+/// `µs` as "412 µs" or, from 1 ms, "22.9 ms".
+fn fmt_us(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{:.1} ms", us / 1000.0)
+    } else {
+        format!("{us:.0} µs")
+    }
 }
 
 fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> fmt::Result {
@@ -623,6 +664,28 @@ impl fmt::Display for RunReport {
             "I/O-thread allocations after set-up: {}",
             self.io_thread_allocations
         )?;
+        let turns: Vec<String> = [("rx", &self.rx), ("tx", &self.tx)]
+            .into_iter()
+            .flat_map(|(dir, d)| {
+                d.queues.iter().filter_map(move |q| {
+                    let (us, at) = (q.longest_stall_us?, q.longest_stall_at_s?);
+                    Some(format!("{dir} {} {} at {at:.2} s", q.label(), fmt_us(us)))
+                })
+            })
+            .collect();
+        if !turns.is_empty() || !self.cpu_steal_s.is_empty() {
+            let steal: Vec<String> = self
+                .cpu_steal_s
+                .iter()
+                .map(|(c, s)| format!("core {c} {s:.2} s"))
+                .collect();
+            writeln!(
+                f,
+                "longest loop turn per queue thread: {} · CPU steal (hypervisor) during the run: {}",
+                if turns.is_empty() { "-".to_owned() } else { turns.join(", ") },
+                if steal.is_empty() { "not reported".to_owned() } else { steal.join(", ") }
+            )?;
+        }
         for t in &self.failed_threads {
             writeln!(
                 f,
@@ -710,6 +773,7 @@ mod tests {
             rx: DirectionReport::rx(rxq, 2.0, None),
             tx: DirectionReport::tx(txq, 2.0),
             ports: Vec::new(),
+            cpu_steal_s: BTreeMap::new(),
             failed_threads: Vec::new(),
         }
     }
@@ -774,17 +838,17 @@ mod tests {
         let v: Value = serde_json::to_value(&r).unwrap();
         assert_eq!(
             keys(&v),
-            "bytes_are config_name config_sha256 duration_s engine exit_code \
+            "bytes_are config_name config_sha256 cpu_steal_s duration_s engine exit_code \
              io_thread_allocations loss_tolerance lost platform rtdaq_version rx started_at \
              started_at_unix_ns tx"
         );
         assert_eq!(v["started_at"], "2023-11-14T22:13:20.123456789Z");
         assert_eq!(v["exit_code"], 1);
-        let tx_keys = "bytes consumer_cpu_s core drops drops_total gbps interface io_cpu_s mpps \
-                       packets queue";
+        let tx_keys = "bytes consumer_cpu_s core drops drops_total gbps interface io_cpu_s \
+                       longest_stall_at_s longest_stall_us mpps packets queue";
         let rx_keys = "bytes consumer_cpu_s core corrupt drops drops_total duplicates gbps \
-                       in_gpu_memory interface io_cpu_s latency_ns malformed mpps packets queue \
-                       reordered seq_gaps too_old";
+                       in_gpu_memory interface io_cpu_s latency_ns longest_stall_at_s \
+                       longest_stall_us malformed mpps packets queue reordered seq_gaps too_old";
         let mut drop_keys: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
         drop_keys.sort_unstable();
         for (dir, want) in [("rx", rx_keys), ("tx", tx_keys)] {

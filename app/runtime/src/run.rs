@@ -48,6 +48,11 @@ pub struct RunOptions {
 pub struct RunResults {
     /// Wall time from the start of the queue threads to their stop, seconds.
     pub elapsed_s: f64,
+    /// Monotonic start of the run ([`crate::pacer::now_ns`]): stall times are given from it.
+    pub start_ns: u64,
+    /// CPU steal during the run on each queue core, seconds by core number
+    /// ([`crate::stall::cpu_steal`]; empty when `/proc/stat` has none).
+    pub cpu_steal_s: std::collections::BTreeMap<String, f64>,
     /// Validators of the RX queues (config order).
     pub validators: Vec<Validator>,
     /// The record sinks of each RX queue (config order; empty for queues that record
@@ -425,7 +430,7 @@ where
             let Ok((queue, plan)) = parked.recv() else {
                 return GenTotals::default();
             };
-            let t = threads::tx_generator(queue, plan, tx_stop, busy);
+            let t = threads::tx_generator(queue, plan, tx_stop, busy, &stats.stall);
             store_cpu(&stats.io_cpu_ns);
             t
         })?;
@@ -458,6 +463,7 @@ where
         Ok((t, _)) => *t,
         Err(_) => now_ns(),
     };
+    let steal_before = crate::stall::cpu_steal();
     let started_at_unix_ns = crate::pacer::wall_clock_ns();
     if opened.is_ok() {
         // Tests and scripts wait for this line before they start a peer.
@@ -621,6 +627,16 @@ where
     drop(graveyard);
     drop(closed_rx.try_iter().collect::<Vec<_>>());
     let end_ns = now_ns();
+    let queue_cores: std::collections::BTreeSet<u32> = config
+        .interfaces
+        .iter()
+        .flat_map(|i| {
+            let rx = i.rx_queues.iter().map(|q| q.cpu_core);
+            rx.chain(i.tx_queues.iter().map(|q| q.cpu_core))
+        })
+        .collect();
+    let cpu_steal_s =
+        crate::stall::steal_between(&steal_before, &crate::stall::cpu_steal(), queue_cores);
     live.tick(
         res.rx_stats,
         res.tx_stats,
@@ -630,6 +646,8 @@ where
     live.finish();
     Ok(RunResults {
         elapsed_s: (end_ns - start_ns) as f64 / 1e9,
+        start_ns,
+        cpu_steal_s,
         validators,
         record,
         generated,

@@ -7,6 +7,7 @@
 use crate::memory::QueueStats;
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
 use crate::pipeline::{PacketView, Pipeline};
+use crate::stall::{StallClock, StallWatch};
 use crate::validator::PayloadGen;
 use rtdaq_core::traits::{RxBurst, RxQueue, Segment, TxBurst, TxQueue};
 use rtdaq_core::wire::{emit_udp_frame, UdpFrameSpec};
@@ -213,6 +214,7 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
 ) {
     let mut spare = queue.new_burst();
     let mut first_ns = 0u64;
+    let mut turns = StallClock::start(&stats.stall, now_ns());
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
         match ring.slot() {
@@ -220,6 +222,7 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
                 let before = burst.len();
                 let got = queue.poll(burst);
                 let now = now_ns();
+                turns.tick(now);
                 if before == 0 && got > 0 {
                     first_ns = now;
                 }
@@ -244,6 +247,7 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
             }
             None => {
                 let n = queue.poll(&mut spare);
+                turns.tick(now_ns());
                 if n > 0 {
                     // The engine counted them as delivered; they go nowhere: move them to
                     // `ring_full` so each packet is counted exactly once.
@@ -318,9 +322,12 @@ pub(crate) fn rx_direct<Q: RxQueue>(
     mut unwrap: Unwrap,
 ) -> Pipeline {
     let mut burst = queue.new_burst();
+    let mut turns = StallClock::start(&stats.stall, now_ns());
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
-        if queue.poll(&mut burst) > 0 {
+        let got = queue.poll(&mut burst);
+        turns.tick(now_ns());
+        if got > 0 {
             consume(&mut burst, &mut pipe, stats, &mut unwrap);
         } else {
             pipe.idle(stats);
@@ -373,17 +380,20 @@ pub(crate) fn tx_generator<Q: TxQueue>(
     mut plan: GenPlan,
     stop: &AtomicBool,
     busy: bool,
+    stall: &StallWatch,
 ) -> GenTotals {
     if let Some(r) = plan.replay.take() {
-        return crate::replay::tx_replay(queue, r, stop, busy);
+        return crate::replay::tx_replay(queue, r, stop, busy, stall);
     }
     let mut burst = queue.new_burst();
     let size = plan.gens[0].payload_size();
     let lanes = plan.gens.len() as u64;
     let mut totals = GenTotals::default();
+    let mut turns = StallClock::start(stall, now_ns());
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
         let now = now_ns();
+        turns.tick(now);
         if plan.until_ns.is_some_and(|t| now >= t) {
             break;
         }

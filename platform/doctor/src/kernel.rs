@@ -335,3 +335,62 @@ pub(crate) fn timer_migration(ctx: &Ctx<'_>) -> Finding {
         ),
     }
 }
+
+/// `cpu.steal`: no queue core has lost time to a hypervisor since boot (`proc/stat`, the
+/// 8th value of each `cpuN` line, over the sum of its values). Steal is a stall that no
+/// priority inside the guest prevents; warn, skip when `proc/stat` is absent.
+pub(crate) fn steal(ctx: &Ctx<'_>) -> Finding {
+    const C: &str = "cpu.steal";
+    let Some(text) = host::read(ctx.root, "proc/stat") else {
+        return Finding::skip(C, format!("n/a: cannot read {}", shown("proc/stat")));
+    };
+    let mut stolen = Vec::new();
+    let mut seen = 0usize;
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let Some(cpu) = f
+            .next()
+            .and_then(|c| c.strip_prefix("cpu"))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if !ctx.queue_cores.contains(cpu) {
+            continue;
+        }
+        let ticks: Vec<u64> = f.filter_map(|v| v.parse().ok()).collect();
+        seen += 1;
+        let (steal, total) = (
+            ticks.get(7).copied().unwrap_or(0),
+            ticks.iter().sum::<u64>(),
+        );
+        if steal > 0 && total > 0 {
+            stolen.push(format!(
+                "{cpu}: {:.2} %",
+                100.0 * steal as f64 / total as f64
+            ));
+        }
+    }
+    if seen == 0 {
+        return Finding::skip(C, format!("n/a: no queue core in {}", shown("proc/stat")));
+    }
+    if stolen.is_empty() {
+        return Finding::pass(
+            C,
+            format!("no steal on queue cores {} since boot", ctx.queue_cores),
+        );
+    }
+    Finding::warn(
+        C,
+        format!(
+            "time stolen by the hypervisor since boot on queue cores {}: this is a VM, and \
+             SCHED_FIFO cannot keep the host from descheduling its vCPUs; every such stall \
+             must fit in the queue's buffers (the run report's longest_stall_us and \
+             cpu_steal_s show them)",
+            stolen.join(", ")
+        ),
+        "give the VM dedicated, pinned vCPUs (no overcommit) or run on bare metal; size \
+         ring_depth >= stall x packet rate (docs/concepts.md: Stall)"
+            .into(),
+    )
+}

@@ -18,6 +18,7 @@
 //! | `cmdline.isolcpus`, `cmdline.nohz_full`, `cmdline.rcu_nocbs`, `cmdline.irqaffinity` | `proc/cmdline` |
 //! | `cpu.governor` | `sys/devices/system/cpu/online`, `sys/devices/system/cpu/cpu<N>/cpufreq/scaling_governor` |
 //! | `cpu.cstates` | `proc/cmdline`, `sys/devices/system/cpu/cpu<N>/cpuidle/state<K>/{name,disable}` (queue cores) |
+//! | `cpu.steal` | `proc/stat` (steal of the queue cores since boot) |
 //! | `kernel.sched_rt_runtime_us` | `proc/sys/kernel/sched_rt_runtime_us` |
 //! | `kernel.timer_migration` | `proc/sys/kernel/timer_migration` |
 //! | `mm.hugepages` | `sys/kernel/mm/hugepages/hugepages-{2048,1048576}kB/{nr,free,resv,surplus}_hugepages`, `nr_overcommit_hugepages` |
@@ -208,6 +209,7 @@ pub fn run(config: &Config, opts: &Options) -> Vec<Finding> {
     out.extend(kernel::cmdline_checks(&ctx));
     out.push(kernel::governor(&ctx));
     out.push(kernel::cstates(&ctx));
+    out.push(kernel::steal(&ctx));
     out.push(kernel::sched_rt_runtime(&ctx));
     out.push(kernel::timer_migration(&ctx));
     out.push(memory::hugepages(&ctx));
