@@ -92,6 +92,12 @@ run "main job on a busy host: 0 lost in 5 x 10 s runs beside a busy loop per CPU
 # (app/tests/record.rs; root for tmpfs and tcpdump capture).
 run "recording and replay with real readers (cargo test --test record -- --ignored)" \
     cargo test -p rtdaq --test record -- --ignored --test-threads 1
+# Instrument formats (issue #17): baseband-written VDIF into rtdaq with nftables dropping
+# every 7th datagram (lost = nft's counter), rtdaq's VDIF generator recorded raw and read
+# back by baseband, a counter-at-offset stream with every 11th datagram dropped
+# (app/tests/formats.rs; root for namespaces and nftables).
+run "instrument formats with real peers: baseband VDIF, nft drops, VDIF recording (cargo test --test formats -- --ignored)" \
+    cargo test -p rtdaq --test formats -- --ignored --test-threads 1
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
 # This host has no RDMA: every ibverbs config must stop with exit 2 and the no-device message.

@@ -12,7 +12,9 @@
 //!
 //! Nothing here allocates after construction, blocks or logs.
 
-use rtdaq_config::model::{Generator, GeneratorLimit};
+use rtdaq_config::model::{Generator, GeneratorLimit, StreamFormat};
+use rtdaq_core::format::vdif::{epoch_unix_seconds, VdifHeader};
+use rtdaq_core::format::CounterFormat;
 use rtdaq_core::wire::seqhdr::{fill_pattern, SeqHeader, FLAG_PATTERN};
 
 /// Why a [`PayloadGen`] cannot be built.
@@ -32,6 +34,25 @@ pub struct PayloadGen {
     stream_id: u16,
     seq: u64,
     payload_size: usize,
+    shape: Shape,
+}
+
+/// What the payloads look like besides their pattern (`[interfaces.format]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// rtdaq's sequence header, then the pattern.
+    Rtdaq,
+    /// The pattern, with the counter (`seq × step` modulo the wrap) and the stream field
+    /// (the stream id) written over it.
+    Counter(CounterFormat),
+    /// A VDIF header (thread = stream id; second and frame number from the sequence
+    /// number and the rate, counted from `start`), then the pattern.
+    Vdif {
+        /// The header of sequence number 0 (seconds, epoch, station, rate fields).
+        start: VdifHeader,
+        /// Frames per second per thread.
+        fps: u32,
+    },
 }
 
 impl PayloadGen {
@@ -45,7 +66,49 @@ impl PayloadGen {
             stream_id,
             seq: 0,
             payload_size: payload_size.clamp(SeqHeader::LEN, max),
+            shape: Shape::Rtdaq,
         }
+    }
+
+    /// A generator of `format`'s payloads (the config validated `payload_size` against
+    /// it). VDIF frames are stamped from `unix_s` (the start, seconds since 1970) on: the
+    /// latest reference epoch that began before it, frame 0 of that second.
+    pub fn for_format(
+        stream_id: u16,
+        payload_size: usize,
+        format: StreamFormat,
+        unix_s: u64,
+    ) -> Self {
+        let mut g = Self::new(stream_id, payload_size);
+        match format {
+            StreamFormat::Rtdaq => {}
+            StreamFormat::Counter(c) => {
+                g.payload_size = payload_size;
+                g.shape = Shape::Counter(c);
+            }
+            StreamFormat::Vdif(v) => {
+                let epoch = (0..64u8)
+                    .rev()
+                    .find(|&e| epoch_unix_seconds(e) <= unix_s)
+                    .unwrap_or(0);
+                g.payload_size = payload_size;
+                g.shape = Shape::Vdif {
+                    start: VdifHeader {
+                        seconds: unix_s.saturating_sub(epoch_unix_seconds(epoch)) as u32,
+                        ref_epoch: epoch,
+                        version: 1,
+                        log2_nchan: v.log2_channels,
+                        frame_bytes: payload_size as u32,
+                        bits_per_sample: v.bits_per_sample,
+                        thread: stream_id & 0x3ff,
+                        station: v.station,
+                        ..VdifHeader::default()
+                    },
+                    fps: v.frames_per_second.unwrap_or(1).max(1),
+                };
+            }
+        }
+        g
     }
 
     /// [`new`](Self::new), but an out-of-range `payload_size` is an error.
@@ -100,6 +163,32 @@ impl PayloadGen {
         let Some(out) = buf.get_mut(..self.payload_size) else {
             return 0;
         };
+        match self.shape {
+            Shape::Rtdaq => {}
+            Shape::Counter(c) => {
+                fill_pattern(self.stream_id, self.seq, out);
+                let m = c.modulus();
+                let value = (u128::from(self.seq) * u128::from(c.step) % m) as u64;
+                // The config checked that the fields fit `payload_size`.
+                let _ = c.counter.write(out, value);
+                if let Some(sf) = c.stream {
+                    let _ = sf.write(out, u64::from(self.stream_id));
+                }
+                self.seq = self.seq.wrapping_add(1);
+                return self.payload_size;
+            }
+            Shape::Vdif { start, fps } => {
+                let f = u64::from(fps);
+                let mut h = start;
+                h.seconds = start.seconds.wrapping_add((self.seq / f) as u32) & 0x3fff_ffff;
+                h.frame = (self.seq % f) as u32;
+                let n = h.header_len();
+                let _ = h.emit(out);
+                fill_pattern(self.stream_id, self.seq, &mut out[n..]);
+                self.seq = self.seq.wrapping_add(1);
+                return self.payload_size;
+            }
+        }
         let (hdr, body) = out.split_at_mut(SeqHeader::LEN);
         let h = SeqHeader {
             flags: flags | FLAG_PATTERN,

@@ -47,7 +47,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                 q.queue,
                 &rs.gpu,
             ))
-            .with_record(r.record.get(k).cloned().unwrap_or_default()),
+            .with_record(r.record.get(k).cloned().unwrap_or_default())
+            .with_streams(v),
         );
     }
     let mut tx = Vec::new();

@@ -25,6 +25,11 @@
 //!       rx only: seq_gaps, reordered, duplicates, corrupt, malformed, too_old,
 //!                latency_ns: { p50, p99, p999, max, count, min },
 //!                in_gpu_memory (packets in a `device` region: counted, not checked),
+//!                invalid (VDIF invalid bit), rejects: { short, length, foreign, step,
+//!                frame_number } (instrument-format payloads without a position),
+//!                streams: [{ id, packets, missing, reordered, duplicates, too_old,
+//!                invalid }]   (per stream; absent when none was tracked)
+//!                format: { kind, frames_per_second, learned }  (instrument formats only),
 //!                gpu: { ... }                 (queues with a GPU stage: crate::gpu_report) }
 //! ```
 //! In `totals`, `interface` is `"total"` and `queue`/`core` are `null`; `core` is also
@@ -288,6 +293,26 @@ pub struct QueueReport {
     /// RX queues that record: one entry per sink ([`crate::record`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub record: Vec<crate::record::SinkReport>,
+    /// RX queues of an interface with an instrument format (`[interfaces.format]`): the
+    /// format and its learned parameters (absent for rtdaq's own header).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<FormatReport>,
+    /// RX queues: each stream's counters (by stream id; at most 64 streams per queue).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<crate::validator::StreamStats>,
+}
+
+/// The stream format of an RX queue: `{ kind, frames_per_second, learned }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FormatReport {
+    /// `counter` or `vdif`.
+    pub kind: String,
+    /// VDIF: the frame rate in use (configured or learned; `null` if never learned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames_per_second: Option<u32>,
+    /// VDIF: the rate was learned from the stream, not configured.
+    #[serde(default)]
+    pub learned: bool,
 }
 
 /// The RX-only fields of a [`QueueReport`] (from the validator).
@@ -311,6 +336,12 @@ pub struct RxChecks {
     /// so not in the checks above.
     #[serde(default)]
     pub in_gpu_memory: u64,
+    /// Payloads the sender flagged invalid (VDIF): arrived, tracked, counted here.
+    #[serde(default)]
+    pub invalid: u64,
+    /// Instrument-format payloads without a position, by reason (in `malformed` too).
+    #[serde(default)]
+    pub rejects: crate::validator::Rejects,
 }
 
 impl From<&ValidatorStats> for RxChecks {
@@ -324,6 +355,8 @@ impl From<&ValidatorStats> for RxChecks {
             too_old: s.too_old,
             latency_ns: s.latency,
             in_gpu_memory: s.in_gpu_memory,
+            invalid: s.invalid,
+            rejects: s.rejects,
         }
     }
 }
@@ -370,6 +403,8 @@ impl QueueReport {
             rx: None,
             gpu: None,
             record: Vec::new(),
+            format: None,
+            streams: Vec::new(),
         }
     }
 
@@ -378,6 +413,23 @@ impl QueueReport {
         let s = |ns: u64| (ns > 0).then(|| ns as f64 / 1e9);
         self.io_cpu_s = s(io_ns);
         self.consumer_cpu_s = s(consumer_ns);
+        self
+    }
+
+    /// Sets the stream format (instrument formats only) and each stream's counters from the
+    /// queue's validator.
+    pub fn with_streams(mut self, v: &crate::validator::Validator) -> Self {
+        use rtdaq_config::model::StreamFormat;
+        let (format, fps, learned) = v.format();
+        self.format = match format {
+            StreamFormat::Rtdaq => None,
+            f => Some(FormatReport {
+                kind: f.kind().to_owned(),
+                frames_per_second: fps,
+                learned,
+            }),
+        };
+        self.streams = v.streams();
         self
     }
 
@@ -444,6 +496,12 @@ impl QueueReport {
                 t.malformed += c.malformed;
                 t.too_old += c.too_old;
                 t.in_gpu_memory += c.in_gpu_memory;
+                t.invalid += c.invalid;
+                t.rejects.short += c.rejects.short;
+                t.rejects.length += c.rejects.length;
+                t.rejects.foreign += c.rejects.foreign;
+                t.rejects.step += c.rejects.step;
+                t.rejects.frame_number += c.rejects.frame_number;
                 let l = &c.latency_ns;
                 if l.count > 0 {
                     lat.min = if lat.count == 0 {
@@ -485,6 +543,8 @@ impl QueueReport {
             rx,
             gpu: None,
             record: Vec::new(),
+            format: None,
+            streams: Vec::new(),
         }
     }
 
@@ -628,6 +688,64 @@ fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> f
         for r in &q.record {
             writeln!(f, "        {r}")?;
         }
+        write_format(f, q)?;
+    }
+    Ok(())
+}
+
+/// An instrument-format queue: the format, rejects, invalid and each stream (at most 16
+/// lines; the JSON has them all).
+fn write_format(f: &mut fmt::Formatter<'_>, q: &QueueReport) -> fmt::Result {
+    let Some(fr) = &q.format else {
+        return Ok(());
+    };
+    let rate = match (fr.frames_per_second, fr.learned) {
+        (Some(r), true) => format!(" · {r} frames/s (learned)"),
+        (Some(r), false) => format!(" · {r} frames/s"),
+        (None, _) if fr.kind == "vdif" => {
+            " · frames/s not learned (no second boundary seen)".into()
+        }
+        _ => String::new(),
+    };
+    let (inv, rej) = q.rx.as_ref().map_or((0, String::new()), |c| {
+        let r = &c.rejects;
+        let parts: Vec<String> = [
+            ("short", r.short),
+            ("length", r.length),
+            ("foreign", r.foreign),
+            ("step", r.step),
+            ("frame_number", r.frame_number),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+        (c.invalid, parts.join(" "))
+    });
+    writeln!(
+        f,
+        "        format {}{rate} · {} streams · invalid {inv}{}",
+        fr.kind,
+        q.streams.len(),
+        if rej.is_empty() {
+            String::new()
+        } else {
+            format!(" · malformed: {rej}")
+        }
+    )?;
+    for s in q.streams.iter().take(16) {
+        writeln!(
+            f,
+            "          stream {:#x}: {} packets, {} missing, {} reordered, {} duplicates, {} too old, {} invalid",
+            s.id, s.packets, s.missing, s.reordered, s.duplicates, s.too_old, s.invalid
+        )?;
+    }
+    if q.streams.len() > 16 {
+        writeln!(
+            f,
+            "          ... {} more streams in the JSON report",
+            q.streams.len() - 16
+        )?;
     }
     Ok(())
 }
@@ -847,8 +965,9 @@ mod tests {
         let tx_keys = "bytes consumer_cpu_s core drops drops_total gbps interface io_cpu_s \
                        longest_stall_at_s longest_stall_us mpps packets queue";
         let rx_keys = "bytes consumer_cpu_s core corrupt drops drops_total duplicates gbps \
-                       in_gpu_memory interface io_cpu_s latency_ns longest_stall_at_s \
-                       longest_stall_us malformed mpps packets queue reordered seq_gaps too_old";
+                       in_gpu_memory interface invalid io_cpu_s latency_ns longest_stall_at_s \
+                       longest_stall_us malformed mpps packets queue rejects reordered seq_gaps \
+                       too_old";
         let mut drop_keys: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
         drop_keys.sort_unstable();
         for (dir, want) in [("rx", rx_keys), ("tx", tx_keys)] {

@@ -317,7 +317,7 @@ where
             taps.iter().map(|t| t.tap_counters()).collect(),
         );
         let validator = crate::pipeline::Pipeline::with_record(
-            Validator::with_mode(config.run.validate),
+            Validator::with_format(config.run.validate, config.interfaces[r.interface].format),
             record,
             taps,
         );
@@ -595,14 +595,15 @@ where
     }
     rx_stop.store(true, Release);
     let mut validators = Vec::new();
-    for (io, (name, cons)) in rx_handles {
+    for (k, (io, (name, cons))) in rx_handles.into_iter().enumerate() {
+        let format = config.interfaces[res.rx[k].interface].format;
         if let Some((io_name, io)) = io {
             join_queue_thread(io, &io_name, || (), &mut failed_threads);
         }
         let pipe = join_queue_thread(
             cons,
             &name,
-            || crate::pipeline::Pipeline::new(Validator::with_mode(config.run.validate)),
+            || crate::pipeline::Pipeline::new(Validator::with_format(config.run.validate, format)),
             &mut failed_threads,
         );
         validators.push(pipe.validate);
@@ -833,7 +834,14 @@ where
         let qc = &config.interfaces[r.interface].tx_queues[r.queue];
         let plan = GenPlan {
             gens: (0..g.streams)
-                .map(|k| PayloadGen::new(g.stream_id + k as u16, g.payload_size as usize))
+                .map(|k| {
+                    PayloadGen::for_format(
+                        g.stream_id + k as u16,
+                        g.payload_size as usize,
+                        config.interfaces[r.interface].format,
+                        crate::pacer::wall_clock_ns() / 1_000_000_000,
+                    )
+                })
                 .collect(),
             pacer: Pacer::from_config(&g.rate, start_ns),
             cap: qc

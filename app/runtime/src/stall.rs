@@ -90,7 +90,7 @@ impl<'a> StallClock<'a> {
 /// Clock ticks per second of `/proc/stat` (`USER_HZ`: 100 on every Linux architecture).
 const USER_HZ: f64 = 100.0;
 
-/// Steal time per CPU so far, in ticks of [`USER_HZ`] (`/proc/stat`, the 8th value of each
+/// Steal time per CPU so far, in ticks of `USER_HZ` (1/100 s; `/proc/stat`, the 8th value of each
 /// `cpuN` line). Empty when `/proc/stat` cannot be read or has no steal column.
 pub fn cpu_steal() -> BTreeMap<u32, u64> {
     std::fs::read_to_string("/proc/stat")

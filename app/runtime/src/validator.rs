@@ -47,8 +47,9 @@
 pub use crate::generator::{GeneratorError, PayloadGen, SendLimit};
 
 use crate::latency::{Histogram, LatencySummary};
-use rtdaq_config::model::Validation;
+use rtdaq_config::model::{StreamFormat, Validation};
 use rtdaq_core::counters::QueueCounters;
+use rtdaq_core::format::{Reject, Unwrap, VdifSequencer};
 use rtdaq_core::seq::{SeqEvent, SeqTracker};
 use rtdaq_core::wire::seqhdr::{check_pattern, SeqHeader, FLAG_PATTERN};
 use serde::{Deserialize, Serialize};
@@ -108,6 +109,74 @@ pub struct ValidatorStats {
     /// check): a `device` region written by the NIC.
     #[serde(default)]
     pub in_gpu_memory: u64,
+    /// Payloads the sender flagged invalid (VDIF's invalid bit): arrived and tracked.
+    #[serde(default)]
+    pub invalid: u64,
+    /// Payloads of an instrument format without a position, by reason (also counted in
+    /// `malformed`).
+    #[serde(default)]
+    pub rejects: Rejects,
+}
+
+/// Payloads an instrument format could not place, by [`Reject`] reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Rejects {
+    /// Shorter than the format's header or field.
+    pub short: u64,
+    /// Header length differs from the payload length (VDIF).
+    pub length: u64,
+    /// Not this format.
+    pub foreign: u64,
+    /// A counter that moved by a non-multiple of its step, or is beyond its wrap.
+    pub step: u64,
+    /// A VDIF frame number at or beyond the frames per second.
+    pub frame_number: u64,
+}
+
+impl Rejects {
+    fn add(&mut self, r: Reject) {
+        let c = match r {
+            Reject::Short => &mut self.short,
+            Reject::Length => &mut self.length,
+            Reject::Foreign => &mut self.foreign,
+            Reject::Step => &mut self.step,
+            _ => &mut self.frame_number,
+        };
+        *c += 1;
+    }
+
+    fn merge(&mut self, o: &Rejects) {
+        self.short += o.short;
+        self.length += o.length;
+        self.foreign += o.foreign;
+        self.step += o.step;
+        self.frame_number += o.frame_number;
+    }
+
+    /// Sum over reasons.
+    pub const fn total(&self) -> u64 {
+        self.short + self.length + self.foreign + self.step + self.frame_number
+    }
+}
+
+/// One stream's counters at the end of a run (the report's `streams`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamStats {
+    /// Stream key (rtdaq: the header's stream id; counter: the stream field; VDIF:
+    /// `station << 10 | thread`).
+    pub id: u32,
+    /// Payloads of the stream that were sequence-tracked.
+    pub packets: u64,
+    /// Sequence numbers missing (lost at the end of a run).
+    pub missing: u64,
+    /// Late arrivals that filled a hole.
+    pub reordered: u64,
+    /// Sequence numbers seen again.
+    pub duplicates: u64,
+    /// Too far behind to judge.
+    pub too_old: u64,
+    /// Flagged invalid by the sender (VDIF).
+    pub invalid: u64,
 }
 
 impl ValidatorStats {
@@ -124,8 +193,11 @@ impl ValidatorStats {
 #[derive(Debug, Clone)]
 struct Slot {
     used: bool,
-    id: u16,
+    id: u32,
     tracker: SeqTracker<SEQ_WORDS>,
+    /// Counter format: the stream's raw counter → linear count.
+    unwrap: Unwrap,
+    invalid: u64,
 }
 
 impl Slot {
@@ -133,6 +205,8 @@ impl Slot {
         used: false,
         id: 0,
         tracker: SeqTracker::new(),
+        unwrap: Unwrap::new(),
+        invalid: 0,
     };
 }
 
@@ -151,6 +225,8 @@ struct Published {
 #[derive(Debug, Clone)]
 pub struct Validator {
     mode: Validation,
+    format: StreamFormat,
+    vdif: VdifSequencer,
     slots: [Slot; MAX_STREAMS],
     stats: ValidatorStats,
     gaps_gross: u64,
@@ -172,8 +248,21 @@ impl Validator {
 
     /// An empty validator doing the checks of `mode` (all tables preallocated inline).
     pub fn with_mode(mode: Validation) -> Self {
+        Self::with_format(mode, StreamFormat::Rtdaq)
+    }
+
+    /// An empty validator for payloads of `format` (`[interfaces.format]`). With an
+    /// instrument format, `full` and `sequence` both track the format's sequence (there is
+    /// no rtdaq pattern to check) and `count` counts only.
+    pub fn with_format(mode: Validation, format: StreamFormat) -> Self {
+        let fps = match format {
+            StreamFormat::Vdif(v) => v.frames_per_second,
+            _ => None,
+        };
         Self {
             mode,
+            format,
+            vdif: VdifSequencer::new(fps),
             slots: [Slot::EMPTY; MAX_STREAMS],
             stats: ValidatorStats::default(),
             gaps_gross: 0,
@@ -182,25 +271,122 @@ impl Validator {
         }
     }
 
-    /// The slot of `id`, taking a free one the first time; `None` when the table is full.
+    /// The slot index of `id`, taking a free one the first time; `None` when the table is
+    /// full.
     #[inline]
-    fn slot(&mut self, id: u16) -> Option<&mut SeqTracker<SEQ_WORDS>> {
-        let start = usize::from(id) % MAX_STREAMS;
+    fn slot(&mut self, id: u32) -> Option<usize> {
+        // Fold the key so VDIF's `station << 10 | thread` spreads over the table.
+        let start = ((id ^ (id >> 10)) as usize) % MAX_STREAMS;
         for k in 0..MAX_STREAMS {
             let i = (start + k) % MAX_STREAMS;
             let s = &self.slots[i];
             if s.used && s.id == id {
-                return Some(&mut self.slots[i].tracker);
+                return Some(i);
             }
             if !s.used {
                 self.stats.streams += 1;
                 let s = &mut self.slots[i];
                 s.used = true;
                 s.id = id;
-                return Some(&mut s.tracker);
+                return Some(i);
             }
         }
         None
+    }
+
+    /// Counts a payload the format could not place (`malformed`, by reason).
+    #[inline]
+    fn reject(&mut self, r: Reject) -> Verdict {
+        self.stats.malformed += 1;
+        self.stats.rejects.add(r);
+        Verdict::Malformed
+    }
+
+    /// Tracks `seq` in slot `i`.
+    #[inline]
+    fn track(&mut self, i: usize, seq: u64) -> Verdict {
+        let ev = self.slots[i].tracker.observe(seq);
+        let st = &mut self.stats;
+        match ev {
+            SeqEvent::InOrder => st.unique += 1,
+            SeqEvent::Gap { missing } => {
+                st.unique += 1;
+                st.seq_gaps = st.seq_gaps.saturating_add(missing);
+                self.gaps_gross = self.gaps_gross.saturating_add(missing);
+            }
+            SeqEvent::Reordered => {
+                st.unique += 1;
+                st.reordered += 1;
+                st.seq_gaps = st.seq_gaps.saturating_sub(1);
+            }
+            SeqEvent::Duplicate => st.duplicates += 1,
+            SeqEvent::TooOld => st.too_old += 1,
+        }
+        Verdict::Ok(ev)
+    }
+
+    /// A payload of an instrument format (counter, VDIF).
+    #[inline]
+    fn check_format(&mut self, payload: &[u8]) -> Verdict {
+        let (stream, raw, counter, invalid) = match self.format {
+            StreamFormat::Counter(f) => match f.read(payload) {
+                Ok((stream, raw)) => (stream, raw, Some(f), false),
+                Err(r) => return self.reject(r),
+            },
+            _ => match self.vdif.position(payload) {
+                Ok(p) => (p.stream, p.seq, None, p.invalid),
+                Err(r) => return self.reject(r),
+            },
+        };
+        let Some(i) = self.slot(stream) else {
+            self.stats.streams_overflow += 1;
+            return Verdict::StreamOverflow;
+        };
+        let seq = match counter {
+            Some(f) => match self.slots[i].unwrap.position(&f, stream, raw) {
+                Ok(p) => p.seq,
+                Err(r) => return self.reject(r),
+            },
+            None => raw,
+        };
+        if invalid {
+            self.stats.invalid += 1;
+            self.slots[i].invalid += 1;
+        }
+        self.track(i, seq)
+    }
+
+    /// Each stream's counters (off the hot path: allocates).
+    pub fn streams(&self) -> Vec<StreamStats> {
+        let mut v: Vec<StreamStats> = self
+            .slots
+            .iter()
+            .filter(|s| s.used)
+            .map(|s| {
+                let t = s.tracker.snapshot();
+                StreamStats {
+                    id: s.id,
+                    packets: t.received,
+                    missing: t.gaps,
+                    reordered: t.reordered,
+                    duplicates: t.duplicates,
+                    too_old: t.too_old,
+                    invalid: s.invalid,
+                }
+            })
+            .collect();
+        v.sort_by_key(|s| s.id);
+        v
+    }
+
+    /// The stream format, and the VDIF frame rate in use (configured or learned, `None`
+    /// while learning or for other formats) with whether it was learned.
+    pub fn format(&self) -> (StreamFormat, Option<u32>, bool) {
+        (
+            self.format,
+            self.vdif.frames_per_second(),
+            self.vdif.learned(),
+        )
     }
 
     /// Checks one payload received at `rx_ns` (`CLOCK_REALTIME` ns; 0 = unknown, no
@@ -211,6 +397,9 @@ impl Validator {
         st.bytes = st.bytes.wrapping_add(payload.len() as u64);
         if self.mode == Validation::Count {
             return Verdict::Counted;
+        }
+        if !matches!(self.format, StreamFormat::Rtdaq) {
+            return self.check_format(payload);
         }
         let Ok((h, body)) = SeqHeader::parse_with_payload(payload) else {
             st.malformed += 1;
@@ -230,28 +419,11 @@ impl Validator {
             });
             self.latency.record(d);
         }
-        let Some(tracker) = self.slot(h.stream_id) else {
+        let Some(i) = self.slot(u32::from(h.stream_id)) else {
             self.stats.streams_overflow += 1;
             return Verdict::StreamOverflow;
         };
-        let ev = tracker.observe(h.seq);
-        let st = &mut self.stats;
-        match ev {
-            SeqEvent::InOrder => st.unique += 1,
-            SeqEvent::Gap { missing } => {
-                st.unique += 1;
-                st.seq_gaps = st.seq_gaps.saturating_add(missing);
-                self.gaps_gross = self.gaps_gross.saturating_add(missing);
-            }
-            SeqEvent::Reordered => {
-                st.unique += 1;
-                st.reordered += 1;
-                st.seq_gaps = st.seq_gaps.saturating_sub(1);
-            }
-            SeqEvent::Duplicate => st.duplicates += 1,
-            SeqEvent::TooOld => st.too_old += 1,
-        }
-        Verdict::Ok(ev)
+        self.track(i, h.seq)
     }
 
     /// Counts a packet of `len` bytes that lies in GPU memory: received, but its payload
@@ -335,6 +507,8 @@ impl Validator {
         a.streams_overflow += b.streams_overflow;
         a.negative_latency += b.negative_latency;
         a.in_gpu_memory += b.in_gpu_memory;
+        a.invalid += b.invalid;
+        a.rejects.merge(&b.rejects);
         self.gaps_gross = self.gaps_gross.saturating_add(other.gaps_gross);
         self.latency.merge(&other.latency);
     }

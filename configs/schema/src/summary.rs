@@ -44,6 +44,8 @@ pub struct InterfaceSummary {
     pub flows: usize,
     /// Unmatched traffic: `"rx queue <id>"` or `"drop"`.
     pub default_action: String,
+    /// Stream format: `rtdaq`, `counter u64be@0 step 1, stream u16be@8`, `vdif 1600/s`.
+    pub format: String,
 }
 
 /// One queue (one I/O thread, plus a consumer thread for indirect RX) in a [`Summary`].
@@ -202,6 +204,7 @@ impl Config {
                         .map_or_else(|| "drop".to_owned(), |r| format!("rx queue {}", r.id)),
                     DefaultAction::Drop => "drop".to_owned(),
                 },
+                format: describe_format(&iface.format),
             });
         }
         let mut cores: Vec<u32> = queues
@@ -452,6 +455,37 @@ impl Config {
     }
 }
 
+/// A stream format in a few words (`config check`).
+fn describe_format(f: &crate::model::StreamFormat) -> String {
+    use crate::model::StreamFormat;
+    let field = |c: &rtdaq_core::format::CounterField| {
+        let e = if c.big_endian { "be" } else { "le" };
+        let bits = if c.shift == 0 && c.bits == c.bytes * 8 {
+            String::new()
+        } else {
+            format!("[{}..{}]", c.shift, c.shift + c.bits)
+        };
+        format!("u{}{e}@{}{bits}", c.bytes * 8, c.offset)
+    };
+    match f {
+        StreamFormat::Rtdaq => "rtdaq".to_owned(),
+        StreamFormat::Counter(c) => {
+            let mut s = format!("counter {} step {}", field(&c.counter), c.step);
+            if c.wrap != 0 {
+                s.push_str(&format!(" wrap {}", c.wrap));
+            }
+            if let Some(st) = &c.stream {
+                s.push_str(&format!(", stream {}", field(st)));
+            }
+            s
+        }
+        StreamFormat::Vdif(v) => match v.frames_per_second {
+            Some(r) => format!("vdif {r} frames/s"),
+            None => "vdif (frames/s learned)".to_owned(),
+        },
+    }
+}
+
 fn table(f: &mut fmt::Formatter<'_>, rows: &[Vec<String>]) -> fmt::Result {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
@@ -485,9 +519,18 @@ impl fmt::Display for Summary {
             self.name, self.engine, self.platform
         )?;
         writeln!(f, "interfaces:")?;
-        let mut rows = vec![["name", "address", "mtu", "rx", "tx", "flows", "unmatched"]
-            .map(String::from)
-            .to_vec()];
+        let mut rows = vec![[
+            "name",
+            "address",
+            "mtu",
+            "rx",
+            "tx",
+            "flows",
+            "unmatched",
+            "format",
+        ]
+        .map(String::from)
+        .to_vec()];
         for i in &self.interfaces {
             rows.push(vec![
                 i.name.clone(),
@@ -497,6 +540,7 @@ impl fmt::Display for Summary {
                 i.tx_queues.to_string(),
                 i.flows.to_string(),
                 i.default_action.clone(),
+                i.format.clone(),
             ]);
         }
         table(f, &rows)?;

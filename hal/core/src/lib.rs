@@ -10,6 +10,7 @@
 //! | [`burst`] | [`Burst`]: up to `N` packets of up to 4 segments; returns its buffers on `Drop` |
 //! | [`counters`] | [`QueueCounters`]: per-queue packets, bytes, drops by reason, sequence stats |
 //! | [`wire`] | bounds-checked parse/emit of Ethernet II, 802.1Q/QinQ, IPv4, UDP, eCPRI and the rtdaq sequence header |
+//! | [`format`](mod@format) | instrument stream formats (counter at an offset, VDIF): a payload's stream and linear sequence number |
 //! | [`flow`] | flow rules, a first-match [`FlowTable`](flow::FlowTable), symmetric Toeplitz RSS |
 //! | [`slot_ring`] | [`SlotRing`]: SPSC ring of reusable, always-initialised slots filled and consumed in place (bursts between an I/O and a consumer thread) |
 //! | [`seq`] | [`SeqTracker`]: gaps, reordering and duplicates over a `u64` sequence |
@@ -43,6 +44,7 @@ pub mod burst;
 pub mod counters;
 pub mod error;
 pub mod flow;
+pub mod format;
 pub mod meta;
 pub mod pool;
 pub mod ring;

@@ -192,4 +192,7 @@ pub struct Interface {
     pub tx_queues: Vec<TxQueue>,
     /// What happens to RX traffic no flow matched (queue index, or drop).
     pub default_action: DefaultAction,
+    /// The stream format of its payloads (`[interfaces.format]`): what its RX queues track
+    /// and what a generator on it sends.
+    pub format: super::StreamFormat,
 }

@@ -6,6 +6,7 @@
 //! into constants; the types carry no behaviour beyond small derived quantities.
 
 mod engine;
+mod format;
 mod gpu;
 mod interface;
 mod memory;
@@ -16,6 +17,7 @@ pub use engine::{
     AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, FlowOffload, IbMode,
     IbverbsEngine, RoceOp, RoceReply, RxTimestamps, SocketEngine, Sockopt, StridingRq, ZeroCopy,
 };
+pub use format::{StreamFormat, VdifParams};
 pub use gpu::{
     BatchMode, GpuProduct, GpuStage, GpuStageId, GpuStaging, GpuWorkload, SampleConversion,
     SampleIn, SampleOut, FFT_LEN, GEMM_DIM, GPU_ALIGN,

@@ -43,6 +43,55 @@ pub(crate) struct RawInterface {
     pub tx_queues: Vec<RawTxQueue>,
     #[serde(default)]
     pub default_action: Option<IntOrStr>,
+    #[serde(default)]
+    pub format: Option<RawFormat>,
+}
+
+/// `[interfaces.format]`: the stream format (validated in `validate/format.rs`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawFormat {
+    pub kind: String,
+    // kind = "counter"
+    #[serde(default)]
+    pub offset: Option<i64>,
+    #[serde(default)]
+    pub bytes: Option<i64>,
+    #[serde(default)]
+    pub endian: Option<String>,
+    #[serde(default)]
+    pub shift: Option<i64>,
+    #[serde(default)]
+    pub bits: Option<i64>,
+    #[serde(default)]
+    pub step: Option<i64>,
+    #[serde(default)]
+    pub wrap: Option<i64>,
+    #[serde(default)]
+    pub stream: Option<RawField>,
+    // kind = "vdif"
+    #[serde(default)]
+    pub frames_per_second: Option<i64>,
+    #[serde(default)]
+    pub station: Option<IntOrStr>,
+    #[serde(default)]
+    pub bits_per_sample: Option<i64>,
+    #[serde(default)]
+    pub log2_channels: Option<i64>,
+}
+
+/// `[interfaces.format.stream]`: the stream id field of a counter format.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawField {
+    pub offset: i64,
+    pub bytes: i64,
+    #[serde(default)]
+    pub endian: Option<String>,
+    #[serde(default)]
+    pub shift: Option<i64>,
+    #[serde(default)]
+    pub bits: Option<i64>,
 }
 
 fn default_mtu() -> i64 {

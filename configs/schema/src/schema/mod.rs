@@ -14,7 +14,9 @@ mod value;
 pub(crate) use engine::{RawAfpacket, RawAfxdp, RawDpdk, RawEngine, RawIbverbs, RawSocket};
 pub(crate) use flow::{RawFlow, RawMatch, RawWord, RawWordBase};
 pub(crate) use gpu::{RawBatchMode, RawGpuStage, RawProduct, RawSlotMode, RawStaging, RawWorkload};
-pub(crate) use interface::{RawInterface, RawRegion, RawRxMode, RawRxQueue, RawTxQueue};
+pub(crate) use interface::{
+    RawField, RawFormat, RawInterface, RawRegion, RawRxMode, RawRxQueue, RawTxQueue,
+};
 pub(crate) use record::{RawDada, RawRecorder};
 pub(crate) use value::IntOrStr;
 

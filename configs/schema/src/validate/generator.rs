@@ -4,6 +4,7 @@ use super::capacity::largest_frame;
 use super::interfaces::{no_interface, tx_queue_index};
 use super::{int, Draft};
 use crate::error::Errors;
+use crate::model::StreamFormat;
 use crate::model::{
     Address, EngineKind, Generator, GeneratorLimit, GeneratorRate, IbMode, InterfaceId, Replay,
     SocketUri, Transport, MAX_REPLAY_LOOPS,
@@ -51,6 +52,15 @@ pub(super) fn generator(
         errs,
     );
     let streams = iface.and_then(|i| streams(g, d, i, errs));
+    if let (Some(i), Some(id), Some(n)) = (iface, stream_id, streams) {
+        let vdif = matches!(d.interfaces[i].format, Some(StreamFormat::Vdif(_)));
+        if vdif && u32::from(id) + n > 1024 {
+            errs.push(
+                format!("{P}.stream_id"),
+                format!("VDIF thread ids are 10 bits: stream_id {id} + {n} streams go past 1023; lower stream_id or streams"),
+            );
+        }
+    }
     if let (Some(i), Some(q), Some(GeneratorRate::Gbps(r))) = (iface, tx_queue, rate) {
         within_pacing(d, i, q, r, errs);
     }
@@ -382,16 +392,39 @@ fn payload(g: &RawGenerator, d: &Draft, i: usize, errs: &mut Errors) -> Option<u
         Some((m, why)) => (m, why),
         None => (65507, "largest UDP payload".to_owned()),
     };
-    int::<u32>(
+    let format = d.interfaces[i].format.unwrap_or_default();
+    let (min, what) = match format {
+        StreamFormat::Rtdaq => (MIN_PAYLOAD, "the rtdaq sequence header".to_owned()),
+        f => (
+            f.min_payload(),
+            format!("the {} format of interfaces[{i}].format", f.kind()),
+        ),
+    };
+    let size = int::<u32>(
         g.payload_size,
-        i64::from(MIN_PAYLOAD),
+        i64::from(min),
         i64::from(max),
         &path,
-        &format!(
-            " bytes (at least {MIN_PAYLOAD} for the rtdaq sequence header; at most {max}: {why})"
-        ),
+        &format!(" bytes (at least {min} for {what}; at most {max}: {why})"),
         errs,
-    )
+    )?;
+    if let StreamFormat::Vdif(v) = format {
+        if size % 8 != 0 {
+            errs.push(
+                &path,
+                format!("{size} is not a VDIF frame length: VDIF frames are multiples of 8 bytes (header included); use {}", size / 8 * 8),
+            );
+            return None;
+        }
+        if v.frames_per_second.is_none() {
+            errs.push(
+                format!("interfaces[{i}].format.frames_per_second"),
+                "missing: the generator numbers VDIF frames within each second and needs the rate (e.g. frames_per_second = 10000; send rate_pps = frames_per_second × streams for real-time stamps)",
+            );
+            return None;
+        }
+    }
+    Some(size)
 }
 
 /// A generator rate above the TX queue's pacing could never be reached.

@@ -38,6 +38,7 @@ pub(super) fn interfaces(raw: &RawConfig, d: &mut Draft, errs: &mut Errors) {
             .map(|(q, tq)| queues::tx_queue(tq, i, q, iface, raw, d, errs))
             .collect();
         let default_action = default_action(iface, &p, errs);
+        let format = super::format::format(iface.format.as_ref(), &p, errs);
         d.interfaces.push(DraftInterface {
             name: iface.name.clone(),
             address,
@@ -48,6 +49,7 @@ pub(super) fn interfaces(raw: &RawConfig, d: &mut Draft, errs: &mut Errors) {
             rx,
             tx,
             default_action,
+            format,
         });
     }
     duplicate_addresses(raw, d, errs);

@@ -11,6 +11,7 @@ mod capacity;
 mod cores;
 mod engine;
 mod flows;
+mod format;
 mod generator;
 mod gpu;
 mod interfaces;
@@ -45,6 +46,7 @@ pub(crate) struct DraftInterface {
     pub rx: Vec<Option<RxQueue>>,
     pub tx: Vec<Option<TxQueue>>,
     pub default_action: Option<DefaultAction>,
+    pub format: Option<crate::model::StreamFormat>,
 }
 
 /// Everything as far as it validated; `None` marks an item with an error.
@@ -139,6 +141,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
                 rx_queues: i.rx.into_iter().collect::<Option<_>>()?,
                 tx_queues: i.tx.into_iter().collect::<Option<_>>()?,
                 default_action: i.default_action?,
+                format: i.format?,
             })
         })
         .collect::<Option<Vec<_>>>()?;

@@ -1,0 +1,342 @@
+//! Instrument stream formats (`[interfaces.format]`, issue #17) end to end, with real peers:
+//!
+//! - `baseband` (PyPI, the VLBI file library) writes a 4-thread VDIF file; its frames go one
+//!   per datagram (`scripts/peers/vdif_peer.py send`) into `rtdaq-socket` on
+//!   `configs/host-vdif-rx.toml` in a namespace whose nftables drop every 7th datagram:
+//!   rtdaq's `lost` equals nft's counter exactly, frames per thread add up, and the frame
+//!   rate was learned;
+//! - rtdaq's VDIF generator (`configs/host-loopback-vdif.toml`) recorded by a `raw` sink
+//!   opens in `baseband.vdif`: 4 threads, station "Ar", frame numbers continuous, every
+//!   received frame in the file;
+//! - rtdaq's counter generator (`configs/host-loopback-counter.toml`) over the loopback of a
+//!   namespace whose nftables drop every 11th datagram: `lost` equals nft's counter, per beam.
+//!
+//! Needs root (namespaces, nftables), `nft`, the repository's Python venv with baseband
+//! (`scripts/install-test-deps.sh` makes `target/pyenv`) and `target/engines/rtdaq-socket`
+//! (`scripts/build-engines.sh`); without them each test prints SKIPPED and passes.
+
+mod e2e;
+
+use e2e::{finish, root, show, start, tmp, u};
+use rtdaq_testbed::{Side, VethPair};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// One at a time: each pins rtdaq's threads to cores 0 and 1.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn python() -> PathBuf {
+    root().join("target/pyenv/bin/python")
+}
+
+fn peer() -> PathBuf {
+    root().join("scripts/peers/vdif_peer.py")
+}
+
+/// Why the tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    if !rtdaq_testbed::is_root() {
+        return Some("not root (namespaces and nftables need it)".into());
+    }
+    let nft = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
+        .iter()
+        .any(|p| Path::new(p).exists());
+    if !nft {
+        return Some("no nft (Debian: apt-get install nftables)".into());
+    }
+    let bb = Command::new(python())
+        .args(["-c", "import baseband"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !bb {
+        return Some(
+            "no target/pyenv with baseband (scripts/install-test-deps.sh makes it)".into(),
+        );
+    }
+    if !root().join("target/engines/rtdaq-socket").exists() {
+        return Some("no target/engines/rtdaq-socket (scripts/build-engines.sh)".into());
+    }
+    None
+}
+
+fn skipped(test: &str) -> bool {
+    match skip_reason() {
+        Some(why) => {
+            let bar = "!".repeat(78);
+            eprintln!("{bar}\n!! SKIPPED {test}: {why}\n{bar}");
+            true
+        }
+        None => false,
+    }
+}
+
+/// `config` (a file under `configs/`) with each `(from, to)` replaced once; written to a
+/// temp file. Panics when a `from` is missing, so an edited config cannot silently differ.
+fn edited(config: &str, edits: &[(&str, String)], tag: &str) -> PathBuf {
+    let mut text = std::fs::read_to_string(root().join("configs").join(config)).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{config} has no {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    let p = tmp(tag, "toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// An nftables table in `side`'s namespace dropping every `every`th UDP datagram to `port`
+/// (the one with index ≡ `phase` mod `every`, counting from 0), with a counter.
+fn nft_drop(pair: &VethPair, side: Side, port: u16, every: u32, phase: u32) {
+    let rules = format!(
+        "table inet rtdaq_fmt {{\n chain input {{\n  type filter hook input priority -10; policy accept;\n  udp dport {port} numgen inc mod {every} {phase} counter drop\n }}\n}}\n"
+    );
+    let f = tmp("nft", "rules");
+    std::fs::write(&f, rules).unwrap();
+    let out = pair
+        .command(side, "nft")
+        .arg("-f")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nft -f: {}", show(&out));
+}
+
+/// The packets nft's rule dropped so far.
+fn nft_dropped(pair: &VethPair, side: Side) -> u64 {
+    let out = pair
+        .command(side, "nft")
+        .args(["list", "table", "inet", "rtdaq_fmt"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let n = text
+        .split("counter packets ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok());
+    n.unwrap_or_else(|| panic!("no counter in {text}"))
+}
+
+fn py(args: &[&str]) -> Value {
+    let out = Command::new(python())
+        .arg(peer())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "vdif_peer.py {args:?}: {}",
+        show(&out)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+#[ignore = "needs root, nft, baseband and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn baseband_vdif_with_every_7th_datagram_dropped_loses_exactly_those() {
+    if skipped("baseband_vdif_with_every_7th_datagram_dropped_loses_exactly_those") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let file = tmp("bb", "vdif");
+    // 4 threads x 2500 frames of 1032 bytes at 1000 frames/s: 2.5 s of data, two second
+    // boundaries (the receiver learns the rate at the first).
+    let made = py(&[
+        "write",
+        file.to_str().unwrap(),
+        "--threads",
+        "4",
+        "--frames",
+        "2500",
+        "--frame-bytes",
+        "1032",
+        "--fps",
+        "1000",
+    ]);
+    assert_eq!(made["frames"], 10_000);
+    let pair = VethPair::new("fmt-vdif").unwrap();
+    let ip = pair.ip(Side::B).to_string();
+    let cfg = edited(
+        "host-vdif-rx.toml",
+        &[(
+            "address = \"udp://127.0.0.1:7150\"",
+            format!("address = \"udp://{ip}:7150\""),
+        )],
+        "vdif-rx",
+    );
+    // Index ≡ 5 mod 7: neither the first 4 frames (one per thread: the streams' bases) nor
+    // the last 4 (tail loss is invisible to sequence numbers) are dropped.
+    nft_drop(&pair, Side::B, 7150, 7, 5);
+    let rx = start(&pair, Side::B, "socket", &cfg, 5.0, "vdif-rx");
+    let sent = pair
+        .command(Side::A, python().to_str().unwrap())
+        .arg(peer())
+        .args([
+            "send",
+            file.to_str().unwrap(),
+            &ip,
+            "7150",
+            "--pps",
+            "20000",
+        ])
+        .output()
+        .unwrap();
+    assert!(sent.status.success(), "{}", show(&sent));
+    let (out, r) = finish(rx, "vdif-rx");
+    let dropped = nft_dropped(&pair, Side::B);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(
+        dropped,
+        10_000 / 7 + u64::from(10_000 % 7 > 5),
+        "{}",
+        show(&out)
+    );
+    let received = u(&r, "/rx/totals/packets");
+    assert_eq!(received + dropped, 10_000, "{}", show(&out));
+    assert_eq!(
+        u(&r, "/lost"),
+        dropped,
+        "lost = nft's drops:\n{}",
+        show(&out)
+    );
+    assert_eq!(u(&r, "/rx/totals/seq_gaps"), dropped);
+    assert_eq!(u(&r, "/rx/totals/malformed"), 0);
+    let q = &r["rx"]["queues"][0];
+    assert_eq!(q["format"]["kind"], "vdif");
+    assert_eq!(q["format"]["frames_per_second"], 1000, "learned");
+    assert_eq!(q["format"]["learned"], true);
+    let streams = q["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 4, "one stream per VDIF thread");
+    let station = u64::from(u16::from_be_bytes(*b"Ar"));
+    let mut missing = 0;
+    for (t, s) in streams.iter().enumerate() {
+        assert_eq!(u(s, "/id"), station << 10 | t as u64, "{s}");
+        assert_eq!(u(s, "/packets") + u(s, "/missing"), 2500, "{s}");
+        missing += u(s, "/missing");
+    }
+    assert_eq!(missing, dropped);
+    // The report is exit code 1: frames were lost.
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+}
+
+#[test]
+#[ignore = "needs root, baseband and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn generated_vdif_recorded_raw_opens_in_baseband_with_continuous_frames() {
+    if skipped("generated_vdif_recorded_raw_opens_in_baseband_with_continuous_frames") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tmp("vdif-rec", "d");
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = edited(
+        "host-loopback-vdif.toml",
+        &[
+            (
+                "consumer_core = 0\n",
+                "consumer_core = 0\nrecord = [\"vdif\"]\n".into(),
+            ),
+            (
+                "[run]\n",
+                "[[recorders]]\nname = \"vdif\"\nformat = \"raw\"\ndirectory = \"unused\"\nfile_name = \"{config}.vdif\"\n\n[run]\n".into(),
+            ),
+        ],
+        "vdif-rec",
+    );
+    let json = tmp("vdif-rec", "json");
+    let out = Command::new(root().join("target/engines/rtdaq-socket"))
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "2"])
+        .arg("--output-dir")
+        .arg(&dir)
+        .arg("--report-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let received = u(&r, "/rx/totals/packets");
+    assert!(received > 4 * 1000, "2 s at 6400 frames/s: {}", show(&out));
+    assert_eq!(u(&r, "/lost"), 0);
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "vdif"))
+        .unwrap_or_else(|| panic!("no .vdif in {}", dir.display()));
+    let c = py(&[
+        "check",
+        file.to_str().unwrap(),
+        "--threads",
+        "4",
+        "--fps",
+        "1600",
+    ]);
+    assert_eq!(c["frames"], received, "{c}");
+    assert_eq!(c["continuous"], true, "{c}");
+    assert_eq!(c["station"], "Ar", "{c}");
+    assert_eq!(c["bps"], 2, "{c}");
+    let threads = c["threads"].as_object().unwrap();
+    assert_eq!(threads.len(), 4, "{c}");
+    for n in threads.values() {
+        let n = n.as_u64().unwrap();
+        assert!(n.abs_diff(received / 4) <= 1, "{c}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&json);
+}
+
+#[test]
+#[ignore = "needs root, nft and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn counter_stream_with_every_11th_datagram_dropped_loses_exactly_those() {
+    if skipped("counter_stream_with_every_11th_datagram_dropped_loses_exactly_those") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("fmt-ctr").unwrap();
+    // Inside the namespace: generator and receiver over its loopback, nft on its input.
+    let cfg = edited(
+        "host-loopback-counter.toml",
+        &[("rate_gbps = 0.5", "rate_pps = 20000".into())],
+        "ctr",
+    );
+    nft_drop(&pair, Side::B, 7152, 11, 4);
+    let up = pair
+        .command(Side::B, "ip")
+        .args(["link", "set", "lo", "up"])
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{}", show(&up));
+    let rx = start(&pair, Side::B, "socket", &cfg, 2.0, "ctr");
+    let (out, r) = finish(rx, "ctr");
+    let dropped = nft_dropped(&pair, Side::B);
+    assert!(
+        dropped > 1000,
+        "2 s at 20 000 pps, every 11th: {dropped}\n{}",
+        show(&out)
+    );
+    let sent = u(&r, "/tx/totals/packets");
+    assert_eq!(
+        u(&r, "/rx/totals/packets") + dropped,
+        sent,
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        u(&r, "/lost"),
+        dropped,
+        "lost = nft's drops:\n{}",
+        show(&out)
+    );
+    let q = &r["rx"]["queues"][0];
+    assert_eq!(q["format"]["kind"], "counter");
+    let streams = q["streams"].as_array().unwrap();
+    assert_eq!(
+        streams.iter().map(|s| u(s, "/id")).collect::<Vec<_>>(),
+        [1, 2],
+        "the two beams"
+    );
+    // Missing per beam adds up to lost, save a dropped last packet of a beam (tail loss,
+    // which only the generator's count reveals).
+    let missing: u64 = streams.iter().map(|s| u(s, "/missing")).sum();
+    assert!(dropped - missing <= 2, "{missing} of {dropped}");
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+}

@@ -1,0 +1,57 @@
+//! The stream format of an interface (`[interfaces.format]`): what its RX queues expect in
+//! each payload and what a generator on it sends.
+
+use rtdaq_core::format::CounterFormat;
+
+/// `interfaces[].format`; see `docs/formats.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamFormat {
+    /// rtdaq's own 32-byte sequence header (`kind = "rtdaq"`, the default).
+    #[default]
+    Rtdaq,
+    /// A sequence counter at an offset (`kind = "counter"`).
+    Counter(CounterFormat),
+    /// VDIF frames, one per datagram (`kind = "vdif"`).
+    Vdif(VdifParams),
+}
+
+impl StreamFormat {
+    /// The config spelling of the kind.
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            StreamFormat::Rtdaq => "rtdaq",
+            StreamFormat::Counter(_) => "counter",
+            StreamFormat::Vdif(_) => "vdif",
+        }
+    }
+
+    /// Smallest payload the format can describe (the generator's `payload_size` floor).
+    pub const fn min_payload(&self) -> u32 {
+        match self {
+            StreamFormat::Rtdaq => 32,
+            StreamFormat::Counter(c) => {
+                let a = c.counter.end();
+                let b = match &c.stream {
+                    Some(s) => s.end(),
+                    None => 0,
+                };
+                (if a > b { a } else { b }) as u32
+            }
+            StreamFormat::Vdif(_) => 40,
+        }
+    }
+}
+
+/// `kind = "vdif"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VdifParams {
+    /// Data frames per second per thread (`frames_per_second`); `None`: the receiver learns
+    /// it at the first second boundary (the generator needs it).
+    pub frames_per_second: Option<u32>,
+    /// Station id the generator writes (`station`: a number or two ASCII characters).
+    pub station: u16,
+    /// Bits per sample the generator writes (`bits_per_sample`, 1..=32).
+    pub bits_per_sample: u8,
+    /// log2 of the channel count the generator writes (`log2_channels`, 0..=31).
+    pub log2_channels: u8,
+}
