@@ -13,6 +13,8 @@
 # quiet host), BENCH_OUT (target/bench-busy/<timestamp>). Needs root (SCHED_FIFO threads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/bench.sh
+. scripts/lib/bench.sh
 REPEATS=${BENCH_REPEATS:-5}
 SECS=${BENCH_SECONDS:-10}
 BUSY=${BENCH_BUSY:-1}
@@ -30,26 +32,14 @@ variants=()
 variants+=(nocoalesce default)
 
 {
-    echo "date_utc: $(date -u +%FT%TZ)"
-    echo "nproc: $(nproc)  uname_r: $(uname -r)"
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-    echo "sched_rt_runtime_us: $(cat /proc/sys/kernel/sched_rt_runtime_us)"
-    echo "loadavg_start: $(cat /proc/loadavg)"
+    bench_host_facts
     echo "new: $($NEW version | head -1) ($(git rev-parse --short HEAD))"
     [ -z "${BENCH_OLD_BIN:-}" ] || echo "old: $BENCH_OLD_BIN: $("$BENCH_OLD_BIN" version | head -1)"
     echo "busy loops: $BUSY  repeats: $REPEATS  seconds: $SECS  variants: ${variants[*]}"
 } > "$OUT/host.txt"
 cat "$OUT/host.txt" >&2
 
-pids=()
-stop_busy() { [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true; }
-trap stop_busy EXIT
-if [ "$BUSY" = 1 ]; then
-    for c in $(seq 0 $(($(nproc) - 1))); do
-        taskset -c "$c" sh -c 'while :; do :; done' &
-        pids+=($!)
-    done
-fi
+bench_start_busy "$BUSY"
 
 for rep in $(seq 1 "$REPEATS"); do
     for v in "${variants[@]}"; do

@@ -13,6 +13,8 @@
 # BENCH_OUT (target/bench-stalls/<timestamp>). Needs root and Debian's DPDK.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/bench.sh
+. scripts/lib/bench.sh
 RATES=${BENCH_RATES:-1.0 0.3}
 REPEATS=${BENCH_REPEATS:-8}
 SECS=${BENCH_SECONDS:-10}
@@ -29,26 +31,13 @@ for r in $RATES; do
     grep -q "^rate_gbps = $r\$" "$OUT/rate-$r.toml" || { echo "no rate_gbps line in vdev-dpdk-ring.toml" >&2; exit 2; }
 done
 {
-    echo "date_utc: $(date -u +%FT%TZ)"
-    echo "nproc: $(nproc)  uname_r: $(uname -r)"
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-    echo "sched_rt_runtime_us: $(cat /proc/sys/kernel/sched_rt_runtime_us)"
-    echo "loadavg_start: $(cat /proc/loadavg)"
+    bench_host_facts
     echo "binary: $($BIN version | head -1) ($(git rev-parse --short HEAD))"
     echo "busy loops: $BUSY  repeats: $REPEATS  seconds: $SECS  rates: $RATES"
 } > "$OUT/host.txt"
 cat "$OUT/host.txt" >&2
 
-pids=()
-stop_busy() { [ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true; }
-trap stop_busy EXIT
-if [ "$BUSY" = 1 ]; then
-    for c in $(seq 0 $(($(nproc) - 1))); do
-        taskset -c "$c" sh -c 'while :; do :; done' &
-        pids+=($!)
-    done
-    sleep 0.2
-fi
+bench_start_busy "$BUSY"
 
 for rep in $(seq 1 "$REPEATS"); do
     for r in $RATES; do
