@@ -183,7 +183,7 @@ if [ -f scripts/vm/ibverbs-tests.sh ]; then
     run "ibverbs engine on the PREEMPT_RT guest: SCHED_FIFO queue threads, doctor (RTDAQ_IB_KERNEL=rt scripts/vm/ibverbs-tests.sh)" \
         ibverbs_rt_guest_tests
 fi
-run "shellcheck scripts/*.sh" shellcheck scripts/*.sh
+run "shellcheck scripts/*.sh" shellcheck -x scripts/*.sh scripts/lib/*.sh
 run "shellcheck scripts/vm/" shellcheck -x scripts/vm/*.sh scripts/vm/guest/*.sh
 run "shellcheck rt-tuning/" shellcheck -x rt-tuning/*.sh rt-tuning/lib/*.sh rt-tuning/tests/*.sh
 
