@@ -98,6 +98,8 @@ run "recording and replay with real readers (cargo test --test record -- --ignor
 # (app/tests/formats.rs; root for namespaces and nftables).
 run "instrument formats with real peers: baseband VDIF, nft drops, VDIF recording (cargo test --test formats -- --ignored)" \
     cargo test -p rtdaq --test formats -- --ignored --test-threads 1
+run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins (cargo test --test multicast -- --ignored)" \
+    cargo test -p rtdaq --test multicast -- --ignored --test-threads 1
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
 # This host has no RDMA: every ibverbs config must stop with exit 2 and the no-device message.

@@ -102,9 +102,7 @@ fn sample(v: &Variant, size: usize, rounds: usize) -> f64 {
         .map(|s| PayloadGen::for_format(s, size, v.format, 1_764_547_200))
         .collect();
     // Pre-build every round so that only `check` is timed.
-    let all: Vec<Vec<Vec<u8>>> = (0..rounds)
-        .map(|_| payloads(v, size, &mut gens))
-        .collect();
+    let all: Vec<Vec<Vec<u8>>> = (0..rounds).map(|_| payloads(v, size, &mut gens)).collect();
     let mut val = Validator::with_format(v.mode, v.format);
     let t = Instant::now();
     let mut n = 0usize;

@@ -195,4 +195,23 @@ pub struct Interface {
     /// The stream format of its payloads (`[interfaces.format]`): what its RX queues track
     /// and what a generator on it sends.
     pub format: super::StreamFormat,
+    /// A `udp://` address in 224.0.0.0/4: the group and how to join and send to it.
+    pub multicast: Option<Multicast>,
+}
+
+/// An IPv4 multicast group of a socket UDP interface (`address = "udp://239.x.y.z:port"`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Multicast {
+    /// The group (the address's IP).
+    pub group: Ipv4Addr,
+    /// Local IPv4 address of the network interface that joins (RX) and sends (TX)
+    /// (`multicast_interface`); `0.0.0.0`: the kernel picks it by route.
+    pub interface: Ipv4Addr,
+    /// Source-specific multicast: only these senders (`multicast_sources`); empty: any
+    /// source.
+    pub sources: Vec<Ipv4Addr>,
+    /// TTL of sent datagrams (`multicast_ttl`, default 1: this link only).
+    pub ttl: u8,
+    /// Sent datagrams loop back to receivers on this host (`multicast_loop`, default true).
+    pub loopback: bool,
 }

@@ -23,7 +23,8 @@ pub use gpu::{
     SampleIn, SampleOut, FFT_LEN, GEMM_DIM, GPU_ALIGN,
 };
 pub use interface::{
-    Address, Interface, PciAddress, RxMode, RxQueue, SocketUri, TcpRole, Transport, TxQueue,
+    Address, Interface, Multicast, PciAddress, RxMode, RxQueue, SocketUri, TcpRole, Transport,
+    TxQueue,
 };
 pub use memory::{MemoryRegion, PageSize, Placement, RegionKind};
 pub use record::{

@@ -45,6 +45,14 @@ pub(crate) struct RawInterface {
     pub default_action: Option<IntOrStr>,
     #[serde(default)]
     pub format: Option<RawFormat>,
+    #[serde(default)]
+    pub multicast_interface: Option<String>,
+    #[serde(default)]
+    pub multicast_sources: Option<Vec<String>>,
+    #[serde(default)]
+    pub multicast_ttl: Option<i64>,
+    #[serde(default)]
+    pub multicast_loop: Option<bool>,
 }
 
 /// `[interfaces.format]`: the stream format (validated in `validate/format.rs`).

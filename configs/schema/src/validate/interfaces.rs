@@ -39,6 +39,7 @@ pub(super) fn interfaces(raw: &RawConfig, d: &mut Draft, errs: &mut Errors) {
             .collect();
         let default_action = default_action(iface, &p, errs);
         let format = super::format::format(iface.format.as_ref(), &p, errs);
+        let multicast = super::multicast::multicast(iface, address.as_ref(), &p, errs);
         d.interfaces.push(DraftInterface {
             name: iface.name.clone(),
             address,
@@ -50,6 +51,7 @@ pub(super) fn interfaces(raw: &RawConfig, d: &mut Draft, errs: &mut Errors) {
             tx,
             default_action,
             format,
+            multicast,
         });
     }
     duplicate_addresses(raw, d, errs);

@@ -15,6 +15,7 @@ mod format;
 mod generator;
 mod gpu;
 mod interfaces;
+mod multicast;
 mod queues;
 mod record;
 mod regions;
@@ -47,6 +48,7 @@ pub(crate) struct DraftInterface {
     pub tx: Vec<Option<TxQueue>>,
     pub default_action: Option<DefaultAction>,
     pub format: Option<crate::model::StreamFormat>,
+    pub multicast: Option<Option<crate::model::Multicast>>,
 }
 
 /// Everything as far as it validated; `None` marks an item with an error.
@@ -142,6 +144,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
                 tx_queues: i.tx.into_iter().collect::<Option<_>>()?,
                 default_action: i.default_action?,
                 format: i.format?,
+                multicast: i.multicast?,
             })
         })
         .collect::<Option<Vec<_>>>()?;

@@ -47,7 +47,7 @@ use crate::sockopt::{apply_sockopts, enable_feature, set_buffer, BufDir};
 use crate::stats::RxStats;
 use crate::sys::consts::{
     EAGAIN, EINTR, IPPROTO_IP, IP_PKTINFO, MSG_DONTWAIT, MSG_TRUNC, MSG_WAITFORONE, SOL_SOCKET,
-    SOL_UDP, SO_REUSEPORT, SO_TIMESTAMPNS, UDP_GRO,
+    SOL_UDP, SO_REUSEADDR, SO_REUSEPORT, SO_TIMESTAMPNS, UDP_GRO,
 };
 use crate::sys::socket::Interest;
 use crate::sys::{PollSet, RecvMsg, RecvRing, Socket};
@@ -193,6 +193,16 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             control,
         );
         apply_sockopts(&sock, &ctx.sock.sockopts)?;
+        if iface.multicast.is_some() {
+            // Several processes (and tcpdump-like readers) may receive one group: each
+            // socket bound to group:port gets its own copy.
+            sock.set_int(SOL_SOCKET, SO_REUSEADDR, 1)
+                .map_err(|source| SocketError::SetOption {
+                    key: key.clone(),
+                    detail: format!("setsockopt(SO_REUSEADDR) failed ({source})"),
+                    source,
+                })?;
+        }
         let addr = SocketAddrV4::new(uri.ip, uri.port);
         sock.bind(&addr).map_err(|source| SocketError::Bind {
             detail: explain_bind(&source, &key, &uri, multi),
@@ -200,6 +210,29 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             uri: uri.to_string(),
             source,
         })?;
+        if let Some(m) = &iface.multicast {
+            sock.join_multicast(m.group, m.interface, &m.sources)
+                .map_err(|source| SocketError::SetOption {
+                    key: format!("interfaces[{i}].multicast_interface"),
+                    detail: format!(
+                        "joining multicast group {} on {} ({}) failed ({source}); multicast_interface must be the IPv4 address of a local network interface (ip -4 addr), with a route or interface for the group",
+                        m.group,
+                        if m.interface.is_unspecified() { "the interface the route picks".to_owned() } else { m.interface.to_string() },
+                        if m.sources.is_empty() { "any source".to_owned() } else { format!("sources {:?}", m.sources) },
+                    ),
+                    source,
+                })?;
+            log::info!(
+                "interfaces[{i}]: joined multicast group {} on {} ({})",
+                m.group,
+                m.interface,
+                if m.sources.is_empty() {
+                    "any source".to_owned()
+                } else {
+                    format!("from {:?}", m.sources)
+                }
+            );
+        }
         let local = sock.local_addr().map_err(|source| SocketError::Query {
             key: key.clone(),
             detail: format!("getsockname failed ({source})"),

@@ -34,7 +34,8 @@ use crate::error::{explain_bind, Result, SocketError};
 use crate::sockopt::{apply_sockopts, enable_feature, set_buffer, BufDir};
 use crate::stats::TxStats;
 use crate::sys::consts::{
-    EAGAIN, EINTR, EINVAL, EIO, EMSGSIZE, ENOBUFS, MSG_DONTWAIT, SOL_UDP, UDP_SEGMENT,
+    EAGAIN, EINTR, EINVAL, EIO, EMSGSIZE, ENOBUFS, IPPROTO_IP, IP_MULTICAST_LOOP, IP_MULTICAST_TTL,
+    MSG_DONTWAIT, SOL_UDP, UDP_SEGMENT,
 };
 use crate::sys::socket::Interest;
 use crate::sys::{PollSet, SendBatch, Socket};
@@ -64,6 +65,29 @@ pub(crate) struct UdpTx<'a, const N: usize> {
     sndbuf: Option<usize>,
     stats: TxStats,
     key: String,
+}
+
+/// A lane socket of a multicast interface: out of `multicast_interface`, with its TTL and
+/// loopback.
+fn multicast_sender(sock: &Socket, m: &rtdaq_config::model::Multicast, i: usize) -> Result<()> {
+    let err = |what: &str, key: &str| {
+        let (what, key) = (what.to_owned(), format!("interfaces[{i}].{key}"));
+        move |source: std::io::Error| SocketError::SetOption {
+            key,
+            detail: format!("setsockopt({what}) failed ({source})"),
+            source,
+        }
+    };
+    if !m.interface.is_unspecified() {
+        sock.set_multicast_if(m.interface).map_err(err(
+            "IP_MULTICAST_IF: the address of the interface to send from",
+            "multicast_interface",
+        ))?;
+    }
+    sock.set_int(IPPROTO_IP, IP_MULTICAST_TTL, i32::from(m.ttl))
+        .map_err(err("IP_MULTICAST_TTL", "multicast_ttl"))?;
+    sock.set_int(IPPROTO_IP, IP_MULTICAST_LOOP, i32::from(m.loopback))
+        .map_err(err("IP_MULTICAST_LOOP", "multicast_loop"))
 }
 
 impl<'a, const N: usize> UdpTx<'a, N> {
@@ -116,8 +140,14 @@ impl<'a, const N: usize> UdpTx<'a, N> {
                     "engine.socket.gso",
                 )?;
             apply_sockopts(&sock, &ctx.sock.sockopts)?;
-            // Port 0: every lane gets its own ephemeral source port.
-            let addr = SocketAddrV4::new(uri.ip, 0);
+            let multicast = ctx.cfg.interfaces[i].multicast.as_ref();
+            if let Some(m) = multicast {
+                multicast_sender(&sock, m, i)?;
+            }
+            // Port 0: every lane gets its own ephemeral source port. A multicast interface
+            // sends from its local address (the group is the destination, never a source).
+            let bind_ip = multicast.map_or(uri.ip, |m| m.interface);
+            let addr = SocketAddrV4::new(bind_ip, 0);
             sock.bind(&addr).map_err(|source| SocketError::Bind {
                 detail: explain_bind(&source, &key, &uri, false),
                 key: key.clone(),

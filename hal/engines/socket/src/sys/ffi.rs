@@ -102,6 +102,64 @@ pub(crate) fn setsockopt_int(
     .map(drop)
 }
 
+fn in_addr(ip: Ipv4Addr) -> libc::in_addr {
+    libc::in_addr {
+        s_addr: u32::from_ne_bytes(ip.octets()),
+    }
+}
+
+/// `setsockopt(fd, level, option, &value, sizeof value)` for a plain-data option value.
+fn setsockopt_struct<T: Copy>(
+    fd: BorrowedFd<'_>,
+    level: c_int,
+    option: c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` is a plain `Copy` value borrowed across the call; its size is passed.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            option,
+            (value as *const T).cast::<c_void>(),
+            size_of::<T>() as socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// `IP_ADD_MEMBERSHIP` (any-source) of `group` on the interface with address `local`
+/// (`0.0.0.0`: the kernel picks it by route).
+pub(crate) fn join_group(fd: BorrowedFd<'_>, group: Ipv4Addr, local: Ipv4Addr) -> io::Result<()> {
+    let m = libc::ip_mreqn {
+        imr_multiaddr: in_addr(group),
+        imr_address: in_addr(local),
+        imr_ifindex: 0,
+    };
+    setsockopt_struct(fd, libc::IPPROTO_IP, libc::IP_ADD_MEMBERSHIP, &m)
+}
+
+/// `IP_ADD_SOURCE_MEMBERSHIP`: `group` from `source` only, on the interface with address
+/// `local`.
+pub(crate) fn join_source_group(
+    fd: BorrowedFd<'_>,
+    group: Ipv4Addr,
+    source: Ipv4Addr,
+    local: Ipv4Addr,
+) -> io::Result<()> {
+    let m = libc::ip_mreq_source {
+        imr_multiaddr: in_addr(group),
+        imr_interface: in_addr(local),
+        imr_sourceaddr: in_addr(source),
+    };
+    setsockopt_struct(fd, libc::IPPROTO_IP, libc::IP_ADD_SOURCE_MEMBERSHIP, &m)
+}
+
+/// `IP_MULTICAST_IF`: send multicast out of the interface with address `local`.
+pub(crate) fn set_multicast_if(fd: BorrowedFd<'_>, local: Ipv4Addr) -> io::Result<()> {
+    setsockopt_struct(fd, libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &in_addr(local))
+}
+
 /// `setsockopt(fd, level, option)` for a `struct timeval` option (`SO_RCVTIMEO`).
 pub(crate) fn setsockopt_timeval(
     fd: BorrowedFd<'_>,

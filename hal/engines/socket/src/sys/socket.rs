@@ -31,6 +31,28 @@ impl Socket {
         ffi::setsockopt_int(self.fd.as_fd(), level, option, value)
     }
 
+    /// Joins multicast `group` on the interface with address `local` (`0.0.0.0`: by route),
+    /// from any source (`sources` empty) or from each of `sources` (source-specific).
+    pub(crate) fn join_multicast(
+        &self,
+        group: std::net::Ipv4Addr,
+        local: std::net::Ipv4Addr,
+        sources: &[std::net::Ipv4Addr],
+    ) -> io::Result<()> {
+        if sources.is_empty() {
+            return ffi::join_group(self.fd.as_fd(), group, local);
+        }
+        for &s in sources {
+            ffi::join_source_group(self.fd.as_fd(), group, s, local)?;
+        }
+        Ok(())
+    }
+
+    /// Sends multicast out of the interface with address `local` (`IP_MULTICAST_IF`).
+    pub(crate) fn set_multicast_if(&self, local: std::net::Ipv4Addr) -> io::Result<()> {
+        ffi::set_multicast_if(self.fd.as_fd(), local)
+    }
+
     /// Makes receives without `MSG_DONTWAIT` block for at most `timeout` (`SO_RCVTIMEO`,
     /// which the kernel rounds up to a jiffy) by clearing `O_NONBLOCK`. Sends and reads
     /// that pass `MSG_DONTWAIT` stay non-blocking.

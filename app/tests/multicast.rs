@@ -1,0 +1,165 @@
+//! IPv4 multicast with the socket engine (issue #17) in the namespace test bed: rtdaq's
+//! generator in namespace A sends to group 239.77.0.1:7200 out of A's veth end
+//! (`configs/testbed-multicast-tx.toml`); in namespace B receivers join the group on B's end
+//! (`configs/testbed-multicast-rx.toml`):
+//!
+//! - two receiver processes on one group: each gets every datagram the sender sent, 0 lost;
+//! - source-specific: a receiver joined for (A, group) gets everything, one joined for
+//!   (another sender, group) gets nothing, in the same run.
+//!
+//! Needs root (namespaces) and `target/engines/rtdaq-socket` (`scripts/build-engines.sh`);
+//! without them each test prints SKIPPED and passes.
+
+mod e2e;
+
+use e2e::{finish, root, show, start, tmp, u};
+use rtdaq_testbed::{Side, VethPair};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// One at a time: each pins rtdaq's threads to cores 0 and 1.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn skipped(test: &str) -> bool {
+    let why = if !rtdaq_testbed::is_root() {
+        "not root (network namespaces need it)"
+    } else if !root().join("target/engines/rtdaq-socket").exists() {
+        "no target/engines/rtdaq-socket (scripts/build-engines.sh)"
+    } else {
+        return false;
+    };
+    let bar = "!".repeat(78);
+    eprintln!("{bar}\n!! SKIPPED {test}: {why}\n{bar}");
+    true
+}
+
+/// `config` under `configs/` with `(from, to)` replaced (each must be there); a temp file.
+fn edited(config: &str, edits: &[(&str, String)], tag: &str) -> PathBuf {
+    let mut text = std::fs::read_to_string(root().join("configs").join(config)).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{config} has no {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    let p = tmp(tag, "toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A receiver config on B's address, its queue on `core`, `extra` lines after the
+/// interface's `multicast_interface`.
+fn receiver(pair: &VethPair, core: u32, extra: &str, tag: &str) -> PathBuf {
+    edited(
+        "testbed-multicast-rx.toml",
+        &[
+            (
+                "multicast_interface = \"169.254.77.2\"",
+                format!("multicast_interface = \"{}\"\n{extra}", pair.ip(Side::B)),
+            ),
+            ("cpu_core = 1", format!("cpu_core = {core}")),
+        ],
+        tag,
+    )
+}
+
+/// Runs the sender in A for 2 s; its report.
+fn send(pair: &VethPair, tag: &str) -> serde_json::Value {
+    let tx = edited(
+        "testbed-multicast-tx.toml",
+        &[(
+            "multicast_interface = \"169.254.77.1\"",
+            format!("multicast_interface = \"{}\"", pair.ip(Side::A)),
+        )],
+        tag,
+    );
+    let child = start(pair, Side::A, "socket", &tx, 2.0, tag);
+    let (out, r) = finish(child, tag);
+    assert_eq!(out.status.code(), Some(0), "sender: {}", show(&out));
+    r
+}
+
+fn run_receivers(
+    pair: &VethPair,
+    cfgs: &[(&Path, &str)],
+) -> (
+    serde_json::Value,
+    Vec<(std::process::Output, serde_json::Value)>,
+) {
+    let rx: Vec<_> = cfgs
+        .iter()
+        .map(|(c, tag)| (start(pair, Side::B, "socket", c, 5.0, tag), *tag))
+        .collect();
+    let sent = send(pair, "mc-tx");
+    let results = rx.into_iter().map(|(c, tag)| finish(c, tag)).collect();
+    (sent, results)
+}
+
+#[test]
+#[ignore = "needs root and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn two_receivers_on_one_group_each_get_every_datagram() {
+    if skipped("two_receivers_on_one_group_each_get_every_datagram") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("mcast").unwrap();
+    let r1 = receiver(&pair, 1, "", "mc-rx1");
+    let r2 = receiver(&pair, 0, "", "mc-rx2");
+    let (sent, results) = run_receivers(&pair, &[(&r1, "mc-rx1"), (&r2, "mc-rx2")]);
+    let n = u(&sent, "/tx/totals/packets");
+    assert!(n > 20_000, "2 s at 20 000 pps: sent {n}");
+    assert_eq!(u(&sent, "/tx/totals/drops_total"), 0);
+    for (out, r) in &results {
+        assert_eq!(out.status.code(), Some(0), "{}", show(out));
+        assert_eq!(
+            u(r, "/rx/totals/packets"),
+            n,
+            "every datagram: {}",
+            show(out)
+        );
+        assert_eq!(u(r, "/lost"), 0);
+        assert_eq!(u(r, "/rx/totals/drops_total"), 0);
+        assert_eq!(u(r, "/rx/totals/duplicates"), 0);
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            log.contains(&format!(
+                "joined multicast group 239.77.0.1 on {} (any source)",
+                pair.ip(Side::B)
+            )),
+            "{log}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn source_specific_join_gets_only_its_source() {
+    if skipped("source_specific_join_gets_only_its_source") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("mcssm").unwrap();
+    let from_a = receiver(
+        &pair,
+        1,
+        &format!("multicast_sources = [\"{}\"]", pair.ip(Side::A)),
+        "mc-ssm-a",
+    );
+    // A sender that does not exist on this link: nothing of A's may arrive.
+    let other = receiver(
+        &pair,
+        0,
+        "multicast_sources = [\"169.254.200.9\"]",
+        "mc-ssm-x",
+    );
+    let (sent, results) = run_receivers(&pair, &[(&from_a, "mc-ssm-a"), (&other, "mc-ssm-x")]);
+    let n = u(&sent, "/tx/totals/packets");
+    let (out_a, ra) = &results[0];
+    assert_eq!(u(ra, "/rx/totals/packets"), n, "{}", show(out_a));
+    assert_eq!(u(ra, "/lost"), 0);
+    let (out_x, rx) = &results[1];
+    assert_eq!(u(rx, "/rx/totals/packets"), 0, "{}", show(out_x));
+    assert!(
+        String::from_utf8_lossy(&out_x.stderr).contains("from [169.254.200.9]"),
+        "{}",
+        show(out_x)
+    );
+}
