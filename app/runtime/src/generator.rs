@@ -167,8 +167,12 @@ impl PayloadGen {
             Shape::Rtdaq => {}
             Shape::Counter(c) => {
                 fill_pattern(self.stream_id, self.seq, out);
-                let m = c.modulus();
-                let value = (u128::from(self.seq) * u128::from(c.step) % m) as u64;
+                let count = self.seq.wrapping_mul(c.step);
+                let value = match c.modulus_u64() {
+                    None => count,
+                    Some(m) if m.is_power_of_two() => count & (m - 1),
+                    Some(m) => (u128::from(self.seq) * u128::from(c.step) % u128::from(m)) as u64,
+                };
                 // The config checked that the fields fit `payload_size`.
                 let _ = c.counter.write(out, value);
                 if let Some(sf) = c.stream {

@@ -142,6 +142,17 @@ impl CounterFormat {
         Ok((stream, raw))
     }
 
+    /// The counter's modulus as `u64`, `None` for `2^64` (a full-width counter without wrap).
+    pub const fn modulus_u64(&self) -> Option<u64> {
+        if self.wrap != 0 {
+            Some(self.wrap)
+        } else if self.counter.bits >= 64 {
+            None
+        } else {
+            Some(1u64 << self.counter.bits)
+        }
+    }
+
     /// The counter's modulus as `u128` (`2^bits` or `wrap`).
     pub const fn modulus(&self) -> u128 {
         if self.wrap != 0 {
@@ -192,18 +203,28 @@ impl Unwrap {
                 invalid: false,
             });
         }
-        let m = f.modulus();
-        // Shortest signed distance from the last value, modulo m.
-        let d = (u128::from(raw) + m - u128::from(self.last_raw)) % m;
-        let signed: i128 = if d >= m / 2 {
-            d as i128 - m as i128
-        } else {
-            d as i128
+        // Shortest signed distance from the last value, modulo the wrap: no division (a
+        // u128 remainder cost ~70 ns a packet).
+        let signed: i64 = match f.modulus_u64() {
+            None => raw.wrapping_sub(self.last_raw) as i64,
+            Some(m) => {
+                // Both values are below m (`read` rejects the others).
+                let d = if raw >= self.last_raw {
+                    raw - self.last_raw
+                } else {
+                    raw + (m - self.last_raw)
+                };
+                if d >= m / 2 {
+                    (i128::from(d) - i128::from(m)) as i64
+                } else {
+                    d as i64
+                }
+            }
         };
-        if signed % i128::from(step) != 0 {
+        if step != 1 && signed.unsigned_abs() % step != 0 {
             return Err(Reject::Step);
         }
-        self.linear = self.linear.wrapping_add(signed as i64 as u64);
+        self.linear = self.linear.wrapping_add(signed as u64);
         self.last_raw = raw;
         Ok(Position {
             stream,
