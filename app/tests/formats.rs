@@ -17,7 +17,7 @@
 
 mod e2e;
 
-use e2e::{finish, root, show, start, tmp, u};
+use e2e::{edited, finish, root, show, start, tmp, u};
 use rtdaq_testbed::{Side, VethPair};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -70,19 +70,6 @@ fn skipped(test: &str) -> bool {
         }
         None => false,
     }
-}
-
-/// `config` (a file under `configs/`) with each `(from, to)` replaced once; written to a
-/// temp file. Panics when a `from` is missing, so an edited config cannot silently differ.
-fn edited(config: &str, edits: &[(&str, String)], tag: &str) -> PathBuf {
-    let mut text = std::fs::read_to_string(root().join("configs").join(config)).unwrap();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{config} has no {from:?}");
-        text = text.replacen(from, to, 1);
-    }
-    let p = tmp(tag, "toml");
-    std::fs::write(&p, text).unwrap();
-    p
 }
 
 /// An nftables table in `side`'s namespace dropping every `every`th UDP datagram to `port`

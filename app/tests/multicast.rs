@@ -12,7 +12,7 @@
 
 mod e2e;
 
-use e2e::{finish, root, show, start, tmp, u};
+use e2e::{edited, finish, root, show, start, u};
 use rtdaq_testbed::{Side, VethPair};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -31,18 +31,6 @@ fn skipped(test: &str) -> bool {
     let bar = "!".repeat(78);
     eprintln!("{bar}\n!! SKIPPED {test}: {why}\n{bar}");
     true
-}
-
-/// `config` under `configs/` with `(from, to)` replaced (each must be there); a temp file.
-fn edited(config: &str, edits: &[(&str, String)], tag: &str) -> PathBuf {
-    let mut text = std::fs::read_to_string(root().join("configs").join(config)).unwrap();
-    for (from, to) in edits {
-        assert!(text.contains(from), "{config} has no {from:?}");
-        text = text.replacen(from, to, 1);
-    }
-    let p = tmp(tag, "toml");
-    std::fs::write(&p, text).unwrap();
-    p
 }
 
 /// A receiver config on B's address, its queue on `core`, `extra` lines after the

@@ -81,6 +81,20 @@ pub fn start(pair: &VethPair, side: Side, engine: &str, cfg: &Path, secs: f64, t
     }
 }
 
+/// `config` (a file under `configs/`) with each `(from, to)` replaced once, written to a
+/// temp file of tag `tag`. Panics when a `from` is missing, so an edited config cannot
+/// silently differ from what the test means.
+pub fn edited(config: &str, edits: &[(&str, String)], tag: &str) -> PathBuf {
+    let mut text = std::fs::read_to_string(root().join("configs").join(config)).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{config} has no {from:?}");
+        text = text.replacen(from, to, 1);
+    }
+    let p = tmp(tag, "toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
 /// Waits for a run started with [`start`]; its output (stderr included) and its report.
 pub fn finish(child: Child, tag: &str) -> (Output, Value) {
     let mut out = child.wait_with_output().unwrap();

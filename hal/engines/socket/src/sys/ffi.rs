@@ -89,17 +89,7 @@ pub(crate) fn setsockopt_int(
     option: c_int,
     value: c_int,
 ) -> io::Result<()> {
-    // SAFETY: `value` lives across the call and its size is passed.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            option,
-            (&value as *const c_int).cast::<c_void>(),
-            size_of::<c_int>() as socklen_t,
-        )
-    })
-    .map(drop)
+    setsockopt_struct(fd, level, option, &value)
 }
 
 fn in_addr(ip: Ipv4Addr) -> libc::in_addr {
