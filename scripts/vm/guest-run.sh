@@ -97,49 +97,65 @@ echo "$kernel" > "$run/share/kernel"
 acc=(-accel "tcg,thread=multi" -cpu max)
 [ "$accel" = kvm ] && acc=(-accel kvm -cpu host)
 deadline=$((boot_timeout + timeout + 30))
-say "booting the $kernel guest ($(basename "$vmlinuz"), $accel, -smp $smp -m $mem); COMMAND: $(cat "$run/share/cmd")"
-t0=$(date +%s)
-# No network device, no tap: the guest's only links are its own veth pair. ttyS0 is the
-# kernel console (a file); the command's stdout/stderr come through two virtio ports.
-qemu-system-x86_64 "${acc[@]}" -m "$mem" -smp "$smp" -nodefaults -no-user-config -display none \
-    -no-reboot -kernel "$vmlinuz" -initrd "$initrd" \
-    -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off ${RTDAQ_VM_APPEND:-}" \
-    -chardev file,id=con,path="$run/console.log" -serial chardev:con \
-    -virtfs local,path="$run/share",mount_tag=hostshare,security_model=none,id=hs \
-    -virtfs local,path="$VM_REPO",mount_tag=repo,security_model=none,readonly=on,id=repo \
-    -device virtio-serial-pci,id=vser \
-    -chardev file,id=gout,path="$run/stdout" -device virtserialport,bus=vser.0,chardev=gout,name=rtdaq.stdout \
-    -chardev file,id=gerr,path="$run/stderr" -device virtserialport,bus=vser.0,chardev=gerr,name=rtdaq.stderr \
-    -nic none < /dev/null > "$run/qemu.log" 2>&1 &
-qpid=$!
-tail -q -c +1 -f --pid="$qpid" "$run/stdout" & tails+=($!)
-tail -q -c +1 -f --pid="$qpid" "$run/stderr" >&2 & tails+=($!)
+# One boot of the guest: qemu runs until the COMMAND ends, the boot or command limit passes,
+# or qemu itself exits. Sets phase, qrc and state.
+boot() {
+    say "booting the $kernel guest ($(basename "$vmlinuz"), $accel, -smp $smp -m $mem); COMMAND: $(cat "$run/share/cmd")"
+    t0=$(date +%s)
+    # No network device, no tap: the guest's only links are its own veth pair. ttyS0 is the
+    # kernel console (a file); the command's stdout/stderr come through two virtio ports.
+    qemu-system-x86_64 "${acc[@]}" -m "$mem" -smp "$smp" -nodefaults -no-user-config -display none \
+        -no-reboot -kernel "$vmlinuz" -initrd "$initrd" \
+        -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off ${RTDAQ_VM_APPEND:-}" \
+        -chardev file,id=con,path="$run/console.log" -serial chardev:con \
+        -virtfs local,path="$run/share",mount_tag=hostshare,security_model=none,id=hs \
+        -virtfs local,path="$VM_REPO",mount_tag=repo,security_model=none,readonly=on,id=repo \
+        -device virtio-serial-pci,id=vser \
+        -chardev file,id=gout,path="$run/stdout" -device virtserialport,bus=vser.0,chardev=gout,name=rtdaq.stdout \
+        -chardev file,id=gerr,path="$run/stderr" -device virtserialport,bus=vser.0,chardev=gerr,name=rtdaq.stderr \
+        -nic none < /dev/null > "$run/qemu.log" 2>&1 &
+    qpid=$!
+    tail -q -c +1 -f --pid="$qpid" "$run/stdout" & tails+=($!)
+    tail -q -c +1 -f --pid="$qpid" "$run/stderr" >&2 & tails+=($!)
 
-st() { grep -q "^$1" "$run/share/state" 2>/dev/null; }
-phase=boot started_at=""
-while kill -0 "$qpid" 2>/dev/null; do
-    now=$(date +%s)
-    if [ -z "$started_at" ] && st started; then
-        started_at=$now
-        phase="command"
+    st() { grep -q "^$1" "$run/share/state" 2>/dev/null; }
+    phase=boot started_at=""
+    while kill -0 "$qpid" 2>/dev/null; do
+        now=$(date +%s)
+        if [ -z "$started_at" ] && st started; then
+            started_at=$now
+            phase="command"
+        fi
+        if [ -z "$started_at" ] && [ $((now - t0)) -ge "$boot_timeout" ]; then
+            phase=boot-timeout; break
+        fi
+        if [ -n "$started_at" ] && [ $((now - started_at)) -ge $((timeout + 30)) ]; then
+            phase=host-timeout; break
+        fi
+        [ $((now - t0)) -ge "$deadline" ] && { phase=host-timeout; break; }
+        sleep 0.5
+    done
+    if kill -0 "$qpid" 2>/dev/null; then
+        kill -TERM "$qpid" 2>/dev/null || true
     fi
-    if [ -z "$started_at" ] && [ $((now - t0)) -ge "$boot_timeout" ]; then
-        phase=boot-timeout; break
-    fi
-    if [ -n "$started_at" ] && [ $((now - started_at)) -ge $((timeout + 30)) ]; then
-        phase=host-timeout; break
-    fi
-    [ $((now - t0)) -ge "$deadline" ] && { phase=host-timeout; break; }
-    sleep 0.5
-done
-if kill -0 "$qpid" 2>/dev/null; then
-    kill -TERM "$qpid" 2>/dev/null || true
+    qrc=0
+    wait "$qpid" || qrc=$?
+    qpid=""
+    for t in "${tails[@]}"; do wait "$t" 2>/dev/null || true; done
+    tails=()
+    state=$(cat "$run/share/state" 2>/dev/null || true)
+}
+boot
+# Multi-threaded TCG qemu sometimes aborts on an assertion of its own while the guest kernel
+# boots (seen: "physmem.c: iotlb_to_section: Assertion `section_index < d->map.sections_nb'
+# failed", qemu exit 134). Nothing of COMMAND ran then (no state yet), so boot once more,
+# saying why; a second abort, or any abort after COMMAND started, fails as before.
+if [ "$qrc" -eq 134 ] && [ -z "$state" ] && [ "$phase" = boot ]; then
+    say "qemu aborted before the guest started (qemu said: $(tr '\n' ' ' < "$run/qemu.log")); booting once more"
+    cp "$run/qemu.log" "$VM_WORK/logs/last-$kernel.qemu-abort.log" 2>/dev/null || true
+    : > "$run/stdout"; : > "$run/stderr"; : > "$run/console.log"
+    boot
 fi
-qrc=0
-wait "$qpid" || qrc=$?
-qpid=""
-for t in "${tails[@]}"; do wait "$t" 2>/dev/null || true; done
-tails=()
 t1=$(date +%s)
 
 [ -n "$out" ] && { mkdir -p "$out"; cp -a "$run/share/out/." "$out/" 2>/dev/null || true; }
@@ -153,7 +169,6 @@ show_console() {
     return 0
 }
 
-state=$(cat "$run/share/state" 2>/dev/null || true)
 last=$(tail -n 1 <<< "$state")
 case $last in
     "rc "*)
