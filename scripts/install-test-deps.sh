@@ -47,7 +47,7 @@ log() { echo "[install-test-deps] $*" >&2; }
 # (the sealed aarch64 binary and its tests under qemu-aarch64; docs/deploy.md),
 # libibverbs-dev librdmacm-dev (rtdaq-ibverbs-sys: rdma-core 44), tcpdump tshark (the
 # recording tests' readers: tcpdump, tshark, capinfos), python3-venv (the venv below with
-# baseband, the DADA reader), mmdebstrap kmod cpio (the
+# baseband and spead2), mmdebstrap kmod cpio (the
 # Soft-RoCE guest and the fresh-machine check's clean root), and qemu-system-x86 (the guest;
 # matched to qemu-utils below).
 APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping
@@ -145,19 +145,23 @@ install_rust() {
         rustup target add aarch64-unknown-linux-gnu
 }
 
-# baseband (PyPI; reads the DADA files the recorder writes) in a venv of the repository's own,
-# target/pyenv: Debian's Python refuses system-wide pip installs (PEP 668).
+# The Python peers (PyPI) in a venv of the repository's own, target/pyenv: Debian's Python
+# refuses system-wide pip installs (PEP 668). baseband reads the DADA and VDIF files the
+# recorder writes and writes VDIF files; spead2 sends and receives SPEAD streams.
 PYENV=target/pyenv
+PY_PEERS="baseband spead2"
 install_python() {
     [ $simulate = 1 ] && return 0
-    if [ -x "$PYENV/bin/python" ] && "$PYENV/bin/python" -c 'import baseband' 2>/dev/null; then
-        log "Python venv $PYENV: baseband installed"
+    if [ -x "$PYENV/bin/python" ] && "$PYENV/bin/python" -c 'import baseband, spead2' 2>/dev/null; then
+        log "Python venv $PYENV: $PY_PEERS installed"
         return 0
     fi
-    log "Python venv $PYENV: pip install baseband (numpy, astropy)"
-    python3 -m venv "$PYENV" || die "python3 -m venv $PYENV failed (python3-venv is installed above)"
-    "$PYENV/bin/pip" install -q --disable-pip-version-check baseband ||
-        die "pip install baseband failed (needs https://pypi.org)"
+    log "Python venv $PYENV: pip install $PY_PEERS (numpy, astropy)"
+    [ -x "$PYENV/bin/python" ] || python3 -m venv "$PYENV" ||
+        die "python3 -m venv $PYENV failed (python3-venv is installed above)"
+    # shellcheck disable=SC2086 # one word per package
+    "$PYENV/bin/pip" install -q --disable-pip-version-check $PY_PEERS ||
+        die "pip install $PY_PEERS failed (needs https://pypi.org)"
 }
 
 install_apt

@@ -9,11 +9,19 @@
 //!   opens in `baseband.vdif`: 4 threads, station "Ar", frame numbers continuous, every
 //!   received frame in the file;
 //! - rtdaq's counter generator (`configs/host-loopback-counter.toml`) over the loopback of a
-//!   namespace whose nftables drop every 11th datagram: `lost` equals nft's counter, per beam.
+//!   namespace whose nftables drop every 11th datagram: `lost` equals nft's counter, per beam;
+//! - **spead2** (PyPI, MeerKAT's SPEAD library) `send.UdpStream` sends heaps
+//!   (`scripts/peers/spead_peer.py send`) into `rtdaq-socket` on `configs/host-spead2-rx.toml`:
+//!   heaps and packets equal what spead2 sent, end-of-stream seen; then with nftables dropping
+//!   every 7th datagram, `lost` equals nft's counter exactly;
+//! - rtdaq's SPEAD generator (`configs/host-loopback-spead.toml`, TX only) into a
+//!   `spead2.recv` stream: spead2 assembles every heap, with the timestamp and data rtdaq put
+//!   in.
 //!
-//! Needs root (namespaces, nftables), `nft`, the repository's Python venv with baseband
-//! (`scripts/install-test-deps.sh` makes `target/pyenv`) and `target/engines/rtdaq-socket`
-//! (`scripts/build-engines.sh`); without them each test prints SKIPPED and passes.
+//! Needs root (namespaces, nftables), `nft`, the repository's Python venv with baseband and
+//! spead2 (`scripts/install-test-deps.sh` makes `target/pyenv`) and
+//! `target/engines/rtdaq-socket` (`scripts/build-engines.sh`); without them each test prints
+//! SKIPPED and passes.
 
 mod e2e;
 
@@ -35,6 +43,10 @@ fn peer() -> PathBuf {
     root().join("scripts/peers/vdif_peer.py")
 }
 
+fn spead_peer() -> PathBuf {
+    root().join("scripts/peers/spead_peer.py")
+}
+
 /// Why the tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
     if !rtdaq_testbed::is_root() {
@@ -47,12 +59,13 @@ fn skip_reason() -> Option<String> {
         return Some("no nft (Debian: apt-get install nftables)".into());
     }
     let bb = Command::new(python())
-        .args(["-c", "import baseband"])
+        .args(["-c", "import baseband, spead2"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !bb {
         return Some(
-            "no target/pyenv with baseband (scripts/install-test-deps.sh makes it)".into(),
+            "no target/pyenv with baseband and spead2 (scripts/install-test-deps.sh makes it)"
+                .into(),
         );
     }
     if !root().join("target/engines/rtdaq-socket").exists() {
@@ -106,16 +119,13 @@ fn nft_dropped(pair: &VethPair, side: Side) -> u64 {
 }
 
 fn py(args: &[&str]) -> Value {
-    let out = Command::new(python())
-        .arg(peer())
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "vdif_peer.py {args:?}: {}",
-        show(&out)
-    );
+    json_of(Command::new(python()).arg(peer()).args(args), args)
+}
+
+/// The JSON a peer script printed (it must succeed).
+fn json_of(cmd: &mut Command, args: &[&str]) -> Value {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "peer {args:?}: {}", show(&out));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -326,4 +336,187 @@ fn counter_stream_with_every_11th_datagram_dropped_loses_exactly_those() {
     let missing: u64 = streams.iter().map(|s| u(s, "/missing")).sum();
     assert!(dropped - missing <= 2, "{missing} of {dropped}");
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+}
+
+/// Sends `heaps` spead2 heaps (5000 bytes, 1472-byte packets, end-of-stream after them)
+/// from `pair`'s side A into rtdaq on side B; rtdaq's output and report, spead2's count.
+fn spead2_into_rtdaq(
+    pair: &VethPair,
+    cfg: &Path,
+    heaps: u32,
+    tag: &str,
+) -> (std::process::Output, Value, Value) {
+    let ip = pair.ip(Side::B).to_string();
+    let rx = start(pair, Side::B, "socket", cfg, 4.0, tag);
+    let n = heaps.to_string();
+    let args = ["send", ip.as_str(), "7148", "--heaps", n.as_str(), "--end"];
+    let sent = json_of(
+        pair.command(Side::A, python().to_str().unwrap())
+            .arg(spead_peer())
+            .args(args),
+        &args,
+    );
+    let (out, r) = finish(rx, tag);
+    (out, r, sent)
+}
+
+#[test]
+#[ignore = "needs root, nft, spead2 and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn spead2_heaps_arrive_whole_and_every_7th_datagram_dropped_is_lost_exactly() {
+    if skipped("spead2_heaps_arrive_whole_and_every_7th_datagram_dropped_is_lost_exactly") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("fmt-spead").unwrap();
+    let ip = pair.ip(Side::B).to_string();
+    let cfg = edited(
+        "host-spead2-rx.toml",
+        &[(
+            "address = \"udp://127.0.0.1:7148\"",
+            format!("address = \"udp://{ip}:7148\""),
+        )],
+        "spead-rx",
+    );
+    // 1. Nothing dropped: heaps and packets are what spead2 sent.
+    let (out, r, sent) = spead2_into_rtdaq(&pair, &cfg, 400, "spead-rx");
+    let packets = u(&sent, "/packets");
+    assert_eq!(
+        u(&sent, "/packets_per_heap"),
+        4,
+        "5000 B in 1416 + 2 x 1432 + 720"
+    );
+    assert_eq!(packets, 400 * 4 + 1, "{sent}");
+    assert_eq!(u(&r, "/rx/totals/packets"), packets, "{}", show(&out));
+    assert_eq!(u(&r, "/lost"), 0, "{}", show(&out));
+    let h = &r["rx"]["totals"]["heaps"];
+    assert_eq!(
+        (
+            u(h, "/complete"),
+            u(h, "/incomplete"),
+            u(h, "/missing"),
+            u(h, "/ends")
+        ),
+        (400, 0, 0, 1),
+        "{}",
+        show(&out)
+    );
+    let q = &r["rx"]["queues"][0];
+    assert_eq!(q["format"]["kind"], "spead");
+    assert_eq!(q["streams"].as_array().unwrap().len(), 1);
+    assert_eq!(u(&q["streams"][0], "/packets"), packets);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+
+    // 2. nftables drop every 7th datagram (index ≡ 2 mod 7): lost = nft's counter. Not
+    // index 4000, the end-of-stream packet: a heap lost after the last one is invisible.
+    nft_drop(&pair, Side::B, 7148, 7, 2);
+    let (out, r, sent) = spead2_into_rtdaq(&pair, &cfg, 1000, "spead-rx");
+    let packets = u(&sent, "/packets");
+    let dropped = nft_dropped(&pair, Side::B);
+    assert_eq!(packets, 4001, "{sent}");
+    assert_eq!(dropped, 572, "indices 2, 9, ..., 3999: {}", show(&out));
+    assert_eq!(
+        u(&r, "/rx/totals/packets") + dropped,
+        packets,
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        u(&r, "/lost"),
+        dropped,
+        "lost = nft's drops:\n{}",
+        show(&out)
+    );
+    assert_eq!(u(&r, "/rx/totals/seq_gaps"), dropped);
+    assert_eq!(u(&r, "/rx/totals/malformed"), 0);
+    let h = &r["rx"]["totals"]["heaps"];
+    // No heap loses all 4 packets to 1 drop in 7: every heap arrived, some incomplete.
+    assert_eq!(
+        u(h, "/complete") + u(h, "/incomplete"),
+        1000,
+        "{}",
+        show(&out)
+    );
+    assert_eq!(u(h, "/missing"), 0);
+    assert!(u(h, "/incomplete") >= dropped / 2, "{}", show(&out));
+    assert_eq!(u(h, "/ends"), 1, "{}", show(&out));
+    assert_eq!(u(&r["rx"]["queues"][0]["streams"][0], "/missing"), dropped);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+}
+
+#[test]
+#[ignore = "needs root, spead2 and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn generated_spead_heaps_assemble_in_spead2_with_rtdaqs_items() {
+    if skipped("generated_spead_heaps_assemble_in_spead2_with_rtdaqs_items") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // TX only: the generator sends to spead2's port, nothing of rtdaq receives.
+    let cfg = edited(
+        "host-loopback-spead.toml",
+        &[
+            (
+                "[[memory_regions]]\nname = \"rx_bufs\"\nkind = \"host\"\nbuf_size = 8192\nbuf_count = 2048\n\n",
+                String::new(),
+            ),
+            (
+                "[[interfaces.rx_queues]]\nid = 0\ncpu_core = 1\nrt_priority = 50\nbatch_size = 64\ntimeout_us = 100\nring_depth = 1024\nmemory_regions = [\"rx_bufs\"]\nconsumer_core = 0\n\n",
+                String::new(),
+            ),
+            (
+                "destination = \"udp://127.0.0.1:7149\"",
+                "destination = \"udp://127.0.0.1:7160\"".into(),
+            ),
+            ("rate_gbps = 0.5", "rate_gbps = 0.2".into()),
+        ],
+        "spead-tx",
+    );
+    let args = [
+        "recv",
+        "127.0.0.1",
+        "7160",
+        "--heap-bytes",
+        "65536",
+        "--heap-step",
+        "2",
+        "--timeout",
+        "6",
+    ];
+    let recv = Command::new(python())
+        .arg(spead_peer())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let json = tmp("spead-tx", "json");
+    let out = Command::new(root().join("target/engines/rtdaq-socket"))
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "2"])
+        .arg("--report-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let got = recv.wait_with_output().unwrap();
+    assert!(got.status.success(), "spead_peer recv: {}", show(&got));
+    let c: Value = serde_json::from_slice(&got.stdout).unwrap();
+    let sent = u(&r, "/tx/totals/packets");
+    // 65536-byte heaps in 8000-byte packets: 7944 + 7 x 7960 + 1872 bytes, 9 packets; the
+    // generator stops at a heap boundary of both senders.
+    assert_eq!(sent % 18, 0, "{}", show(&out));
+    let heaps = sent / 9;
+    assert!(heaps > 500, "2 s at 0.2 Gb/s: {}", show(&out));
+    assert_eq!(u(&c, "/heaps"), heaps, "spead2 assembled every heap: {c}");
+    assert_eq!((u(&c, "/good"), u(&c, "/bad")), (heaps, 0), "{c}");
+    assert_eq!(u(&c, "/stats/incomplete_heaps_evicted"), 0, "{c}");
+    for residue in ["0", "1"] {
+        let t = &c["timestamps"][residue];
+        assert_eq!(
+            (u(t, "/0"), u(t, "/1"), u(t, "/2")),
+            (0, heaps / 2 - 1, heaps / 2),
+            "sender {residue}: timestamps 0.. without a gap: {c}"
+        );
+    }
 }

@@ -12,7 +12,10 @@
 //!
 //! Nothing here allocates after construction, blocks or logs.
 
-use rtdaq_config::model::{Generator, GeneratorLimit, StreamFormat};
+use rtdaq_config::model::{
+    Generator, GeneratorLimit, StreamFormat, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
+};
+use rtdaq_core::format::spead::{self, Flavour};
 use rtdaq_core::format::vdif::{epoch_unix_seconds, VdifHeader};
 use rtdaq_core::format::CounterFormat;
 use rtdaq_core::wire::seqhdr::{fill_pattern, SeqHeader, FLAG_PATTERN};
@@ -53,6 +56,73 @@ enum Shape {
         /// Frames per second per thread.
         fps: u32,
     },
+    /// SPEAD heaps split into packets as spead2 splits them; see [`SpeadShape`].
+    Spead(SpeadShape),
+}
+
+/// Item id of the immediate timestamp item of the generator's SPEAD heaps (the heap number,
+/// from 0).
+pub const SPEAD_ITEM_TIMESTAMP: u32 = 0x1600;
+/// Item id of the data item of the generator's SPEAD heaps: `heap_bytes` bytes, byte `j`
+/// of heap `n` = `(j + n) mod 256`.
+pub const SPEAD_ITEM_DATA: u32 = 0x1800;
+
+/// The generator's SPEAD heaps. Sequence number `s` is packet `s % per_heap` of heap
+/// number `n = s / per_heap`, heap counter `(n + 1) × heap_step + stream_id % heap_step`.
+/// Every packet carries the heap counter, heap size, heap offset and payload length; the
+/// first also the timestamp (`n`) and the data item's pointer, as spead2 sends a heap
+/// without descriptors. Packets are `payload_size` bytes but a heap's last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SpeadShape {
+    flavour: Flavour,
+    step: u64,
+    residue: u64,
+    heap_bytes: u64,
+    /// Payload bytes in a heap's first packet and in the others.
+    first: u64,
+    full: u64,
+    per_heap: u64,
+}
+
+impl SpeadShape {
+    fn fill(&self, seq: u64, out: &mut [u8]) -> usize {
+        let (n, k) = (seq / self.per_heap, seq % self.per_heap);
+        let f = self.flavour;
+        let (off, items) = if k == 0 {
+            (0, 6u16)
+        } else {
+            (self.first + (k - 1) * self.full, 4)
+        };
+        let cap = if k == 0 { self.first } else { self.full };
+        let len = cap.min(self.heap_bytes - off);
+        let head = spead::HEADER_LEN + 8 * usize::from(items);
+        let total = head + len as usize;
+        let Some(out) = out.get_mut(..total) else {
+            return 0;
+        };
+        let ptrs = [
+            f.pointer(
+                true,
+                spead::ITEM_HEAP_CNT,
+                (n + 1) * self.step + self.residue,
+            ),
+            f.pointer(true, spead::ITEM_HEAP_SIZE, self.heap_bytes),
+            f.pointer(true, spead::ITEM_HEAP_OFFSET, off),
+            f.pointer(true, spead::ITEM_PAYLOAD_LEN, len),
+            f.pointer(true, SPEAD_ITEM_TIMESTAMP, n),
+            f.pointer(false, SPEAD_ITEM_DATA, 0),
+        ];
+        spead::emit_header(out, f, items);
+        for (i, p) in ptrs.iter().take(usize::from(items)).enumerate() {
+            spead::emit_pointer(out, i, *p);
+        }
+        let mut b = (off.wrapping_add(n)) as u8;
+        for x in &mut out[head..] {
+            *x = b;
+            b = b.wrapping_add(1);
+        }
+        total
+    }
 }
 
 impl PayloadGen {
@@ -107,6 +177,28 @@ impl PayloadGen {
                     fps: v.frames_per_second.unwrap_or(1).max(1),
                 };
             }
+            StreamFormat::Spead(sp) => {
+                // The config guarantees payload_size > SPEAD_FIRST_OVERHEAD.
+                let first = u64::from(payload_size as u32 - SPEAD_FIRST_OVERHEAD).max(1);
+                let full = u64::from(payload_size as u32 - SPEAD_OVERHEAD).max(1);
+                let heap_bytes = u64::from(sp.heap_bytes).max(1);
+                let per_heap = if heap_bytes <= first {
+                    1
+                } else {
+                    1 + (heap_bytes - first).div_ceil(full)
+                };
+                let step = u64::from(sp.heap_step.max(1));
+                g.payload_size = payload_size;
+                g.shape = Shape::Spead(SpeadShape {
+                    flavour: sp.flavour.unwrap_or(Flavour::F64_48),
+                    step,
+                    residue: u64::from(stream_id) % step,
+                    heap_bytes,
+                    first,
+                    full,
+                    per_heap,
+                });
+            }
         }
         g
     }
@@ -133,6 +225,15 @@ impl PayloadGen {
         self
     }
 
+    /// Packets of one unit the generator should not stop inside: a SPEAD heap's packets,
+    /// else 1.
+    pub const fn unit_packets(&self) -> u64 {
+        match self.shape {
+            Shape::Spead(sp) => sp.per_heap,
+            _ => 1,
+        }
+    }
+
     /// The stream id written into every header.
     pub const fn stream_id(&self) -> u16 {
         self.stream_id
@@ -143,7 +244,8 @@ impl PayloadGen {
         self.seq
     }
 
-    /// UDP payload bytes per packet, header included.
+    /// UDP payload bytes per packet, header included (SPEAD: the largest; a heap's last
+    /// packet may be shorter).
     pub const fn payload_size(&self) -> usize {
         self.payload_size
     }
@@ -180,6 +282,13 @@ impl PayloadGen {
                 }
                 self.seq = self.seq.wrapping_add(1);
                 return self.payload_size;
+            }
+            Shape::Spead(sp) => {
+                let n = sp.fill(self.seq, buf);
+                if n > 0 {
+                    self.seq = self.seq.wrapping_add(1);
+                }
+                return n;
             }
             Shape::Vdif { start, fps } => {
                 let f = u64::from(fps);

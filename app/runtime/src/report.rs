@@ -26,9 +26,11 @@
 //!                latency_ns: { p50, p99, p999, max, count, min },
 //!                in_gpu_memory (packets in a `device` region: counted, not checked),
 //!                invalid (VDIF invalid bit), rejects: { short, length, foreign, step,
-//!                frame_number } (instrument-format payloads without a position),
+//!                frame_number, items } (instrument-format payloads without a position),
+//!                heaps: { complete, incomplete, missing, unsized_heaps, missing_bytes,
+//!                ends }      (SPEAD only; open heaps counted as they stand at the end)
 //!                streams: [{ id, packets, missing, reordered, duplicates, too_old,
-//!                invalid }]   (per stream; absent when none was tracked)
+//!                invalid, heaps (SPEAD) }]   (per stream; absent when none was tracked)
 //!                format: { kind, frames_per_second, learned }  (instrument formats only),
 //!                gpu: { ... }                 (queues with a GPU stage: crate::gpu_report) }
 //! ```
@@ -342,6 +344,9 @@ pub struct RxChecks {
     /// Instrument-format payloads without a position, by reason (in `malformed` too).
     #[serde(default)]
     pub rejects: crate::validator::Rejects,
+    /// SPEAD heaps (`spead` format only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heaps: Option<crate::validator::HeapCounts>,
 }
 
 impl From<&ValidatorStats> for RxChecks {
@@ -357,6 +362,7 @@ impl From<&ValidatorStats> for RxChecks {
             in_gpu_memory: s.in_gpu_memory,
             invalid: s.invalid,
             rejects: s.rejects,
+            heaps: s.heaps,
         }
     }
 }
@@ -497,11 +503,10 @@ impl QueueReport {
                 t.too_old += c.too_old;
                 t.in_gpu_memory += c.in_gpu_memory;
                 t.invalid += c.invalid;
-                t.rejects.short += c.rejects.short;
-                t.rejects.length += c.rejects.length;
-                t.rejects.foreign += c.rejects.foreign;
-                t.rejects.step += c.rejects.step;
-                t.rejects.frame_number += c.rejects.frame_number;
+                t.rejects.merge(&c.rejects);
+                if let Some(h) = &c.heaps {
+                    t.heaps.get_or_insert_default().merge(h);
+                }
                 let l = &c.latency_ns;
                 if l.count > 0 {
                     lat.min = if lat.count == 0 {
@@ -709,17 +714,12 @@ fn write_format(f: &mut fmt::Formatter<'_>, q: &QueueReport) -> fmt::Result {
     };
     let (inv, rej) = q.rx.as_ref().map_or((0, String::new()), |c| {
         let r = &c.rejects;
-        let parts: Vec<String> = [
-            ("short", r.short),
-            ("length", r.length),
-            ("foreign", r.foreign),
-            ("step", r.step),
-            ("frame_number", r.frame_number),
-        ]
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(k, n)| format!("{k}={n}"))
-        .collect();
+        let parts: Vec<String> = r
+            .by_reason()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
         (c.invalid, parts.join(" "))
     });
     writeln!(
@@ -733,12 +733,26 @@ fn write_format(f: &mut fmt::Formatter<'_>, q: &QueueReport) -> fmt::Result {
             format!(" · malformed: {rej}")
         }
     )?;
+    if let Some(h) = q.rx.as_ref().and_then(|c| c.heaps.as_ref()) {
+        writeln!(
+            f,
+            "        heaps: {} complete, {} incomplete, {} missing, {} unsized · {} bytes missing · {} end-of-stream",
+            h.complete, h.incomplete, h.missing, h.unsized_heaps, h.missing_bytes, h.ends
+        )?;
+    }
     for s in q.streams.iter().take(16) {
         writeln!(
             f,
             "          stream {:#x}: {} packets, {} missing, {} reordered, {} duplicates, {} too old, {} invalid",
             s.id, s.packets, s.missing, s.reordered, s.duplicates, s.too_old, s.invalid
         )?;
+        if let Some(h) = &s.heaps {
+            writeln!(
+                f,
+                "            heaps {} complete, {} incomplete, {} missing",
+                h.complete, h.incomplete, h.missing
+            )?;
+        }
     }
     if q.streams.len() > 16 {
         writeln!(

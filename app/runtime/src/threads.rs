@@ -37,6 +37,8 @@ const IDLE_SLEEP: Duration = Duration::from_micros(50);
 /// Shortest sleep of a paced, non-busy generator: the pacer then allows the packets that came
 /// due meanwhile in one burst (one `sendmmsg`), instead of one syscall pair per packet.
 const MIN_PACE_SLEEP_NS: u64 = 50_000;
+/// How long a stopping generator may take to finish its units in progress (SPEAD heaps).
+const FINISH_NS: u64 = 200_000_000;
 
 /// After each burst, a thread that does not busy-poll lets the other threads of its priority
 /// on its core run (`sched_yield`): under `SCHED_FIFO` a thread that always has work (an
@@ -390,17 +392,28 @@ pub(crate) fn tx_generator<Q: TxQueue>(
     let lanes = plan.gens.len() as u64;
     let mut totals = GenTotals::default();
     let mut turns = StallClock::start(stall, now_ns());
+    // A generator whose packets come in units (a SPEAD heap's packets) finishes the units in
+    // progress when it stops, so the receiver sees no heap cut short: all lanes advance in
+    // turn, so every lane is at a unit boundary when the count is a multiple of this.
+    let unit = plan.gens[0].unit_packets() * lanes;
+    let mut finish_at: Option<(u64, u64)> = None;
     alloc_audit::arm_current_thread();
-    while !stop.load(Acquire) {
+    loop {
         let now = now_ns();
         turns.tick(now);
-        if plan.until_ns.is_some_and(|t| now >= t) {
-            break;
-        }
-        let left = plan.count.map_or(u64::MAX, |c| c - totals.generated);
-        if left == 0 {
-            break;
-        }
+        let ending = stop.load(Acquire)
+            || plan.until_ns.is_some_and(|t| now >= t)
+            || plan.count.is_some_and(|c| totals.generated >= c);
+        let left = if ending {
+            let (end, deadline) =
+                *finish_at.get_or_insert((totals.generated.div_ceil(unit) * unit, now + FINISH_NS));
+            if totals.generated >= end || now > deadline {
+                break;
+            }
+            end - totals.generated
+        } else {
+            plan.count.map_or(u64::MAX, |c| c - totals.generated)
+        };
         let mut want = plan
             .pacer
             .allowance(now, plan.batch.min(left as usize), size);

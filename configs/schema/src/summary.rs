@@ -483,6 +483,18 @@ fn describe_format(f: &crate::model::StreamFormat) -> String {
             Some(r) => format!("vdif {r} frames/s"),
             None => "vdif (frames/s learned)".to_owned(),
         },
+        StreamFormat::Spead(sp) => {
+            let fl = match sp.flavour {
+                Some(f) => format!("64-{}", f.heap_address_bits),
+                None => "64-48/64-40".to_owned(),
+            };
+            let step = if sp.heap_step > 1 {
+                format!(" heap_step {}", sp.heap_step)
+            } else {
+                String::new()
+            };
+            format!("spead {fl}{step}")
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The stream format of an interface (`[interfaces.format]`): what its RX queues expect in
 //! each payload and what a generator on it sends.
 
-use rtdaq_core::format::CounterFormat;
+use rtdaq_core::format::{CounterFormat, Flavour};
 
 /// `interfaces[].format`; see `docs/formats.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -13,6 +13,8 @@ pub enum StreamFormat {
     Counter(CounterFormat),
     /// VDIF frames, one per datagram (`kind = "vdif"`).
     Vdif(VdifParams),
+    /// SPEAD packets of heaps (`kind = "spead"`).
+    Spead(SpeadParams),
 }
 
 impl StreamFormat {
@@ -22,6 +24,7 @@ impl StreamFormat {
             StreamFormat::Rtdaq => "rtdaq",
             StreamFormat::Counter(_) => "counter",
             StreamFormat::Vdif(_) => "vdif",
+            StreamFormat::Spead(_) => "spead",
         }
     }
 
@@ -38,6 +41,8 @@ impl StreamFormat {
                 (if a > b { a } else { b }) as u32
             }
             StreamFormat::Vdif(_) => 40,
+            // Header, the 6 item pointers of a heap's first packet, one payload byte.
+            StreamFormat::Spead(_) => SPEAD_FIRST_OVERHEAD + 1,
         }
     }
 }
@@ -54,4 +59,25 @@ pub struct VdifParams {
     pub bits_per_sample: u8,
     /// log2 of the channel count the generator writes (`log2_channels`, 0..=31).
     pub log2_channels: u8,
+}
+
+/// Bytes before the payload in the first packet of a heap rtdaq's generator sends: the
+/// SPEAD header and 6 item pointers (heap counter, heap size, heap offset, payload length,
+/// timestamp, data).
+pub const SPEAD_FIRST_OVERHEAD: u32 = 8 + 6 * 8;
+/// Bytes before the payload in the other packets: header and 4 item pointers.
+pub const SPEAD_OVERHEAD: u32 = 8 + 4 * 8;
+
+/// `kind = "spead"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpeadParams {
+    /// `flavour = "64-48"` or `"64-40"`: packets of another flavour are `foreign`; `None`
+    /// (absent): either is accepted, and the generator sends 64-48.
+    pub flavour: Option<Flavour>,
+    /// `heap_step`: the heap counter's step within one stream (≥ 1); the stream of a heap
+    /// is `heap counter % heap_step`, so senders that interleave their counters are
+    /// tracked one by one.
+    pub heap_step: u32,
+    /// `heap_bytes`: payload bytes of each heap the generator sends (its data item).
+    pub heap_bytes: u32,
 }

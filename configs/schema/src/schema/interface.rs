@@ -86,6 +86,13 @@ pub(crate) struct RawFormat {
     pub bits_per_sample: Option<i64>,
     #[serde(default)]
     pub log2_channels: Option<i64>,
+    // kind = "spead"
+    #[serde(default)]
+    pub flavour: Option<String>,
+    #[serde(default)]
+    pub heap_step: Option<i64>,
+    #[serde(default)]
+    pub heap_bytes: Option<i64>,
 }
 
 /// `[interfaces.format.stream]`: the stream id field of a counter format.

@@ -1,14 +1,15 @@
-//! `[interfaces.format]`: the stream format of an interface (`rtdaq`, `counter`, `vdif`).
+//! `[interfaces.format]`: the stream format of an interface (`rtdaq`, `counter`, `vdif`,
+//! `spead`).
 
 use super::int;
 use crate::error::Errors;
-use crate::model::{StreamFormat, VdifParams};
+use crate::model::{SpeadParams, StreamFormat, VdifParams};
 use crate::schema::{IntOrStr, RawField, RawFormat};
 use rtdaq_core::format::vdif::MAX_FRAMES_PER_SECOND;
-use rtdaq_core::format::{CounterField, CounterFormat};
+use rtdaq_core::format::{CounterField, CounterFormat, Flavour};
 
 /// The kinds, as written.
-const KINDS: [&str; 3] = ["rtdaq", "counter", "vdif"];
+const KINDS: [&str; 4] = ["rtdaq", "counter", "vdif", "spead"];
 /// Keys only `kind = "counter"` takes.
 const COUNTER_KEYS: [&str; 8] = [
     "offset", "bytes", "endian", "shift", "bits", "step", "wrap", "stream",
@@ -20,6 +21,8 @@ const VDIF_KEYS: [&str; 4] = [
     "bits_per_sample",
     "log2_channels",
 ];
+/// Keys only `kind = "spead"` takes.
+const SPEAD_KEYS: [&str; 3] = ["flavour", "heap_step", "heap_bytes"];
 
 /// The format of interface `p` (`interfaces[i]`); `rtdaq` when the table is absent.
 pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Option<StreamFormat> {
@@ -35,13 +38,14 @@ pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Opt
         "rtdaq" => foreign(&[]),
         "counter" => foreign(&COUNTER_KEYS),
         "vdif" => foreign(&VDIF_KEYS),
+        "spead" => foreign(&SPEAD_KEYS),
         other => {
             let hint = crate::suggest::closest(other, &KINDS)
                 .map(|k| format!("did you mean {k:?}? "))
                 .unwrap_or_default();
             errs.push(
                 format!("{p}.kind"),
-                format!("{other:?} is not a stream format; {hint}use \"rtdaq\" (rtdaq's sequence header, the default), \"counter\" (a counter at an offset) or \"vdif\" (VDIF frames)"),
+                format!("{other:?} is not a stream format; {hint}use \"rtdaq\" (rtdaq's sequence header, the default), \"counter\" (a counter at an offset), \"vdif\" (VDIF frames) or \"spead\" (SPEAD heaps)"),
             );
             return None;
         }
@@ -50,6 +54,8 @@ pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Opt
         for k in &misplaced {
             let owner = if COUNTER_KEYS.contains(k) {
                 "counter"
+            } else if SPEAD_KEYS.contains(k) {
+                "spead"
             } else {
                 "vdif"
             };
@@ -66,6 +72,7 @@ pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Opt
     match f.kind.as_str() {
         "counter" => counter(f, &p, errs).map(StreamFormat::Counter),
         "vdif" => vdif(f, &p, errs).map(StreamFormat::Vdif),
+        "spead" => spead(f, &p, errs).map(StreamFormat::Spead),
         _ => Some(StreamFormat::Rtdaq),
     }
 }
@@ -89,6 +96,9 @@ fn given_keys(f: &RawFormat) -> Vec<&'static str> {
     add(f.station.is_some(), "station");
     add(f.bits_per_sample.is_some(), "bits_per_sample");
     add(f.log2_channels.is_some(), "log2_channels");
+    add(f.flavour.is_some(), "flavour");
+    add(f.heap_step.is_some(), "heap_step");
+    add(f.heap_bytes.is_some(), "heap_bytes");
     k
 }
 
@@ -300,5 +310,41 @@ fn vdif(f: &RawFormat, p: &str, errs: &mut Errors) -> Option<VdifParams> {
         station: station?,
         bits_per_sample: bps?,
         log2_channels: lg?,
+    })
+}
+
+fn spead(f: &RawFormat, p: &str, errs: &mut Errors) -> Option<SpeadParams> {
+    let flavour = match f.flavour.as_deref() {
+        None => Some(None),
+        Some("64-48") => Some(Some(Flavour::F64_48)),
+        Some("64-40") => Some(Some(Flavour::F64_40)),
+        Some(other) => {
+            errs.push(
+                format!("{p}.flavour"),
+                format!("{other:?} is not a SPEAD flavour rtdaq reads; use \"64-48\" (spead2's default) or \"64-40\", or leave it out to accept both"),
+            );
+            None
+        }
+    };
+    let step = int::<u32>(
+        f.heap_step.unwrap_or(1),
+        1,
+        i64::from(u32::MAX),
+        &format!("{p}.heap_step"),
+        " (the heap counter's step within one stream; streams are heap counter % heap_step)",
+        errs,
+    );
+    let bytes = int::<u32>(
+        f.heap_bytes.unwrap_or(8192),
+        1,
+        1 << 30,
+        &format!("{p}.heap_bytes"),
+        " (payload bytes of each heap the generator sends)",
+        errs,
+    );
+    Some(SpeadParams {
+        flavour: flavour?,
+        heap_step: step?,
+        heap_bytes: bytes?,
     })
 }

@@ -53,6 +53,14 @@ pub(super) fn generator(
     );
     let streams = iface.and_then(|i| streams(g, d, i, errs));
     if let (Some(i), Some(id), Some(n)) = (iface, stream_id, streams) {
+        if let Some(StreamFormat::Spead(sp)) = d.interfaces[i].format {
+            if n > sp.heap_step {
+                errs.push(
+                    format!("{P}.streams"),
+                    format!("{n} SPEAD streams need heap_step ≥ {n} in interfaces[{i}].format (stream k sends heap counters ≡ stream_id + k mod heap_step; with a smaller step two streams would send the same heaps)"),
+                );
+            }
+        }
         let vdif = matches!(d.interfaces[i].format, Some(StreamFormat::Vdif(_)));
         if vdif && u32::from(id) + n > 1024 {
             errs.push(

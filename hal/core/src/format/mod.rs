@@ -10,15 +10,18 @@
 //! | format | stream | sequence | module |
 //! |---|---|---|---|
 //! | `counter` | an optional field (beam, channel block, ...) | a counter anywhere in the payload: offset, width, endianness, bit field, step, wrap; unwrapped per stream | [`counter`] |
+//! | `spead` | `heap counter % heap_step` | heaps assembled in a window: complete, incomplete and missing heaps, missing bytes and packets (not a `SeqTracker` sequence) | [`spead`] |
 //! | `vdif` | station id and thread id | `(seconds from the reference epoch − first) × frames per second + data frame number`; frames per second configured or learned at the first second boundary | [`vdif`] |
 //!
 //! Everything here is `no_std`, allocation-free and `O(1)` per packet; no input panics
 //! (the parsers are fuzzed in `tests/format_props.rs`).
 
 pub mod counter;
+pub mod spead;
 pub mod vdif;
 
 pub use counter::{CounterField, CounterFormat, Unwrap};
+pub use spead::{Flavour, HeapStats, HeapTracker, SpeadPacket};
 pub use vdif::{VdifHeader, VdifSequencer};
 
 /// Where one payload sits: its stream and its linear sequence number in that stream.
@@ -48,16 +51,19 @@ pub enum Reject {
     Step,
     /// A VDIF data frame number at or beyond the frames per second.
     FrameNumber,
+    /// A SPEAD packet without a heap counter, heap offset or payload length item.
+    Items,
 }
 
 impl Reject {
     /// Every reason, in report order.
-    pub const ALL: [Reject; 5] = [
+    pub const ALL: [Reject; 6] = [
         Reject::Short,
         Reject::Length,
         Reject::Foreign,
         Reject::Step,
         Reject::FrameNumber,
+        Reject::Items,
     ];
     /// Number of reasons.
     pub const COUNT: usize = Self::ALL.len();
@@ -67,7 +73,7 @@ impl Reject {
         self as usize
     }
 
-    /// Report key: `short`, `length`, `foreign`, `step`, `frame_number`.
+    /// Report key: `short`, `length`, `foreign`, `step`, `frame_number`, `items`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Reject::Short => "short",
@@ -75,6 +81,7 @@ impl Reject {
             Reject::Foreign => "foreign",
             Reject::Step => "step",
             Reject::FrameNumber => "frame_number",
+            Reject::Items => "items",
         }
     }
 }
@@ -87,6 +94,7 @@ impl core::fmt::Display for Reject {
             Reject::Foreign => "not this format",
             Reject::Step => "counter moved by a non-multiple of its step",
             Reject::FrameNumber => "VDIF frame number at or beyond frames per second",
+            Reject::Items => "SPEAD packet without heap counter, offset or length item",
         })
     }
 }
