@@ -94,7 +94,7 @@ run "recording and replay with real readers (cargo test --test record -- --ignor
     cargo test -p rtdaq --test record -- --ignored --test-threads 1
 # Instrument formats (issue #17): baseband-written VDIF into rtdaq with nftables dropping
 # every 7th datagram (lost = nft's counter), rtdaq's VDIF generator recorded raw and read
-# back by baseband, a counter-at-offset stream with every 11th datagram dropped, spead2's
+# back by baseband, counter-at-offset and CODIF streams with every 11th / 13th datagram dropped, spead2's
 # heaps into rtdaq whole and with every 7th datagram dropped, rtdaq's SPEAD heaps
 # assembled by spead2 (app/tests/formats.rs; root for namespaces and nftables).
 run "instrument formats with real peers: baseband VDIF, spead2 both ways, nft drops, VDIF recording (cargo test --test formats -- --ignored)" \

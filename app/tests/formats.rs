@@ -281,33 +281,33 @@ fn generated_vdif_recorded_raw_opens_in_baseband_with_continuous_frames() {
     let _ = std::fs::remove_file(&json);
 }
 
-#[test]
-#[ignore = "needs root, nft and target/engines/rtdaq-socket; scripts/test.sh runs it"]
-fn counter_stream_with_every_11th_datagram_dropped_loses_exactly_those() {
-    if skipped("counter_stream_with_every_11th_datagram_dropped_loses_exactly_those") {
-        return;
-    }
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let pair = VethPair::new("fmt-ctr").unwrap();
+/// `config` (a loopback generator → receiver deployment on UDP `port`) run for 2 s at
+/// 20 000 pps inside a namespace whose nftables drop every `every`th datagram: received +
+/// dropped = sent, `lost` = nft's counter; returns the RX queue's report, the drops and
+/// the output.
+fn loopback_with_drops(
+    config: &str,
+    rate: (&str, &str),
+    port: u16,
+    every: u32,
+    tag: &str,
+) -> (Value, u64, std::process::Output) {
+    let pair = VethPair::new(&format!("fmt-{tag}")).unwrap();
     // Inside the namespace: generator and receiver over its loopback, nft on its input.
-    let cfg = edited(
-        "host-loopback-counter.toml",
-        &[("rate_gbps = 0.5", "rate_pps = 20000".into())],
-        "ctr",
-    );
-    nft_drop(&pair, Side::B, 7152, 11, 4);
+    let cfg = edited(config, &[(rate.0, rate.1.into())], tag);
+    nft_drop(&pair, Side::B, port, every, 4);
     let up = pair
         .command(Side::B, "ip")
         .args(["link", "set", "lo", "up"])
         .output()
         .unwrap();
     assert!(up.status.success(), "{}", show(&up));
-    let rx = start(&pair, Side::B, "socket", &cfg, 2.0, "ctr");
-    let (out, r) = finish(rx, "ctr");
+    let rx = start(&pair, Side::B, "socket", &cfg, 2.0, tag);
+    let (out, r) = finish(rx, tag);
     let dropped = nft_dropped(&pair, Side::B);
     assert!(
-        dropped > 1000,
-        "2 s at 20 000 pps, every 11th: {dropped}\n{}",
+        dropped > 20_000 / u64::from(every),
+        "2 s at 20 000 pps, every {every}th: {dropped}\n{}",
         show(&out)
     );
     let sent = u(&r, "/tx/totals/packets");
@@ -323,7 +323,24 @@ fn counter_stream_with_every_11th_datagram_dropped_loses_exactly_those() {
         "lost = nft's drops:\n{}",
         show(&out)
     );
-    let q = &r["rx"]["queues"][0];
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    (r["rx"]["queues"][0].clone(), dropped, out)
+}
+
+#[test]
+#[ignore = "needs root, nft and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn counter_stream_with_every_11th_datagram_dropped_loses_exactly_those() {
+    if skipped("counter_stream_with_every_11th_datagram_dropped_loses_exactly_those") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (q, dropped, _) = loopback_with_drops(
+        "host-loopback-counter.toml",
+        ("rate_gbps = 0.5", "rate_pps = 20000"),
+        7152,
+        11,
+        "ctr",
+    );
     assert_eq!(q["format"]["kind"], "counter");
     let streams = q["streams"].as_array().unwrap();
     assert_eq!(
@@ -335,7 +352,38 @@ fn counter_stream_with_every_11th_datagram_dropped_loses_exactly_those() {
     // which only the generator's count reveals).
     let missing: u64 = streams.iter().map(|s| u(s, "/missing")).sum();
     assert!(dropped - missing <= 2, "{missing} of {dropped}");
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+}
+
+#[test]
+#[ignore = "needs root, nft and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn codif_stream_with_every_13th_datagram_dropped_loses_exactly_those() {
+    if skipped("codif_stream_with_every_13th_datagram_dropped_loses_exactly_those") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 20 000 frames/s of two threads at 8000 frames per 1-s period: 2 period boundaries.
+    let (q, dropped, out) = loopback_with_drops(
+        "host-loopback-codif.toml",
+        ("rate_pps = 16000", "rate_pps = 20000"),
+        7153,
+        13,
+        "codif",
+    );
+    assert_eq!(q["format"]["kind"], "codif");
+    assert_eq!(q["format"]["frames_per_second"], 8000, "frames per period");
+    let streams = q["streams"].as_array().unwrap();
+    assert_eq!(
+        streams.iter().map(|s| u(s, "/id")).collect::<Vec<_>>(),
+        [0, 1],
+        "threads 0 and 1 of group 0"
+    );
+    let missing: u64 = streams.iter().map(|s| u(s, "/missing")).sum();
+    assert!(
+        dropped - missing <= 2,
+        "{missing} of {dropped}: {}",
+        show(&out)
+    );
+    assert_eq!(u(&q, "/malformed"), 0);
 }
 
 /// Sends `heaps` spead2 heaps (5000 bytes, 1472-byte packets, end-of-stream after them)

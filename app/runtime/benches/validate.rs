@@ -1,6 +1,6 @@
 //! CPU per packet of the RX `validate` stage for each stream format against the plain count
 //! path (`validate = "count"`), in one run, interleaved (count, rtdaq-full, rtdaq-sequence,
-//! counter, vdif; count, ...), at 1472 and 8000-byte payloads.
+//! counter, vdif, spead; count, ...), at 1472 and 8000-byte payloads.
 //!
 //! ```text
 //! cargo bench -p rtdaq-runtime --bench validate
@@ -12,7 +12,9 @@
 //!
 //! Each variant gets 4096 payloads made by the generator for its format
 //! (`PayloadGen::for_format`: 4 streams, consecutive sequence numbers), so the validator does
-//! exactly what it does on a loss-free stream: parse, place, track. A sample runs the
+//! exactly what it does on a loss-free stream: parse, place, track. SPEAD: 4 senders
+//! (`heap_step = 4`), heaps of 4 packets at 1472 B and 8 at 8000 B, sized so that every
+//! packet is full (`first + k × full` bytes). A sample runs the
 //! payloads round after round through one `Validator::check` each (`packets` in all; every
 //! round starts a new sequence range so nothing is a duplicate) and reports ns per packet;
 //! the validator's own counters are checked afterwards (all unique, 0 gaps, 0 malformed),
@@ -20,7 +22,9 @@
 //! and size, and each median minus the count path's median (the format's own cost).
 #![allow(missing_docs)]
 
-use rtdaq_config::model::{StreamFormat, Validation, VdifParams};
+use rtdaq_config::model::{
+    SpeadParams, StreamFormat, Validation, VdifParams, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
+};
 use rtdaq_core::format::{CounterField, CounterFormat};
 use rtdaq_runtime::generator::PayloadGen;
 use rtdaq_runtime::validator::Validator;
@@ -74,7 +78,31 @@ fn variants() -> Vec<Variant> {
             mode: Validation::Sequence,
             format: vdif,
         },
+        Variant {
+            name: "spead",
+            mode: Validation::Sequence,
+            // heap_bytes is set per size (`format_for`).
+            format: StreamFormat::Spead(SpeadParams {
+                flavour: None,
+                heap_step: u32::from(STREAMS),
+                heap_bytes: 0,
+            }),
+        },
     ]
+}
+
+/// The variant's format at `size`-byte payloads: SPEAD heaps of full packets only (4 at
+/// 1472 B, 8 at 8000 B).
+fn format_for(v: &Variant, size: usize) -> StreamFormat {
+    match v.format {
+        StreamFormat::Spead(mut sp) => {
+            let size = size as u32;
+            let packets = if size <= 1500 { 4 } else { 8 };
+            sp.heap_bytes = (size - SPEAD_FIRST_OVERHEAD) + (packets - 1) * (size - SPEAD_OVERHEAD);
+            StreamFormat::Spead(sp)
+        }
+        f => f,
+    }
 }
 
 /// The next `PAYLOADS` payloads of `size` bytes (4 streams interleaved).
@@ -98,12 +126,13 @@ fn env(name: &str, default: usize) -> usize {
 
 fn sample(v: &Variant, size: usize, rounds: usize) -> f64 {
     // A fresh generator per sample: the rounds below continue its sequence numbers.
+    let format = format_for(v, size);
     let mut gens: Vec<PayloadGen> = (0..STREAMS)
-        .map(|s| PayloadGen::for_format(s, size, v.format, 1_764_547_200))
+        .map(|s| PayloadGen::for_format(s, size, format, 1_764_547_200))
         .collect();
     // Pre-build every round so that only `check` is timed.
     let all: Vec<Vec<Vec<u8>>> = (0..rounds).map(|_| payloads(v, size, &mut gens)).collect();
-    let mut val = Validator::with_format(v.mode, v.format);
+    let mut val = Validator::with_format(v.mode, format);
     let t = Instant::now();
     let mut n = 0usize;
     for r in &all {

@@ -15,6 +15,7 @@
 use rtdaq_config::model::{
     Generator, GeneratorLimit, StreamFormat, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
 };
+use rtdaq_core::format::codif::{CodifHeader, HEADER_LEN as CODIF_HEADER_LEN};
 use rtdaq_core::format::spead::{self, Flavour};
 use rtdaq_core::format::vdif::{epoch_unix_seconds, VdifHeader};
 use rtdaq_core::format::CounterFormat;
@@ -58,6 +59,14 @@ enum Shape {
     },
     /// SPEAD heaps split into packets as spead2 splits them; see [`SpeadShape`].
     Spead(SpeadShape),
+    /// A CODIF header (thread = stream id; period and frame number from the sequence
+    /// number and the rate, counted from `start`), then the pattern.
+    Codif {
+        /// The header of sequence number 0.
+        start: CodifHeader,
+        /// Frames per period per thread.
+        fpp: u32,
+    },
 }
 
 /// Item id of the immediate timestamp item of the generator's SPEAD heaps (the heap number,
@@ -177,6 +186,37 @@ impl PayloadGen {
                     fps: v.frames_per_second.unwrap_or(1).max(1),
                 };
             }
+            StreamFormat::Codif(c) => {
+                let epoch = (0..=255u8)
+                    .rev()
+                    .find(|&e| epoch_unix_seconds(e) <= unix_s)
+                    .unwrap_or(0);
+                let fpp = c.frames_per_period.unwrap_or(1).max(1);
+                let spf = |bytes: u64| {
+                    bytes * 8 / u64::from(c.bits_per_sample.max(1)) / u64::from(c.channels.max(1))
+                };
+                let data = payload_size.saturating_sub(CODIF_HEADER_LEN) as u32;
+                // Seconds: the start, down to a whole period since the epoch.
+                let since = unix_s.saturating_sub(epoch_unix_seconds(epoch));
+                let since = since - since % u64::from(c.period.max(1));
+                g.payload_size = payload_size;
+                g.shape = Shape::Codif {
+                    start: CodifHeader {
+                        seconds: since as u32,
+                        ref_epoch: epoch,
+                        bits_per_sample: c.bits_per_sample,
+                        version: 3,
+                        period: c.period.max(1),
+                        thread: stream_id,
+                        station: c.station,
+                        channels: c.channels.max(1),
+                        data_bytes: data,
+                        total_samples: spf(u64::from(data)) * u64::from(fpp),
+                        ..CodifHeader::default()
+                    },
+                    fpp,
+                };
+            }
             StreamFormat::Spead(sp) => {
                 // The config guarantees payload_size > SPEAD_FIRST_OVERHEAD.
                 let first = u64::from(payload_size as u32 - SPEAD_FIRST_OVERHEAD).max(1);
@@ -280,6 +320,19 @@ impl PayloadGen {
                 if let Some(sf) = c.stream {
                     let _ = sf.write(out, u64::from(self.stream_id));
                 }
+                self.seq = self.seq.wrapping_add(1);
+                return self.payload_size;
+            }
+            Shape::Codif { start, fpp } => {
+                let f = u64::from(fpp);
+                let mut h = start;
+                let k = self.seq / f;
+                h.seconds = start
+                    .seconds
+                    .wrapping_add((k * u64::from(start.period)) as u32);
+                h.frame = (self.seq % f) as u32;
+                let _ = h.emit(out);
+                fill_pattern(self.stream_id, self.seq, &mut out[CODIF_HEADER_LEN..]);
                 self.seq = self.seq.wrapping_add(1);
                 return self.payload_size;
             }

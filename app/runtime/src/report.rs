@@ -31,7 +31,8 @@
 //!                ends }      (SPEAD only; open heaps counted as they stand at the end)
 //!                streams: [{ id, packets, missing, reordered, duplicates, too_old,
 //!                invalid, heaps (SPEAD) }]   (per stream; absent when none was tracked)
-//!                format: { kind, frames_per_second, learned }  (instrument formats only),
+//!                format: { kind, frames_per_second, learned }  (instrument formats only;
+//!                for CODIF frames_per_second is frames per period),
 //!                gpu: { ... }                 (queues with a GPU stage: crate::gpu_report) }
 //! ```
 //! In `totals`, `interface` is `"total"` and `queue`/`core` are `null`; `core` is also
@@ -704,11 +705,12 @@ fn write_format(f: &mut fmt::Formatter<'_>, q: &QueueReport) -> fmt::Result {
     let Some(fr) = &q.format else {
         return Ok(());
     };
+    let unit = if fr.kind == "codif" { "period" } else { "s" };
     let rate = match (fr.frames_per_second, fr.learned) {
-        (Some(r), true) => format!(" · {r} frames/s (learned)"),
-        (Some(r), false) => format!(" · {r} frames/s"),
-        (None, _) if fr.kind == "vdif" => {
-            " · frames/s not learned (no second boundary seen)".into()
+        (Some(r), true) => format!(" · {r} frames/{unit} (learned)"),
+        (Some(r), false) => format!(" · {r} frames/{unit}"),
+        (None, _) if fr.kind == "vdif" || fr.kind == "codif" => {
+            format!(" · frames/{unit} not learned (no boundary seen)")
         }
         _ => String::new(),
     };

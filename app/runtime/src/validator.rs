@@ -49,6 +49,7 @@ pub use crate::generator::{GeneratorError, PayloadGen, SendLimit};
 use crate::latency::{Histogram, LatencySummary};
 use rtdaq_config::model::{StreamFormat, Validation};
 use rtdaq_core::counters::QueueCounters;
+use rtdaq_core::format::codif;
 use rtdaq_core::format::spead::HeapEvent;
 use rtdaq_core::format::{
     Flavour, HeapStats, HeapTracker, Reject, SpeadPacket, Unwrap, VdifSequencer,
@@ -332,6 +333,7 @@ impl Validator {
     pub fn with_format(mode: Validation, format: StreamFormat) -> Self {
         let fps = match format {
             StreamFormat::Vdif(v) => v.frames_per_second,
+            StreamFormat::Codif(c) => c.frames_per_period,
             _ => None,
         };
         Self {
@@ -452,6 +454,10 @@ impl Validator {
         let (stream, raw, counter, invalid) = match self.format {
             StreamFormat::Counter(f) => match f.read(payload) {
                 Ok((stream, raw)) => (stream, raw, Some(f), false),
+                Err(r) => return self.reject(r),
+            },
+            StreamFormat::Codif(_) => match codif::position(&mut self.vdif, payload) {
+                Ok(p) => (p.stream, p.seq, None, p.invalid),
                 Err(r) => return self.reject(r),
             },
             _ => match self.vdif.position(payload) {

@@ -3,6 +3,7 @@
 //! accounted for exactly by `SeqTracker` over the unwrapped sequence.
 
 use proptest::prelude::*;
+use rtdaq_core::format::codif::{self, CodifHeader};
 use rtdaq_core::format::spead::{self, Flavour, HeapTracker, SpeadPacket};
 use rtdaq_core::format::{CounterField, CounterFormat, Reject, Unwrap, VdifHeader, VdifSequencer};
 use rtdaq_core::seq::SeqTracker;
@@ -213,5 +214,22 @@ proptest! {
             prop_assert_eq!(t.layout(), (first, full));
         }
         prop_assert_eq!((s.duplicates, s.too_old), (0, 0));
+    }
+}
+
+proptest! {
+    #[test]
+    fn codif_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..160),
+                          fpp in proptest::option::of(1u32..100_000), sync: bool) {
+        let mut b = bytes;
+        if sync && b.len() >= 48 {
+            // Behind a valid sync word the other fields are still random.
+            b[40..44].copy_from_slice(&codif::SYNC.to_le_bytes());
+        }
+        let mut s = VdifSequencer::new(fpp);
+        match codif::position(&mut s, &b) {
+            Ok(p) => prop_assert_eq!(CodifHeader::parse(&b).unwrap().stream(), p.stream),
+            Err(r) => prop_assert!(Reject::ALL.contains(&r)),
+        }
     }
 }

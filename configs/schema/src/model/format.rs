@@ -15,6 +15,8 @@ pub enum StreamFormat {
     Vdif(VdifParams),
     /// SPEAD packets of heaps (`kind = "spead"`).
     Spead(SpeadParams),
+    /// CODIF (v3) frames, one per datagram (`kind = "codif"`).
+    Codif(CodifParams),
 }
 
 impl StreamFormat {
@@ -25,6 +27,7 @@ impl StreamFormat {
             StreamFormat::Counter(_) => "counter",
             StreamFormat::Vdif(_) => "vdif",
             StreamFormat::Spead(_) => "spead",
+            StreamFormat::Codif(_) => "codif",
         }
     }
 
@@ -43,6 +46,8 @@ impl StreamFormat {
             StreamFormat::Vdif(_) => 40,
             // Header, the 6 item pointers of a heap's first packet, one payload byte.
             StreamFormat::Spead(_) => SPEAD_FIRST_OVERHEAD + 1,
+            // The 64-byte header and 8 data bytes.
+            StreamFormat::Codif(_) => 72,
         }
     }
 }
@@ -80,4 +85,20 @@ pub struct SpeadParams {
     pub heap_step: u32,
     /// `heap_bytes`: payload bytes of each heap the generator sends (its data item).
     pub heap_bytes: u32,
+}
+
+/// `kind = "codif"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodifParams {
+    /// Data frames per period per thread (`frames_per_period`); `None`: the receiver learns
+    /// it at the first period boundary (the generator needs it).
+    pub frames_per_period: Option<u32>,
+    /// Generator: the period in seconds (`period`, 1..=65535).
+    pub period: u16,
+    /// Generator: the station id (`station`).
+    pub station: u16,
+    /// Generator: bits per sample (`bits_per_sample`, 1..=32).
+    pub bits_per_sample: u8,
+    /// Generator: channels (`channels`, 1..=65535).
+    pub channels: u16,
 }

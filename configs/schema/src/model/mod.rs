@@ -17,7 +17,9 @@ pub use engine::{
     AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, FlowOffload, IbMode,
     IbverbsEngine, RoceOp, RoceReply, RxTimestamps, SocketEngine, Sockopt, StridingRq, ZeroCopy,
 };
-pub use format::{SpeadParams, StreamFormat, VdifParams, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD};
+pub use format::{
+    CodifParams, SpeadParams, StreamFormat, VdifParams, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
+};
 pub use gpu::{
     BatchMode, GpuProduct, GpuStage, GpuStageId, GpuStaging, GpuWorkload, SampleConversion,
     SampleIn, SampleOut, FFT_LEN, GEMM_DIM, GPU_ALIGN,

@@ -93,6 +93,13 @@ pub(crate) struct RawFormat {
     pub heap_step: Option<i64>,
     #[serde(default)]
     pub heap_bytes: Option<i64>,
+    // kind = "codif" (and station, bits_per_sample)
+    #[serde(default)]
+    pub frames_per_period: Option<i64>,
+    #[serde(default)]
+    pub period: Option<i64>,
+    #[serde(default)]
+    pub channels: Option<i64>,
 }
 
 /// `[interfaces.format.stream]`: the stream id field of a counter format.

@@ -1,15 +1,15 @@
 //! `[interfaces.format]`: the stream format of an interface (`rtdaq`, `counter`, `vdif`,
-//! `spead`).
+//! `spead`, `codif`).
 
 use super::int;
 use crate::error::Errors;
-use crate::model::{SpeadParams, StreamFormat, VdifParams};
+use crate::model::{CodifParams, SpeadParams, StreamFormat, VdifParams};
 use crate::schema::{IntOrStr, RawField, RawFormat};
 use rtdaq_core::format::vdif::MAX_FRAMES_PER_SECOND;
 use rtdaq_core::format::{CounterField, CounterFormat, Flavour};
 
 /// The kinds, as written.
-const KINDS: [&str; 4] = ["rtdaq", "counter", "vdif", "spead"];
+const KINDS: [&str; 5] = ["rtdaq", "counter", "vdif", "spead", "codif"];
 /// Keys only `kind = "counter"` takes.
 const COUNTER_KEYS: [&str; 8] = [
     "offset", "bytes", "endian", "shift", "bits", "step", "wrap", "stream",
@@ -23,6 +23,14 @@ const VDIF_KEYS: [&str; 4] = [
 ];
 /// Keys only `kind = "spead"` takes.
 const SPEAD_KEYS: [&str; 3] = ["flavour", "heap_step", "heap_bytes"];
+/// Keys `kind = "codif"` takes.
+const CODIF_KEYS: [&str; 5] = [
+    "frames_per_period",
+    "period",
+    "station",
+    "bits_per_sample",
+    "channels",
+];
 
 /// The format of interface `p` (`interfaces[i]`); `rtdaq` when the table is absent.
 pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Option<StreamFormat> {
@@ -39,13 +47,14 @@ pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Opt
         "counter" => foreign(&COUNTER_KEYS),
         "vdif" => foreign(&VDIF_KEYS),
         "spead" => foreign(&SPEAD_KEYS),
+        "codif" => foreign(&CODIF_KEYS),
         other => {
             let hint = crate::suggest::closest(other, &KINDS)
                 .map(|k| format!("did you mean {k:?}? "))
                 .unwrap_or_default();
             errs.push(
                 format!("{p}.kind"),
-                format!("{other:?} is not a stream format; {hint}use \"rtdaq\" (rtdaq's sequence header, the default), \"counter\" (a counter at an offset), \"vdif\" (VDIF frames) or \"spead\" (SPEAD heaps)"),
+                format!("{other:?} is not a stream format; {hint}use \"rtdaq\" (rtdaq's sequence header, the default), \"counter\" (a counter at an offset), \"vdif\" (VDIF frames), \"codif\" (CODIF frames) or \"spead\" (SPEAD heaps)"),
             );
             return None;
         }
@@ -56,6 +65,8 @@ pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Opt
                 "counter"
             } else if SPEAD_KEYS.contains(k) {
                 "spead"
+            } else if CODIF_KEYS.contains(k) && !VDIF_KEYS.contains(k) {
+                "codif"
             } else {
                 "vdif"
             };
@@ -73,6 +84,7 @@ pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Opt
         "counter" => counter(f, &p, errs).map(StreamFormat::Counter),
         "vdif" => vdif(f, &p, errs).map(StreamFormat::Vdif),
         "spead" => spead(f, &p, errs).map(StreamFormat::Spead),
+        "codif" => codif(f, &p, errs).map(StreamFormat::Codif),
         _ => Some(StreamFormat::Rtdaq),
     }
 }
@@ -99,6 +111,9 @@ fn given_keys(f: &RawFormat) -> Vec<&'static str> {
     add(f.flavour.is_some(), "flavour");
     add(f.heap_step.is_some(), "heap_step");
     add(f.heap_bytes.is_some(), "heap_bytes");
+    add(f.frames_per_period.is_some(), "frames_per_period");
+    add(f.period.is_some(), "period");
+    add(f.channels.is_some(), "channels");
     k
 }
 
@@ -254,20 +269,56 @@ fn counter(f: &RawFormat, p: &str, errs: &mut Errors) -> Option<CounterFormat> {
     })
 }
 
-fn vdif(f: &RawFormat, p: &str, errs: &mut Errors) -> Option<VdifParams> {
-    let fps = match f.frames_per_second {
+fn codif(f: &RawFormat, p: &str, errs: &mut Errors) -> Option<CodifParams> {
+    let fpp = match f.frames_per_period {
         None => Some(None),
         Some(v) => int::<u32>(
             v,
             1,
-            i64::from(MAX_FRAMES_PER_SECOND),
-            &format!("{p}.frames_per_second"),
-            " (data frames per second per thread; VDIF frame numbers have 24 bits)",
+            i64::from(u32::MAX),
+            &format!("{p}.frames_per_period"),
+            " (data frames per period per thread; CODIF frame numbers have 32 bits)",
             errs,
         )
         .map(Some),
     };
-    let station = match &f.station {
+    let period = int::<u16>(
+        f.period.unwrap_or(1),
+        1,
+        65_535,
+        &format!("{p}.period"),
+        " (seconds; CODIF's period field has 16 bits)",
+        errs,
+    );
+    let station = station(f, p, errs);
+    let bps = int::<u8>(
+        f.bits_per_sample.unwrap_or(8),
+        1,
+        32,
+        &format!("{p}.bits_per_sample"),
+        "",
+        errs,
+    );
+    let channels = int::<u16>(
+        f.channels.unwrap_or(1),
+        1,
+        65_535,
+        &format!("{p}.channels"),
+        "",
+        errs,
+    );
+    Some(CodifParams {
+        frames_per_period: fpp?,
+        period: period?,
+        station: station?,
+        bits_per_sample: bps?,
+        channels: channels?,
+    })
+}
+
+/// `station`: two ASCII characters or a 16-bit number (VDIF, CODIF); 0 when absent.
+fn station(f: &RawFormat, p: &str, errs: &mut Errors) -> Option<u16> {
+    match &f.station {
         None => Some(0),
         Some(IntOrStr::Int(v)) => int::<u16>(
             *v,
@@ -288,7 +339,23 @@ fn vdif(f: &RawFormat, p: &str, errs: &mut Errors) -> Option<VdifParams> {
             );
             None
         }
+    }
+}
+
+fn vdif(f: &RawFormat, p: &str, errs: &mut Errors) -> Option<VdifParams> {
+    let fps = match f.frames_per_second {
+        None => Some(None),
+        Some(v) => int::<u32>(
+            v,
+            1,
+            i64::from(MAX_FRAMES_PER_SECOND),
+            &format!("{p}.frames_per_second"),
+            " (data frames per second per thread; VDIF frame numbers have 24 bits)",
+            errs,
+        )
+        .map(Some),
     };
+    let station = station(f, p, errs);
     let bps = int::<u8>(
         f.bits_per_sample.unwrap_or(2),
         1,

@@ -416,6 +416,22 @@ fn payload(g: &RawGenerator, d: &Draft, i: usize, errs: &mut Errors) -> Option<u
         &format!(" bytes (at least {min} for {what}; at most {max}: {why})"),
         errs,
     )?;
+    if let StreamFormat::Codif(c) = format {
+        if (size - 64) % 8 != 0 {
+            errs.push(
+                &path,
+                format!("{size} is not a CODIF frame: a CODIF frame is the 64-byte header and data of a multiple of 8 bytes; use {}", 64 + (size - 64) / 8 * 8),
+            );
+            return None;
+        }
+        if c.frames_per_period.is_none() {
+            errs.push(
+                format!("interfaces[{i}].format.frames_per_period"),
+                "missing: the generator numbers CODIF frames within each period and needs the rate (e.g. frames_per_period = 1000; send rate_pps = frames_per_period / period × streams for real-time stamps)",
+            );
+            return None;
+        }
+    }
     if let StreamFormat::Vdif(v) = format {
         if size % 8 != 0 {
             errs.push(

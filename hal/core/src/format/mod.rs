@@ -10,16 +10,19 @@
 //! | format | stream | sequence | module |
 //! |---|---|---|---|
 //! | `counter` | an optional field (beam, channel block, ...) | a counter anywhere in the payload: offset, width, endianness, bit field, step, wrap; unwrapped per stream | [`counter`] |
+//! | `codif` | `group << 16 \| thread` | `(period index − first) × frames per period + frame number`; frames per period configured or learned at the first period boundary | [`codif`] |
 //! | `spead` | `heap counter % heap_step` | heaps assembled in a window: complete, incomplete and missing heaps, missing bytes and packets (not a `SeqTracker` sequence) | [`spead`] |
 //! | `vdif` | station id and thread id | `(seconds from the reference epoch − first) × frames per second + data frame number`; frames per second configured or learned at the first second boundary | [`vdif`] |
 //!
 //! Everything here is `no_std`, allocation-free and `O(1)` per packet; no input panics
 //! (the parsers are fuzzed in `tests/format_props.rs`).
 
+pub mod codif;
 pub mod counter;
 pub mod spead;
 pub mod vdif;
 
+pub use codif::CodifHeader;
 pub use counter::{CounterField, CounterFormat, Unwrap};
 pub use spead::{Flavour, HeapStats, HeapTracker, SpeadPacket};
 pub use vdif::{VdifHeader, VdifSequencer};
@@ -93,7 +96,7 @@ impl core::fmt::Display for Reject {
             Reject::Length => "header length differs from the payload length",
             Reject::Foreign => "not this format",
             Reject::Step => "counter moved by a non-multiple of its step",
-            Reject::FrameNumber => "VDIF frame number at or beyond frames per second",
+            Reject::FrameNumber => "VDIF/CODIF frame number at or beyond the frame rate",
             Reject::Items => "SPEAD packet without heap counter, offset or length item",
         })
     }

@@ -220,31 +220,37 @@ impl VdifSequencer {
 
     /// Places a parsed header.
     pub fn place(&mut self, h: &VdifHeader) -> Result<Position, Reject> {
-        let sec = h.unix_seconds();
+        Ok(Position {
+            stream: h.stream(),
+            seq: self.place_frame(h.unix_seconds(), h.frame)?,
+            invalid: h.invalid,
+        })
+    }
+
+    /// The sequence number of frame `frame` of time unit `unit` (VDIF: the absolute second;
+    /// CODIF: the period index), the rate being frames per unit. [`Reject::FrameNumber`] for
+    /// a frame number at or beyond the rate in use.
+    pub fn place_frame(&mut self, unit: u64, frame: u32) -> Result<u64, Reject> {
+        let sec = unit;
         let base = *self.base.get_or_insert(sec);
         if self.fps == 0 {
             if sec == base {
-                self.max_frame = self.max_frame.max(h.frame);
+                self.max_frame = self.max_frame.max(frame);
             } else if sec > base {
                 // The first second boundary: the first second's highest frame + 1.
                 self.fps = self.max_frame + 1;
                 self.learned = true;
             }
         }
-        if self.fps > 0 && h.frame >= self.fps {
+        if self.fps > 0 && frame >= self.fps {
             return Err(Reject::FrameNumber);
         }
-        // Before the rate is known only the base second has arrived: its frame number is
-        // its sequence number, as it will be once the rate is known.
-        let seq = sec
+        // Before the rate is known only the base unit has arrived: its frame number is its
+        // sequence number, as it will be once the rate is known.
+        Ok(sec
             .wrapping_sub(base)
             .wrapping_mul(u64::from(self.fps))
-            .wrapping_add(u64::from(h.frame));
-        Ok(Position {
-            stream: h.stream(),
-            seq,
-            invalid: h.invalid,
-        })
+            .wrapping_add(u64::from(frame)))
     }
 }
 
