@@ -1,6 +1,6 @@
 //! CPU per packet of the RX `validate` stage for each stream format against the plain count
 //! path (`validate = "count"`), in one run, interleaved (count, rtdaq-full, rtdaq-sequence,
-//! counter, vdif, spead; count, ...), at 1472 and 8000-byte payloads.
+//! counter, vdif, codif, spead; count, ...), at 1472 and 8000-byte payloads.
 //!
 //! ```text
 //! cargo bench -p rtdaq-runtime --bench validate
@@ -23,7 +23,8 @@
 #![allow(missing_docs)]
 
 use rtdaq_config::model::{
-    SpeadParams, StreamFormat, Validation, VdifParams, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
+    CodifParams, SpeadParams, StreamFormat, Validation, VdifParams, SPEAD_FIRST_OVERHEAD,
+    SPEAD_OVERHEAD,
 };
 use rtdaq_core::format::{CounterField, CounterFormat};
 use rtdaq_runtime::generator::PayloadGen;
@@ -77,6 +78,17 @@ fn variants() -> Vec<Variant> {
             name: "vdif",
             mode: Validation::Sequence,
             format: vdif,
+        },
+        Variant {
+            name: "codif",
+            mode: Validation::Sequence,
+            format: StreamFormat::Codif(CodifParams {
+                frames_per_period: Some(1_000_000),
+                period: 1,
+                station: u16::from_be_bytes(*b"AS"),
+                bits_per_sample: 8,
+                channels: 4,
+            }),
         },
         Variant {
             name: "spead",
