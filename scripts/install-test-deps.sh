@@ -147,12 +147,13 @@ install_rust() {
 
 # The Python peers (PyPI) in a venv of the repository's own, target/pyenv: Debian's Python
 # refuses system-wide pip installs (PEP 668). baseband reads the DADA and VDIF files the
-# recorder writes and writes VDIF files; spead2 sends and receives SPEAD streams.
+# recorder writes and writes VDIF files; spead2 sends and receives SPEAD streams; scapy
+# builds eCPRI frames.
 PYENV=target/pyenv
-PY_PEERS="baseband spead2"
+PY_PEERS="baseband spead2 scapy"
 install_python() {
     [ $simulate = 1 ] && return 0
-    if [ -x "$PYENV/bin/python" ] && "$PYENV/bin/python" -c 'import baseband, spead2' 2>/dev/null; then
+    if [ -x "$PYENV/bin/python" ] && "$PYENV/bin/python" -c 'import baseband, spead2, scapy' 2>/dev/null; then
         log "Python venv $PYENV: $PY_PEERS installed"
         return 0
     fi

@@ -96,10 +96,11 @@ run "recording and replay with real readers (cargo test --test record -- --ignor
 # every 7th datagram (lost = nft's counter), rtdaq's VDIF generator recorded raw and read
 # back by baseband, counter-at-offset and CODIF streams with every 11th / 13th datagram dropped, spead2's
 # heaps into rtdaq whole and with every 7th datagram dropped, rtdaq's SPEAD heaps
-# assembled by spead2 (app/tests/formats.rs; root for namespaces and nftables).
-run "instrument formats with real peers: baseband VDIF, spead2 both ways, nft drops, VDIF recording (cargo test --test formats -- --ignored)" \
+# assembled by spead2, scapy's eCPRI frames replayed by tcpreplay into AF_PACKET
+# (app/tests/formats.rs; root for namespaces and nftables).
+run "instrument formats with real peers: baseband VDIF, spead2 both ways, scapy eCPRI, nft drops, VDIF recording (cargo test --test formats -- --ignored)" \
     cargo test -p rtdaq --test formats -- --ignored --test-threads 1
-run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins (cargo test --test multicast -- --ignored)" \
+run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership (cargo test --test multicast -- --ignored)" \
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1

@@ -59,12 +59,12 @@ fn skip_reason() -> Option<String> {
         return Some("no nft (Debian: apt-get install nftables)".into());
     }
     let bb = Command::new(python())
-        .args(["-c", "import baseband, spead2"])
+        .args(["-c", "import baseband, spead2, scapy"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !bb {
         return Some(
-            "no target/pyenv with baseband and spead2 (scripts/install-test-deps.sh makes it)"
+            "no target/pyenv with baseband, spead2 and scapy (scripts/install-test-deps.sh makes it)"
                 .into(),
         );
     }
@@ -567,4 +567,101 @@ fn generated_spead_heaps_assemble_in_spead2_with_rtdaqs_items() {
             "sender {residue}: timestamps 0.. without a gap: {c}"
         );
     }
+}
+
+#[test]
+#[ignore = "needs root, scapy, tcpreplay and target/engines/rtdaq-afpacket; scripts/test.sh runs it"]
+fn scapy_ecpri_over_ethernet_replayed_into_afpacket_tracks_seq_ids_per_pc_id() {
+    if skipped("scapy_ecpri_over_ethernet_replayed_into_afpacket_tracks_seq_ids_per_pc_id") {
+        return;
+    }
+    if !root().join("target/engines/rtdaq-afpacket").exists() {
+        eprintln!("SKIPPED: no target/engines/rtdaq-afpacket (scripts/build-engines.sh afpacket)");
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("fmt-ecpri").unwrap();
+    let mac = |m: [u8; 6]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let (dst, src) = (mac(pair.mac(Side::B)), mac(pair.mac(Side::A)));
+    // 4 PC_IDs x 610 IQ messages (SEQ_ID wraps twice); PC_ID index 2 loses every 50th
+    // (12 of them, none its last).
+    let pcap = tmp("ecpri", "pcap");
+    let args = [
+        "write",
+        pcap.to_str().unwrap(),
+        "--dst-mac",
+        dst.as_str(),
+        "--src-mac",
+        src.as_str(),
+        "--pc-ids",
+        "4",
+        "--messages",
+        "610",
+        "--skip-pc",
+        "2",
+        "--skip-every",
+        "50",
+    ];
+    let made = json_of(
+        Command::new(python())
+            .arg(root().join("scripts/peers/ecpri_peer.py"))
+            .args(args),
+        &args,
+    );
+    assert_eq!(
+        (u(&made, "/frames"), u(&made, "/skipped")),
+        (2428, 12),
+        "{made}"
+    );
+    let cfg = edited(
+        "veth-afpacket-ecpri-rx.toml",
+        &[(
+            "address = \"rtdaq0b\"",
+            format!("address = \"{}\"", pair.ifname(Side::B)),
+        )],
+        "ecpri-rx",
+    );
+    let rx = start(&pair, Side::B, "afpacket", &cfg, 4.0, "ecpri-rx");
+    let replay = pair
+        .exec(
+            Side::A,
+            "tcpreplay",
+            &[
+                "-q",
+                "--pps=5000",
+                "-i",
+                pair.ifname(Side::A),
+                pcap.to_str().unwrap(),
+            ],
+        )
+        .unwrap();
+    assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
+    let (out, r) = finish(rx, "ecpri-rx");
+    let _ = std::fs::remove_file(&pcap);
+    assert_eq!(u(&r, "/rx/totals/packets"), 2428, "{}", show(&out));
+    assert_eq!(u(&r, "/lost"), 12, "the 12 left out:\n{}", show(&out));
+    assert_eq!(u(&r, "/rx/totals/malformed"), 0, "{}", show(&out));
+    let q = &r["rx"]["queues"][0];
+    assert_eq!(q["format"]["kind"], "ecpri");
+    let streams = q["streams"].as_array().unwrap();
+    assert_eq!(
+        streams.iter().map(|s| u(s, "/id")).collect::<Vec<_>>(),
+        [0x100, 0x101, 0x102, 0x103],
+        "message type 0 << 16 | PC_ID: {}",
+        show(&out)
+    );
+    for s in streams {
+        let lost = if u(s, "/id") == 0x102 { 12 } else { 0 };
+        assert_eq!(
+            (u(s, "/packets"), u(s, "/missing")),
+            (610 - lost, lost),
+            "{s}"
+        );
+    }
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
 }

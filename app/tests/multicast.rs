@@ -151,3 +151,100 @@ fn source_specific_join_gets_only_its_source() {
         show(out_x)
     );
 }
+
+/// The groups of `ifname` in `side`'s `/proc/net/igmp` (dotted quads).
+fn igmp_groups(pair: &VethPair, side: Side, ifname: &str) -> Vec<String> {
+    let out = pair.exec(side, "cat", &["/proc/net/igmp"]).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "<idx>\t<dev> : <count> <querier>" then one indented line per group, the group as
+    // the hex of its network-order u32 as the host (little-endian) reads it.
+    let mut groups = Vec::new();
+    let mut ours = false;
+    for line in text.lines().skip(1) {
+        if !line.starts_with('\t') {
+            ours = line.split_whitespace().nth(1) == Some(ifname);
+        } else if ours {
+            if let Some(Ok(v)) = line
+                .split_whitespace()
+                .next()
+                .map(|h| u32::from_str_radix(h, 16))
+            {
+                groups.push(std::net::Ipv4Addr::from(v.to_le_bytes()).to_string());
+            }
+        }
+    }
+    groups
+}
+
+#[test]
+#[ignore = "needs root, tcpdump and target/engines/rtdaq-{socket,afpacket}; scripts/test.sh runs it"]
+fn afpacket_receiver_holds_the_kernel_membership_and_gets_every_datagram() {
+    if skipped("afpacket_receiver_holds_the_kernel_membership_and_gets_every_datagram") {
+        return;
+    }
+    if !root().join("target/engines/rtdaq-afpacket").exists() {
+        eprintln!("SKIPPED: no target/engines/rtdaq-afpacket (scripts/build-engines.sh afpacket)");
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("mcraw").unwrap();
+    let (a_if, b_if) = (
+        pair.ifname(Side::A).to_string(),
+        pair.ifname(Side::B).to_string(),
+    );
+    assert!(!igmp_groups(&pair, Side::B, &b_if).contains(&"239.77.0.1".to_string()));
+    let cfg = edited(
+        "testbed-multicast-afpacket-rx.toml",
+        &[
+            ("address = \"rtdaq0b\"", format!("address = \"{b_if}\"")),
+            (
+                "multicast_interface = \"169.254.77.2\"",
+                format!("multicast_interface = \"{}\"", pair.ip(Side::B)),
+            ),
+        ],
+        "mc-raw",
+    );
+    // tcpdump on A's end sees the IGMP report B's kernel sends when the run joins.
+    let igmp = pair
+        .command(Side::A, "timeout")
+        .args([
+            "8", "tcpdump", "-n", "-v", "-l", "-c", "1", "-i", &a_if, "igmp",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let rx = start(&pair, Side::B, "afpacket", &cfg, 5.0, "mc-raw");
+    let held = igmp_groups(&pair, Side::B, &b_if);
+    let sent = send(&pair, "mc-raw-tx");
+    let (out, r) = finish(rx, "mc-raw");
+    let report = igmp.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        held.contains(&"239.77.0.1".to_string()),
+        "/proc/net/igmp of {b_if} during the run: {held:?}"
+    );
+    assert!(
+        seen.contains("igmp") && seen.contains("239.77.0.1"),
+        "tcpdump on A: {seen:?} {}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let n = u(&sent, "/tx/totals/packets");
+    assert!(n > 20_000, "2 s at 20 000 pps: sent {n}");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(
+        u(&r, "/rx/totals/packets"),
+        n,
+        "every datagram: {}",
+        show(&out)
+    );
+    assert_eq!(u(&r, "/lost"), 0);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("joined multicast group 239.77.0.1 on"),
+        "{log}"
+    );
+    // The run is over: the membership is gone.
+    assert!(!igmp_groups(&pair, Side::B, &b_if).contains(&"239.77.0.1".to_string()));
+}

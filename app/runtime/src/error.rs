@@ -48,6 +48,14 @@ pub enum RuntimeError {
     /// The replay file cannot be replayed.
     #[error("replay: {0}")]
     Replay(String),
+    /// The kernel refused a multicast membership of a raw-engine interface.
+    #[error("{key}: {message}")]
+    Multicast {
+        /// Config key (`interfaces[i].multicast_groups[k]`).
+        key: String,
+        /// What failed and what to do.
+        message: String,
+    },
     /// Signal handlers could not be installed.
     #[error("cannot install the SIGINT/SIGTERM handlers: {0}")]
     Signals(#[source] std::io::Error),

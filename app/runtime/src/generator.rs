@@ -16,6 +16,7 @@ use rtdaq_config::model::{
     Generator, GeneratorLimit, StreamFormat, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
 };
 use rtdaq_core::format::codif::{CodifHeader, HEADER_LEN as CODIF_HEADER_LEN};
+use rtdaq_core::format::ecpri;
 use rtdaq_core::format::spead::{self, Flavour};
 use rtdaq_core::format::vdif::{epoch_unix_seconds, VdifHeader};
 use rtdaq_core::format::CounterFormat;
@@ -59,6 +60,9 @@ enum Shape {
     },
     /// SPEAD heaps split into packets as spead2 splits them; see [`SpeadShape`].
     Spead(SpeadShape),
+    /// eCPRI IQ data messages: PC_ID = the stream id, SEQ_ID = the sequence number mod 256,
+    /// then the pattern.
+    Ecpri,
     /// A CODIF header (thread = stream id; period and frame number from the sequence
     /// number and the rate, counted from `start`), then the pattern.
     Codif {
@@ -185,6 +189,10 @@ impl PayloadGen {
                     },
                     fps: v.frames_per_second.unwrap_or(1).max(1),
                 };
+            }
+            StreamFormat::Ecpri => {
+                g.payload_size = payload_size;
+                g.shape = Shape::Ecpri;
             }
             StreamFormat::Codif(c) => {
                 let epoch = (0..=255u8)
@@ -320,6 +328,13 @@ impl PayloadGen {
                 if let Some(sf) = c.stream {
                     let _ = sf.write(out, u64::from(self.stream_id));
                 }
+                self.seq = self.seq.wrapping_add(1);
+                return self.payload_size;
+            }
+            Shape::Ecpri => {
+                // The config guarantees 8 ≤ payload_size ≤ 65539.
+                ecpri::emit_iq(out, self.payload_size, self.stream_id, self.seq as u8);
+                fill_pattern(self.stream_id, self.seq, &mut out[8..]);
                 self.seq = self.seq.wrapping_add(1);
                 return self.payload_size;
             }

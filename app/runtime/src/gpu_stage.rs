@@ -432,7 +432,7 @@ impl Stage {
             match burst.segment(i, 0) {
                 Segment::Host(bytes) => {
                     let payload = if u.frames {
-                        threads::udp_payload(bytes)
+                        threads::app_payload(bytes)
                     } else {
                         bytes
                     };

@@ -450,10 +450,18 @@ where
         }
     }
 
-    // 2. Open the engine and hand each parked thread its queue (RX first, then the
-    //    generators). A failure drops the feeds: parked threads wake up and return.
+    // 2. Join the raw interfaces' multicast groups (held until the run ends), open the
+    //    engine and hand each parked thread its queue (RX first, then the generators). A
+    //    failure drops the feeds: parked threads wake up and return.
+    let mut _memberships = None;
     let opened = match startup_error {
-        None => open_and_feed::<E>(config, &res, rx_feeds, tx_feeds, stats, replay),
+        None => match crate::membership::join(config) {
+            Ok(m) => {
+                _memberships = Some(m);
+                open_and_feed::<E>(config, &res, rx_feeds, tx_feeds, stats, replay)
+            }
+            Err(e) => Err(e),
+        },
         Some(message) => Err(RuntimeError::Thread {
             queue: "start-up".into(),
             message,

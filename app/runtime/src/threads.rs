@@ -99,15 +99,21 @@ impl Unwrap {
     }
 }
 
-/// The UDP payload of `frame`, or an empty slice (which the validator counts as malformed)
-/// when it is not an IPv4/UDP frame. Never allocates.
-pub(crate) fn udp_payload(frame: &[u8]) -> &[u8] {
+/// What the validator reads of `frame`: the UDP payload of an IPv4/UDP frame, the eCPRI
+/// message of an eCPRI-over-Ethernet frame (EtherType `0xAEFE`: the bytes after the
+/// Ethernet/VLAN header, padding included), else an empty slice (which the validator counts
+/// as malformed). Never allocates.
+pub(crate) fn app_payload(frame: &[u8]) -> &[u8] {
+    use rtdaq_core::wire::FrameInfo;
     match rtdaq_core::wire::parse_frame(frame) {
-        Ok(rtdaq_core::wire::FrameInfo { udp: Some(u), .. }) => {
+        Ok(FrameInfo { udp: Some(u), .. }) => {
             let off = usize::from(u.payload_offset);
             frame
                 .get(off..off + usize::from(u.payload_len))
                 .unwrap_or_default()
+        }
+        Ok(FrameInfo { ecpri: Some(e), .. }) if !e.over_udp => {
+            frame.get(usize::from(e.offset)..).unwrap_or_default()
         }
         _ => &[],
     }
@@ -153,7 +159,7 @@ pub(crate) fn consume<B: RxBurst>(
         } else if burst.segments(i) == 1 {
             pipe.on_packet(&PacketView {
                 frame: Some(first),
-                payload: udp_payload(first),
+                payload: app_payload(first),
                 meta,
                 rx_ns,
             });
@@ -170,7 +176,7 @@ pub(crate) fn consume<B: RxBurst>(
             let frame = &u.gather[..len];
             pipe.on_packet(&PacketView {
                 frame: Some(frame),
-                payload: udp_payload(frame),
+                payload: app_payload(frame),
                 meta,
                 rx_ns,
             });

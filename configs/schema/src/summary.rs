@@ -495,6 +495,7 @@ fn describe_format(f: &crate::model::StreamFormat) -> String {
             };
             format!("spead {fl}{step}")
         }
+        StreamFormat::Ecpri => "ecpri".to_owned(),
         StreamFormat::Codif(c) => match c.frames_per_period {
             Some(r) => format!("codif {r} frames/period"),
             None => "codif (frames/period learned)".to_owned(),

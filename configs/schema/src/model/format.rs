@@ -17,6 +17,9 @@ pub enum StreamFormat {
     Spead(SpeadParams),
     /// CODIF (v3) frames, one per datagram (`kind = "codif"`).
     Codif(CodifParams),
+    /// eCPRI messages: a sequence id per PC_ID / RTC_ID (`kind = "ecpri"`), over UDP or,
+    /// on a raw engine, over Ethernet (EtherType 0xAEFE).
+    Ecpri,
 }
 
 impl StreamFormat {
@@ -28,6 +31,7 @@ impl StreamFormat {
             StreamFormat::Vdif(_) => "vdif",
             StreamFormat::Spead(_) => "spead",
             StreamFormat::Codif(_) => "codif",
+            StreamFormat::Ecpri => "ecpri",
         }
     }
 
@@ -48,6 +52,8 @@ impl StreamFormat {
             StreamFormat::Spead(_) => SPEAD_FIRST_OVERHEAD + 1,
             // The 64-byte header and 8 data bytes.
             StreamFormat::Codif(_) => 72,
+            // Common header, PC_ID, SEQ_ID, E bit / subsequence id.
+            StreamFormat::Ecpri => 8,
         }
     }
 }

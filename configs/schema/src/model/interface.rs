@@ -197,6 +197,19 @@ pub struct Interface {
     pub format: super::StreamFormat,
     /// A `udp://` address in 224.0.0.0/4: the group and how to join and send to it.
     pub multicast: Option<Multicast>,
+    /// Raw engines: the IPv4 multicast groups whose kernel membership the run holds
+    /// (`multicast_groups`), so that the NIC's filter and the switches (IGMP) deliver them.
+    pub raw_multicast: Option<RawMulticast>,
+}
+
+/// `multicast_groups` of a raw-engine interface (netdev or PCI address).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RawMulticast {
+    /// The groups (224.0.0.0/4, distinct).
+    pub groups: Vec<Ipv4Addr>,
+    /// Local IPv4 address of the netdev that joins (`multicast_interface`); `0.0.0.0`: the
+    /// kernel picks the interface by route.
+    pub interface: Ipv4Addr,
 }
 
 /// An IPv4 multicast group of a socket UDP interface (`address = "udp://239.x.y.z:port"`).

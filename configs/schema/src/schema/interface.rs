@@ -53,6 +53,8 @@ pub(crate) struct RawInterface {
     pub multicast_ttl: Option<i64>,
     #[serde(default)]
     pub multicast_loop: Option<bool>,
+    #[serde(default)]
+    pub multicast_groups: Option<Vec<String>>,
 }
 
 /// `[interfaces.format]`: the stream format (validated in `validate/format.rs`).

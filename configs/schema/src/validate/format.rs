@@ -1,5 +1,5 @@
 //! `[interfaces.format]`: the stream format of an interface (`rtdaq`, `counter`, `vdif`,
-//! `spead`, `codif`).
+//! `spead`, `codif`, `ecpri`).
 
 use super::int;
 use crate::error::Errors;
@@ -9,7 +9,7 @@ use rtdaq_core::format::vdif::MAX_FRAMES_PER_SECOND;
 use rtdaq_core::format::{CounterField, CounterFormat, Flavour};
 
 /// The kinds, as written.
-const KINDS: [&str; 5] = ["rtdaq", "counter", "vdif", "spead", "codif"];
+const KINDS: [&str; 6] = ["rtdaq", "counter", "vdif", "spead", "codif", "ecpri"];
 /// Keys only `kind = "counter"` takes.
 const COUNTER_KEYS: [&str; 8] = [
     "offset", "bytes", "endian", "shift", "bits", "step", "wrap", "stream",
@@ -43,7 +43,7 @@ pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Opt
         given.iter().copied().filter(|k| !own.contains(k)).collect()
     };
     let misplaced = match f.kind.as_str() {
-        "rtdaq" => foreign(&[]),
+        "rtdaq" | "ecpri" => foreign(&[]),
         "counter" => foreign(&COUNTER_KEYS),
         "vdif" => foreign(&VDIF_KEYS),
         "spead" => foreign(&SPEAD_KEYS),
@@ -54,7 +54,7 @@ pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Opt
                 .unwrap_or_default();
             errs.push(
                 format!("{p}.kind"),
-                format!("{other:?} is not a stream format; {hint}use \"rtdaq\" (rtdaq's sequence header, the default), \"counter\" (a counter at an offset), \"vdif\" (VDIF frames), \"codif\" (CODIF frames) or \"spead\" (SPEAD heaps)"),
+                format!("{other:?} is not a stream format; {hint}use \"rtdaq\" (rtdaq's sequence header, the default), \"counter\" (a counter at an offset), \"vdif\" (VDIF frames), \"codif\" (CODIF frames), \"spead\" (SPEAD heaps) or \"ecpri\" (eCPRI sequence ids)"),
             );
             return None;
         }
@@ -85,6 +85,7 @@ pub(super) fn format(raw: Option<&RawFormat>, p: &str, errs: &mut Errors) -> Opt
         "vdif" => vdif(f, &p, errs).map(StreamFormat::Vdif),
         "spead" => spead(f, &p, errs).map(StreamFormat::Spead),
         "codif" => codif(f, &p, errs).map(StreamFormat::Codif),
+        "ecpri" => Some(StreamFormat::Ecpri),
         _ => Some(StreamFormat::Rtdaq),
     }
 }

@@ -39,7 +39,18 @@ pub(super) fn interfaces(raw: &RawConfig, d: &mut Draft, errs: &mut Errors) {
             .collect();
         let default_action = default_action(iface, &p, errs);
         let format = super::format::format(iface.format.as_ref(), &p, errs);
-        let multicast = super::multicast::multicast(iface, address.as_ref(), &p, errs);
+        let raw_multicast = super::multicast::raw_multicast(iface, address.as_ref(), &p, errs);
+        // A raw interface's groups: its multicast keys are checked there.
+        let raw_groups = iface.multicast_groups.is_some()
+            && matches!(
+                address,
+                Some(crate::model::Address::Netdev(_) | crate::model::Address::Pci(_))
+            );
+        let multicast = if raw_groups {
+            Some(None)
+        } else {
+            super::multicast::multicast(iface, address.as_ref(), &p, errs)
+        };
         d.interfaces.push(DraftInterface {
             name: iface.name.clone(),
             address,
@@ -52,6 +63,7 @@ pub(super) fn interfaces(raw: &RawConfig, d: &mut Draft, errs: &mut Errors) {
             default_action,
             format,
             multicast,
+            raw_multicast,
         });
     }
     duplicate_addresses(raw, d, errs);

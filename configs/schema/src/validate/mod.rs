@@ -49,6 +49,7 @@ pub(crate) struct DraftInterface {
     pub default_action: Option<DefaultAction>,
     pub format: Option<crate::model::StreamFormat>,
     pub multicast: Option<Option<crate::model::Multicast>>,
+    pub raw_multicast: Option<Option<crate::model::RawMulticast>>,
 }
 
 /// Everything as far as it validated; `None` marks an item with an error.
@@ -145,6 +146,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
                 default_action: i.default_action?,
                 format: i.format?,
                 multicast: i.multicast?,
+                raw_multicast: i.raw_multicast?,
             })
         })
         .collect::<Option<Vec<_>>>()?;

@@ -1,9 +1,10 @@
 //! IPv4 multicast of socket UDP interfaces: `address = "udp://<group>:<port>"` with the
-//! group in 224.0.0.0/4, and the `multicast_*` keys.
+//! group in 224.0.0.0/4, and the `multicast_*` keys; and `multicast_groups` of raw-engine
+//! interfaces.
 
 use super::int;
 use crate::error::Errors;
-use crate::model::{Address, Multicast, Transport};
+use crate::model::{Address, Multicast, RawMulticast, Transport};
 use crate::schema::RawInterface;
 use std::net::Ipv4Addr;
 
@@ -21,6 +22,13 @@ pub(super) fn multicast(
         ("multicast_ttl", iface.multicast_ttl.is_some()),
         ("multicast_loop", iface.multicast_loop.is_some()),
     ];
+    if iface.multicast_groups.is_some() && matches!(address, Some(Address::Socket(_))) {
+        errs.push(
+            format!("{p}.multicast_groups"),
+            "is for raw-engine interfaces (a netdev or PCI address); a socket interface joins the group of its udp:// address: give the group there (\"udp://239.1.2.3:7200\")",
+        );
+        return None;
+    }
     let group = match address {
         Some(Address::Socket(u)) if u.transport == Transport::Udp && u.ip.is_multicast() => u.ip,
         // The address has its own error.
@@ -100,4 +108,79 @@ pub(super) fn multicast(
         loopback: iface.multicast_loop.unwrap_or(true),
     };
     ok.then_some(Some(m))
+}
+
+/// A raw-engine interface's `multicast_groups` (with `multicast_interface`): `Some(None)`
+/// without the key, `None` on an error.
+pub(super) fn raw_multicast(
+    iface: &RawInterface,
+    address: Option<&Address>,
+    p: &str,
+    errs: &mut Errors,
+) -> Option<Option<RawMulticast>> {
+    let Some(list) = &iface.multicast_groups else {
+        return Some(None);
+    };
+    if !matches!(address, Some(Address::Netdev(_) | Address::Pci(_))) {
+        // `multicast` reports a socket address; a broken address has its own error.
+        return Some(None);
+    }
+    let mut ok = true;
+    for (k, given) in [
+        ("multicast_sources", iface.multicast_sources.is_some()),
+        ("multicast_ttl", iface.multicast_ttl.is_some()),
+        ("multicast_loop", iface.multicast_loop.is_some()),
+    ] {
+        if given {
+            errs.push(
+                format!("{p}.{k}"),
+                "applies to a socket interface's group; a raw-engine interface joins its multicast_groups from any source (source-specific joins are not done on raw engines): remove it",
+            );
+            ok = false;
+        }
+    }
+    if list.is_empty() {
+        errs.push(
+            format!("{p}.multicast_groups"),
+            "empty: list the groups to join (e.g. [\"239.77.0.1\"]) or remove the key",
+        );
+        ok = false;
+    }
+    let mut groups = Vec::new();
+    for (k, s) in list.iter().enumerate() {
+        match s.parse::<Ipv4Addr>() {
+            Ok(g) if g.is_multicast() && !groups.contains(&g) => groups.push(g),
+            Ok(g) if g.is_multicast() => {
+                errs.push(
+                    format!("{p}.multicast_groups[{k}]"),
+                    format!("{g} is listed twice; remove the repeat"),
+                );
+                ok = false;
+            }
+            _ => {
+                errs.push(
+                    format!("{p}.multicast_groups[{k}]"),
+                    format!(
+                        "{s:?} is not an IPv4 multicast group (224.0.0.0/4, e.g. \"239.77.0.1\")"
+                    ),
+                );
+                ok = false;
+            }
+        }
+    }
+    let interface = match &iface.multicast_interface {
+        None => Some(Ipv4Addr::UNSPECIFIED),
+        Some(s) => match s.parse::<Ipv4Addr>() {
+            Ok(ip) if !ip.is_multicast() && !ip.is_broadcast() => Some(ip),
+            _ => {
+                errs.push(
+                    format!("{p}.multicast_interface"),
+                    format!("{s:?} is not a unicast IPv4 address; give the netdev's own IPv4 address (ip -4 addr show dev <netdev>)"),
+                );
+                None
+            }
+        },
+    };
+    let interface = interface?;
+    ok.then_some(Some(RawMulticast { groups, interface }))
 }

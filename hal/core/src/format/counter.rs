@@ -152,15 +152,6 @@ impl CounterFormat {
             Some(1u64 << self.counter.bits)
         }
     }
-
-    /// The counter's modulus as `u128` (`2^bits` or `wrap`).
-    pub const fn modulus(&self) -> u128 {
-        if self.wrap != 0 {
-            self.wrap as u128
-        } else {
-            1u128 << self.counter.bits
-        }
-    }
 }
 
 /// One stream's counter unwrapping; see the [module docs](self).

@@ -11,6 +11,7 @@
 //! |---|---|---|---|
 //! | `counter` | an optional field (beam, channel block, ...) | a counter anywhere in the payload: offset, width, endianness, bit field, step, wrap; unwrapped per stream | [`counter`] |
 //! | `codif` | `group << 16 \| thread` | `(period index − first) × frames per period + frame number`; frames per period configured or learned at the first period boundary | [`codif`] |
+//! | `ecpri` | `message type << 16 \| PC_ID` (types 0–2), PC_ID (type 3) | the sequence id, unwrapped per stream (8 or 32 bits) | [`ecpri`] |
 //! | `spead` | `heap counter % heap_step` | heaps assembled in a window: complete, incomplete and missing heaps, missing bytes and packets (not a `SeqTracker` sequence) | [`spead`] |
 //! | `vdif` | station id and thread id | `(seconds from the reference epoch − first) × frames per second + data frame number`; frames per second configured or learned at the first second boundary | [`vdif`] |
 //!
@@ -19,6 +20,7 @@
 
 pub mod codif;
 pub mod counter;
+pub mod ecpri;
 pub mod spead;
 pub mod vdif;
 

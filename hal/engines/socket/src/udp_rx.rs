@@ -213,12 +213,17 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         if let Some(m) = &iface.multicast {
             sock.join_multicast(m.group, m.interface, &m.sources)
                 .map_err(|source| SocketError::SetOption {
-                    key: format!("interfaces[{i}].multicast_interface"),
+                    key: if m.sources.is_empty() {
+                        format!("interfaces[{i}].multicast_interface")
+                    } else {
+                        format!("interfaces[{i}].multicast_interface / multicast_sources")
+                    },
                     detail: format!(
-                        "joining multicast group {} on {} ({}) failed ({source}); multicast_interface must be the IPv4 address of a local network interface (ip -4 addr), with a route or interface for the group",
+                        "joining multicast group {} on {} ({}) failed ({source}); multicast_interface must be the IPv4 address of a local network interface (ip -4 addr), with a route or interface for the group{}",
                         m.group,
                         if m.interface.is_unspecified() { "the interface the route picks".to_owned() } else { m.interface.to_string() },
                         if m.sources.is_empty() { "any source".to_owned() } else { format!("sources {:?}", m.sources) },
+                        if m.sources.is_empty() { "" } else { "; multicast_sources must be unicast IPv4 addresses of the senders (a source-specific join needs IGMPv3: net.ipv4.conf.<if>.force_igmp_version 0 or 3)" },
                     ),
                     source,
                 })?;
