@@ -33,7 +33,7 @@ if [ "${1:-}" = "--prepare" ]; then
     # are both "gpu-<hash>" in deps/).
     exe() { # cargo test args... -> the one executable built
         cargo test --release "$@" --no-run --message-format=json |
-            jq -r 'select(.reason == "compiler-artifact" and .executable != null) | .executable' | tail -1
+            jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test) | .executable' | tail -1
     }
     cp "$(exe -p rtdaq --features gpu --test gpu)" $C/app-gpu
     cp "$(exe -p rtdaq-runtime --features gpu --lib)" $C/runtime-unit

@@ -25,7 +25,7 @@
 
 mod e2e;
 
-use e2e::{edited, finish, root, show, start, tmp, u};
+use e2e::{edited, finish, mac, root, show, start, tcpreplay, tmp, u};
 use rtdaq_testbed::{Side, VethPair};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -283,15 +283,16 @@ fn generated_vdif_recorded_raw_opens_in_baseband_with_continuous_frames() {
 
 /// `config` (a loopback generator → receiver deployment on UDP `port`) run for 2 s at
 /// 20 000 pps inside a namespace whose nftables drop every `every`th datagram: received +
-/// dropped = sent, `lost` = nft's counter; returns the RX queue's report, the drops and
-/// the output.
+/// dropped = sent, `lost` = nft's counter, the queue's format is `kind` with streams `ids`
+/// whose missing add up to the drops (save a dropped last packet of a stream: tail loss,
+/// which only the generator's count reveals), 0 malformed; returns the RX queue's report.
 fn loopback_with_drops(
     config: &str,
     rate: (&str, &str),
-    port: u16,
-    every: u32,
+    (port, every): (u16, u32),
+    (kind, ids): (&str, &[u64]),
     tag: &str,
-) -> (Value, u64, std::process::Output) {
+) -> Value {
     let pair = VethPair::new(&format!("fmt-{tag}")).unwrap();
     // Inside the namespace: generator and receiver over its loopback, nft on its input.
     let cfg = edited(config, &[(rate.0, rate.1.into())], tag);
@@ -324,7 +325,24 @@ fn loopback_with_drops(
         show(&out)
     );
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    (r["rx"]["queues"][0].clone(), dropped, out)
+    let q = r["rx"]["queues"][0].clone();
+    assert_eq!(q["format"]["kind"], kind);
+    let streams = q["streams"].as_array().unwrap();
+    assert_eq!(
+        streams.iter().map(|s| u(s, "/id")).collect::<Vec<_>>(),
+        ids,
+        "{}",
+        show(&out)
+    );
+    let missing: u64 = streams.iter().map(|s| u(s, "/missing")).sum();
+    let n = ids.len() as u64;
+    assert!(
+        dropped - missing <= n,
+        "{missing} of {dropped}: {}",
+        show(&out)
+    );
+    assert_eq!(u(&q, "/malformed"), 0);
+    q
 }
 
 #[test]
@@ -334,24 +352,14 @@ fn counter_stream_with_every_11th_datagram_dropped_loses_exactly_those() {
         return;
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (q, dropped, _) = loopback_with_drops(
+    // Two beams (stream field values 1 and 2).
+    loopback_with_drops(
         "host-loopback-counter.toml",
         ("rate_gbps = 0.5", "rate_pps = 20000"),
-        7152,
-        11,
+        (7152, 11),
+        ("counter", &[1, 2]),
         "ctr",
     );
-    assert_eq!(q["format"]["kind"], "counter");
-    let streams = q["streams"].as_array().unwrap();
-    assert_eq!(
-        streams.iter().map(|s| u(s, "/id")).collect::<Vec<_>>(),
-        [1, 2],
-        "the two beams"
-    );
-    // Missing per beam adds up to lost, save a dropped last packet of a beam (tail loss,
-    // which only the generator's count reveals).
-    let missing: u64 = streams.iter().map(|s| u(s, "/missing")).sum();
-    assert!(dropped - missing <= 2, "{missing} of {dropped}");
 }
 
 #[test]
@@ -362,28 +370,15 @@ fn codif_stream_with_every_13th_datagram_dropped_loses_exactly_those() {
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // 20 000 frames/s of two threads at 8000 frames per 1-s period: 2 period boundaries.
-    let (q, dropped, out) = loopback_with_drops(
+    // Threads 0 and 1 of group 0.
+    let q = loopback_with_drops(
         "host-loopback-codif.toml",
         ("rate_pps = 16000", "rate_pps = 20000"),
-        7153,
-        13,
+        (7153, 13),
+        ("codif", &[0, 1]),
         "codif",
     );
-    assert_eq!(q["format"]["kind"], "codif");
     assert_eq!(q["format"]["frames_per_second"], 8000, "frames per period");
-    let streams = q["streams"].as_array().unwrap();
-    assert_eq!(
-        streams.iter().map(|s| u(s, "/id")).collect::<Vec<_>>(),
-        [0, 1],
-        "threads 0 and 1 of group 0"
-    );
-    let missing: u64 = streams.iter().map(|s| u(s, "/missing")).sum();
-    assert!(
-        dropped - missing <= 2,
-        "{missing} of {dropped}: {}",
-        show(&out)
-    );
-    assert_eq!(u(&q, "/malformed"), 0);
 }
 
 /// Sends `heaps` spead2 heaps (5000 bytes, 1472-byte packets, end-of-stream after them)
@@ -581,12 +576,6 @@ fn scapy_ecpri_over_ethernet_replayed_into_afpacket_tracks_seq_ids_per_pc_id() {
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pair = VethPair::new("fmt-ecpri").unwrap();
-    let mac = |m: [u8; 6]| {
-        m.iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":")
-    };
     let (dst, src) = (mac(pair.mac(Side::B)), mac(pair.mac(Side::A)));
     // 4 PC_IDs x 610 IQ messages (SEQ_ID wraps twice); PC_ID index 2 loses every 50th
     // (12 of them, none its last).
@@ -627,20 +616,7 @@ fn scapy_ecpri_over_ethernet_replayed_into_afpacket_tracks_seq_ids_per_pc_id() {
         "ecpri-rx",
     );
     let rx = start(&pair, Side::B, "afpacket", &cfg, 4.0, "ecpri-rx");
-    let replay = pair
-        .exec(
-            Side::A,
-            "tcpreplay",
-            &[
-                "-q",
-                "--pps=5000",
-                "-i",
-                pair.ifname(Side::A),
-                pcap.to_str().unwrap(),
-            ],
-        )
-        .unwrap();
-    assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
+    tcpreplay(&pair, &pcap, 5000);
     let (out, r) = finish(rx, "ecpri-rx");
     let _ = std::fs::remove_file(&pcap);
     assert_eq!(u(&r, "/rx/totals/packets"), 2428, "{}", show(&out));

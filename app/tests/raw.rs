@@ -285,20 +285,7 @@ fn replay_frames(p: &VethPair, good: u64, bad_each: usize) -> (Vec<Vec<u8>>, usi
 
 /// `tcpreplay` sends `pcap` out of side A at 5000 packets/s.
 fn tcpreplay_5000pps(p: &VethPair, pcap: &Path) {
-    let replay = p
-        .exec(
-            Side::A,
-            "tcpreplay",
-            &[
-                "-q",
-                "--pps=5000",
-                "-i",
-                p.ifname(Side::A),
-                pcap.to_str().unwrap(),
-            ],
-        )
-        .unwrap();
-    assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
+    tcpreplay(p, pcap, 5000);
 }
 
 /// A classic pcap file (LINKTYPE_ETHERNET, microsecond stamps 1 ms apart).

@@ -418,6 +418,10 @@ impl Stage {
         u: &Unwrap,
     ) {
         let mut now = 0;
+        let rtdaq_format = matches!(
+            v.validate.format().0,
+            rtdaq_config::model::StreamFormat::Rtdaq
+        );
         for i in 0..burst.len() {
             let meta = burst.meta(i);
             let rx_ns = if meta.rx_timestamp_ns != 0 {
@@ -442,7 +446,14 @@ impl Stage {
                         meta,
                         rx_ns,
                     });
-                    let seq = SeqHeader::parse(payload).ok().map(|h| h.seq as u32);
+                    // rtdaq's header even when the validator counts only (validate = "count" is
+                    // refused with reorder, but gather takes it too); an instrument format:
+                    // the sequence number the validator just placed the payload at.
+                    let seq = if rtdaq_format {
+                        SeqHeader::parse(payload).ok().map(|h| h.seq as u32)
+                    } else {
+                        v.validate.last_seq().map(|s| s as u32)
+                    };
                     self.add(bytes.as_ptr(), bytes.len(), Some(bytes), seq, rx_ns, stats);
                 }
                 // GPU memory (a NIC wrote it): the CPU cannot read it, so no sequence number

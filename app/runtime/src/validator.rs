@@ -309,6 +309,8 @@ pub struct Validator {
     gaps_gross: u64,
     latency: Histogram,
     published: Published,
+    /// The sequence number the last `check` tracked (`None`: it tracked none).
+    last_seq: Option<u64>,
 }
 
 impl Default for Validator {
@@ -346,6 +348,7 @@ impl Validator {
             gaps_gross: 0,
             latency: Histogram::new(),
             published: Published::default(),
+            last_seq: None,
         }
     }
 
@@ -383,6 +386,7 @@ impl Validator {
     /// Tracks `seq` in slot `i`.
     #[inline]
     fn track(&mut self, i: usize, seq: u64) -> Verdict {
+        self.last_seq = Some(seq);
         let ev = self.slots[i].tracker.observe(seq);
         let st = &mut self.stats;
         match ev {
@@ -559,6 +563,7 @@ impl Validator {
     /// Checks one payload received at `rx_ns` (`CLOCK_REALTIME` ns; 0 = unknown, no
     /// latency). `O(payload)` for the pattern check, no allocation.
     pub fn check(&mut self, payload: &[u8], rx_ns: u64) -> Verdict {
+        self.last_seq = None;
         let st = &mut self.stats;
         st.received += 1;
         st.bytes = st.bytes.wrapping_add(payload.len() as u64);
@@ -591,6 +596,14 @@ impl Validator {
             return Verdict::StreamOverflow;
         };
         self.track(i, h.seq)
+    }
+
+    /// The linear sequence number of the payload the last [`check`](Self::check) tracked
+    /// (rtdaq's header, a counter, VDIF, CODIF, eCPRI; `None` for SPEAD, which places
+    /// packets in heaps, for a payload it could not place, and with `validate = "count"`).
+    /// The GPU stage's `reorder` mode places payloads by it.
+    pub const fn last_seq(&self) -> Option<u64> {
+        self.last_seq
     }
 
     /// Counts a packet of `len` bytes that lies in GPU memory: received, but its payload
@@ -944,9 +957,13 @@ mod tests {
             st.iter().map(|s| (s.id, s.missing)).collect::<Vec<_>>(),
             [(0x100, 0), (0x101, 5)]
         );
+        // The GPU stage's reorder reads the linear sequence of the last message (1000th of
+        // PC_ID 0x101: 999, its SEQ_ID 231 unwrapped).
+        assert_eq!(v.last_seq(), Some(999));
         // A split message's first piece is counted, not tracked.
         b[7] = 0x00;
         assert_eq!(v.check(&b, 0), Verdict::Counted);
+        assert_eq!(v.last_seq(), None);
     }
 
     #[test]

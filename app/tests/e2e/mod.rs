@@ -122,3 +122,22 @@ pub fn show(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// `tcpreplay` sends `pcap` out of `pair`'s side A at `pps` packets per second.
+pub fn tcpreplay(pair: &VethPair, pcap: &Path, pps: u32) {
+    let rate = format!("--pps={pps}");
+    let replay = pair
+        .exec(
+            Side::A,
+            "tcpreplay",
+            &[
+                "-q",
+                &rate,
+                "-i",
+                pair.ifname(Side::A),
+                pcap.to_str().unwrap(),
+            ],
+        )
+        .unwrap();
+    assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
+}

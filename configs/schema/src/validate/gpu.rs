@@ -7,6 +7,7 @@
 use super::capacity::largest_frame;
 use super::{int, quoted, rxq, unknown_name, Draft};
 use crate::error::Errors;
+use crate::model::StreamFormat;
 use crate::model::{
     BatchMode, EngineKind, GpuProduct, GpuStage, GpuStageId, GpuStaging, GpuWorkload, MemoryRegion,
     Placement, RegionKind, SampleConversion, SampleIn, SampleOut, Validation, FFT_LEN, GEMM_DIM,
@@ -109,11 +110,25 @@ fn stage(
         " packets (output slots per batch)",
         errs,
     );
-    // RoCE delivers messages (the sequence header first), the other raw paths whole frames.
+    // The users' stream format (of the first user's interface): its header is skipped by
+    // default, and reorder places by its sequence.
+    let format = users
+        .first()
+        .and_then(|&(i, _)| d.interfaces.get(i))
+        .and_then(|i| i.format)
+        .unwrap_or_default();
+    let header = match format {
+        StreamFormat::Rtdaq => SeqHeader::LEN as u32,
+        StreamFormat::Vdif(_) => 32,
+        StreamFormat::Codif(_) => 64,
+        StreamFormat::Ecpri => 8,
+        StreamFormat::Counter(_) | StreamFormat::Spead(_) => 0,
+    };
+    // RoCE delivers messages (the payload first), the other raw paths whole frames.
     let default_offset = if d.kind.is_raw() && !super::roce(raw) {
-        RAW_HEADERS + SeqHeader::LEN as u32
+        RAW_HEADERS + header
     } else {
-        SeqHeader::LEN as u32
+        header
     };
     let payload_offset = match s.payload_offset {
         None => Some(default_offset),
@@ -131,7 +146,14 @@ fn stage(
     if matches!(s.mode, RawBatchMode::Reorder) && raw.run.validate == Validation::Count {
         errs.push(
             format!("{p}.mode"),
-            "mode = \"reorder\" takes each packet's sequence number from its rtdaq sequence header, but run.validate = \"count\" declares traffic without one; use mode = \"gather\", or run.validate = \"sequence\"/\"full\"",
+            "mode = \"reorder\" takes each packet's sequence number from its rtdaq sequence header or its stream format, but run.validate = \"count\" reads neither; use mode = \"gather\", or run.validate = \"sequence\"/\"full\"",
+        );
+        ok = false;
+    }
+    if matches!(s.mode, RawBatchMode::Reorder) && matches!(format, StreamFormat::Spead(_)) {
+        errs.push(
+            format!("{p}.mode"),
+            "mode = \"reorder\" places packets by one sequence number; SPEAD packets are placed in heaps (heap counter and offset), which the GPU stage does not do yet: use mode = \"gather\"",
         );
         ok = false;
     }
