@@ -138,6 +138,15 @@ impl SpeadShape {
     }
 }
 
+/// The latest reference epoch (half years since 2000, VDIF and CODIF) up to `last` that
+/// began at or before `unix_s`; 0 before 2000.
+fn latest_epoch(unix_s: u64, last: u8) -> u8 {
+    (0..=last)
+        .rev()
+        .find(|&e| epoch_unix_seconds(e) <= unix_s)
+        .unwrap_or(0)
+}
+
 impl PayloadGen {
     /// A stream `stream_id` of `payload_size`-byte UDP payloads (header included),
     /// first sequence number 0. `payload_size` must be ≥ 32 and ≤ `32 + u32::MAX`
@@ -170,10 +179,7 @@ impl PayloadGen {
                 g.shape = Shape::Counter(c);
             }
             StreamFormat::Vdif(v) => {
-                let epoch = (0..64u8)
-                    .rev()
-                    .find(|&e| epoch_unix_seconds(e) <= unix_s)
-                    .unwrap_or(0);
+                let epoch = latest_epoch(unix_s, 63);
                 g.payload_size = payload_size;
                 g.shape = Shape::Vdif {
                     start: VdifHeader {
@@ -195,10 +201,7 @@ impl PayloadGen {
                 g.shape = Shape::Ecpri;
             }
             StreamFormat::Codif(c) => {
-                let epoch = (0..=255u8)
-                    .rev()
-                    .find(|&e| epoch_unix_seconds(e) <= unix_s)
-                    .unwrap_or(0);
+                let epoch = latest_epoch(unix_s, u8::MAX);
                 let fpp = c.frames_per_period.unwrap_or(1).max(1);
                 let spf = |bytes: u64| {
                     bytes * 8 / u64::from(c.bits_per_sample.max(1)) / u64::from(c.channels.max(1))

@@ -400,8 +400,12 @@ pub(crate) fn tx_generator<Q: TxQueue>(
     let mut turns = StallClock::start(stall, now_ns());
     // A generator whose packets come in units (a SPEAD heap's packets) finishes the units in
     // progress when it stops, so the receiver sees no heap cut short: all lanes advance in
-    // turn, so every lane is at a unit boundary when the count is a multiple of this.
-    let unit = plan.gens[0].unit_packets() * lanes;
+    // turn, so every lane is at a unit boundary when the count is a multiple of this. Packets
+    // that are their own unit stop where they are (`count` exactly).
+    let unit = match plan.gens[0].unit_packets() {
+        1 => 1,
+        per_lane => per_lane * lanes,
+    };
     let mut finish_at: Option<(u64, u64)> = None;
     alloc_audit::arm_current_thread();
     loop {

@@ -53,7 +53,7 @@ use rtdaq_core::format::codif;
 use rtdaq_core::format::ecpri::{self, Piece};
 use rtdaq_core::format::spead::HeapEvent;
 use rtdaq_core::format::{
-    CounterFormat, Flavour, HeapStats, HeapTracker, Reject, SpeadPacket, Unwrap, VdifSequencer,
+    Flavour, HeapStats, HeapTracker, Reject, SpeadPacket, Unwrap, VdifSequencer,
 };
 use rtdaq_core::seq::{SeqEvent, SeqTracker};
 use rtdaq_core::wire::seqhdr::{check_pattern, SeqHeader, FLAG_PATTERN};
@@ -77,7 +77,8 @@ pub enum Verdict {
     Corrupt,
     /// No valid sequence header (short, bad magic/version, truncated payload).
     Malformed,
-    /// Counted only (`Validation::Count`): nothing was checked.
+    /// Counted only: `Validation::Count` (nothing was checked), or a piece of a split eCPRI
+    /// message before its last (its sequence id is tracked with the last piece).
     Counted,
 }
 
@@ -450,19 +451,6 @@ impl Validator {
         })
     }
 
-    /// Tracks raw counter value `raw` of `stream` under counter format `f` (eCPRI).
-    #[inline]
-    fn track_counter(&mut self, f: &CounterFormat, stream: u32, raw: u64) -> Verdict {
-        let Some(i) = self.slot(stream) else {
-            self.stats.streams_overflow += 1;
-            return Verdict::StreamOverflow;
-        };
-        match self.slots[i].unwrap.position(f, stream, raw) {
-            Ok(p) => self.track(i, p.seq),
-            Err(r) => self.reject(r),
-        }
-    }
-
     /// A payload of an instrument format (counter, VDIF, CODIF, SPEAD, eCPRI).
     #[inline]
     fn check_format(&mut self, payload: &[u8]) -> Verdict {
@@ -479,9 +467,7 @@ impl Validator {
                     stream,
                     raw,
                     format,
-                }) => {
-                    return self.track_counter(format, stream, raw);
-                }
+                }) => (stream, raw, Some(*format), false),
                 // Not the last piece of a split message: counted, not tracked.
                 Ok(Piece::Fragment) => return Verdict::Counted,
                 Err(r) => return self.reject(r),

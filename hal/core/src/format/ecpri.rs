@@ -97,10 +97,7 @@ pub fn read(msg: &[u8]) -> Result<Piece, Reject> {
 /// PC_ID `pc_id`, SEQ_ID `seq`, E bit set, subsequence 0) into `out[..8]`; `false` when
 /// `out` is shorter than 8 bytes or `len` is outside `8..=65539`.
 pub fn emit_iq(out: &mut [u8], len: usize, pc_id: u16, seq: u8) -> bool {
-    let Some(h) = out.get_mut(..8) else {
-        return false;
-    };
-    let Ok(size) = u16::try_from(len.wrapping_sub(4)) else {
+    let (Some(h), Ok(size)) = (out.get_mut(..8), u16::try_from(len.saturating_sub(4))) else {
         return false;
     };
     if len < 8 {
