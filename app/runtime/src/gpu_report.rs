@@ -124,10 +124,12 @@ impl GpuReport {
         Some(GpuReport {
             stage: s.name.clone(),
             gpu: s.gpu,
-            mode: match s.mode {
-                BatchMode::ReorderModulo => "reorder-modulo",
-                BatchMode::ReorderBitFields { .. } => "reorder-bit-fields",
-                BatchMode::Gather => "gather",
+            mode: match (s.mode, s.max_packets) {
+                (BatchMode::ReorderModulo, None) => "reorder-modulo",
+                (BatchMode::ReorderBitFields { .. }, None) => "reorder-bit-fields",
+                (BatchMode::ReorderModulo, Some(_)) => "heaps-modulo",
+                (BatchMode::ReorderBitFields { .. }, Some(_)) => "heaps-bit-fields",
+                (BatchMode::Gather, _) => "gather",
             }
             .to_owned(),
             conversion: s.conversion.to_string(),

@@ -30,6 +30,7 @@ use crate::pacer::now_ns;
 use crate::pipeline::{PacketView, Pipeline as CpuPipeline};
 use crate::record::RecordSink;
 use crate::threads::{self, Unwrap};
+use crate::validator::HeapPiece;
 #[cfg(test)]
 use crate::validator::Validator;
 use rtdaq_config::model::{
@@ -72,20 +73,26 @@ pub fn pipeline_config(s: &StageConfig) -> PipelineConfig {
             },
         },
     };
-    let mode = match s.mode {
-        BatchMode::ReorderModulo => Mode::Reorder(SlotMode::Modulo),
+    let slots = match s.mode {
+        BatchMode::ReorderModulo => Some(SlotMode::Modulo),
         BatchMode::ReorderBitFields {
             slot_shift,
             slot_bits,
             batch_shift,
             batch_bits,
-        } => Mode::Reorder(SlotMode::BitFields {
+        } => Some(SlotMode::BitFields {
             slot_shift,
             slot_bits,
             batch_shift,
             batch_bits,
         }),
-        BatchMode::Gather => Mode::Gather,
+        BatchMode::Gather => None,
+    };
+    let mode = match (slots, s.max_packets) {
+        (None, _) => Mode::Gather,
+        (Some(m), None) => Mode::Reorder(m),
+        // SPEAD heap assembly: one slot per heap (config rule: reorder on a SPEAD stream).
+        (Some(slots), Some(max_packets)) => Mode::Pieces { slots, max_packets },
     };
     PipelineConfig {
         layout: BatchLayout {
@@ -258,7 +265,7 @@ pub(crate) fn prepare(
             gpu.name().unwrap_or_default(),
             pipe.kernel_arch(),
             sc.depth,
-            sc.packets_per_batch
+            sc.packets_per_batch_max()
         );
         out.push(Some(Stage::new(
             pipe,
@@ -280,6 +287,7 @@ fn warm_up(pipe: &mut Pipeline, map: &GpuMap) -> Result<(), GpuError> {
         addr: map.dev_base,
         seq: 0,
         len: 0,
+        offset: 0,
     };
     pipe.submit(&[d])?;
     while pipe.in_flight() > 0 {
@@ -363,11 +371,39 @@ pub fn slot_checksum(bytes: &[u8], base: u64) -> u64 {
     acc
 }
 
+/// Pieces mode: the share of one piece (`bytes` = its payload; `payload_offset` is 0 there)
+/// in [`reference::checksum`] of the batch of key `key`: converted into `scratch` (at least
+/// one output slot long), summed at its place in its slot. A piece of another batch key, or
+/// one that does not fit its slot, is foreign and adds 0, as on the GPU. Never allocates.
+pub fn piece_checksum(
+    l: &BatchLayout,
+    key: u32,
+    bytes: &[u8],
+    seq: u32,
+    offset: u32,
+    scratch: &mut [u8],
+) -> u64 {
+    let Some((k, slot)) = l.key_slot(seq) else {
+        return 0;
+    };
+    let avail = l.piece_avail(bytes.len() as u32);
+    if k != key || slot >= l.packets_per_batch || !l.piece_fits(offset, avail) {
+        return 0;
+    }
+    let ratio = l.conversion.out_bytes_per_word() as usize;
+    let out = &mut scratch[..(avail as usize).div_ceil(4) * ratio];
+    let start = l.payload_offset as usize;
+    reference::convert_into_slot(l.conversion, &bytes[start..start + avail as usize], out);
+    let words_per_slot = (l.out_slot_bytes() / 4) as u64;
+    let base = u64::from(slot) * words_per_slot + u64::from(offset / 4) * (ratio / 4) as u64;
+    slot_checksum(out, base)
+}
+
 impl Stage {
     fn new(pipe: Pipeline, map: GpuMap, timeout_ns: u64, slots: usize) -> Self {
         let cfg = *pipe.config();
         let layout = cfg.layout;
-        let ppb = layout.packets_per_batch as usize;
+        let descs = layout.descs_per_batch() as usize;
         Stage {
             layout,
             map,
@@ -375,7 +411,7 @@ impl Stage {
             timeout_ns,
             slots,
             b: Building {
-                descs: vec![PacketDesc::default(); ppb].into_boxed_slice(),
+                descs: vec![PacketDesc::default(); descs].into_boxed_slice(),
                 n: 0,
                 key: 0,
                 first_ns: 0,
@@ -422,6 +458,7 @@ impl Stage {
             v.validate.format().0,
             rtdaq_config::model::StreamFormat::Rtdaq
         );
+        let pieces = matches!(self.layout.mode, Mode::Pieces { .. });
         for i in 0..burst.len() {
             let meta = burst.meta(i);
             let rx_ns = if meta.rx_timestamp_ns != 0 {
@@ -446,6 +483,10 @@ impl Stage {
                         meta,
                         rx_ns,
                     });
+                    if pieces {
+                        self.add_piece(payload, v.validate.last_piece(), rx_ns, stats);
+                        continue;
+                    }
                     // rtdaq's header even when the validator counts only (validate = "count" is
                     // refused with reorder, but gather takes it too); an instrument format:
                     // the sequence number the validator just placed the payload at.
@@ -472,6 +513,58 @@ impl Stage {
             }
         }
         v.end_burst(stats);
+    }
+
+    /// SPEAD heap assembly: adds the new bytes of a heap (where the validator placed them)
+    /// as one piece; repeats and packets of no data are counted, never placed.
+    fn add_piece(&mut self, payload: &[u8], piece: HeapPiece, rx_ns: u64, stats: &QueueStats) {
+        let g = &stats.gpu;
+        match piece {
+            HeapPiece::Data {
+                heap_cnt,
+                offset,
+                start,
+                len,
+            } => {
+                let bytes = &payload[start..start + len];
+                // A heap offset beyond 32 bits cannot be in a slot (heap_bytes <= 1 MiB).
+                let offset = u32::try_from(offset).unwrap_or(u32::MAX);
+                self.add_at(bytes, heap_cnt as u32, offset, rx_ns, stats);
+            }
+            // The validator counted it in `duplicates`; the GPU stage too.
+            HeapPiece::Duplicate => GpuCounters::add(&g.duplicates, 1),
+            // The validator counted it in `too_old`; its heap left the batch: foreign.
+            HeapPiece::TooOld => GpuCounters::add(&g.foreign, 1),
+            // End of stream, no payload bytes: nothing to place (counted by the validator).
+            HeapPiece::Control => {}
+            // Malformed (counted by the validator): no heap, no slot.
+            HeapPiece::None => GpuCounters::add(&g.no_slot, 1),
+        }
+    }
+
+    /// Adds one piece (`bytes` at input byte `offset` of heap `seq`'s slot) to the batch, as
+    /// [`add`](Self::add) does a packet.
+    fn add_at(&mut self, bytes: &[u8], seq: u32, offset: u32, rx_ns: u64, stats: &QueueStats) {
+        let Some(addr) = self.map.device_addr(bytes.as_ptr()) else {
+            GpuCounters::add(&stats.gpu.not_in_region, 1);
+            return;
+        };
+        let Some((key, _)) = self.layout.key_slot(seq) else {
+            GpuCounters::add(&stats.gpu.no_slot, 1);
+            return;
+        };
+        self.push(
+            PacketDesc {
+                addr,
+                seq,
+                len: bytes.len() as u32,
+                offset,
+            },
+            key,
+            Some(bytes),
+            rx_ns,
+            stats,
+        );
     }
 
     /// Adds one packet to the batch (handing over the batch first when the packet belongs
@@ -503,6 +596,25 @@ impl Stage {
             GpuCounters::add(&stats.gpu.no_slot, 1);
             return;
         };
+        let d = PacketDesc {
+            addr,
+            seq,
+            len: len as u32,
+            offset: 0,
+        };
+        self.push(d, key, bytes, rx_ns, stats);
+    }
+
+    /// Puts descriptor `d` of batch key `key` in the batch: hands over the batch being
+    /// built first when `key` is another, and after it when it is full.
+    fn push(
+        &mut self,
+        d: PacketDesc,
+        key: u32,
+        bytes: Option<&[u8]>,
+        rx_ns: u64,
+        stats: &QueueStats,
+    ) {
         if self.b.n > 0 && key != self.b.key {
             self.submit(stats, false);
         }
@@ -512,16 +624,15 @@ impl Stage {
             self.b.first_rx_ns = rx_ns;
             self.b.first_slot = self.taken;
         }
-        let d = PacketDesc {
-            addr,
-            seq,
-            len: len as u32,
-        };
         let i = self.b.n;
         self.b.descs[i] = d;
         self.b.n += 1;
         if let (true, Some(bytes)) = (self.checksum, bytes) {
-            self.cpu_place(i, bytes, seq);
+            if let Mode::Pieces { .. } = self.layout.mode {
+                self.cpu_piece(bytes, d.seq, d.offset);
+            } else {
+                self.cpu_place(i, bytes, d.seq);
+            }
         }
         if self.b.n == self.b.descs.len() {
             self.submit(stats, false);
@@ -558,6 +669,21 @@ impl Stage {
             .wrapping_add(slot_checksum(&self.b.scratch, base));
     }
 
+    /// The CPU reference of one piece (`bytes` = its payload, `payload_offset` is 0 in pieces
+    /// mode): converts it and adds its share of the checksum at its place in its slot. A
+    /// piece of another batch id, or one that does not fit, is foreign (adds 0).
+    fn cpu_piece(&mut self, bytes: &[u8], seq: u32, offset: u32) {
+        let sum = piece_checksum(
+            &self.layout,
+            self.b.key,
+            bytes,
+            seq,
+            offset,
+            &mut self.b.scratch,
+        );
+        self.b.acc = self.b.acc.wrapping_add(sum);
+    }
+
     /// Hands the batch being built to the GPU, or drops it when `depth` batches are in
     /// flight (counted, RX goes on).
     fn submit(&mut self, stats: &QueueStats, timed_out: bool) {
@@ -572,7 +698,7 @@ impl Stage {
         // packets_per_batch) or the batch count (gather); a dropped batch leaves a gap.
         let batch = match self.layout.mode {
             Mode::Gather => self.built,
-            Mode::Reorder(_) => u64::from(self.b.key),
+            Mode::Reorder(_) | Mode::Pieces { .. } => u64::from(self.b.key),
         };
         self.built += 1;
         match self.pipe.submit(&self.b.descs[..n]) {
@@ -876,7 +1002,11 @@ mod tests {
         let refs: Vec<RefPacket<'_>> = pkts
             .iter()
             .zip(seqs)
-            .map(|(d, seq)| RefPacket { data: d, seq })
+            .map(|(d, seq)| RefPacket {
+                data: d,
+                seq,
+                offset: 0,
+            })
             .collect();
         let mut out = vec![0u8; layout.out_batch_bytes()];
         run_batch(&layout, &refs, &mut out).unwrap();
@@ -886,6 +1016,57 @@ mod tests {
             .map(|s| slot_checksum(&out[s * slot..(s + 1) * slot], (s * slot / 4) as u64))
             .fold(0u64, u64::wrapping_add);
         assert_eq!(got, want);
+    }
+
+    /// Pieces mode: the pieces' checksum shares (as the stage adds them while a batch is
+    /// built) add up to the reference checksum of the assembled batch, foreign pieces
+    /// adding nothing.
+    #[test]
+    fn piece_checksums_add_up_to_the_reference() {
+        let layout = BatchLayout {
+            packets_per_batch: 4,
+            payload_offset: 0,
+            max_payload: 64,
+            conversion: Conversion::Convert {
+                from: IntFormat::I8,
+                to: FloatFormat::F16,
+            },
+            mode: Mode::Pieces {
+                slots: SlotMode::Modulo,
+                max_packets: 32,
+            },
+        };
+        let heap = |n: u32| -> Vec<u8> { (0..61u32).map(|j| (j * 5 + n * 3) as u8).collect() };
+        let heaps: Vec<Vec<u8>> = (8..12).map(heap).collect();
+        // (heap, offset, len): first pieces of 12 bytes, then 20, the last of what is left;
+        // heap 10 misses a piece; two foreign pieces (other key, misaligned).
+        let mut spec = Vec::new();
+        for n in 8..12u32 {
+            for (off, len) in [(0, 12), (12, 20), (32, 20), (52, 9)] {
+                if !(n == 10 && off == 12) {
+                    spec.push((n, off, len));
+                }
+            }
+        }
+        spec.push((13, 0, 8));
+        spec.push((9, 2, 8));
+        let refs: Vec<RefPacket<'_>> = spec
+            .iter()
+            .map(|&(n, off, len)| RefPacket {
+                data: &heaps[(n as usize % 4).min(3)][off..off + len],
+                seq: n,
+                offset: off as u32,
+            })
+            .collect();
+        let mut out = vec![0u8; layout.out_batch_bytes()];
+        let st = run_batch(&layout, &refs, &mut out).unwrap();
+        assert_eq!((st.placed, st.foreign), (4, 2));
+        let mut scratch = vec![0u8; layout.out_slot_bytes()];
+        let got = refs
+            .iter()
+            .map(|p| piece_checksum(&layout, 2, p.data, p.seq, p.offset, &mut scratch))
+            .fold(0u64, u64::wrapping_add);
+        assert_eq!(got, reference::checksum(&out));
     }
 
     /// A shipped config, found at run time: below `RTDAQ_ROOT` (the repository root where the
@@ -1030,7 +1211,14 @@ mod tests {
         let done = stage.pipe.wait_completed().unwrap().unwrap();
         assert_eq!(done.placed as usize, n);
         let out = done.output;
-        let refs: Vec<RefPacket<'_>> = sent.iter().map(|d| RefPacket { data: d, seq: 0 }).collect();
+        let refs: Vec<RefPacket<'_>> = sent
+            .iter()
+            .map(|d| RefPacket {
+                data: d,
+                seq: 0,
+                offset: 0,
+            })
+            .collect();
         let mut want = vec![0u8; layout.out_batch_bytes()];
         run_batch(&layout, &refs, &mut want).unwrap();
         let mut got = vec![0u8; want.len()];

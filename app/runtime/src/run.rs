@@ -258,7 +258,7 @@ where
                 merger,
                 queue: k,
                 recorder: parts.recorder,
-                batch_packets: stage.map(|s| s.packets_per_batch),
+                batch_packets: stage.map(|s| s.packets_per_batch_max()),
                 shared_by: parts.shared_by.clone(),
                 counters: parts.counters,
             });

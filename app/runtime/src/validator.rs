@@ -82,6 +82,34 @@ pub enum Verdict {
     Counted,
 }
 
+/// Where the SPEAD packet the last [`Validator::check`] saw goes in its heap: what the GPU
+/// stage's heap assembly (`Mode::Pieces`) places. Every case is counted by the validator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeapPiece {
+    /// Not a SPEAD packet the heap window took: another format, a malformed packet, a
+    /// stream-table overflow, `validate = "count"`.
+    #[default]
+    None,
+    /// New payload bytes of heap `heap_cnt`: `len` bytes from byte `start` of the payload
+    /// (after the item pointers), at byte `offset` of the heap.
+    Data {
+        /// The heap counter (item 0x01), all senders of `heap_step` together.
+        heap_cnt: u64,
+        /// Heap offset of the bytes (item 0x03).
+        offset: u64,
+        /// Where they start in the UDP payload.
+        start: usize,
+        /// How many (item 0x04).
+        len: usize,
+    },
+    /// A repeat of bytes the heap already has (`duplicates`).
+    Duplicate,
+    /// A packet of a heap that left the window (`too_old`).
+    TooOld,
+    /// No data to place: an end-of-stream packet, a packet of no payload bytes.
+    Control,
+}
+
 /// The validator's counters; see the [module docs](self) for each definition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ValidatorStats {
@@ -312,6 +340,8 @@ pub struct Validator {
     published: Published,
     /// The sequence number the last `check` tracked (`None`: it tracked none).
     last_seq: Option<u64>,
+    /// Where the last `check`'s SPEAD packet goes in its heap.
+    last_piece: HeapPiece,
 }
 
 impl Default for Validator {
@@ -350,6 +380,7 @@ impl Validator {
             latency: Histogram::new(),
             published: Published::default(),
             last_seq: None,
+            last_piece: HeapPiece::None,
         }
     }
 
@@ -423,6 +454,18 @@ impl Validator {
         let before = heaps.closed().missing_packets;
         let ev = heaps.observe(p.heap_cnt / step, &p);
         let missing = heaps.closed().missing_packets - before;
+        self.last_piece = match ev {
+            HeapEvent::Duplicate => HeapPiece::Duplicate,
+            HeapEvent::TooOld => HeapPiece::TooOld,
+            _ if p.stop || p.length == 0 => HeapPiece::Control,
+            _ => HeapPiece::Data {
+                heap_cnt: p.heap_cnt,
+                offset: p.offset,
+                // `parse` checked that the payload length item equals the bytes that follow.
+                start: payload.len() - p.length as usize,
+                len: p.length as usize,
+            },
+        };
         let st = &mut self.stats;
         st.seq_gaps = st.seq_gaps.saturating_add(missing);
         self.gaps_gross = self.gaps_gross.saturating_add(missing);
@@ -550,6 +593,7 @@ impl Validator {
     /// latency). `O(payload)` for the pattern check, no allocation.
     pub fn check(&mut self, payload: &[u8], rx_ns: u64) -> Verdict {
         self.last_seq = None;
+        self.last_piece = HeapPiece::None;
         let st = &mut self.stats;
         st.received += 1;
         st.bytes = st.bytes.wrapping_add(payload.len() as u64);
@@ -590,6 +634,12 @@ impl Validator {
     /// The GPU stage's `reorder` mode places payloads by it.
     pub const fn last_seq(&self) -> Option<u64> {
         self.last_seq
+    }
+
+    /// Where the SPEAD packet the last [`check`](Self::check) saw goes in its heap
+    /// ([`HeapPiece::None`] for the other formats). The GPU stage assembles heaps by it.
+    pub const fn last_piece(&self) -> HeapPiece {
+        self.last_piece
     }
 
     /// Counts a packet of `len` bytes that lies in GPU memory: received, but its payload

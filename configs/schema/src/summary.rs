@@ -395,8 +395,14 @@ impl Config {
                     let e = entry(&mut gpus, stage.gpu);
                     e.pipeline_bytes += stage.device_bytes();
                     e.pinned_bytes += stage.product_host_bytes();
+                    let heaps = stage.max_packets.map_or_else(String::new, |n| {
+                        format!(
+                            " (SPEAD heap assembly: {} heaps of {} B a batch, at most {n} packets)",
+                            stage.packets_per_batch, stage.max_payload
+                        )
+                    });
                     e.pipelines.push(format!(
-                        "{} on {} rx queue {}",
+                        "{}{heaps} on {} rx queue {}",
                         stage.name, iface.name, q.id
                     ));
                 }

@@ -37,6 +37,7 @@ fn shuffled_descs(base: u64, seed: u64) -> Vec<PacketDesc> {
             addr: base + u64::from(s) * STRIDE,
             seq: 3 * PPB + s,
             len: HDR + PAYLOAD,
+            offset: 0,
         })
         .collect()
 }
@@ -183,6 +184,7 @@ fn run() -> Result<(), GpuError> {
                 addr: dev.device_ptr() + u64::from((s * 7919) % big) * STRIDE,
                 seq: s,
                 len: HDR + PAYLOAD,
+                offset: 0,
             })
             .collect();
         let cfg = PipelineConfig {

@@ -8,7 +8,7 @@
 // implementations that the GPU tests compare).
 //
 // Semantics (the contract of BatchLayout, hal/gpu/src/layout.rs):
-// - a packet descriptor is {addr (device-visible), seq, len}; its payload starts at
+// - a packet descriptor is {addr (device-visible), seq, len, offset}; its payload starts at
 //   addr + payload_offset; avail = min(len - payload_offset, max_payload) bytes (0 when
 //   len <= payload_offset); int16 input rounds avail down to an even count;
 // - the output slot of a packet holds (max_payload / 4) * out_bytes_per_word bytes; samples
@@ -18,15 +18,23 @@
 //   of several packets with one slot the first in descriptor order wins (the others are
 //   duplicates);
 // - gather: descriptor i -> slot i;
+// - pieces: key/slot from seq as in reorder, several packets per slot: a piece's avail
+//   (len - payload_offset, int16 rounded down to even, NOT clamped) input bytes land at input
+//   byte `offset` of the slot; a piece with another key, a slot >= packets_per_batch, an
+//   offset not a multiple of 4 or offset + avail > max_payload is foreign; the output is
+//   zeroed before (bytes no piece covers are zero); no duplicates (the caller passes each
+//   piece once);
 // - validity mask: bit (slot % 32) of word (slot / 32) set when the slot holds a packet.
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-struct PacketDesc {
+struct PacketDesc {  // 24 bytes (PacketDesc::BYTES)
     u64 addr;
     u32 seq;
     u32 len;
+    u32 offset;
+    u32 pad;
 };
 
 // Per-batch result block (layout mirrored by hal/gpu/src/pipeline.rs):
@@ -245,6 +253,42 @@ extern "C" __global__ void rtdaq_place(const PacketDesc *__restrict__ desc, u32 
             u32 cnt = convert_word(load_word(src, w, avail), in_fmt, out_fmt, o);
             store_words(dst + (u64)w * out_words_per_word, o, cnt);
         }
+    }
+}
+
+// Pieces mode: one block per descriptor. Converts the piece into its slot at its offset and
+// sets the slot's validity bit; the output was zeroed on the stream before.
+extern "C" __global__ void rtdaq_scatter(const PacketDesc *__restrict__ desc, u32 n, u32 ppb,
+                                         u32 mode, u32 slot_shift, u32 slot_bits,
+                                         u32 batch_shift, u32 batch_bits, u32 payload_offset,
+                                         u32 words_per_slot, u32 in_fmt, u32 out_fmt,
+                                         u32 out_words_per_word, u32 *__restrict__ out,
+                                         BatchResult *res) {
+    u32 i = blockIdx.x;
+    if (i >= n) return;
+    u32 key0, slot0, key, slot;
+    key_slot(desc[0].seq, mode, ppb, slot_shift, slot_bits, batch_shift, batch_bits, &key0,
+             &slot0);
+    PacketDesc d = desc[i];
+    key_slot(d.seq, mode, ppb, slot_shift, slot_bits, batch_shift, batch_bits, &key, &slot);
+    if (i == 0 && threadIdx.x == 0) res->batch_id = key0;
+    u32 avail = d.len > payload_offset ? d.len - payload_offset : 0u;
+    if (in_fmt == 2u || in_fmt == 3u) avail &= ~1u;
+    u32 max_payload = words_per_slot * 4u;
+    bool fits = (d.offset & 3u) == 0u && d.offset <= max_payload && avail <= max_payload - d.offset;
+    if (key != key0 || slot >= ppb || !fits) {
+        if (threadIdx.x == 0) atomicAdd(&res->foreign, 1u);
+        return;
+    }
+    if (threadIdx.x == 0) atomicOr(&res->mask[slot >> 5], 1u << (slot & 31u));
+    const unsigned char *src = (const unsigned char *)(d.addr + payload_offset);
+    u32 *dst = out + ((u64)slot * (u64)words_per_slot + (u64)(d.offset / 4u)) *
+                         (u64)out_words_per_word;
+    u32 nw = (avail + 3u) / 4u;
+    u32 o[8];
+    for (u32 w = threadIdx.x; w < nw; w += blockDim.x) {
+        u32 cnt = convert_word(load_word(src, w, avail), in_fmt, out_fmt, o);
+        store_words(dst + (u64)w * out_words_per_word, o, cnt);
     }
 }
 

@@ -8,7 +8,8 @@ use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
 use crate::device::{require_nvrtc, Gpu};
 use crate::error::{cuda, GpuError, Result};
 
-/// CUDA C source of the batch kernels (reorder claim, place/convert, checksum).
+/// CUDA C source of the batch kernels (reorder claim, place/convert, pieces scatter,
+/// checksum).
 pub const BATCH_KERNELS_CU: &str = include_str!("../kernels/batch.cu");
 
 /// The compiled kernels of one GPU.
@@ -17,6 +18,7 @@ pub struct Kernels {
     pub(crate) claim: CudaFunction,
     pub(crate) place: CudaFunction,
     pub(crate) checksum: CudaFunction,
+    pub(crate) scatter: CudaFunction,
     arch: String,
 }
 
@@ -62,6 +64,7 @@ impl Kernels {
             claim: f("rtdaq_claim")?,
             place: f("rtdaq_place")?,
             checksum: f("rtdaq_checksum")?,
+            scatter: f("rtdaq_scatter")?,
             _module: module,
             arch,
         })

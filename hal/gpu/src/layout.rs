@@ -12,21 +12,34 @@
 //! - [`Mode::Reorder`] with [`SlotMode::BitFields`]: slot = `slot_bits` bits of `seq` from bit
 //!   `slot_shift` (LSB = bit 0), batch key = `batch_bits` bits from `batch_shift` (0 bits: key 0).
 //!
-//! In reorder mode the batch key of descriptor 0 is the batch's id; a packet with another key,
-//! or with a slot `>= packets_per_batch`, is *foreign* and not placed. When several packets
-//! claim one slot, the first in descriptor order wins; the others count as duplicates.
+//! - [`Mode::Pieces`]: slot and batch key from `seq` as in reorder mode, but a slot gathers
+//!   the payloads of **several** packets, each at its byte [`PacketDesc::offset`] in the slot:
+//!   the pieces of a SPEAD heap (`seq` = heap counter, `offset` = heap offset). A batch then
+//!   holds up to `max_packets` descriptors for its `packets_per_batch` slots (heaps).
+//!
+//! In reorder and pieces mode the batch key of descriptor 0 is the batch's id; a packet with
+//! another key, or with a slot `>= packets_per_batch`, is *foreign* and not placed. Reorder:
+//! when several packets claim one slot, the first in descriptor order wins; the others count
+//! as duplicates. Pieces: a piece whose offset is not a multiple of 4 or that does not end
+//! inside its slot (`offset + avail > max_payload`) is foreign too; pieces never count as
+//! duplicates: the caller passes each piece once (rtdaq's validator drops repeated SPEAD
+//! packets before the GPU stage), and of two overlapping pieces either may win a byte.
 //! A slot no packet claims is **zero-filled** and its bit in the validity mask is clear (bit
-//! `slot % 32` of `u32` word `slot / 32`).
+//! `slot % 32` of `u32` word `slot / 32`); in pieces mode the bytes of a slot that no piece
+//! covers are zero as well.
 //!
 //! # Payload and conversion
 //! A packet's payload starts `payload_offset` bytes into it; `avail = min(len -
 //! payload_offset, max_payload)` bytes of it are used (0 when `len <= payload_offset`), rounded
 //! down to whole samples (even for int16). Each slot is `out_slot_bytes()` long; output beyond
-//! the converted samples is zero. [`Conversion`] defines the sample conversion.
+//! the converted samples is zero. [`Conversion`] defines the sample conversion. In pieces
+//! mode input byte `b` of a slot (`b = offset + k` for byte `k` of a piece) lands where byte
+//! `b` of a single packet would: output word `b / 4 * out_bytes_per_word / 4` onwards.
 
 use crate::error::{GpuError, Result};
 
-/// One packet of a batch, as the GPU reads it: 16 bytes, `repr(C)` (the kernels' layout).
+/// One packet of a batch, as the GPU reads it: [`PacketDesc::BYTES`] bytes, `repr(C)` (the
+/// kernels' layout: 4 bytes of padding at the end).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PacketDesc {
@@ -37,6 +50,14 @@ pub struct PacketDesc {
     pub seq: u32,
     /// Packet length in bytes (headers included; see [`BatchLayout::payload_offset`]).
     pub len: u32,
+    /// [`Mode::Pieces`]: where the payload goes in its slot, in input bytes (a multiple of 4).
+    /// Ignored by the other modes.
+    pub offset: u32,
+}
+
+impl PacketDesc {
+    /// Bytes of one descriptor in the kernels' arrays.
+    pub const BYTES: usize = 24;
 }
 
 /// Integer sample formats of the input payload.
@@ -156,20 +177,28 @@ pub enum SlotMode {
     },
 }
 
-/// Reorder by sequence number, or gather in arrival order.
+/// Reorder by sequence number, gather in arrival order, or assemble pieces by offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// Slot from the sequence number.
+    /// Slot from the sequence number, one packet per slot.
     Reorder(SlotMode),
     /// Descriptor `i` to slot `i`.
     Gather,
+    /// Slot from the sequence number, several packets per slot, each at its
+    /// [`PacketDesc::offset`] (SPEAD heaps: one slot per heap).
+    Pieces {
+        /// How the slot and batch key come from the sequence number.
+        slots: SlotMode,
+        /// Most descriptors a batch holds (1..=[`MAX_PACKETS_PER_BATCH`]).
+        max_packets: u32,
+    },
 }
 
 /// The geometry and conversion of a batch. Check it with [`validate`](Self::validate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BatchLayout {
     /// Output slots per batch (1..=[`MAX_PACKETS_PER_BATCH`]); also the most descriptors a
-    /// batch may have.
+    /// batch may have, except in [`Mode::Pieces`] (its `max_packets`).
     pub packets_per_batch: u32,
     /// Bytes skipped at the start of each packet (headers).
     pub payload_offset: u32,
@@ -202,12 +231,19 @@ impl BatchLayout {
                 "max_payload = {mp}: must be a multiple of 4 in 4..={MAX_PAYLOAD}"
             ));
         }
-        if let Mode::Reorder(SlotMode::BitFields {
+        if let Mode::Pieces { max_packets, .. } = self.mode {
+            if max_packets == 0 || max_packets > MAX_PACKETS_PER_BATCH {
+                return bad(format!(
+                    "max_packets = {max_packets}: must be 1..={MAX_PACKETS_PER_BATCH}"
+                ));
+            }
+        }
+        if let Some(SlotMode::BitFields {
             slot_shift,
             slot_bits,
             batch_shift,
             batch_bits,
-        }) = self.mode
+        }) = self.slot_mode()
         {
             if !(1..=31).contains(&slot_bits) || u32::from(slot_shift) + u32::from(slot_bits) > 32 {
                 return bad(format!(
@@ -230,6 +266,44 @@ impl BatchLayout {
             }
         }
         Ok(())
+    }
+
+    /// The slot mode of a reorder or pieces layout (`None` for gather).
+    pub const fn slot_mode(&self) -> Option<SlotMode> {
+        match self.mode {
+            Mode::Gather => None,
+            Mode::Reorder(m) | Mode::Pieces { slots: m, .. } => Some(m),
+        }
+    }
+
+    /// Most descriptors one batch holds: `packets_per_batch`, or `max_packets` in
+    /// [`Mode::Pieces`].
+    pub const fn descs_per_batch(&self) -> u32 {
+        match self.mode {
+            Mode::Pieces { max_packets, .. } => max_packets,
+            _ => self.packets_per_batch,
+        }
+    }
+
+    /// Pieces mode: whether a piece of `avail` payload bytes at input byte `offset` of its
+    /// slot is placed (offset a multiple of 4, the piece inside the slot).
+    pub const fn piece_fits(&self, offset: u32, avail: u32) -> bool {
+        offset % 4 == 0 && offset <= self.max_payload && avail <= self.max_payload - offset
+    }
+
+    /// Pieces mode: payload bytes a piece of `len` bytes contributes (`len -
+    /// payload_offset`, rounded down to whole int16 samples; not clamped: a piece that does
+    /// not fit is foreign, see [`piece_fits`](Self::piece_fits)).
+    pub const fn piece_avail(&self, len: u32) -> u32 {
+        let mut a = len.saturating_sub(self.payload_offset);
+        if let Conversion::Convert {
+            from: IntFormat::I16Le | IntFormat::I16Be,
+            ..
+        } = self.conversion
+        {
+            a &= !1;
+        }
+        a
     }
 
     /// Output bytes per slot: `max_payload / 4 * conversion.out_bytes_per_word()`.
@@ -263,14 +337,15 @@ impl BatchLayout {
         a
     }
 
-    /// `(batch key, slot)` of sequence number `seq` in reorder mode (`None` in gather mode).
+    /// `(batch key, slot)` of sequence number `seq` in reorder and pieces mode (`None` in
+    /// gather mode).
     pub const fn key_slot(&self, seq: u32) -> Option<(u32, u32)> {
-        match self.mode {
-            Mode::Gather => None,
-            Mode::Reorder(SlotMode::Modulo) => {
+        match self.slot_mode() {
+            None => None,
+            Some(SlotMode::Modulo) => {
                 Some((seq / self.packets_per_batch, seq % self.packets_per_batch))
             }
-            Mode::Reorder(SlotMode::BitFields {
+            Some(SlotMode::BitFields {
                 slot_shift,
                 slot_bits,
                 batch_shift,
@@ -368,5 +443,38 @@ mod tests {
             to: FloatFormat::Bf16,
         };
         assert_eq!(l.avail(41), 8);
+    }
+
+    #[test]
+    fn pieces_geometry() {
+        let mut l = layout(Mode::Pieces {
+            slots: SlotMode::Modulo,
+            max_packets: 0,
+        });
+        assert!(l
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("max_packets = 0"));
+        l.mode = Mode::Pieces {
+            slots: SlotMode::Modulo,
+            max_packets: 500,
+        };
+        l.validate().unwrap();
+        assert_eq!(l.descs_per_batch(), 500);
+        assert_eq!(layout(Mode::Gather).descs_per_batch(), 64);
+        assert_eq!(l.key_slot(130), Some((2, 2)));
+        // a piece must start on a word and end inside the 1024-byte slot
+        assert!(l.piece_fits(0, 1024));
+        assert!(l.piece_fits(1020, 4));
+        assert!(!l.piece_fits(1020, 5));
+        assert!(!l.piece_fits(2, 4));
+        assert!(!l.piece_fits(1028, 0));
+        assert_eq!(l.piece_avail(40), 8);
+        assert_eq!(
+            l.piece_avail(5000),
+            4968,
+            "not clamped: a piece too long is foreign"
+        );
     }
 }

@@ -56,7 +56,7 @@
 //! let (mut dropped, mut missing) = (0u64, 0u64);
 //! # let bufs: Vec<(*const u8, u32, u32)> = Vec::new();
 //! for (d, (ptr, len, seq)) in descs.iter_mut().zip(&bufs) {
-//!     *d = PacketDesc { addr: rx_region.device_addr_of(*ptr).unwrap(), seq: *seq, len: *len };
+//!     *d = PacketDesc { addr: rx_region.device_addr_of(*ptr).unwrap(), seq: *seq, len: *len, offset: 0 };
 //! }
 //! while let Some(done) = pipe.poll_completed()? {
 //!     missing += u64::from(done.missing);

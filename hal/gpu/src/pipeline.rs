@@ -2,7 +2,8 @@
 //! converted batch in device memory out, at most `depth` batches in flight on one stream.
 //!
 //! Per batch, on the pipeline's stream: (staging copies) -> descriptor upload -> reset of the
-//! result block -> claim kernel (reorder) -> place kernel -> checksum kernel (optional) ->
+//! result block -> claim kernel (reorder) -> place kernel (pieces mode: output reset ->
+//! scatter kernel) -> checksum kernel (optional) ->
 //! result block to pinned host memory -> workload (optional) -> product to pinned host
 //! memory (optional) -> event. [`Pipeline::submit`]
 //! enqueues all of it and returns at once; [`Pipeline::poll_completed`] checks the oldest
@@ -13,7 +14,7 @@ use crate::error::{GpuError, Result};
 use crate::kernels::Kernels;
 use crate::layout::{BatchLayout, Mode, PacketDesc, SlotMode};
 use crate::memory::DEVICE_ALIGN;
-use crate::sys::{self, ClaimArgs, PlaceArgs};
+use crate::sys::{self, ClaimArgs, PlaceArgs, ScatterArgs};
 use crate::workload::{Workload, WorkloadState};
 
 /// How packet bytes reach the kernel.
@@ -93,9 +94,10 @@ pub struct Completed<'p> {
     pub placed: u32,
     /// Slots zero-filled (`packets_per_batch - placed`).
     pub missing: u32,
-    /// Packets that lost their slot to an earlier one (reorder).
+    /// Packets that lost their slot to an earlier one (reorder; 0 in the other modes).
     pub duplicates: u32,
-    /// Packets of another batch key / slot out of range (reorder).
+    /// Packets of another batch key / slot out of range (reorder, pieces), pieces that do
+    /// not fit their slot (pieces).
     pub foreign: u32,
     /// Reorder: batch key of descriptor 0 (`None` for gather or an empty batch).
     pub batch_id: Option<u32>,
@@ -168,7 +170,8 @@ impl Pipeline {
         let l = &cfg.layout;
         let r = |n: usize| n.div_ceil(DEVICE_ALIGN) * DEVICE_ALIGN;
         let ppb = l.packets_per_batch as usize;
-        let mut per = r(ppb * 16) + r(RESULT_HEADER + l.mask_words() * 4) + r(l.out_batch_bytes());
+        let descs = l.descs_per_batch() as usize * PacketDesc::BYTES;
+        let mut per = r(descs) + r(RESULT_HEADER + l.mask_words() * 4) + r(l.out_batch_bytes());
         if matches!(l.mode, Mode::Reorder(_)) {
             per += r(ppb * 4);
         }
@@ -191,6 +194,13 @@ impl Pipeline {
                 "depth = 0: at least 1 batch in flight".into(),
             ));
         }
+        if matches!(cfg.layout.mode, Mode::Pieces { .. }) && cfg.staging != Staging::Mapped {
+            return Err(GpuError::InvalidLayout(
+                "pieces mode reads packets where they are: staging must be Mapped (a staging \
+                 copy has one fixed-size place per packet)"
+                    .into(),
+            ));
+        }
         if cfg.product == Product::Workload && cfg.workload == Workload::None {
             return Err(GpuError::InvalidLayout(
                 "product = workload needs a workload (fft or gemm)".into(),
@@ -203,16 +213,17 @@ impl Pipeline {
         let workload = WorkloadState::new(cfg.workload, &cfg.layout, &stream)?;
         let l = &cfg.layout;
         let ppb = l.packets_per_batch as usize;
+        let desc_len = l.descs_per_batch() as usize * PacketDesc::BYTES;
         let ctx = gpu.ctx();
         let result_len = RESULT_HEADER + l.mask_words() * 4;
         let mut flights = Vec::with_capacity(cfg.depth);
         for _ in 0..cfg.depth {
             flights.push(Flight {
-                desc_host: sys::PinnedAlloc::new(ctx, ppb * 16)?,
-                desc_dev: sys::DeviceAlloc::new(ctx, ppb * 16, 256)?,
+                desc_host: sys::PinnedAlloc::new(ctx, desc_len)?,
+                desc_dev: sys::DeviceAlloc::new(ctx, desc_len, 256)?,
                 owner: match l.mode {
                     Mode::Reorder(_) => Some(sys::DeviceAlloc::new(ctx, ppb * 4, 256)?),
-                    Mode::Gather => None,
+                    Mode::Gather | Mode::Pieces { .. } => None,
                 },
                 result_dev: sys::DeviceAlloc::new(ctx, result_len, 256)?,
                 result_host: sys::PinnedAlloc::new(ctx, result_len)?,
@@ -276,7 +287,8 @@ impl Pipeline {
         self.in_flight
     }
 
-    /// Enqueues one batch of at most `packets_per_batch` descriptors. Never blocks (the GPU
+    /// Enqueues one batch of at most [`BatchLayout::descs_per_batch`] descriptors. Never
+    /// blocks (the GPU
     /// works asynchronously), never allocates.
     ///
     /// The packets' memory must stay untouched until the batch is returned by
@@ -293,10 +305,10 @@ impl Pipeline {
             return Err(GpuError::Busy { depth });
         }
         let l = self.cfg.layout;
-        if descs.len() > l.packets_per_batch as usize {
+        if descs.len() > l.descs_per_batch() as usize {
             return Err(GpuError::TooManyPackets {
                 got: descs.len(),
-                max: l.packets_per_batch as usize,
+                max: l.descs_per_batch() as usize,
             });
         }
         self.gpu.bind()?;
@@ -354,7 +366,7 @@ impl Pipeline {
         let offset = match (self.cfg.staging, &f.staging) {
             (Staging::Mapped, _) | (_, None) => {
                 for (i, d) in descs.iter().enumerate() {
-                    f.desc_host.write(i * 16, &desc_bytes(d));
+                    f.desc_host.write(i * PacketDesc::BYTES, &desc_bytes(d));
                 }
                 l.payload_offset
             }
@@ -379,8 +391,10 @@ impl Pipeline {
                         addr: dst,
                         seq: d.seq,
                         len: avail,
+                        offset: d.offset,
                     };
-                    f.desc_host.write(i * 16, &desc_bytes(&staged));
+                    f.desc_host
+                        .write(i * PacketDesc::BYTES, &desc_bytes(&staged));
                 }
                 if nb > 0 {
                     let dev = self.gpu.id() as i32;
@@ -396,27 +410,56 @@ impl Pipeline {
             }
         };
         if !descs.is_empty() {
-            sys::memcpy_htod_async(f.desc_dev.ptr(), &f.desc_host, 0, descs.len() * 16, s)?;
+            let n = descs.len() * PacketDesc::BYTES;
+            sys::memcpy_htod_async(f.desc_dev.ptr(), &f.desc_host, 0, n, s)?;
         }
         Ok(offset)
     }
 
-    /// Result-block reset, claim (reorder) and place kernels for flight `idx`.
+    /// Result-block reset, claim (reorder) and place kernels for flight `idx`; output reset
+    /// and scatter kernel in pieces mode.
     fn enqueue_kernels(&self, idx: usize, n: u32, payload_offset: u32) -> Result<()> {
         let l = self.cfg.layout;
         let s = self.stream.raw();
         let f = &self.flights[idx];
         sys::memset_d32_async(f.result_dev.ptr(), 0, f.result_dev.len() / 4, s)?;
-        let (mode, ss, sb, bs, bb) = match l.mode {
-            Mode::Gather => (0, 0, 0, 0, 0),
-            Mode::Reorder(SlotMode::Modulo) => (0, 0, 0, 0, 0),
-            Mode::Reorder(SlotMode::BitFields {
+        let (mode, ss, sb, bs, bb) = match l.slot_mode() {
+            None | Some(SlotMode::Modulo) => (0, 0, 0, 0, 0),
+            Some(SlotMode::BitFields {
                 slot_shift,
                 slot_bits,
                 batch_shift,
                 batch_bits,
             }) => (1, slot_shift, slot_bits, batch_shift, batch_bits),
         };
+        let (in_fmt, out_fmt) = l.conversion.codes();
+        if let Mode::Pieces { .. } = l.mode {
+            sys::memset_d32_async(f.out.ptr(), 0, l.out_batch_bytes() / 4, s)?;
+            if n == 0 {
+                return Ok(());
+            }
+            let args = ScatterArgs {
+                claim: ClaimArgs {
+                    desc: f.desc_dev.ptr(),
+                    n,
+                    ppb: l.packets_per_batch,
+                    mode,
+                    slot_shift: ss.into(),
+                    slot_bits: sb.into(),
+                    batch_shift: bs.into(),
+                    batch_bits: bb.into(),
+                    owner: 0,
+                    result: f.result_dev.ptr(),
+                },
+                payload_offset,
+                words_per_slot: l.max_payload / 4,
+                in_fmt,
+                out_fmt,
+                out_words_per_word: l.conversion.out_bytes_per_word() / 4,
+                out: f.out.ptr(),
+            };
+            return sys::launch_scatter(&self.kernels.scatter, s, &args);
+        }
         let owner = match &f.owner {
             Some(o) => {
                 sys::memset_d32_async(o.ptr(), u32::MAX, l.packets_per_batch as usize, s)?;
@@ -439,7 +482,6 @@ impl Pipeline {
             }
             None => 0,
         };
-        let (in_fmt, out_fmt) = l.conversion.codes();
         let args = PlaceArgs {
             desc: f.desc_dev.ptr(),
             n,
@@ -486,6 +528,7 @@ impl Pipeline {
         let l = self.cfg.layout;
         let checksum_on = self.cfg.checksum;
         let gather = matches!(l.mode, Mode::Gather);
+        let pieces = matches!(l.mode, Mode::Pieces { .. });
         let f = &mut self.flights[idx];
         let r = &f.result_host;
         let checksum = u64::from(r.read_u32(0)) | u64::from(r.read_u32(1)) << 32;
@@ -501,7 +544,8 @@ impl Pipeline {
             packets: f.n,
             placed,
             missing: l.packets_per_batch - placed,
-            duplicates: f.n - foreign - placed,
+            // Pieces: several packets per slot, none a duplicate (see the layout docs).
+            duplicates: if pieces { 0 } else { f.n - foreign - placed },
             foreign,
             batch_id: (!gather && f.n > 0).then_some(batch_id),
             checksum: checksum_on.then_some(checksum),
@@ -533,10 +577,11 @@ impl Pipeline {
                 depth: self.flights.len(),
             });
         }
-        if descs.len() > self.cfg.layout.packets_per_batch as usize {
+        let max = self.cfg.layout.descs_per_batch() as usize;
+        if descs.len() > max {
             return Err(GpuError::TooManyPackets {
                 got: descs.len(),
-                max: self.cfg.layout.packets_per_batch as usize,
+                max,
             });
         }
         self.gpu.bind()?;
@@ -561,10 +606,11 @@ impl Drop for Pipeline {
     }
 }
 
-fn desc_bytes(d: &PacketDesc) -> [u8; 16] {
-    let mut b = [0u8; 16];
+fn desc_bytes(d: &PacketDesc) -> [u8; PacketDesc::BYTES] {
+    let mut b = [0u8; PacketDesc::BYTES];
     b[..8].copy_from_slice(&d.addr.to_le_bytes());
     b[8..12].copy_from_slice(&d.seq.to_le_bytes());
-    b[12..].copy_from_slice(&d.len.to_le_bytes());
+    b[12..16].copy_from_slice(&d.len.to_le_bytes());
+    b[16..20].copy_from_slice(&d.offset.to_le_bytes());
     b
 }

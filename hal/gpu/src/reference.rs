@@ -11,13 +11,27 @@ use half::{bf16, f16};
 use crate::error::{GpuError, Result};
 use crate::layout::{BatchLayout, Conversion, FloatFormat, IntFormat, Mode};
 
-/// One packet for the reference: its bytes (headers included) and sequence number.
+/// One packet for the reference: its bytes (headers included), sequence number and (pieces
+/// mode) offset in its slot.
 #[derive(Debug, Clone, Copy)]
 pub struct RefPacket<'a> {
     /// The whole packet (`len` = `data.len()`).
     pub data: &'a [u8],
     /// Sequence number.
     pub seq: u32,
+    /// [`Mode::Pieces`]: input byte of the slot where the payload goes (ignored otherwise).
+    pub offset: u32,
+}
+
+impl<'a> RefPacket<'a> {
+    /// A packet of reorder or gather mode (offset 0).
+    pub const fn new(data: &'a [u8], seq: u32) -> Self {
+        Self {
+            data,
+            seq,
+            offset: 0,
+        }
+    }
 }
 
 /// Per-batch accounting, as [`Completed`](crate::Completed) reports it.
@@ -96,10 +110,11 @@ pub fn run_batch(
 ) -> Result<BatchStats> {
     layout.validate()?;
     let ppb = layout.packets_per_batch as usize;
-    if packets.len() > ppb {
+    if packets.len() > layout.descs_per_batch() as usize {
         return Err(GpuError::InvalidLayout(format!(
-            "{} packets in a batch of packets_per_batch = {ppb}",
-            packets.len()
+            "{} packets in a batch of at most {} descriptors",
+            packets.len(),
+            layout.descs_per_batch()
         )));
     }
     if out.len() != layout.out_batch_bytes() {
@@ -108,6 +123,9 @@ pub fn run_batch(
             out.len(),
             layout.out_batch_bytes()
         )));
+    }
+    if let Mode::Pieces { .. } = layout.mode {
+        return Ok(run_pieces(layout, packets, out));
     }
     // owner[slot] = index of the packet that fills it
     let mut owner: Vec<Option<usize>> = vec![None; ppb];
@@ -119,6 +137,7 @@ pub fn run_batch(
                 *o = Some(i);
             }
         }
+        Mode::Pieces { .. } => unreachable!("handled by run_pieces"),
         Mode::Reorder(_) => {
             if let Some(first) = packets.first() {
                 let (key0, _) = layout.key_slot(first.seq).expect("reorder mode");
@@ -168,6 +187,43 @@ pub fn run_batch(
         foreign,
         batch_id,
     })
+}
+
+/// [`Mode::Pieces`]: output zeroed, then each piece that fits converted into its slot at its
+/// offset (in descriptor order: of overlapping pieces the later wins here, either on the GPU).
+fn run_pieces(layout: &BatchLayout, packets: &[RefPacket<'_>], out: &mut [u8]) -> BatchStats {
+    out.fill(0);
+    let ppb = layout.packets_per_batch;
+    let slot_bytes = layout.out_slot_bytes();
+    let ratio = layout.conversion.out_bytes_per_word() as usize;
+    let mut valid = vec![0u32; layout.mask_words()];
+    let mut foreign = 0u32;
+    let batch_id = packets
+        .first()
+        .map(|p| layout.key_slot(p.seq).expect("pieces mode").0);
+    for p in packets {
+        let (key, slot) = layout.key_slot(p.seq).expect("pieces mode");
+        let avail = layout.piece_avail(p.data.len() as u32);
+        if Some(key) != batch_id || slot >= ppb || !layout.piece_fits(p.offset, avail) {
+            foreign += 1;
+            continue;
+        }
+        let start = layout.payload_offset as usize;
+        let payload = &p.data[start..start + avail as usize];
+        let at = slot as usize * slot_bytes + p.offset as usize / 4 * ratio;
+        let len = (avail as usize).div_ceil(4) * ratio;
+        convert_into_slot(layout.conversion, payload, &mut out[at..at + len]);
+        valid[slot as usize / 32] |= 1 << (slot % 32);
+    }
+    let placed: u32 = valid.iter().map(|w| w.count_ones()).sum();
+    BatchStats {
+        valid,
+        placed,
+        missing: ppb - placed,
+        duplicates: 0,
+        foreign,
+        batch_id,
+    }
 }
 
 /// The batch checksum: `sum over i of w[i] * (2i + 1)` modulo 2^64, `w[i]` the `i`-th

@@ -248,6 +248,7 @@ fn reorder_random_permutations_with_losses_duplicates_and_foreign() {
             .map(|s| RefPacket {
                 data: &storage[s],
                 seq: base + s as u32,
+                offset: 0,
             })
             .collect();
         rng.shuffle(&mut pkts);
@@ -268,6 +269,7 @@ fn reorder_random_permutations_with_losses_duplicates_and_foreign() {
                 RefPacket {
                     data: &storage[ppb + k],
                     seq,
+                    offset: 0,
                 },
             );
         }
@@ -328,11 +330,13 @@ fn reorder_bit_fields() {
         .map(|s| RefPacket {
             data: &data[s as usize],
             seq: 0x0042_0000 | s << 4 | 0xF,
+            offset: 0,
         })
         .collect();
     pkts.push(RefPacket {
         data: &data[0],
         seq: 0x0043_0000,
+        offset: 0,
     }); // other batch
     let mut out = vec![0u8; layout.out_batch_bytes()];
     let st = run_batch(&layout, &pkts, &mut out).unwrap();
@@ -361,7 +365,14 @@ fn gather_arrival_order() {
     let data: Vec<Vec<u8>> = (0..35u8)
         .map(|i| (0..(i as usize % 17)).map(|k| i ^ k as u8).collect())
         .collect();
-    let pkts: Vec<RefPacket<'_>> = data.iter().map(|d| RefPacket { data: d, seq: 7 }).collect();
+    let pkts: Vec<RefPacket<'_>> = data
+        .iter()
+        .map(|d| RefPacket {
+            data: d,
+            seq: 7,
+            offset: 0,
+        })
+        .collect();
     let mut out = vec![0u8; layout.out_batch_bytes()];
     let st = run_batch(&layout, &pkts, &mut out).unwrap();
     let owner: Vec<Option<usize>> = (0..40).map(|i| (i < 35).then_some(i)).collect();
@@ -410,4 +421,108 @@ fn dft_of_impulse_and_gemm_b_exact() {
     let b = gemm_b();
     assert_eq!(b[0], -1.0);
     assert_eq!(b[16], 1.0);
+}
+
+/// Pieces mode (SPEAD heaps): heaps cut into pieces as spead2 cuts them (a shorter first
+/// piece), the pieces shuffled, give the slots that converting each whole heap gives; a
+/// missing heap is zero, a missing piece leaves zeros, and misaligned, overflowing or
+/// foreign pieces are counted and not placed.
+#[test]
+fn pieces_assemble_heaps_at_their_offsets() {
+    const HEAP: usize = 40;
+    for conversion in [
+        Conversion::Copy,
+        Conversion::Convert {
+            from: IntFormat::I8,
+            to: FloatFormat::F32,
+        },
+        Conversion::Convert {
+            from: IntFormat::I16Le,
+            to: FloatFormat::Bf16,
+        },
+    ] {
+        let layout = BatchLayout {
+            packets_per_batch: 8,
+            payload_offset: 2,
+            max_payload: HEAP as u32,
+            conversion,
+            mode: Mode::Pieces {
+                slots: SlotMode::Modulo,
+                max_packets: 64,
+            },
+        };
+        layout.validate().unwrap();
+        let heap =
+            |n: u32| -> Vec<u8> { (0..HEAP).map(|j| (j as u32 * 7 + n * 13) as u8).collect() };
+        // Heaps 24..31 (batch key 3); heap 29 never arrives, heap 30 lacks its middle piece.
+        let cuts = [(0usize, 12usize), (12, 16), (28, 12)];
+        let mut storage = Vec::new();
+        for n in 24..32u32 {
+            if n == 29 {
+                continue;
+            }
+            for (k, &(off, len)) in cuts.iter().enumerate() {
+                if n == 30 && k == 1 {
+                    continue;
+                }
+                let mut p = vec![0xEE, 0xEE];
+                p.extend_from_slice(&heap(n)[off..off + len]);
+                storage.push((p, n, off as u32));
+            }
+        }
+        // Not placed: an offset not a multiple of 4, a piece past the heap's end, another key.
+        storage.push((vec![0xEE, 0xEE, 1, 2, 3, 4], 25, 2));
+        storage.push((vec![0xEE, 0xEE, 1, 2, 3, 4, 5, 6, 7, 8], 25, 36));
+        storage.push((vec![0xEE, 0xEE, 1, 2, 3, 4], 41, 0));
+        let mut pkts: Vec<RefPacket<'_>> = storage
+            .iter()
+            .map(|(d, n, off)| RefPacket {
+                data: d,
+                seq: *n,
+                offset: *off,
+            })
+            .collect();
+        // descriptor 0 decides the batch: keep a heap of key 3 first
+        Rng(7).shuffle(&mut pkts[1..]);
+        let mut out = vec![0xAAu8; layout.out_batch_bytes()];
+        let st = run_batch(&layout, &pkts, &mut out).unwrap();
+        assert_eq!(
+            (
+                st.placed,
+                st.missing,
+                st.duplicates,
+                st.foreign,
+                st.batch_id
+            ),
+            (7, 1, 0, 3, Some(3)),
+            "{conversion:?}"
+        );
+        assert_eq!(st.valid, vec![0xFF & !(1 << 5)]);
+        let sb = layout.out_slot_bytes();
+        let ratio = conversion.out_bytes_per_word() as usize / 4;
+        for n in 24..32u32 {
+            let mut whole = heap(n);
+            if n == 30 {
+                whole[12..28].fill(0);
+            }
+            let mut want = vec![0u8; sb];
+            if n != 29 {
+                convert_into_slot(conversion, &whole, &mut want);
+                if n == 30 {
+                    // the missing piece's samples are zeros, not converted zeros: equal for
+                    // these conversions (0 -> +0.0)
+                    assert!(want[12 * ratio..28 * ratio].iter().all(|&b| b == 0));
+                }
+            }
+            let s = (n % 8) as usize;
+            assert_eq!(
+                &out[s * sb..(s + 1) * sb],
+                &want[..],
+                "heap {n} {conversion:?}"
+            );
+        }
+        // too many descriptors
+        let many: Vec<RefPacket<'_>> = (0..65).map(|_| pkts[0]).collect();
+        assert!(run_batch(&layout, &many, &mut out).is_err());
+    }
 }

@@ -451,6 +451,17 @@ pub(crate) struct PlaceArgs {
     pub result: u64,
 }
 
+/// Arguments of `rtdaq_scatter` (pieces mode).
+pub(crate) struct ScatterArgs {
+    pub claim: ClaimArgs,
+    pub payload_offset: u32,
+    pub words_per_slot: u32,
+    pub in_fmt: u32,
+    pub out_fmt: u32,
+    pub out_words_per_word: u32,
+    pub out: u64,
+}
+
 fn launch(
     f: &CudaFunction,
     grid: u32,
@@ -522,6 +533,43 @@ pub(crate) fn launch_place(
         p(&mut result),
     ];
     launch(f, slots, 256, stream, &mut params)
+}
+
+/// Launches `rtdaq_scatter` (one block per descriptor).
+pub(crate) fn launch_scatter(
+    f: &CudaFunction,
+    stream: ds::CUstream,
+    a: &ScatterArgs,
+) -> Result<()> {
+    let c = &a.claim;
+    let (mut desc, mut n, mut ppb, mut mode) = (c.desc, c.n, c.ppb, c.mode);
+    let (mut ss, mut sb, mut bs, mut bb) = (c.slot_shift, c.slot_bits, c.batch_shift, c.batch_bits);
+    let (mut off, mut wps, mut inf, mut outf, mut owpw) = (
+        a.payload_offset,
+        a.words_per_slot,
+        a.in_fmt,
+        a.out_fmt,
+        a.out_words_per_word,
+    );
+    let (mut out, mut result) = (a.out, c.result);
+    let mut params = [
+        p(&mut desc),
+        p(&mut n),
+        p(&mut ppb),
+        p(&mut mode),
+        p(&mut ss),
+        p(&mut sb),
+        p(&mut bs),
+        p(&mut bb),
+        p(&mut off),
+        p(&mut wps),
+        p(&mut inf),
+        p(&mut outf),
+        p(&mut owpw),
+        p(&mut out),
+        p(&mut result),
+    ];
+    launch(f, c.n.max(1), 256, stream, &mut params)
 }
 
 /// Launches `rtdaq_checksum` over `nwords` words at `words`.

@@ -198,6 +198,8 @@ impl GpuWorkload {
 pub const FFT_LEN: u64 = 1024;
 /// Matrix dimension of the `gemm` workload.
 pub const GEMM_DIM: u64 = 1024;
+/// Bytes of one packet descriptor (`rtdaq_gpu::PacketDesc::BYTES`).
+pub const DESC_BYTES: u64 = 24;
 /// Allocation granule of GPU buffers (64 KiB, `rtdaq_gpu::DEVICE_ALIGN`).
 pub const GPU_ALIGN: u64 = 64 << 10;
 
@@ -208,12 +210,20 @@ pub struct GpuStage {
     pub name: String,
     /// CUDA device ordinal.
     pub gpu: u32,
-    /// Output slots per batch, also the most packets per batch.
+    /// Output slots per batch, also the most packets per batch (except with
+    /// [`max_packets`](Self::max_packets)).
     pub packets_per_batch: u32,
     /// Bytes skipped at the start of each received buffer before the payload.
     pub payload_offset: u32,
-    /// Payload bytes used per packet at most (a multiple of 4).
+    /// Payload bytes used per packet at most (a multiple of 4): the bytes of one slot.
     pub max_payload: u32,
+    /// SPEAD heap assembly (`mode = "reorder"` on a SPEAD stream): a slot is one heap and
+    /// gathers the payloads of its packets at their heap offsets. Then this is the most
+    /// packets one batch holds (the config's `packets_per_batch`), `packets_per_batch` the
+    /// heaps per batch (`heaps_per_batch`), `max_payload` the bytes of one heap
+    /// (`heap_bytes`) and `payload_offset` 0 (each packet's payload follows its item
+    /// pointers). `None` for every other stage.
+    pub max_packets: Option<u32>,
     /// Reorder (and how) or gather.
     pub mode: BatchMode,
     /// Sample conversion.
@@ -256,6 +266,13 @@ fn round(n: u64) -> u64 {
 }
 
 impl GpuStage {
+    /// The most packets one batch holds: `packets_per_batch`, or
+    /// [`max_packets`](Self::max_packets) for SPEAD heap assembly (the config's
+    /// `packets_per_batch` either way).
+    pub fn packets_per_batch_max(&self) -> u32 {
+        self.max_packets.unwrap_or(self.packets_per_batch)
+    }
+
     /// Output bytes per slot.
     pub fn out_slot_bytes(&self) -> u64 {
         u64::from(self.max_payload / 4) * u64::from(self.conversion.out_bytes_per_word())
@@ -295,8 +312,11 @@ impl GpuStage {
     pub fn device_bytes(&self) -> u64 {
         let ppb = u64::from(self.packets_per_batch);
         let mask_words = ppb.div_ceil(32);
-        let mut per = round(ppb * 16) + round(16 + mask_words * 4) + round(self.out_batch_bytes());
-        if !matches!(self.mode, BatchMode::Gather) {
+        let descs = u64::from(self.packets_per_batch_max());
+        let mut per = round(descs * DESC_BYTES) + round(16 + mask_words * 4);
+        per += round(self.out_batch_bytes());
+        if !matches!(self.mode, BatchMode::Gather) && self.max_packets.is_none() {
+            // The claim kernel's slot owners (reorder of single packets).
             per += round(ppb * 4);
         }
         if self.staging != GpuStaging::Mapped {

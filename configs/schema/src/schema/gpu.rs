@@ -14,6 +14,12 @@ pub(crate) struct RawGpuStage {
     pub payload_offset: Option<i64>,
     #[serde(default)]
     pub max_payload: Option<i64>,
+    /// SPEAD heap assembly (reorder on a SPEAD stream): slots (heaps) per batch.
+    #[serde(default)]
+    pub heaps_per_batch: Option<i64>,
+    /// SPEAD heap assembly: payload bytes of one heap's slot.
+    #[serde(default)]
+    pub heap_bytes: Option<i64>,
     #[serde(default = "default_mode")]
     pub mode: RawBatchMode,
     #[serde(default)]

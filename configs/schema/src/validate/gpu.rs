@@ -141,19 +141,31 @@ fn stage(
             errs,
         ),
     };
-    let max_payload = max_payload(s, &users, payload_offset, d, &p, errs);
-    let mode = mode(s, ppb, &p, errs);
+    let heaps = heap_assembly(s, format, ppb, &p, errs);
+    let (payload_offset, max_payload, slots, max_packets) = match heaps {
+        // SPEAD heap assembly: a slot is one heap (see GpuStage::max_packets).
+        Some(Some((heaps_per_batch, heap_bytes))) => (
+            Some(0),
+            Some(heap_bytes),
+            Some(heaps_per_batch),
+            ppb.map(Some),
+        ),
+        Some(None) => (
+            payload_offset,
+            max_payload(s, &users, payload_offset, d, &p, errs),
+            ppb,
+            Some(None),
+        ),
+        None => {
+            ok = false;
+            (payload_offset, None, None, None)
+        }
+    };
+    let mode = mode(s, slots, &p, errs);
     if matches!(s.mode, RawBatchMode::Reorder) && raw.run.validate == Validation::Count {
         errs.push(
             format!("{p}.mode"),
             "mode = \"reorder\" takes each packet's sequence number from its rtdaq sequence header or its stream format, but run.validate = \"count\" reads neither; use mode = \"gather\", or run.validate = \"sequence\"/\"full\"",
-        );
-        ok = false;
-    }
-    if matches!(s.mode, RawBatchMode::Reorder) && matches!(format, StreamFormat::Spead(_)) {
-        errs.push(
-            format!("{p}.mode"),
-            "mode = \"reorder\" places packets by one sequence number; SPEAD packets are placed in heaps (heap counter and offset), which the GPU stage does not do yet: use mode = \"gather\"",
         );
         ok = false;
     }
@@ -181,9 +193,10 @@ fn stage(
     let stage = GpuStage {
         name: s.name.clone(),
         gpu: gpu?,
-        packets_per_batch: ppb?,
+        packets_per_batch: slots?,
         payload_offset: payload_offset?,
         max_payload: max_payload?,
+        max_packets: max_packets?,
         mode: mode?,
         conversion: conversion?,
         depth: depth?,
@@ -195,6 +208,118 @@ fn stage(
     };
     ok &= workload_fits(&stage, &p, errs);
     ok.then_some(stage)
+}
+
+/// SPEAD heap assembly (`mode = "reorder"` on a SPEAD stream): `Some(Some((heaps_per_batch,
+/// heap_bytes)))`; `Some(None)` for every other stage (which must not set those keys); `None`
+/// after an error.
+fn heap_assembly(
+    s: &RawGpuStage,
+    format: StreamFormat,
+    ppb: Option<u32>,
+    p: &str,
+    errs: &mut Errors,
+) -> Option<Option<(u32, u32)>> {
+    let spead = matches!(format, StreamFormat::Spead(_));
+    if !(spead && matches!(s.mode, RawBatchMode::Reorder)) {
+        let set = [
+            ("heaps_per_batch", s.heaps_per_batch),
+            ("heap_bytes", s.heap_bytes),
+        ]
+        .into_iter()
+        .find(|(_, v)| v.is_some());
+        if let Some((key, _)) = set {
+            let why = if spead {
+                "mode = \"gather\" places packets in arrival order"
+            } else {
+                "the stage's queues do not receive SPEAD (interfaces.format.kind = \"spead\")"
+            };
+            errs.push(
+                format!("{p}.{key}"),
+                format!(
+                    "heaps_per_batch and heap_bytes shape SPEAD heap assembly (mode = \"reorder\" on a SPEAD stream), but {why}; remove them"
+                ),
+            );
+            return None;
+        }
+        return Some(None);
+    }
+    let mut ok = true;
+    let mut refuse = |errs: &mut Errors, key: &str, msg: &str| {
+        errs.push(format!("{p}.{key}"), msg.to_string());
+        ok = false;
+    };
+    if s.max_payload.is_some() {
+        refuse(
+            errs,
+            "max_payload",
+            "SPEAD heap assembly puts one heap in a slot of heap_bytes bytes; remove max_payload",
+        );
+    }
+    if s.payload_offset.is_some() {
+        refuse(
+            errs,
+            "payload_offset",
+            "SPEAD heap assembly places each packet's payload where its item pointers end (they vary per packet); remove payload_offset",
+        );
+    }
+    if s.staging != RawStaging::Mapped {
+        refuse(
+            errs,
+            "staging",
+            "SPEAD heap assembly reads each packet where it lies (staging = \"mapped\"): a staging copy has one fixed-size place per packet; remove staging",
+        );
+    }
+    let need = "a SPEAD stage in mode = \"reorder\" assembles heaps: one slot per heap, each packet's payload at its heap offset; set heaps_per_batch = <heaps per batch> and heap_bytes = <payload bytes of one heap> (packets_per_batch is then the most packets one batch holds), or use mode = \"gather\"";
+    let heaps = match s.heaps_per_batch {
+        None => {
+            refuse(errs, "heaps_per_batch", need);
+            None
+        }
+        Some(v) => int::<u32>(
+            v,
+            1,
+            MAX_PACKETS_PER_BATCH,
+            &format!("{p}.heaps_per_batch"),
+            " heaps (slots per batch)",
+            errs,
+        ),
+    };
+    let bytes = match s.heap_bytes {
+        None => {
+            refuse(errs, "heap_bytes", need);
+            None
+        }
+        Some(v) => {
+            let path = format!("{p}.heap_bytes");
+            int::<u32>(v, 4, MAX_PAYLOAD, &path, " payload bytes of one heap", errs).filter(|&b| {
+                let four = b % 4 == 0;
+                if !four {
+                    errs.push(
+                        path.clone(),
+                        format!(
+                            "{b} is not a multiple of 4 (the kernels move 4-byte words); use {}",
+                            b.div_ceil(4) * 4
+                        ),
+                    );
+                }
+                four
+            })
+        }
+    };
+    if let (Some(h), Some(n)) = (heaps, ppb) {
+        if n < h {
+            errs.push(
+                format!("{p}.packets_per_batch"),
+                format!(
+                    "packets_per_batch = {n} is the most packets a batch of heaps_per_batch = {h} heaps holds: at least one per heap; raise it to heaps_per_batch x packets per heap"
+                ),
+            );
+            ok = false;
+        }
+    }
+    let (heaps, bytes) = (heaps?, bytes?);
+    ok.then_some(Some((heaps, bytes)))
 }
 
 /// `product`: what the stage's recorders write; by default the workload's result when the
@@ -560,7 +685,7 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
             }
             pool_fits(d, stage, sid.0, rid.0, rq.batch_size, errs);
             let batch = u64::from(rq.batch_size);
-            let per_batch = u64::from(stage.packets_per_batch).div_ceil(batch) + 2;
+            let per_batch = u64::from(stage.packets_per_batch_max()).div_ceil(batch) + 2;
             let need = (u64::from(stage.depth) + 1) * per_batch * batch;
             if u64::from(rq.ring_depth) < need {
                 errs.push(
@@ -570,7 +695,7 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
                         rq.ring_depth,
                         stage.name,
                         stage.depth,
-                        stage.packets_per_batch,
+                        stage.packets_per_batch_max(),
                         need.next_power_of_two()
                     ),
                 );
@@ -631,7 +756,7 @@ fn pool_fits(d: &Draft, stage: &GpuStage, k: usize, r: usize, batch: u32, errs: 
         .count();
     let sharing = (rx + tx).max(1) as u64;
     let share = u64::from(region.buf_count) / sharing;
-    let held = (u64::from(stage.depth) + 1) * u64::from(stage.packets_per_batch);
+    let held = (u64::from(stage.depth) + 1) * u64::from(stage.packets_per_batch_max());
     let need = held + 2 * u64::from(batch);
     if need > share {
         let per = if sharing > 1 {
@@ -646,9 +771,9 @@ fn pool_fits(d: &Draft, stage: &GpuStage, k: usize, r: usize, batch: u32, errs: 
             format!("gpu_stages[{k}].packets_per_batch"),
             format!(
                 "packets_per_batch {} with depth {} keeps up to (depth + 1) x {} = {held} buffers of region \"{}\" on the GPU side, plus 2 x batch_size {batch} for RX = {need}, but the queue gets {share}{per}: RX would starve; lower packets_per_batch to {} or depth, or raise buf_count to {}",
-                stage.packets_per_batch,
+                stage.packets_per_batch_max(),
                 stage.depth,
-                stage.packets_per_batch,
+                stage.packets_per_batch_max(),
                 region.name,
                 share.saturating_sub(2 * u64::from(batch)) / (u64::from(stage.depth) + 1),
                 need * sharing
