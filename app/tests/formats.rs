@@ -342,6 +342,12 @@ fn loopback_with_drops(
         show(&out)
     );
     assert_eq!(u(&q, "/malformed"), 0);
+    // The live line names the streams and the one missing the most while the run goes on.
+    let live = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        live.contains(&format!(", streams {n} (most missing: 0x")),
+        "live line: {live}"
+    );
     q
 }
 

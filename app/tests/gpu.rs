@@ -49,6 +49,22 @@ fn text(b: &[u8]) -> String {
 }
 
 /// The run `out` exited 0 with 0 lost and no allocation on the data path; its JSON report.
+/// `rtdaq run --config cfg --duration secs [--output-dir dir] --report-json json`: the run
+/// passed (see [`passed`]); its JSON report.
+fn run_passed(
+    cfg: &str,
+    secs: &str,
+    dir: Option<&std::path::Path>,
+    json: &std::path::Path,
+) -> Value {
+    let mut args = vec!["run", "--config", cfg, "--duration", secs];
+    if let Some(d) = dir {
+        args.extend(["--output-dir", d.to_str().unwrap()]);
+    }
+    args.extend(["--report-json", json.to_str().unwrap()]);
+    passed(&rtdaq(&args), json)
+}
+
 fn passed(out: &Output, json: &std::path::Path) -> Value {
     let (o, e) = (text(&out.stdout), text(&out.stderr));
     println!("{o}\n{e}");
@@ -132,16 +148,7 @@ fn loopback_to_gpu_reorder_checksums_match() {
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let json = std::env::temp_dir().join(format!("rtdaq-gpu-e2e-{}.json", std::process::id()));
-    let out = rtdaq(&[
-        "run",
-        "--config",
-        &gpu_config(),
-        "--duration",
-        "5",
-        "--report-json",
-        json.to_str().unwrap(),
-    ]);
-    let r = passed(&out, &json);
+    let r = run_passed(&gpu_config(), "5", None, &json);
     let q = &r["rx"]["queues"][0];
     let g = &q["gpu"];
     assert_eq!(q["corrupt"], 0, "payloads equal the sender's pattern");
@@ -185,16 +192,7 @@ fn vdif_frames_reorder_on_the_gpu_by_frame_number() {
     let path = std::env::temp_dir().join(format!("rtdaq-gpu-vdif-{}.toml", std::process::id()));
     std::fs::write(&path, cfg).unwrap();
     let json = std::env::temp_dir().join(format!("rtdaq-gpu-vdif-{}.json", std::process::id()));
-    let out = rtdaq(&[
-        "run",
-        "--config",
-        path.to_str().unwrap(),
-        "--duration",
-        "4",
-        "--report-json",
-        json.to_str().unwrap(),
-    ]);
-    let r = passed(&out, &json);
+    let r = run_passed(path.to_str().unwrap(), "4", None, &json);
     let q = &r["rx"]["queues"][0];
     let g = &q["gpu"];
     assert_eq!(q["format"]["kind"], "vdif", "{q}");
@@ -254,18 +252,7 @@ fn gpu_spectra_are_recorded_and_equal_the_cpu_reference() {
         text_cfg.replace("timeout_us = 40000", "timeout_us = 1000000"),
     )
     .unwrap();
-    let out = rtdaq(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--duration",
-        "3",
-        "--output-dir",
-        dir.to_str().unwrap(),
-        "--report-json",
-        json.to_str().unwrap(),
-    ]);
-    let r = passed(&out, &json);
+    let r = run_passed(cfg.to_str().unwrap(), "3", Some(&dir), &json);
     let q = &r["rx"]["queues"][0];
     let g = &q["gpu"];
     let completed = g["batches_completed"].as_u64().unwrap();
@@ -414,18 +401,7 @@ fn spead_heaps_assemble_on_the_gpu_by_heap_counter_and_offset() {
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("report.json");
     let cfg = root().join("configs/host-loopback-spead-gpu.toml");
-    let out = rtdaq(&[
-        "run",
-        "--config",
-        cfg.to_str().unwrap(),
-        "--duration",
-        "3",
-        "--output-dir",
-        dir.to_str().unwrap(),
-        "--report-json",
-        json.to_str().unwrap(),
-    ]);
-    let r = passed(&out, &json);
+    let r = run_passed(cfg.to_str().unwrap(), "3", Some(&dir), &json);
     let q = &r["rx"]["queues"][0];
     let g = &q["gpu"];
     assert_eq!(q["format"]["kind"], "spead", "{q}");

@@ -5,7 +5,9 @@
 //!
 //! - two receiver processes on one group: each gets every datagram the sender sent, 0 lost;
 //! - source-specific: a receiver joined for (A, group) gets everything, one joined for
-//!   (another sender, group) gets nothing, in the same run.
+//!   (another sender, group) gets nothing, in the same run;
+//! - raw engines: an AF_PACKET receiver holds the kernel membership (IGMP), and an
+//!   AF_PACKET generator sends to the group with the group's MAC.
 //!
 //! Needs root (namespaces) and `target/engines/rtdaq-socket` (`scripts/build-engines.sh`);
 //! without them each test prints SKIPPED and passes.
@@ -247,4 +249,87 @@ fn afpacket_receiver_holds_the_kernel_membership_and_gets_every_datagram() {
     );
     // The run is over: the membership is gone.
     assert!(!igmp_groups(&pair, Side::B, &b_if).contains(&"239.77.0.1".to_string()));
+}
+
+/// A raw-engine generator sending to a group: `rtdaq-afpacket` in A on
+/// `veth-afpacket-tx.toml` with `destination = "udp://239.77.0.1:7200"` and no `dst_mac`
+/// (the config derives the group's MAC, 01:00:5e:4d:00:01). tcpdump on B's end sees the
+/// frames addressed to that MAC, and the AF_PACKET receiver holding the membership in B
+/// (`testbed-multicast-afpacket-rx.toml`, a flow on the group's address) gets every one.
+#[test]
+#[ignore = "needs root, tcpdump and target/engines/rtdaq-afpacket; scripts/test.sh runs it"]
+fn afpacket_generator_sends_to_a_group_with_its_mac() {
+    if skipped("afpacket_generator_sends_to_a_group_with_its_mac") {
+        return;
+    }
+    if !root().join("target/engines/rtdaq-afpacket").exists() {
+        eprintln!("SKIPPED: no target/engines/rtdaq-afpacket (scripts/build-engines.sh afpacket)");
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("mcgen").unwrap();
+    let (a_if, b_if) = (
+        pair.ifname(Side::A).to_string(),
+        pair.ifname(Side::B).to_string(),
+    );
+    let rx_cfg = edited(
+        "testbed-multicast-afpacket-rx.toml",
+        &[
+            ("address = \"rtdaq0b\"", format!("address = \"{b_if}\"")),
+            (
+                "multicast_interface = \"169.254.77.2\"",
+                format!("multicast_interface = \"{}\"", pair.ip(Side::B)),
+            ),
+        ],
+        "mc-gen-rx",
+    );
+    let tx_cfg = edited(
+        "veth-afpacket-tx.toml",
+        &[
+            ("address = \"rtdaq0a\"", format!("address = \"{a_if}\"")),
+            (
+                "destination = \"udp://169.254.90.2:5000\"",
+                "destination = \"udp://239.77.0.1:7200\"".to_string(),
+            ),
+            ("dst_mac = \"02:72:74:00:5a:02\"", String::new()),
+            (
+                "source = \"udp://169.254.90.1:4000\"",
+                format!("source = \"udp://{}:4000\"", pair.ip(Side::A)),
+            ),
+            ("rate_gbps = 0.5", "rate_pps = 20000".to_string()),
+            ("duration_s = 10", "duration_s = 2".to_string()),
+        ],
+        "mc-gen-tx",
+    );
+    let dump = pair
+        .command(Side::B, "timeout")
+        .args([
+            "6", "tcpdump", "-n", "-e", "-l", "-c", "5", "-i", &b_if, "udp", "port", "7200",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let rx = start(&pair, Side::B, "afpacket", &rx_cfg, 5.0, "mc-gen-rx");
+    let tx = start(&pair, Side::A, "afpacket", &tx_cfg, 3.0, "mc-gen-tx");
+    let (tout, sent) = finish(tx, "mc-gen-tx");
+    assert_eq!(tout.status.code(), Some(0), "sender: {}", show(&tout));
+    let (out, r) = finish(rx, "mc-gen-rx");
+    let seen = dump.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&seen.stdout);
+    assert!(
+        seen.contains("> 01:00:5e:4d:00:01") && seen.contains("239.77.0.1.7200"),
+        "tcpdump -e on B: {seen}"
+    );
+    let n = u(&sent, "/tx/totals/packets");
+    assert!(n > 20_000, "2 s at 20 000 pps: sent {n}");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(
+        u(&r, "/rx/totals/packets"),
+        n,
+        "every frame: {}",
+        show(&out)
+    );
+    assert_eq!(u(&r, "/lost"), 0);
 }

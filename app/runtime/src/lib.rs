@@ -33,6 +33,7 @@ pub mod gpu_report;
 #[cfg(feature = "gpu")]
 pub mod gpu_stage;
 pub mod latency;
+pub mod live_streams;
 pub mod membership;
 pub mod memory;
 pub mod outcome;

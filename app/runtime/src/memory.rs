@@ -29,6 +29,8 @@ pub struct QueueStats {
     pub gpu: crate::gpu_report::GpuCounters,
     /// The longest loop turn of the I/O thread ([`crate::stall`]).
     pub stall: crate::stall::StallWatch,
+    /// RX: the validator's streams, for the live line ([`crate::live_streams`]).
+    pub streams: crate::live_streams::LiveStreams,
 }
 
 impl QueueStats {
@@ -40,6 +42,7 @@ impl QueueStats {
             consumer_cpu_ns: AtomicU64::new(0),
             gpu: crate::gpu_report::GpuCounters::default(),
             stall: crate::stall::StallWatch::new(),
+            streams: crate::live_streams::LiveStreams::new(),
         }
     }
 }

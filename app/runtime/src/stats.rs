@@ -94,9 +94,9 @@ impl Live {
                 String::new()
             };
             lines.push(format!(
-                "{} rx {:.3} Gb/s {:.3} Mpps total {} pkts, gaps {} reordered {} dup {} corrupt {}, drops:{}{gpu}",
+                "{} rx {:.3} Gb/s {:.3} Mpps total {} pkts, gaps {} reordered {} dup {} corrupt {}{}, drops:{}{gpu}",
                 self.rx_names[i], g, m, io.packets, cons.seq_gaps, cons.reordered, cons.duplicates,
-                cons.corrupt, drops_text(&io)
+                cons.corrupt, q.streams.summary(), drops_text(&io)
             ));
             self.rx_prev[i] = (io, cons);
         }

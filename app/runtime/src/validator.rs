@@ -342,6 +342,11 @@ pub struct Validator {
     last_seq: Option<u64>,
     /// Where the last `check`'s SPEAD packet goes in its heap.
     last_piece: HeapPiece,
+    /// Slot indices in the order their streams were first seen (`n_order` of them).
+    order: [u8; MAX_STREAMS],
+    n_order: usize,
+    /// Bursts since the stream table was last published.
+    bursts: u32,
 }
 
 impl Default for Validator {
@@ -381,6 +386,9 @@ impl Validator {
             published: Published::default(),
             last_seq: None,
             last_piece: HeapPiece::None,
+            order: [0; MAX_STREAMS],
+            n_order: 0,
+            bursts: 0,
         }
     }
 
@@ -401,6 +409,10 @@ impl Validator {
                 let s = &mut self.slots[i];
                 s.used = true;
                 s.id = id;
+                if let Some(o) = self.order.get_mut(self.n_order) {
+                    *o = i as u8;
+                    self.n_order += 1;
+                }
                 return Some(i);
             }
         }
@@ -680,6 +692,28 @@ impl Validator {
             c.add_corrupt(now.corrupt - p.corrupt);
         }
         self.published = now;
+    }
+
+    /// Every [`PUBLISH_EVERY`](crate::live_streams::PUBLISH_EVERY)th call (and with
+    /// `force`): stores each tracked stream's id, packets and missing count (now) in `t`,
+    /// for the live line. Never allocates.
+    pub fn publish_streams(&mut self, t: &crate::live_streams::LiveStreams, force: bool) {
+        self.bursts += 1;
+        if !force && self.bursts < crate::live_streams::PUBLISH_EVERY {
+            return;
+        }
+        self.bursts = 0;
+        let spead = self.is_spead();
+        for (k, &i) in self.order[..self.n_order].iter().enumerate() {
+            let s = &self.slots[usize::from(i)];
+            let (packets, missing) = if spead {
+                let h = s.heaps.closed();
+                (h.packets, h.missing_packets)
+            } else {
+                (s.tracker.received(), s.tracker.gaps())
+            };
+            t.store(k, s.id, packets, missing);
+        }
     }
 
     const fn is_spead(&self) -> bool {

@@ -433,24 +433,25 @@ impl Pipeline {
             }) => (1, slot_shift, slot_bits, batch_shift, batch_bits),
         };
         let (in_fmt, out_fmt) = l.conversion.codes();
+        let claim = |owner: u64| ClaimArgs {
+            desc: f.desc_dev.ptr(),
+            n,
+            ppb: l.packets_per_batch,
+            mode,
+            slot_shift: ss.into(),
+            slot_bits: sb.into(),
+            batch_shift: bs.into(),
+            batch_bits: bb.into(),
+            owner,
+            result: f.result_dev.ptr(),
+        };
         if let Mode::Pieces { .. } = l.mode {
             sys::memset_d32_async(f.out.ptr(), 0, l.out_batch_bytes() / 4, s)?;
             if n == 0 {
                 return Ok(());
             }
             let args = ScatterArgs {
-                claim: ClaimArgs {
-                    desc: f.desc_dev.ptr(),
-                    n,
-                    ppb: l.packets_per_batch,
-                    mode,
-                    slot_shift: ss.into(),
-                    slot_bits: sb.into(),
-                    batch_shift: bs.into(),
-                    batch_bits: bb.into(),
-                    owner: 0,
-                    result: f.result_dev.ptr(),
-                },
+                claim: claim(0),
                 payload_offset,
                 words_per_slot: l.max_payload / 4,
                 in_fmt,
@@ -464,19 +465,7 @@ impl Pipeline {
             Some(o) => {
                 sys::memset_d32_async(o.ptr(), u32::MAX, l.packets_per_batch as usize, s)?;
                 if n > 0 {
-                    let args = ClaimArgs {
-                        desc: f.desc_dev.ptr(),
-                        n,
-                        ppb: l.packets_per_batch,
-                        mode,
-                        slot_shift: ss.into(),
-                        slot_bits: sb.into(),
-                        batch_shift: bs.into(),
-                        batch_bits: bb.into(),
-                        owner: o.ptr(),
-                        result: f.result_dev.ptr(),
-                    };
-                    sys::launch_claim(&self.kernels.claim, s, &args)?;
+                    sys::launch_claim(&self.kernels.claim, s, &claim(o.ptr()))?;
                 }
                 o.ptr()
             }

@@ -187,6 +187,51 @@ fn all_conversions() -> Vec<Conversion> {
     v
 }
 
+/// Waits for the oldest batch and checks it against the CPU reference (`want`, `st`): mask,
+/// counts, batch id, checksum and every output byte. Its token.
+fn expect_batch(
+    pipe: &mut Pipeline,
+    layout: &BatchLayout,
+    want: &[u8],
+    st: &reference::BatchStats,
+    what: &str,
+) -> u64 {
+    let done = pipe.wait_completed().unwrap().unwrap();
+    let token = done.token;
+    assert_eq!(done.valid, &st.valid[..], "{what}");
+    assert_eq!(
+        (
+            done.placed,
+            done.missing,
+            done.duplicates,
+            done.foreign,
+            done.batch_id
+        ),
+        (
+            st.placed,
+            st.missing,
+            st.duplicates,
+            st.foreign,
+            st.batch_id
+        ),
+        "{what}"
+    );
+    assert_eq!(done.checksum, Some(reference::checksum(want)), "{what}");
+    let out = done.output;
+    let mut got = vec![0u8; want.len()];
+    pipe.copy_to_host(out, &mut got).unwrap();
+    if got != want {
+        let i = got.iter().zip(want).position(|(a, b)| a != b).unwrap();
+        panic!(
+            "{what}: first difference at byte {i} (slot {}): gpu {:#x} cpu {:#x}",
+            i / layout.out_slot_bytes(),
+            got[i],
+            want[i]
+        );
+    }
+    token
+}
+
 #[test]
 fn kernels_match_cpu_reference_bit_for_bit() {
     let Some(gpu) = gpu() else { return };
@@ -215,40 +260,9 @@ fn kernels_match_cpu_reference_bit_for_bit() {
                     let b = random_batch(&mut rng, &mut region, &layout, 77 + round);
                     let (want, st) = reference_of(&region, &layout, &b);
                     pipe.submit(&b.descs).unwrap();
-                    let done = pipe.wait_completed().unwrap().unwrap();
                     let what = format!("{conversion:?} {mode:?} {staging:?} round {round}");
-                    assert_eq!(done.token, u64::from(round), "{what}");
-                    assert_eq!(done.valid, &st.valid[..], "{what}");
-                    assert_eq!(
-                        (
-                            done.placed,
-                            done.missing,
-                            done.duplicates,
-                            done.foreign,
-                            done.batch_id
-                        ),
-                        (
-                            st.placed,
-                            st.missing,
-                            st.duplicates,
-                            st.foreign,
-                            st.batch_id
-                        ),
-                        "{what}"
-                    );
-                    assert_eq!(done.checksum, Some(reference::checksum(&want)), "{what}");
-                    let out = done.output;
-                    let mut got = vec![0u8; want.len()];
-                    pipe.copy_to_host(out, &mut got).unwrap();
-                    if got != want {
-                        let i = got.iter().zip(&want).position(|(a, b)| a != b).unwrap();
-                        panic!(
-                            "{what}: first difference at byte {i} (slot {}): gpu {:#x} cpu {:#x}",
-                            i / layout.out_slot_bytes(),
-                            got[i],
-                            want[i]
-                        );
-                    }
+                    let token = expect_batch(&mut pipe, &layout, &want, &st, &what);
+                    assert_eq!(token, u64::from(round), "{what}");
                     checked += 1;
                 }
             }
@@ -364,39 +378,8 @@ fn scatter_kernel_assembles_heaps_like_the_reference() {
                 let st = reference::run_batch(&layout, &pkts, &mut want).unwrap();
                 assert_eq!(st.foreign, 3);
                 pipe.submit(&descs).unwrap();
-                let done = pipe.wait_completed().unwrap().unwrap();
                 let what = format!("pieces {conversion:?} {slots:?} round {round}");
-                assert_eq!(done.valid, &st.valid[..], "{what}");
-                assert_eq!(
-                    (
-                        done.placed,
-                        done.missing,
-                        done.duplicates,
-                        done.foreign,
-                        done.batch_id
-                    ),
-                    (
-                        st.placed,
-                        st.missing,
-                        st.duplicates,
-                        st.foreign,
-                        st.batch_id
-                    ),
-                    "{what}"
-                );
-                assert_eq!(done.checksum, Some(reference::checksum(&want)), "{what}");
-                let out = done.output;
-                let mut got = vec![0u8; want.len()];
-                pipe.copy_to_host(out, &mut got).unwrap();
-                if got != want {
-                    let i = got.iter().zip(&want).position(|(a, b)| a != b).unwrap();
-                    panic!(
-                        "{what}: first difference at byte {i} (heap slot {}): gpu {:#x} cpu {:#x}",
-                        i / layout.out_slot_bytes(),
-                        got[i],
-                        want[i]
-                    );
-                }
+                expect_batch(&mut pipe, &layout, &want, &st, &what);
                 checked += 1;
             }
         }

@@ -298,7 +298,7 @@ type Endpoints = (Option<SocketUri>, Option<[u8; 6]>, Option<SocketUri>);
 
 /// Endpoints by engine: sockets send to a `udp://` destination (default: the interface's own
 /// address, a loopback self-test) and TCP sends on its connections; raw engines need a UDP
-/// destination, a destination MAC and a source.
+/// destination, a destination MAC (derived for a multicast group) and a source.
 fn endpoints(
     g: &RawGenerator,
     kind: EngineKind,
@@ -337,12 +337,32 @@ fn endpoints(
                 None
             }
         };
-        let mac = match &g.dst_mac {
-            Some(v) => parse::mac(v)
+        // A multicast group's frames go to its MAC (RFC 1112: 01:00:5e and the group's low
+        // 23 bits), which receivers' NIC filters accept once they joined the group.
+        let group_mac = dest.filter(|d| d.ip.is_multicast()).map(|d| {
+            let o = d.ip.octets();
+            (d.ip, [0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]])
+        });
+        let mac = match (&g.dst_mac, group_mac) {
+            (Some(v), group) => parse::mac(v)
                 .map_err(|m| errs.push(format!("{P}.dst_mac"), m))
-                .ok(),
-            None => {
-                errs.push(format!("{P}.dst_mac"), format!("engine \"{kind}\" builds whole frames: set dst_mac = \"aa:bb:cc:dd:ee:ff\" (the receiver's MAC)"));
+                .ok()
+                .filter(|m| match group {
+                    Some((ip, want)) if *m != want => {
+                        errs.push(
+                            format!("{P}.dst_mac"),
+                            format!(
+                                "{v} is not the MAC of group {ip} ({}): receivers that joined the group drop other MACs; remove dst_mac (a group's MAC is derived from it)",
+                                fmt_mac(&want)
+                            ),
+                        );
+                        false
+                    }
+                    _ => true,
+                }),
+            (None, Some((_, m))) => Some(m),
+            (None, None) => {
+                errs.push(format!("{P}.dst_mac"), format!("engine \"{kind}\" builds whole frames: set dst_mac = \"aa:bb:cc:dd:ee:ff\" (the receiver's MAC; a multicast destination needs none)"));
                 None
             }
         };
@@ -466,4 +486,12 @@ fn within_pacing(d: &Draft, i: usize, q: usize, rate: f64, errs: &mut Errors) {
             );
         }
     }
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+fn fmt_mac(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
