@@ -48,12 +48,13 @@ log() { echo "[install-test-deps] $*" >&2; }
 # libibverbs-dev librdmacm-dev (rtdaq-ibverbs-sys: rdma-core 44), tcpdump tshark (the
 # recording tests' readers: tcpdump, tshark, capinfos), python3-venv (the venv below with
 # baseband and spead2), mmdebstrap kmod cpio (the
-# Soft-RoCE guest and the fresh-machine check's clean root), and qemu-system-x86 (the guest;
-# matched to qemu-utils below).
+# Soft-RoCE guest and the fresh-machine check's clean root), qemu-system-x86 (the guest;
+# matched to qemu-utils below), and prometheus (the metrics test: a real Prometheus server
+# scraping rtdaq, and promtool).
 APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping
     shellcheck clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev
     libclang-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libibverbs-dev
-    librdmacm-dev tcpdump tshark python3-venv mmdebstrap kmod cpio)
+    librdmacm-dev tcpdump tshark python3-venv mmdebstrap kmod cpio prometheus)
 [ $guest_only = 0 ] || APT_PACKAGES=(mmdebstrap kmod cpio)
 APT=(apt-get -o DPkg::Lock::Timeout=600)
 MIRROR=${RTDAQ_APT_MIRROR:-http://deb.debian.org/debian}

@@ -100,8 +100,10 @@ run "recording and replay with real readers (cargo test --test record -- --ignor
 # (app/tests/formats.rs; root for namespaces and nftables).
 run "instrument formats with real peers: baseband VDIF, spead2 both ways, scapy eCPRI, nft drops, VDIF recording (cargo test --test formats -- --ignored)" \
     cargo test -p rtdaq --test formats -- --ignored --test-threads 1
-run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership (cargo test --test multicast -- --ignored)" \
+run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership, an AF_PACKET generator to a group (cargo test --test multicast -- --ignored)" \
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1
+run "metrics endpoint with real peers: a Prometheus server scraping a 10 s run, promtool check metrics, a scrape flood (cargo test --test metrics -- --ignored)" \
+    cargo test -p rtdaq --test metrics -- --ignored --test-threads 1
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
 # This host has no RDMA: every ibverbs config must stop with exit 2 and the no-device message.

@@ -69,6 +69,14 @@ pub struct RunArgs {
     /// Write the JSON report to FILE (overrides `run.report_json`).
     #[arg(long, value_name = "FILE")]
     pub report_json: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics and a JSON status at /status during
+    /// the run (overrides `run.metrics`), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// Write the JSON status (the counters so far, as `/status` serves them) to FILE every
+    /// second, atomically (a temporary file beside it, then a rename).
+    #[arg(long, value_name = "FILE")]
+    pub status_file: Option<PathBuf>,
     /// Write every recorder's files into DIR (overrides `recorders[].directory`; created
     /// when missing).
     #[arg(long, value_name = "DIR")]

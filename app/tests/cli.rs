@@ -241,6 +241,66 @@ fn unwritable_report_path_is_refused_before_the_run() {
     }
 }
 
+/// `--metrics` and `--status-file` errors stop the run before it starts (exit 2, no
+/// "queues running"): a name instead of an address, a port another socket holds, a status
+/// file in a directory that does not exist.
+#[test]
+fn bad_metrics_address_and_status_file_are_refused_before_the_run() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = held.local_addr().unwrap().to_string();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--metrics", "localhost:9464"],
+            "is not an address and port",
+        ),
+        (&["--metrics", busy.as_str()], "cannot listen there"),
+        (
+            &["--status-file", "/nonexistent/dir/status.json"],
+            "--status-file /nonexistent/dir/status.json: cannot write beside it",
+        ),
+    ];
+    for (extra, why) in cases {
+        let mut args = vec!["run", "--duration", "5"];
+        args.extend_from_slice(extra);
+        let out = rtdaq(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(why), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("queues running"), "{stderr}");
+    }
+    drop(held);
+}
+
+/// `--status-file F`: F holds the JSON status during the run (rewritten every second) and
+/// the last one at its end, with the queue's packets.
+#[test]
+fn status_file_follows_the_run() {
+    let dir = tempdir();
+    let f = dir.join("status.json");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rtdaq"))
+        .args(["run", "--duration", "3", "--status-file"])
+        .arg(&f)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let during: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&f).expect("written during the run"))
+            .unwrap();
+    assert!(child.wait().unwrap().success());
+    let after: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+    assert_eq!(during["config"], "host-loopback-udp");
+    let (a, b) = (
+        during["rx"][0]["packets"].as_u64().unwrap(),
+        after["rx"][0]["packets"].as_u64().unwrap(),
+    );
+    assert!(a > 0 && b > a, "during {a}, after {b}");
+    assert!(after["elapsed_s"].as_f64().unwrap() >= 3.0, "{after}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn bad_command_line_exits_2() {
     let out = rtdaq(&["config", "frobnicate"]);

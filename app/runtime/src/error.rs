@@ -56,6 +56,14 @@ pub enum RuntimeError {
         /// What failed and what to do.
         message: String,
     },
+    /// The metrics endpoint could not start (`run.metrics`, `--metrics`).
+    #[error("metrics endpoint {addr}: {message}")]
+    Metrics {
+        /// The address asked for.
+        addr: String,
+        /// What failed and what to do.
+        message: String,
+    },
     /// Signal handlers could not be installed.
     #[error("cannot install the SIGINT/SIGTERM handlers: {0}")]
     Signals(#[source] std::io::Error),

@@ -36,6 +36,7 @@ pub mod latency;
 pub mod live_streams;
 pub mod membership;
 pub mod memory;
+pub mod metrics;
 pub mod outcome;
 pub mod pacer;
 pub mod pipeline;

@@ -34,6 +34,12 @@ pub struct QueueStats {
 }
 
 impl QueueStats {
+    /// All zero (for tests of what reads the counters).
+    #[cfg(test)]
+    pub(crate) fn new_for_tests() -> Self {
+        Self::new()
+    }
+
     fn new() -> Self {
         QueueStats {
             io: QueueCounters::new(),

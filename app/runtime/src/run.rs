@@ -41,6 +41,13 @@ pub struct RunOptions {
     pub output_dir: Option<std::path::PathBuf>,
     /// SHA-256 of the config text (written into DADA headers and indexes).
     pub config_sha256: String,
+    /// Serve `/metrics` and `/status` there (`run.metrics`, `rtdaq run --metrics`).
+    pub metrics: Option<std::net::SocketAddr>,
+    /// The binary's version, commit, engine and platform (`rtdaq_build_info`; the config's
+    /// name and SHA-256 are filled in by the run).
+    pub build: crate::metrics::BuildInfo,
+    /// Write the JSON status there every second, atomically (`rtdaq run --status-file`).
+    pub status_file: Option<std::path::PathBuf>,
 }
 
 /// Raw results of the run, before the report is built.
@@ -178,6 +185,12 @@ where
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&signalled)).map_err(RuntimeError::Signals)?;
     }
+    // The metrics address is bound first: one in use stops the run before anything else.
+    let endpoint = opts
+        .metrics
+        .or(config.run.metrics)
+        .map(crate::metrics::Endpoint::bind)
+        .transpose()?;
     if config.rt.lock_memory {
         rt::lock_memory(config.rt.required)?;
     }
@@ -543,6 +556,64 @@ where
             })
             .collect(),
     );
+    let watched = (endpoint.is_some() || opts.status_file.is_some()).then(|| {
+        let label = |interface: usize, id: u16, gpu: bool| crate::metrics::QueueLabel {
+            interface: config.interfaces[interface].name.clone(),
+            queue: id,
+            gpu,
+        };
+        crate::metrics::Source {
+            build: crate::metrics::BuildInfo {
+                config: config.name.clone(),
+                config_sha256: opts.config_sha256.clone(),
+                ..opts.build.clone()
+            },
+            rx: res
+                .rx
+                .iter()
+                .zip(res.rx_stats)
+                .map(|(r, st)| {
+                    let q = &config.interfaces[r.interface].rx_queues[r.queue];
+                    (label(r.interface, q.id, q.gpu_stage.is_some()), st)
+                })
+                .collect(),
+            tx: res
+                .tx
+                .iter()
+                .zip(res.tx_stats)
+                .map(|(r, st)| {
+                    let q = &config.interfaces[r.interface].tx_queues[r.queue];
+                    (label(r.interface, q.id, false), st)
+                })
+                .collect(),
+            sinks: writers
+                .iter()
+                .map(|w| (w.name.clone(), w.counters))
+                .collect(),
+            start_ns,
+        }
+    });
+    // Metrics are for watching the run, not part of it: a thread that cannot start is
+    // reported and the run goes on.
+    let serving = endpoint.zip(watched.clone()).and_then(|(ep, source)| {
+        ep.serve(source)
+            .map_err(|e| log::error!("{e}; the run goes on without the endpoint"))
+            .ok()
+    });
+    let mut status = opts.status_file.as_deref().zip(watched.as_ref());
+    let mut write_status = move |final_one: bool| {
+        if let Some((path, source)) = status {
+            if let Err(e) = crate::metrics::write_status_file(path, source) {
+                log::error!(
+                    "--status-file {}: {e}; no more status is written",
+                    path.display()
+                );
+                status = None;
+            } else if final_one {
+                log::info!("status written to {}", path.display());
+            }
+        }
+    };
     let deadline = (duration_s > 0.0).then(|| start_ns + (duration_s * 1e9) as u64);
     let mut next_tick = start_ns + 1_000_000_000;
     let mut crashed = false;
@@ -585,6 +656,7 @@ where
                 now,
                 (now - start_ns) as f64 / 1e9,
             );
+            write_status(false);
             next_tick += 1_000_000_000;
         }
         // Wake at the deadline itself (not up to 20 ms past it): the generators stop on time.
@@ -653,6 +725,10 @@ where
         (end_ns - start_ns) as f64 / 1e9,
     );
     live.finish();
+    write_status(true);
+    if let Some(s) = serving {
+        s.stop();
+    }
     Ok(RunResults {
         elapsed_s: (end_ns - start_ns) as f64 / 1e9,
         start_ns,

@@ -137,10 +137,43 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{msg}");
         return Ok(ExitCode::from(EXIT_CONFIG));
     }
+    let metrics = match args
+        .metrics
+        .as_deref()
+        .map(rtdaq_config::parse_metrics_addr)
+    {
+        None => None,
+        Some(Ok(a)) => Some(a),
+        Some(Err(why)) => {
+            eprintln!("error: --metrics {why}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    // The status file's directory must take a file now, not after the run started.
+    if let Some(f) = &args.status_file {
+        let mut tmp = f.as_os_str().to_owned();
+        tmp.push(".tmp");
+        if let Err(e) = std::fs::write(&tmp, b"{}").and_then(|()| std::fs::remove_file(&tmp)) {
+            eprintln!(
+                "error: --status-file {}: cannot write beside it ({e}); give a path in a writable directory",
+                f.display()
+            );
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    }
     let opts = RunOptions {
+        status_file: args.status_file.clone(),
         duration_s: args.duration,
         output_dir: args.output_dir.clone(),
         config_sha256: identity.config_sha256.clone(),
+        metrics,
+        build: rtdaq_runtime::metrics::BuildInfo {
+            version: identity.version.to_string(),
+            commit: embedded::GIT_COMMIT.to_string(),
+            engine: identity.engine.to_string(),
+            platform: identity.platform.to_string(),
+            ..Default::default()
+        },
     };
     let config: &'static rtdaq_config::Config = Box::leak(Box::new(config));
     log::info!(

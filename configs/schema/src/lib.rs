@@ -68,7 +68,7 @@ pub use error::{ConfigError, ConfigErrors};
 pub use model::{Config, EngineKind, Platform};
 pub use summary::Summary;
 pub use validate::{
-    check_run_duration, DEFAULT_DIRECTORY, DEFAULT_FLUSH_MS, DEFAULT_SNAPLEN,
+    check_run_duration, parse_metrics_addr, DEFAULT_DIRECTORY, DEFAULT_FLUSH_MS, DEFAULT_SNAPLEN,
     MAX_FLOWS_PER_INTERFACE, MAX_RUN_DURATION_S,
 };
 

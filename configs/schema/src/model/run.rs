@@ -138,6 +138,8 @@ pub struct Run {
     pub drain_ms: u32,
     /// What the RX side checks in each payload.
     pub validate: Validation,
+    /// Where the metrics endpoint listens (`/metrics`, `/status`); `None`: no endpoint.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// `[rt]`.

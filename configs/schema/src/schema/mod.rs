@@ -108,6 +108,9 @@ pub(crate) struct RawRun {
     pub drain_ms: i64,
     #[serde(default)]
     pub validate: crate::model::Validation,
+    /// The metrics endpoint's address (`/metrics`, `/status`); absent: off.
+    #[serde(default)]
+    pub metrics: Option<String>,
 }
 
 impl Default for RawRun {
@@ -118,6 +121,7 @@ impl Default for RawRun {
             loss_tolerance: 0,
             drain_ms: DEFAULT_DRAIN_MS,
             validate: crate::model::Validation::Full,
+            metrics: None,
         }
     }
 }

@@ -21,7 +21,7 @@ mod record;
 mod regions;
 mod top;
 pub use record::{DEFAULT_DIRECTORY, DEFAULT_FLUSH_MS, DEFAULT_SNAPLEN};
-pub use top::{check_run_duration, MAX_RUN_DURATION_S};
+pub use top::{check_run_duration, parse_metrics_addr, MAX_RUN_DURATION_S};
 
 use crate::error::{ConfigError, ConfigErrors, Errors};
 use crate::model::{

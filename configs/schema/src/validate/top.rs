@@ -38,6 +38,16 @@ pub fn check_run_duration(secs: f64) -> Result<(), String> {
     }
 }
 
+/// The metrics endpoint's address, `ip:port` (`127.0.0.1:9464`, `[::1]:9464`; port 0 takes
+/// any free port, the log names it). The message for anything else.
+pub fn parse_metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    s.trim().parse().map_err(|_| {
+        format!(
+            "{s:?} is not an address and port; write \"127.0.0.1:9464\" (this host only) or \"0.0.0.0:9464\" (every interface)"
+        )
+    })
+}
+
 /// `[run]`: a finite non-negative duration, a non-empty report path, bounded drain.
 pub(super) fn run(raw: &RawConfig, errs: &mut Errors) -> Option<Run> {
     let r = &raw.run;
@@ -71,10 +81,20 @@ pub(super) fn run(raw: &RawConfig, errs: &mut Errors) -> Option<Run> {
         " (milliseconds RX keeps draining after TX stops)",
         errs,
     );
+    let metrics = match r.metrics.as_deref().map(parse_metrics_addr) {
+        None => None,
+        Some(Ok(a)) => Some(a),
+        Some(Err(why)) => {
+            errs.push("run.metrics", why);
+            ok = false;
+            None
+        }
+    };
     if !ok {
         return None;
     }
     Some(Run {
+        metrics,
         duration_s: r.duration_s,
         report_json: r.report_json.as_ref().map(PathBuf::from),
         loss_tolerance: loss?,

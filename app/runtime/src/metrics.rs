@@ -1,0 +1,585 @@
+//! The metrics endpoint (issue #18): Prometheus text exposition at `/metrics` and a JSON
+//! status at `/status`, on `run.metrics` / `rtdaq run --metrics ADDR`.
+//!
+//! One thread of normal priority serves it (spawned by the main thread after that left the
+//! queue threads' cores, so it runs beside them, not on them). It reads the counters the
+//! queue threads already publish for the live line ([`QueueStats`]: relaxed atomics, one
+//! writer each; the record sinks' and GPU stages' counters; the validator's stream table):
+//! a scrape adds no work, lock or allocation to the hot path. The exposition uses the
+//! `prometheus` crate (its registry and text encoder, the format `promtool check metrics`
+//! reads), HTTP the `tiny_http` crate; nothing here formats metrics or parses HTTP by hand.
+//!
+//! Requests: `GET /metrics` (text format 0.0.4), `GET /status` (JSON), `GET /` (an index);
+//! another path is `404`, another method `405` (with `Allow: GET, HEAD`). Every request is
+//! answered on the serving thread one after the other; a flood of scrapes costs that
+//! thread's CPU only.
+
+use crate::error::RuntimeError;
+use crate::memory::QueueStats;
+use crate::record::SinkCounters;
+use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use rtdaq_core::counters::{CounterSnapshot, DropReason};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What the build and the config say of themselves (`rtdaq_build_info`'s labels).
+#[derive(Debug, Clone, Default)]
+pub struct BuildInfo {
+    /// Package version.
+    pub version: String,
+    /// Git commit the binary was built from.
+    pub commit: String,
+    /// Packet engine (`engine-*` feature).
+    pub engine: String,
+    /// Board (`platform-*` feature).
+    pub platform: String,
+    /// Config name.
+    pub config: String,
+    /// SHA-256 of the config text.
+    pub config_sha256: String,
+}
+
+/// One queue as the metrics name it.
+#[derive(Debug, Clone)]
+pub struct QueueLabel {
+    /// Interface name (`interfaces[].name`).
+    pub interface: String,
+    /// Queue id.
+    pub queue: u16,
+    /// RX queue with a GPU stage: its counters are exported.
+    pub gpu: bool,
+}
+
+/// Everything a scrape reads.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Build and config identity.
+    pub build: BuildInfo,
+    /// RX queues (config order) and their counters.
+    pub rx: Vec<(QueueLabel, &'static QueueStats)>,
+    /// TX queues (config order) and their counters.
+    pub tx: Vec<(QueueLabel, &'static QueueStats)>,
+    /// Record sinks: name (as in the live line) and counters.
+    pub sinks: Vec<(String, &'static SinkCounters)>,
+    /// Monotonic start of the run ([`crate::pacer::now_ns`]).
+    pub start_ns: u64,
+}
+
+/// A bound endpoint, not yet serving ([`Endpoint::bind`] before the queues start, so that a
+/// bad address stops the run before any packet moves).
+pub struct Endpoint {
+    server: Arc<tiny_http::Server>,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+/// The serving thread; [`Serving::stop`] ends it.
+pub struct Serving {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+    server: Arc<tiny_http::Server>,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving").finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    /// Binds `addr` (port 0: any free port, see [`addr`](Self::addr)).
+    ///
+    /// # Errors
+    /// [`RuntimeError::Metrics`] naming the address and the reason (in use, not local,
+    /// no permission).
+    pub fn bind(addr: SocketAddr) -> Result<Self, RuntimeError> {
+        let server = tiny_http::Server::http(addr).map_err(|e| RuntimeError::Metrics {
+            addr: addr.to_string(),
+            message: format!(
+                "cannot listen there ({e}); give a free local address and port, e.g. 127.0.0.1:9464, in run.metrics or --metrics"
+            ),
+        })?;
+        let addr = server.server_addr().to_ip().unwrap_or(addr);
+        Ok(Self {
+            server: Arc::new(server),
+            addr,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Starts the serving thread.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Metrics`] when the thread cannot be spawned.
+    pub fn serve(self, source: Source) -> Result<Serving, RuntimeError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let exporter = Exporter::new(source);
+        let (server, flag) = (Arc::clone(&self.server), Arc::clone(&stop));
+        let handle = std::thread::Builder::new()
+            .name("metrics".into())
+            .spawn(move || {
+                while !flag.load(Relaxed) {
+                    match server.recv_timeout(Duration::from_millis(100)) {
+                        Ok(Some(req)) => exporter.answer(req),
+                        Ok(None) => {}
+                        Err(e) => {
+                            log::warn!("metrics endpoint: {e}");
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                }
+            })
+            .map_err(|e| RuntimeError::Metrics {
+                addr: self.addr.to_string(),
+                message: format!("cannot spawn its thread: {e}"),
+            })?;
+        log::info!(
+            "metrics: http://{}/metrics (Prometheus text), http://{}/status (JSON)",
+            self.addr,
+            self.addr
+        );
+        Ok(Serving {
+            stop,
+            handle,
+            server: self.server,
+        })
+    }
+}
+
+impl Serving {
+    /// Stops serving (a scrape in progress is answered first) and joins the thread.
+    pub fn stop(self) {
+        self.stop.store(true, Relaxed);
+        self.server.unblock();
+        let _ = self.handle.join();
+    }
+}
+
+/// The registered metrics, updated from the counters at each scrape.
+struct Exporter {
+    src: Source,
+    registry: Registry,
+    c: Counters,
+    g: Gauges,
+}
+
+struct Counters {
+    rx_packets: IntCounterVec,
+    rx_bytes: IntCounterVec,
+    rx_validated: IntCounterVec,
+    rx_drops: IntCounterVec,
+    rx_gaps: IntCounterVec,
+    rx_reordered: IntCounterVec,
+    rx_duplicates: IntCounterVec,
+    rx_corrupt: IntCounterVec,
+    stream_packets: IntCounterVec,
+    tx_packets: IntCounterVec,
+    tx_bytes: IntCounterVec,
+    tx_drops: IntCounterVec,
+    gpu_batches: IntCounterVec,
+    gpu_packets: IntCounterVec,
+    gpu_missing: IntCounterVec,
+    gpu_checksum_mismatches: IntCounterVec,
+    gpu_errors: IntCounterVec,
+    rec_packets: IntCounterVec,
+    rec_bytes: IntCounterVec,
+    rec_dropped: IntCounterVec,
+}
+
+struct Gauges {
+    build_info: IntGaugeVec,
+    elapsed: prometheus::Gauge,
+    stream_missing: IntGaugeVec,
+    streams: IntGaugeVec,
+}
+
+const Q: &[&str] = &["interface", "queue"];
+const QR: &[&str] = &["interface", "queue", "reason"];
+const QS: &[&str] = &["interface", "queue", "stream"];
+
+impl Exporter {
+    fn new(src: Source) -> Self {
+        let registry = Registry::new();
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels)
+                .expect("a valid metric name and labels");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("each metric registered once");
+            c
+        };
+        let c = Counters {
+            rx_packets: counter("rtdaq_rx_packets_total", "Packets the engine delivered to the RX queue.", Q),
+            rx_bytes: counter("rtdaq_rx_bytes_total", "Bytes the engine delivered to the RX queue (UDP payload, or frame bytes on raw engines).", Q),
+            rx_validated: counter("rtdaq_rx_validated_packets_total", "Packets the RX queue's validator checked.", Q),
+            rx_drops: counter("rtdaq_rx_drops_total", "Packets the RX queue dropped, by reason.", QR),
+            rx_gaps: counter("rtdaq_rx_seq_gaps_total", "Sequence numbers seen missing (gross: late arrivals are not subtracted).", Q),
+            rx_reordered: counter("rtdaq_rx_reordered_total", "Packets that arrived after a later one and filled a gap.", Q),
+            rx_duplicates: counter("rtdaq_rx_duplicates_total", "Packets seen twice within the sequence window.", Q),
+            rx_corrupt: counter("rtdaq_rx_corrupt_total", "Packets whose payload did not match the sender's pattern.", Q),
+            stream_packets: counter("rtdaq_rx_stream_packets_total", "Packets of one stream (VDIF/CODIF thread, SPEAD sender, counter or eCPRI stream id).", QS),
+            tx_packets: counter("rtdaq_tx_packets_total", "Packets the TX queue sent.", Q),
+            tx_bytes: counter("rtdaq_tx_bytes_total", "Bytes the TX queue sent.", Q),
+            tx_drops: counter("rtdaq_tx_drops_total", "Packets the TX queue dropped, by reason.", QR),
+            gpu_batches: counter("rtdaq_gpu_batches_total", "GPU stage batches, by state (submitted, completed, dropped, timed_out).", &["interface", "queue", "state"]),
+            gpu_packets: counter("rtdaq_gpu_packets_total", "Packets handed to the GPU stage, by outcome (submitted, dropped, not_in_region, no_slot).", &["interface", "queue", "outcome"]),
+            gpu_missing: counter("rtdaq_gpu_missing_slots_total", "Zero-filled output slots of completed GPU batches.", Q),
+            gpu_checksum_mismatches: counter("rtdaq_gpu_checksum_mismatches_total", "GPU batches whose checksum differed from the CPU reference.", Q),
+            gpu_errors: counter("rtdaq_gpu_errors_total", "CUDA errors of the GPU stage.", Q),
+            rec_packets: counter("rtdaq_record_packets_total", "Records (packets, or GPU batches) on disk, per sink.", &["sink"]),
+            rec_bytes: counter("rtdaq_record_bytes_total", "Bytes on disk, file headers included, per sink.", &["sink"]),
+            rec_dropped: counter("rtdaq_record_dropped_total", "Records not written, by reason (full, tap, error).", &["sink", "reason"]),
+        };
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels)
+                .expect("a valid metric name and labels");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("each metric registered once");
+            g
+        };
+        let elapsed = prometheus::Gauge::with_opts(Opts::new(
+            "rtdaq_run_elapsed_seconds",
+            "Seconds since the queue threads started.",
+        ))
+        .expect("a valid metric name");
+        registry
+            .register(Box::new(elapsed.clone()))
+            .expect("registered once");
+        let g = Gauges {
+            build_info: gauge(
+                "rtdaq_build_info",
+                "The build and config: always 1, the facts are its labels.",
+                &[
+                    "version",
+                    "commit",
+                    "engine",
+                    "platform",
+                    "config",
+                    "config_sha256",
+                ],
+            ),
+            elapsed,
+            stream_missing: gauge(
+                "rtdaq_rx_stream_missing",
+                "Packets of one stream missing now.",
+                QS,
+            ),
+            streams: gauge(
+                "rtdaq_rx_streams",
+                "Streams the RX queue's validator tracks.",
+                Q,
+            ),
+        };
+        let b = &src.build;
+        g.build_info
+            .with_label_values(&[
+                &b.version,
+                &b.commit,
+                &b.engine,
+                &b.platform,
+                &b.config,
+                &b.config_sha256,
+            ])
+            .set(1);
+        Self {
+            src,
+            registry,
+            c,
+            g,
+        }
+    }
+
+    /// Brings every metric to the counters' values now.
+    fn update(&self) {
+        let set = |c: &IntCounterVec, labels: &[&str], v: u64| {
+            let m = c.with_label_values(labels);
+            let old = m.get();
+            if v > old {
+                m.inc_by(v - old);
+            }
+        };
+        let drops = |c: &IntCounterVec, i: &str, q: &str, s: &[CounterSnapshot]| {
+            for (k, r) in DropReason::ALL.iter().enumerate() {
+                let n = s.iter().map(|x| x.drops[k]).sum();
+                set(c, &[i, q, r.as_str()], n);
+            }
+        };
+        let c = &self.c;
+        for (l, st) in &self.src.rx {
+            let (i, q) = (l.interface.as_str(), l.queue.to_string());
+            let (io, cons) = (st.io.snapshot(), st.consumer.snapshot());
+            let lq = [i, q.as_str()];
+            set(&c.rx_packets, &lq, io.packets);
+            set(&c.rx_bytes, &lq, io.bytes);
+            set(&c.rx_validated, &lq, cons.packets);
+            drops(&c.rx_drops, i, &q, &[io, cons]);
+            set(&c.rx_gaps, &lq, cons.seq_gaps);
+            set(&c.rx_reordered, &lq, cons.reordered);
+            set(&c.rx_duplicates, &lq, cons.duplicates);
+            set(&c.rx_corrupt, &lq, cons.corrupt);
+            let streams = st.streams.entries();
+            self.g
+                .streams
+                .with_label_values(&lq)
+                .set(streams.len() as i64);
+            for (id, packets, missing) in streams {
+                let s = format!("{id:#x}");
+                let ls = [i, q.as_str(), s.as_str()];
+                set(&c.stream_packets, &ls, packets);
+                self.g
+                    .stream_missing
+                    .with_label_values(&ls)
+                    .set(i64::try_from(missing).unwrap_or(i64::MAX));
+            }
+            if l.gpu {
+                let g = &st.gpu;
+                let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+                for (state, n) in [
+                    ("submitted", v(&g.batches_submitted)),
+                    ("completed", v(&g.batches_completed)),
+                    ("dropped", v(&g.batches_dropped)),
+                    ("timed_out", v(&g.batches_timed_out)),
+                ] {
+                    set(&c.gpu_batches, &[i, &q, state], n);
+                }
+                for (outcome, n) in [
+                    ("submitted", v(&g.packets)),
+                    ("dropped", v(&g.packets_dropped)),
+                    ("not_in_region", v(&g.not_in_region)),
+                    ("no_slot", v(&g.no_slot)),
+                ] {
+                    set(&c.gpu_packets, &[i, &q, outcome], n);
+                }
+                set(&c.gpu_missing, &lq, v(&g.missing));
+                set(&c.gpu_checksum_mismatches, &lq, v(&g.checksum_mismatch));
+                set(&c.gpu_errors, &lq, v(&g.errors));
+            }
+        }
+        for (l, st) in &self.src.tx {
+            let (i, q) = (l.interface.as_str(), l.queue.to_string());
+            let io = st.io.snapshot();
+            set(&c.tx_packets, &[i, &q], io.packets);
+            set(&c.tx_bytes, &[i, &q], io.bytes);
+            drops(&c.tx_drops, i, &q, &[io]);
+        }
+        for (name, s) in &self.src.sinks {
+            let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+            set(&c.rec_packets, &[name], v(&s.written));
+            set(&c.rec_bytes, &[name], v(&s.bytes));
+            for (reason, n) in [
+                ("full", v(&s.dropped_full)),
+                ("tap", v(&s.dropped_tap)),
+                ("error", v(&s.dropped_error) + v(&s.dropped_error_writer)),
+            ] {
+                set(&c.rec_dropped, &[name, reason], n);
+            }
+        }
+        let secs = crate::pacer::now_ns().saturating_sub(self.src.start_ns) as f64 / 1e9;
+        self.g.elapsed.set(secs);
+    }
+
+    /// The text exposition of every metric.
+    fn metrics_text(&self) -> Vec<u8> {
+        self.update();
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for valid metrics (the registry checked them).
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+
+    fn answer(&self, req: tiny_http::Request) {
+        let header = |k: &str, v: &str| {
+            tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("an ASCII header")
+        };
+        let method = req.method().clone();
+        if !matches!(method, tiny_http::Method::Get | tiny_http::Method::Head) {
+            let r = tiny_http::Response::from_string("only GET and HEAD\n")
+                .with_status_code(405)
+                .with_header(header("Allow", "GET, HEAD"));
+            let _ = req.respond(r);
+            return;
+        }
+        let path = req.url().split('?').next().unwrap_or("");
+        let (code, body, kind) = match path {
+            "/metrics" => (
+                200,
+                self.metrics_text(),
+                "text/plain; version=0.0.4; charset=utf-8",
+            ),
+            "/status" => (200, status_json(&self.src), "application/json"),
+            "/" => (
+                200,
+                b"rtdaq: /metrics (Prometheus text format), /status (JSON)\n".to_vec(),
+                "text/plain; charset=utf-8",
+            ),
+            _ => (
+                404,
+                b"not found: /metrics or /status\n".to_vec(),
+                "text/plain; charset=utf-8",
+            ),
+        };
+        let r = tiny_http::Response::from_data(body)
+            .with_status_code(code)
+            .with_header(header("Content-Type", kind));
+        let _ = req.respond(r);
+    }
+}
+
+/// The JSON status (`/status`, `rtdaq run --status-file`): the report's counters so far.
+pub fn status_json(src: &Source) -> Vec<u8> {
+    let q = |l: &QueueLabel, st: &QueueStats| {
+        let (io, cons) = (st.io.snapshot(), st.consumer.snapshot());
+        let mut drops = serde_json::Map::new();
+        for (k, r) in DropReason::ALL.iter().enumerate() {
+            drops.insert(r.as_str().into(), (io.drops[k] + cons.drops[k]).into());
+        }
+        serde_json::json!({
+            "interface": l.interface,
+            "queue": l.queue,
+            "packets": io.packets,
+            "bytes": io.bytes,
+            "validated": cons.packets,
+            "seq_gaps": cons.seq_gaps,
+            "reordered": cons.reordered,
+            "duplicates": cons.duplicates,
+            "corrupt": cons.corrupt,
+            "drops": drops,
+        })
+    };
+    let b = &src.build;
+    let v = serde_json::json!({
+        "config": b.config,
+        "config_sha256": b.config_sha256,
+        "engine": b.engine,
+        "platform": b.platform,
+        "version": b.version,
+        "elapsed_s": crate::pacer::now_ns().saturating_sub(src.start_ns) as f64 / 1e9,
+        "rx": src.rx.iter().map(|(l, s)| q(l, s)).collect::<Vec<_>>(),
+        "tx": src.tx.iter().map(|(l, s)| q(l, s)).collect::<Vec<_>>(),
+    });
+    serde_json::to_vec_pretty(&v).unwrap_or_default()
+}
+
+/// Writes [`status_json`] to `path` atomically (a temporary file beside it, then a rename):
+/// a reader sees the previous status or this one, never a part.
+///
+/// # Errors
+/// The I/O error, for the caller to report (once).
+pub fn write_status_file(path: &std::path::Path, src: &Source) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, status_json(src))?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn leak<T>(t: T) -> &'static T {
+        Box::leak(Box::new(t))
+    }
+
+    fn get(addr: SocketAddr, req: &str) -> String {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    /// The endpoint serves the counters as they are now, by name and label, answers
+    /// `/status`, refuses other paths and methods with HTTP errors, and a busy address is a
+    /// clear error.
+    #[test]
+    fn endpoint_serves_the_counters_now() {
+        let rx = leak(QueueStats::new_for_tests());
+        let tx = leak(QueueStats::new_for_tests());
+        rx.io.record_rx_burst(10, 14_000);
+        rx.consumer.record_rx_burst(10, 14_000);
+        rx.consumer.add_seq_gaps(3);
+        rx.io.record_drops(DropReason::RingFull, 2);
+        rx.streams.store(0, 0x105c800, 10, 3);
+        tx.io.record_rx_burst(12, 16_800);
+        let sink = leak(SinkCounters::default());
+        SinkCounters::add(&sink.written, 7);
+        let ep = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = ep.addr();
+        let label = |gpu| QueueLabel {
+            interface: "lo_udp".into(),
+            queue: 0,
+            gpu,
+        };
+        let serving = ep
+            .serve(Source {
+                build: BuildInfo {
+                    version: "0.1.0".into(),
+                    config: "test".into(),
+                    ..BuildInfo::default()
+                },
+                rx: vec![(label(false), rx)],
+                tx: vec![(label(false), tx)],
+                sinks: vec![("lo_udp.rx0 pcap".into(), sink)],
+                start_ns: crate::pacer::now_ns(),
+            })
+            .unwrap();
+        let m = get(addr, "GET /metrics HTTP/1.0\r\n\r\n");
+        assert!(
+            m.starts_with("HTTP/1.0 200") || m.starts_with("HTTP/1.1 200"),
+            "{m}"
+        );
+        for want in [
+            "rtdaq_rx_packets_total{interface=\"lo_udp\",queue=\"0\"} 10",
+            "rtdaq_rx_seq_gaps_total{interface=\"lo_udp\",queue=\"0\"} 3",
+            "rtdaq_rx_drops_total{interface=\"lo_udp\",queue=\"0\",reason=\"ring_full\"} 2",
+            "rtdaq_rx_stream_missing{interface=\"lo_udp\",queue=\"0\",stream=\"0x105c800\"} 3",
+            "rtdaq_tx_packets_total{interface=\"lo_udp\",queue=\"0\"} 12",
+            "rtdaq_record_packets_total{sink=\"lo_udp.rx0 pcap\"} 7",
+            "rtdaq_build_info{commit=\"\",config=\"test\"",
+            "# TYPE rtdaq_rx_packets_total counter",
+        ] {
+            assert!(m.contains(want), "{want} in:\n{m}");
+        }
+        // The next scrape sees what moved since.
+        rx.io.record_rx_burst(5, 7_000);
+        let m = get(addr, "GET /metrics HTTP/1.0\r\n\r\n");
+        assert!(
+            m.contains("rtdaq_rx_packets_total{interface=\"lo_udp\",queue=\"0\"} 15"),
+            "{m}"
+        );
+        let s = get(addr, "GET /status HTTP/1.0\r\n\r\n");
+        let body = &s[s.find("\r\n\r\n").unwrap() + 4..];
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["rx"][0]["packets"], 15);
+        assert_eq!(v["rx"][0]["drops"]["ring_full"], 2);
+        assert_eq!(v["config"], "test");
+        assert!(get(addr, "GET /nope HTTP/1.0\r\n\r\n").starts_with("HTTP/1.0 404"));
+        let post = get(addr, "POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+        assert!(
+            post.starts_with("HTTP/1.0 405") && post.contains("Allow: GET, HEAD"),
+            "{post}"
+        );
+        let e = Endpoint::bind(addr).unwrap_err().to_string();
+        assert!(
+            e.contains(&addr.to_string()) && e.contains("cannot listen"),
+            "{e}"
+        );
+        serving.stop();
+    }
+}
