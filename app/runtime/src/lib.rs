@@ -37,6 +37,7 @@ pub mod live_streams;
 pub mod membership;
 pub mod memory;
 pub mod metrics;
+pub mod notify;
 pub mod outcome;
 pub mod pacer;
 pub mod pipeline;

@@ -614,6 +614,36 @@ where
             }
         }
     };
+    // systemd (Type=notify): every queue thread has its queue now.
+    let mut notifier = crate::notify::Notifier::from_env();
+    notifier.ready(&format!(
+        "{} RX, {} TX queues running (engine {})",
+        res.rx.len(),
+        res.tx.len(),
+        config.engine_kind().as_str()
+    ));
+    if let Some(ms) = std::env::var("RTDAQ_TEST_STALL_AFTER_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        log::warn!(
+            "test hook RTDAQ_TEST_STALL_AFTER_MS={ms}: a queue thread stalls {ms} ms into the run"
+        );
+        crate::stall::TEST_STALL_AT_NS.store(
+            start_ns + ms * 1_000_000,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    let rx_names: Vec<String> = res
+        .rx
+        .iter()
+        .map(|r| queue_name(config, r.interface, "rx", r.queue))
+        .collect();
+    let tx_names: Vec<String> = res
+        .tx
+        .iter()
+        .map(|r| queue_name(config, r.interface, "tx", r.queue))
+        .collect();
     let deadline = (duration_s > 0.0).then(|| start_ns + (duration_s * 1e9) as u64);
     let mut next_tick = start_ns + 1_000_000_000;
     let mut crashed = false;
@@ -649,13 +679,31 @@ where
         if crashed {
             break;
         }
+        // The watchdog sees every RX queue thread and every generator still running.
+        let running_tx = tx_handles.iter().map(Option::is_some);
+        notifier.watchdog(
+            now,
+            rx_names
+                .iter()
+                .zip(res.rx_stats)
+                .map(|(n, s)| (n.as_str(), &s.stall))
+                .chain(
+                    tx_names
+                        .iter()
+                        .zip(res.tx_stats)
+                        .zip(running_tx)
+                        .filter(|(_, running)| *running)
+                        .map(|((n, s), _)| (n.as_str(), &s.stall)),
+                ),
+        );
         if now >= next_tick {
-            live.tick(
+            let line = live.tick(
                 res.rx_stats,
                 res.tx_stats,
                 now,
                 (now - start_ns) as f64 / 1e9,
             );
+            notifier.status(line.trim());
             write_status(false);
             next_tick += 1_000_000_000;
         }
@@ -664,6 +712,7 @@ where
         std_thread::sleep(Duration::from_nanos(nap));
     }
     // Stop the senders, let the receivers drain what is in flight, then stop them.
+    notifier.stopping();
     tx_stop.store(true, Release);
     for (slot, totals) in tx_handles.into_iter().zip(generated.iter_mut()) {
         if let Some((name, h)) = slot {

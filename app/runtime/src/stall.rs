@@ -28,7 +28,18 @@ pub struct StallWatch {
     longest_ns: AtomicU64,
     /// Monotonic time ([`crate::pacer::now_ns`]) when the longest turn ended.
     longest_end_ns: AtomicU64,
+    /// Monotonic time of a recent turn (stored at most every [`ALIVE_EVERY_NS`]): the
+    /// systemd watchdog's sign of progress ([`crate::notify`]).
+    alive_ns: AtomicU64,
 }
+
+/// How often a thread stores that it is alive (ns).
+pub const ALIVE_EVERY_NS: u64 = 20_000_000;
+
+/// Test hook (`RTDAQ_TEST_STALL_AFTER_MS`, read at the start of a run): the first queue
+/// thread to turn after this monotonic time stops turning (it sleeps for an hour), as a
+/// queue thread stuck in the kernel or a driver would. 0: off.
+pub static TEST_STALL_AT_NS: AtomicU64 = AtomicU64::new(0);
 
 impl StallWatch {
     /// No turn seen yet.
@@ -36,7 +47,13 @@ impl StallWatch {
         StallWatch {
             longest_ns: AtomicU64::new(0),
             longest_end_ns: AtomicU64::new(0),
+            alive_ns: AtomicU64::new(0),
         }
+    }
+
+    /// Monotonic time of a recent turn of the thread (0: it never turned).
+    pub fn alive_ns(&self) -> u64 {
+        self.alive_ns.load(Relaxed)
     }
 
     /// `(longest turn ns, monotonic ns when it ended)`; `(0, 0)` when the thread never ran.
@@ -62,15 +79,18 @@ pub struct StallClock<'a> {
     watch: &'a StallWatch,
     last_ns: u64,
     longest_ns: u64,
+    alive_ns: u64,
 }
 
 impl<'a> StallClock<'a> {
     /// Starts timing turns at `now_ns` (the thread's first turn begins now).
     pub fn start(watch: &'a StallWatch, now_ns: u64) -> Self {
+        watch.alive_ns.store(now_ns, Relaxed);
         StallClock {
             watch,
             last_ns: now_ns,
             longest_ns: 0,
+            alive_ns: now_ns,
         }
     }
 
@@ -79,12 +99,28 @@ impl<'a> StallClock<'a> {
     pub fn tick(&mut self, now_ns: u64) {
         let turn = now_ns.saturating_sub(self.last_ns);
         self.last_ns = now_ns;
+        if now_ns.saturating_sub(self.alive_ns) >= ALIVE_EVERY_NS {
+            self.alive_ns = now_ns;
+            self.watch.alive_ns.store(now_ns, Relaxed);
+            let stall_at = TEST_STALL_AT_NS.load(Relaxed);
+            if stall_at != 0 && now_ns >= stall_at && take_test_stall(stall_at) {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
         if turn > self.longest_ns {
             self.longest_ns = turn;
             self.watch.longest_ns.store(turn, Relaxed);
             self.watch.longest_end_ns.store(now_ns, Relaxed);
         }
     }
+}
+
+/// The first thread past the test hook's time takes the stall (cold: once per run).
+#[cold]
+fn take_test_stall(at: u64) -> bool {
+    TEST_STALL_AT_NS
+        .compare_exchange(at, 0, Relaxed, Relaxed)
+        .is_ok()
 }
 
 /// Clock ticks per second of `/proc/stat` (`USER_HZ`: 100 on every Linux architecture).

@@ -66,8 +66,15 @@ impl Live {
         self
     }
 
-    /// Prints one update (rates since the previous one).
-    pub fn tick(&mut self, rx: &[QueueStats], tx: &[QueueStats], now_ns: u64, elapsed_s: f64) {
+    /// Prints one update (rates since the previous one); returns its one-line summary (the
+    /// terminal's status line: totals, rates, drops, gaps).
+    pub fn tick(
+        &mut self,
+        rx: &[QueueStats],
+        tx: &[QueueStats],
+        now_ns: u64,
+        elapsed_s: f64,
+    ) -> String {
         let secs = (now_ns - self.last_ns) as f64 / 1e9;
         self.last_ns = now_ns;
         let mut lines = Vec::new();
@@ -133,23 +140,24 @@ impl Live {
                 if c.failed.load(Relaxed) { " (FAILED: see the error above)" } else { "" }
             ));
         }
+        let rec = if self.sinks.is_empty() {
+            String::new()
+        } else {
+            format!(" | recorded {:.1} MB", on_disk as f64 / 1e6)
+        };
+        let summary = format!(
+            "[{elapsed_s:6.1} s] rx {rg:.3} Gb/s {rm:.3} Mpps | tx {tg:.3} Gb/s {tm:.3} Mpps | drops {drops} | gaps {gaps}{rec}"
+        );
         if self.tty {
             let mut err = std::io::stderr().lock();
-            let rec = if self.sinks.is_empty() {
-                String::new()
-            } else {
-                format!(" | recorded {:.1} MB", on_disk as f64 / 1e6)
-            };
-            let _ = write!(
-                err,
-                "\r\x1b[2K[{elapsed_s:6.1} s] rx {rg:.3} Gb/s {rm:.3} Mpps | tx {tg:.3} Gb/s {tm:.3} Mpps | drops {drops} | gaps {gaps}{rec}"
-            );
+            let _ = write!(err, "\r\x1b[2K{summary}");
             let _ = err.flush();
         } else {
             for l in lines {
                 log::info!("[{elapsed_s:.1} s] {l}");
             }
         }
+        summary
     }
 
     /// Ends the status line (terminal) before the final report.
