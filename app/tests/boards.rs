@@ -33,7 +33,9 @@ fn every_board_example_checks_ok() {
             .filter(|p| p.extension().is_some_and(|e| e == "toml"))
             .collect();
         files.sort();
-        assert_eq!(files.len(), 5, "{board}: one example per engine");
+        // One per engine (configs/schema/tests/deployments.rs checks the engines) and one
+        // with an instrument format.
+        assert_eq!(files.len(), 6, "{board}: an example per engine and one format");
         for path in files {
             let out = rtdaq(&["config", "check", path.to_str().unwrap()]);
             let gpu = rtdaq_config::load_file(&path).is_ok_and(|c| c.uses_gpu());
@@ -57,7 +59,7 @@ fn every_board_example_checks_ok() {
             n += 1;
         }
     }
-    assert_eq!(n, 15);
+    assert_eq!(n, 18);
 }
 
 #[test]
