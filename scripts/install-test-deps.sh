@@ -54,7 +54,7 @@ log() { echo "[install-test-deps] $*" >&2; }
 APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping
     shellcheck clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev
     libclang-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libibverbs-dev
-    librdmacm-dev tcpdump tshark python3-venv mmdebstrap kmod cpio prometheus)
+    librdmacm-dev tcpdump tshark python3-venv mmdebstrap kmod cpio prometheus ethtool)
 [ $guest_only = 0 ] || APT_PACKAGES=(mmdebstrap kmod cpio)
 APT=(apt-get -o DPkg::Lock::Timeout=600)
 MIRROR=${RTDAQ_APT_MIRROR:-http://deb.debian.org/debian}

@@ -35,7 +35,11 @@ fn every_board_example_checks_ok() {
         files.sort();
         // One per engine (configs/schema/tests/deployments.rs checks the engines) and one
         // with an instrument format.
-        assert_eq!(files.len(), 6, "{board}: an example per engine and one format");
+        assert_eq!(
+            files.len(),
+            6,
+            "{board}: an example per engine and one format"
+        );
         for path in files {
             let out = rtdaq(&["config", "check", path.to_str().unwrap()]);
             let gpu = rtdaq_config::load_file(&path).is_ok_and(|c| c.uses_gpu());

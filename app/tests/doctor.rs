@@ -138,7 +138,7 @@ fn igx_thor_tuned_passes_every_check() {
     let not_pass: Vec<&Value> = f.iter().filter(|x| x["status"] != "pass").collect();
     assert!(not_pass.is_empty(), "{not_pass:#?}");
     assert_eq!(code, 0);
-    assert_eq!(f.len(), 21);
+    assert_eq!(f.len(), 22);
     assert_snapshot("igx-thor-tuned", &f);
 }
 
@@ -161,6 +161,8 @@ fn igx_orin_half_tuned_finds_what_is_missing() {
         ("mm.transparent_hugepages", "warn"),
         ("mm.swap", "warn"),
         ("net.mtu:cx7_p0", "fail"),
+        // Flow control on while the config states nothing: silent throttling is warned.
+        ("net.pause:cx7_p0", "warn"),
         ("net.irq_affinity:cx7_p0", "fail"),
         ("pcie.mrrs:cx7_p0", "fail"),
         ("pcie.mps:cx7_p0", "warn"),
@@ -206,8 +208,8 @@ fn human_output_is_one_line_per_check_with_its_fix() {
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(lines[0].starts_with("rtdaq doctor: "), "{stdout}");
-    assert_eq!(lines.len(), 21 + 2, "{stdout}");
-    for l in &lines[1..22] {
+    assert_eq!(lines.len(), 22 + 2, "{stdout}");
+    for l in &lines[1..23] {
         let status = &l[..4];
         assert!(["PASS", "WARN", "FAIL", "SKIP"].contains(&status), "{l}");
         assert_eq!(
@@ -216,7 +218,7 @@ fn human_output_is_one_line_per_check_with_its_fix() {
             "{l}"
         );
     }
-    assert_eq!(lines[22], "7 pass, 6 warn, 8 fail, 0 n/a");
+    assert_eq!(lines[23], "7 pass, 7 warn, 8 fail, 0 n/a");
     assert!(
         stdout.contains("FAIL pcie.mrrs:cx7_p0 ",)
             && stdout.contains("setpci -s 0005:03:00.0 CAP_EXP+8.w=5000:7000"),

@@ -92,7 +92,68 @@ fn lossless(
     }
     assert_eq!(u(&r, "/io_thread_allocations"), 0);
     assert_eq!(u(&t, "/io_thread_allocations"), 0);
+    nic_counters(pair, Side::B, &r, "rx_packets", sent, &rout);
+    nic_counters(pair, Side::A, &t, "tx_packets", sent, &tout);
     (r, t)
+}
+
+/// The report's NIC counters of the veth on `side` (issue #18): one device, the veth, no
+/// pause frames, drops or warnings; its kernel `counter` grew by at least `packets`; every
+/// driver counter it lists ends at what `ethtool -S` prints after the run (the XDP counters
+/// freeze once the program is detached, the others do not move on this quiet link).
+fn nic_counters(
+    pair: &VethPair,
+    side: Side,
+    r: &Value,
+    counter: &str,
+    packets: u64,
+    out: &std::process::Output,
+) {
+    eprintln!("NIC counters of {}: {}", pair.ifname(side), r["nics"]);
+    let nics = r["nics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no nics in the report: {}", show(out)));
+    assert_eq!(nics.len(), 1, "{nics:?}");
+    let n = &nics[0];
+    assert_eq!(n["netdev"], pair.ifname(side), "{n}");
+    assert_eq!(n["driver"], "veth", "{n}");
+    for k in ["pause_received", "pause_sent", "rx_dropped"] {
+        assert_eq!(n[k], 0, "{k}: {n}");
+    }
+    assert_eq!(n["warnings"].as_array().map(Vec::len), Some(0), "{n}");
+    let changed = n["changed"].as_array().expect("changed");
+    let kernel = changed
+        .iter()
+        .find(|c| c["source"] == "kernel" && c["name"] == counter)
+        .unwrap_or_else(|| panic!("kernel {counter} did not change: {n}"));
+    assert!(
+        u(kernel, "/delta") >= packets,
+        "kernel {counter} +{} < {packets} packets: {n}",
+        kernel["delta"]
+    );
+    // AF_XDP: the veth's XDP program redirected exactly the frames the queue received.
+    if let Some(c) = changed
+        .iter()
+        .find(|c| c["name"] == "rx_queue_0_xdp_redirect")
+    {
+        assert_eq!(u(c, "/delta"), packets, "xdp_redirect: {n}");
+    }
+    let cli = pair
+        .exec(side, "ethtool", &["-S", pair.ifname(side)])
+        .expect("ethtool -S (scripts/install-test-deps.sh installs ethtool)");
+    let text = String::from_utf8_lossy(&cli.stdout);
+    for c in changed.iter().filter(|c| c["source"] == "ethtool") {
+        let name = c["name"].as_str().unwrap();
+        let want = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("ethtool -S has no {name}:\n{text}"));
+        assert_eq!(
+            c["end"].to_string(),
+            want.trim(),
+            "{name}: {n}\nethtool -S:\n{text}"
+        );
+    }
 }
 
 /// A paced, short generator: `pps` packets/s of `payload` bytes.

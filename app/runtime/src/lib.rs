@@ -15,6 +15,8 @@
 //! | [`validator`] | sequence, payload and latency checks on received packets; the generator's payloads |
 //! | [`pacer`] | send-rate pacing and clocks |
 //! | [`latency`] | fixed-size latency histogram |
+//! | [`nic`] | NIC counters of the interfaces' devices (ethtool and kernel statistics): start/end deltas, pause-frame and drop warnings, for the report and `/metrics` |
+//! | [`procfs`] | process facts for `/metrics`: each thread's policy, priority and CPUs, memory locked |
 //! | [`report`] | the final report (human and JSON) |
 //! | [`outcome`] | builds the report and the exit code from a finished run |
 //! | [`generator`] | sequence-numbered, pattern-filled payloads |
@@ -37,10 +39,12 @@ pub mod live_streams;
 pub mod membership;
 pub mod memory;
 pub mod metrics;
+pub mod nic;
 pub mod notify;
 pub mod outcome;
 pub mod pacer;
 pub mod pipeline;
+pub mod procfs;
 pub mod record;
 pub mod replay;
 pub mod report;

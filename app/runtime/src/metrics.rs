@@ -64,6 +64,8 @@ pub struct Source {
     pub tx: Vec<(QueueLabel, &'static QueueStats)>,
     /// Record sinks: name (as in the live line) and counters.
     pub sinks: Vec<(String, &'static SinkCounters)>,
+    /// The NIC counters of the interfaces' devices, when any is watched ([`crate::nic`]).
+    pub nics: Option<crate::nic::Shared>,
     /// Monotonic start of the run ([`crate::pacer::now_ns`]).
     pub start_ns: u64,
 }
@@ -198,6 +200,9 @@ struct Counters {
     rec_packets: IntCounterVec,
     rec_bytes: IntCounterVec,
     rec_dropped: IntCounterVec,
+    nic_pause: IntCounterVec,
+    nic_dropped: IntCounterVec,
+    io_allocations: prometheus::IntCounter,
 }
 
 struct Gauges {
@@ -205,6 +210,9 @@ struct Gauges {
     elapsed: prometheus::Gauge,
     stream_missing: IntGaugeVec,
     streams: IntGaugeVec,
+    nic_counter: IntGaugeVec,
+    thread_priority: IntGaugeVec,
+    memory_locked: prometheus::IntGauge,
 }
 
 const Q: &[&str] = &["interface", "queue"];
@@ -243,6 +251,17 @@ impl Exporter {
             rec_packets: counter("rtdaq_record_packets_total", "Records (packets, or GPU batches) on disk, per sink.", &["sink"]),
             rec_bytes: counter("rtdaq_record_bytes_total", "Bytes on disk, file headers included, per sink.", &["sink"]),
             rec_dropped: counter("rtdaq_record_dropped_total", "Records not written, by reason (full, tap, error).", &["sink", "reason"]),
+            nic_pause: counter("rtdaq_nic_pause_frames_total", "Pause frames of the interface's NIC since the run started, by direction (received: the link partner throttled this host's transmit; sent: this NIC throttled the sender). The largest of the driver's pause counters.", &["interface", "netdev", "direction"]),
+            nic_dropped: counter("rtdaq_nic_rx_dropped_total", "Frames the NIC or driver dropped before any queue saw them since the run started (the largest of those counters).", &["interface", "netdev"]),
+            io_allocations: {
+                let c = prometheus::IntCounter::with_opts(Opts::new(
+                    "rtdaq_io_thread_allocations_total",
+                    "Heap allocations made by queue threads after their set-up (must stay 0).",
+                ))
+                .expect("a valid metric name");
+                registry.register(Box::new(c.clone())).expect("registered once");
+                c
+            },
         };
         let gauge = |name: &str, help: &str, labels: &[&str]| {
             let g = IntGaugeVec::new(Opts::new(name, help), labels)
@@ -284,6 +303,25 @@ impl Exporter {
                 "Streams the RX queue's validator tracks.",
                 Q,
             ),
+            nic_counter: gauge(
+                "rtdaq_nic_counter",
+                "A counter of the interface's NIC now, as the driver (source ethtool: ethtool -S) or the kernel (source kernel: /sys/class/net/DEV/statistics) gives it.",
+                &["interface", "netdev", "source", "counter"],
+            ),
+            thread_priority: gauge(
+                "rtdaq_thread_rt_priority",
+                "Real-time priority of each thread of the process (0: not real-time), with its scheduling policy and allowed CPUs, as /proc/self/task shows them now.",
+                &["thread", "policy", "cpus"],
+            ),
+            memory_locked: {
+                let g = prometheus::IntGauge::with_opts(Opts::new(
+                    "rtdaq_memory_locked_bytes",
+                    "Memory of the process locked in RAM (VmLck of /proc/self/status).",
+                ))
+                .expect("a valid metric name");
+                registry.register(Box::new(g.clone())).expect("registered once");
+                g
+            },
         };
         let b = &src.build;
         g.build_info
@@ -389,10 +427,60 @@ impl Exporter {
                 set(&c.rec_dropped, &[name, reason], n);
             }
         }
+        if let Some(nics) = &self.src.nics {
+            let now = nics.lock().map(|g| g.clone()).unwrap_or_default();
+            for n in &now {
+                let (i, d) = (n.interface.as_str(), n.sample.netdev.as_str());
+                let big =
+                    |b: &Option<rtdaq_platform::nic::Biggest>| b.as_ref().map_or(0, |b| b.delta);
+                set(
+                    &c.nic_pause,
+                    &[i, d, "received"],
+                    big(&n.change.pause_received),
+                );
+                set(&c.nic_pause, &[i, d, "sent"], big(&n.change.pause_sent));
+                set(&c.nic_dropped, &[i, d], big(&n.change.rx_dropped));
+                for (source, list) in [("ethtool", &n.sample.ethtool), ("kernel", &n.sample.kernel)]
+                {
+                    for (name, v) in list {
+                        self.g
+                            .nic_counter
+                            .with_label_values(&[i, d, source, name])
+                            .set(i64::try_from(*v).unwrap_or(i64::MAX));
+                    }
+                }
+            }
+        }
+        set_total(
+            &c.io_allocations,
+            rtdaq_platform::alloc_audit::armed_allocations(),
+        );
+        self.g.thread_priority.reset();
+        for t in crate::procfs::threads() {
+            self.g
+                .thread_priority
+                .with_label_values(&[&t.name, &t.policy, &t.cpus])
+                .set(i64::from(t.rt_priority));
+        }
+        if let Some(b) = crate::procfs::locked_bytes() {
+            self.g
+                .memory_locked
+                .set(i64::try_from(b).unwrap_or(i64::MAX));
+        }
         let secs = crate::pacer::now_ns().saturating_sub(self.src.start_ns) as f64 / 1e9;
         self.g.elapsed.set(secs);
     }
+}
 
+/// Brings a plain counter to `v` (counters only go up).
+fn set_total(c: &prometheus::IntCounter, v: u64) {
+    let old = c.get();
+    if v > old {
+        c.inc_by(v - old);
+    }
+}
+
+impl Exporter {
     /// The text exposition of every metric.
     fn metrics_text(&self) -> Vec<u8> {
         self.update();
@@ -536,6 +624,7 @@ mod tests {
                 rx: vec![(label(false), rx)],
                 tx: vec![(label(false), tx)],
                 sinks: vec![("lo_udp.rx0 pcap".into(), sink)],
+                nics: None,
                 start_ns: crate::pacer::now_ns(),
             })
             .unwrap();

@@ -109,6 +109,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                 crate::report::PortReport::from_stats(name, p)
             })
             .collect(),
+        nics: r.nics.clone(),
         cpu_steal_s: r.cpu_steal_s.clone(),
         failed_threads: r.failed_threads.clone(),
     }

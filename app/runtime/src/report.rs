@@ -103,6 +103,11 @@ pub struct RunReport {
     /// (DPDK; absent from the JSON for the others). See [`PortReport`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<PortReport>,
+    /// NIC counters of the interfaces' kernel network devices: what changed during the run,
+    /// pause frames, drops before the queues, warnings (absent from the JSON when no
+    /// interface is on a NIC). See [`crate::nic::NicReport`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nics: Vec<crate::nic::NicReport>,
     /// CPU steal during the run on each core a queue thread used, seconds by core number
     /// (`/proc/stat`: time the hypervisor gave this vCPU's host CPU to something else;
     /// no priority inside the guest prevents it). Empty when the kernel reports none.
@@ -160,6 +165,10 @@ pub struct PortReport {
     pub rx_nombuf: u64,
     /// The driver's non-zero extended counters.
     pub xstats: BTreeMap<String, u64>,
+    /// Pause frames and drops before the queues that the extended counters show (a DPDK
+    /// port counts from its start, so these are the run's): see [`crate::nic`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Link state of a [`PortReport`].
@@ -201,7 +210,36 @@ impl PortReport {
             oerrors: s.oerrors,
             rx_nombuf: s.rx_nombuf,
             xstats: s.xstats.iter().cloned().collect(),
+            warnings: Vec::new(),
         }
+        .with_warnings()
+    }
+
+    /// The pause-frame and drop warnings its extended counters call for (largest counter
+    /// of each kind, as for a kernel NIC).
+    fn with_warnings(mut self) -> Self {
+        use rtdaq_platform::nic::{classify, CounterKind};
+        for kind in [
+            CounterKind::PauseReceived,
+            CounterKind::PauseSent,
+            CounterKind::RxDropped,
+        ] {
+            let biggest = self
+                .xstats
+                .iter()
+                .filter(|(n, v)| **v > 0 && classify(n) == Some(kind))
+                .max_by_key(|(_, v)| **v);
+            if let Some((name, n)) = biggest {
+                self.warnings.push(crate::nic::warning_text(
+                    &self.interface,
+                    &self.port,
+                    kind,
+                    *n,
+                    name,
+                ));
+            }
+        }
+        self
     }
 }
 
@@ -239,6 +277,9 @@ impl fmt::Display for PortReport {
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             write!(f, "\n    xstats: {}", x.join(" "))?;
+        }
+        for w in &self.warnings {
+            write!(f, "\n    WARNING: {w}")?;
         }
         Ok(())
     }
@@ -793,6 +834,15 @@ impl fmt::Display for RunReport {
                 writeln!(f, "{p}")?;
             }
         }
+        if !self.nics.is_empty() {
+            writeln!(
+                f,
+                "NIC counters (change during the run: ethtool -S and /sys/class/net/DEV/statistics):"
+            )?;
+            for n in &self.nics {
+                writeln!(f, "{n}")?;
+            }
+        }
         writeln!(
             f,
             "I/O-thread allocations after set-up: {}",
@@ -907,6 +957,7 @@ mod tests {
             rx: DirectionReport::rx(rxq, 2.0, None),
             tx: DirectionReport::tx(txq, 2.0),
             ports: Vec::new(),
+            nics: Vec::new(),
             cpu_steal_s: BTreeMap::new(),
             failed_threads: Vec::new(),
         }

@@ -80,6 +80,8 @@ pub struct RunResults {
     /// Per-port driver counters read after the queues stopped (engines with an
     /// [`EngineStats`] handle, see [`run_with_stats`]; empty otherwise).
     pub ports: Vec<rtdaq_core::traits::PortStats>,
+    /// NIC counters of the interfaces' kernel network devices over the run ([`crate::nic`]).
+    pub nics: Vec<crate::nic::NicReport>,
     /// Queue threads that panicked (each fails the run: its counts are incomplete).
     pub failed_threads: Vec<ThreadFailure>,
 }
@@ -191,6 +193,8 @@ where
         .or(config.run.metrics)
         .map(crate::metrics::Endpoint::bind)
         .transpose()?;
+    // NIC counters: start values read before the engine opens its devices.
+    let mut nics = crate::nic::NicWatch::start(config);
     if config.rt.lock_memory {
         rt::lock_memory(config.rt.required)?;
     }
@@ -590,6 +594,7 @@ where
                 .iter()
                 .map(|w| (w.name.clone(), w.counters))
                 .collect(),
+            nics: (!nics.is_empty()).then(|| nics.shared()),
             start_ns,
         }
     });
@@ -704,6 +709,7 @@ where
                 (now - start_ns) as f64 / 1e9,
             );
             notifier.status(line.trim());
+            nics.poll();
             write_status(false);
             next_tick += 1_000_000_000;
         }
@@ -757,6 +763,8 @@ where
     drop(graveyard);
     drop(closed_rx.try_iter().collect::<Vec<_>>());
     let end_ns = now_ns();
+    // The queues are closed (an XDP program detached): the NIC counters' end values.
+    let nics = nics.finish();
     let queue_cores: std::collections::BTreeSet<u32> = config
         .interfaces
         .iter()
@@ -792,6 +800,7 @@ where
         frames: E::FRAMES,
         // After every queue thread ended (the handle kept the ports open for this read).
         ports: port_stats.map(|p| p.port_stats()).unwrap_or_default(),
+        nics,
         failed_threads,
     })
 }

@@ -152,6 +152,26 @@ pub enum PlatformError {
         name: String,
     },
 
+    /// An ethtool request (`SIOCETHTOOL`) for a network device failed.
+    #[error("{netdev}: reading its {what} (ethtool) failed")]
+    Ethtool {
+        /// The device.
+        netdev: String,
+        /// What was read (`driver info`, `statistics`, `pause settings`).
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// `getifaddrs` failed (listing the host's interface addresses).
+    #[error("listing the interface addresses (getifaddrs) failed")]
+    ListAddresses {
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
     /// A sysfs/procfs file held something that is not in the expected format.
     #[error("cannot parse {} (content: {content:?}): {what}", .path.display())]
     ParseSysfs {

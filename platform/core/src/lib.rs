@@ -10,6 +10,7 @@
 //! | [`rt`] | **all** real-time setup: pin ([`sched_setaffinity`]), `SCHED_FIFO`, `mlockall`, stack and region prefault; warn-once degradation without privileges |
 //! | [`memory`] | [`Region`]: preallocated, prefaulted `host` / `huge` memory, optionally NUMA-bound, implementing [`MemoryRegion`] |
 //! | [`hugepages`] | hugepage pool status, [`pages_needed`](hugepages::pages_needed), reservation |
+//! | [`nic`] | NIC and port counters (ethtool statistics, kernel netdev statistics), pause frames and settings, the device of an address |
 //! | [`cpulist`] | [`CpuList`], the kernel's `0-3,8` set format |
 //! | [`error`] | [`PlatformError`], one `thiserror` enum with a variant per failing operation |
 //!
@@ -98,6 +99,7 @@ pub mod error;
 pub mod hugepages;
 pub mod memory;
 pub mod netdev;
+pub mod nic;
 pub mod rt;
 mod sys;
 mod sysfs;

@@ -25,6 +25,7 @@
 //! | `mm.transparent_hugepages` | `sys/kernel/mm/transparent_hugepage/enabled` |
 //! | `mm.swap` | `proc/swaps` |
 //! | `net.mtu:<if>` | `sys/class/net/<netdev>/mtu` (netdev of a PCI address: `sys/bus/pci/devices/<bdf>/net/`) |
+//! | `net.pause:<if>` | the NIC's pause settings (`ETHTOOL_GPAUSEPARAM`, root `/`; below another root the file `ethtool-a/<netdev>` holding `ethtool -a` output) against `interfaces[].flow_control` |
 //! | `net.irq_affinity:<if>` | `sys/bus/pci/devices/<bdf>/msi_irqs/`, `proc/irq/<N>/smp_affinity_list`, `proc/cmdline` |
 //! | `pcie.mrrs:<if>`, `pcie.mps:<if>` | `sys/bus/pci/devices/<bdf>/config` (the PCI Express capability), PCI function of a netdev: `sys/class/net/<netdev>/device/uevent` |
 //! | `gpu.present`, `gpu.bar1`, `gpu.clocks`, `gpu.direct` | `nvidia-smi -q` (root `/`) or the file `nvidia-smi-q.txt` at the root; `proc/modules`, `proc/driver/nvidia/version` |
@@ -54,6 +55,7 @@ use serde::Serialize;
 
 pub use gpu::GpuSource;
 pub use gpu::NVIDIA_SMI_FILE;
+pub use net::PAUSE_FIXTURE_DIR;
 pub use pcie::{parse_pcie_capability, PcieDevice, PcieParseError};
 
 /// Outcome of one check.

@@ -1,7 +1,10 @@
-//! Per-interface checks: MTU, NIC IRQ affinity, PCIe MRRS/MPS (see [`crate::pcie`]).
+//! Per-interface checks: MTU, NIC pause settings, NIC IRQ affinity, PCIe MRRS/MPS (see
+//! [`crate::pcie`]).
 
-use rtdaq_config::model::{Address, Interface, Transport};
-use rtdaq_platform::{netdev, CpuList};
+use rtdaq_config::model::{Address, FlowControl, Interface, Transport};
+use rtdaq_platform::nic::PauseParam;
+use rtdaq_platform::{netdev, nic, CpuList};
+use std::path::Path;
 
 use crate::host::{self, shown};
 use crate::{pcie, Ctx, Finding};
@@ -76,9 +79,19 @@ pub(crate) fn resolve<'a>(ctx: &Ctx<'_>, iface: &'a Interface) -> Port<'a> {
             }
         }
         Address::Socket(u) => {
+            // On the live host, the device that holds the address (a socket bound to a NIC).
+            let holder = (ctx.root == Path::new("/") && !u.ip.is_loopback())
+                .then(|| nic::netdev_of_ipv4(u.ip).ok().flatten())
+                .flatten();
             if u.ip.is_loopback() && netdev_exists(ctx, "lo") {
                 p.netdev = Some("lo".into());
                 p.no_pci = "lo is not a PCI device (loopback)".into();
+            } else if let Some(n) = holder {
+                match pci_of_netdev(ctx, &n) {
+                    Some(b) => p.pci = Some(b),
+                    None => p.no_pci = format!("{n} is not a PCI device (virtual device)"),
+                }
+                p.netdev = Some(n);
             } else {
                 let what = if u.transport == Transport::Rdma {
                     "an RDMA CM endpoint (RoCE)"
@@ -103,6 +116,7 @@ pub(crate) fn checks(ctx: &Ctx<'_>) -> Vec<Finding> {
     for iface in &ctx.config.interfaces {
         let port = resolve(ctx, iface);
         out.push(mtu(ctx, &port));
+        out.push(pause(ctx, &port));
         out.push(irq_affinity(ctx, &port));
         out.extend(pcie::checks(ctx, &port));
     }
@@ -144,6 +158,142 @@ fn mtu(ctx: &Ctx<'_>, port: &Port<'_>) -> Finding {
             format!("{dev}: cannot read {}: {e}", shown(&rel)),
             format!("check that {dev} exists in this network namespace"),
         ),
+    }
+}
+
+/// Where the fixture pause settings of `dev` are below a root other than `/`: the output of
+/// `ethtool -a <dev>` (the ioctl answers only for the running kernel).
+pub const PAUSE_FIXTURE_DIR: &str = "ethtool-a";
+
+/// Parses `ethtool -a` output (`Autonegotiate: on`, `RX: off`, `TX: off`).
+pub(crate) fn parse_ethtool_a(text: &str) -> Option<PauseParam> {
+    let get = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.trim() == "on")
+        })
+    };
+    Some(PauseParam {
+        autoneg: get("Autonegotiate")?,
+        rx: get("RX")?,
+        tx: get("TX")?,
+    })
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// `net.pause:<if>`: the NIC's pause (flow control) settings against `flow_control`.
+fn pause(ctx: &Ctx<'_>, port: &Port<'_>) -> Finding {
+    let c = format!("net.pause:{}", port.iface.name);
+    let Some(dev) = &port.netdev else {
+        return Finding::skip(&c, port.no_netdev.clone());
+    };
+    if dev == "lo" {
+        return Finding::skip(&c, "lo is the loopback device: no pause frames".into());
+    }
+    let got = if ctx.root == Path::new("/") {
+        match nic::pause_param(dev) {
+            Ok(g) => g,
+            Err(e) => {
+                return Finding::warn(
+                    &c,
+                    format!("{e}"),
+                    format!("check `ethtool -a {dev}` by hand"),
+                )
+            }
+        }
+    } else {
+        let rel = format!("{PAUSE_FIXTURE_DIR}/{dev}");
+        match host::read(ctx.root, &rel) {
+            Some(t) => match parse_ethtool_a(&t) {
+                Some(p) => Some(p),
+                None => {
+                    return Finding::warn(
+                        &c,
+                        format!("{} is not `ethtool -a` output", shown(&rel)),
+                        format!("write the output of `ethtool -a {dev}` there"),
+                    )
+                }
+            },
+            None => {
+                return Finding::skip(
+                    &c,
+                    format!(
+                        "pause settings come from the running kernel (root /) or {}",
+                        shown(&rel)
+                    ),
+                )
+            }
+        }
+    };
+    judge_pause(&c, dev, port.iface.flow_control, got)
+}
+
+/// The finding for `dev`'s pause settings `got` (`None`: the driver has none) against the
+/// expectation `want` (`None`: not stated).
+pub(crate) fn judge_pause(
+    check: &str,
+    dev: &str,
+    want: Option<FlowControl>,
+    got: Option<PauseParam>,
+) -> Finding {
+    let Some(got) = got else {
+        return Finding::skip(
+            check,
+            format!("{dev}'s driver has no pause settings (virtual device)"),
+        );
+    };
+    let now = format!(
+        "{dev}: pause autoneg {}, rx {}, tx {}",
+        on_off(got.autoneg),
+        on_off(got.rx),
+        on_off(got.tx)
+    );
+    let fix_to = |rx: bool, tx: bool| {
+        format!(
+            "ethtool -A {dev} autoneg off rx {} tx {} (persist it in the network configuration)",
+            on_off(rx),
+            on_off(tx)
+        )
+    };
+    match want {
+        Some(w) => {
+            let (rx, tx) = w.rx_tx();
+            if (got.rx, got.tx) == (rx, tx) {
+                Finding::pass(
+                    check,
+                    format!("{now}, as flow_control = \"{}\" expects", w.as_str()),
+                )
+            } else {
+                Finding::fail(
+                    check,
+                    format!("{now}, but flow_control = \"{}\" expects rx {}, tx {}", w.as_str(), on_off(rx), on_off(tx)),
+                    fix_to(rx, tx),
+                )
+            }
+        }
+        None if got.rx || got.tx => Finding::warn(
+            check,
+            format!(
+                "{now}: with flow control on, a NIC that falls behind throttles the sender (tx) or is throttled (rx) silently, while every drop counter reads zero (rtdaq run warns when pause frames appear)"
+            ),
+            format!(
+                "{} to count loss instead, or state flow_control = \"{}\" in the interface to accept it",
+                fix_to(false, false),
+                match (got.rx, got.tx) {
+                    (true, true) => "on",
+                    (true, false) => "rx",
+                    _ => "tx",
+                }
+            ),
+        ),
+        None => Finding::pass(check, format!("{now} (flow control off)")),
     }
 }
 
@@ -219,4 +369,76 @@ fn irq_affinity(ctx: &Ctx<'_>, port: &Port<'_>) -> Finding {
             CpuList::from_ids(on)
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Status;
+
+    const ON: &str =
+        "Pause parameters for enp1s0f0np0:\nAutonegotiate:\ton\nRX:\t\ton\nTX:\t\ton\n";
+
+    #[test]
+    fn ethtool_a_output_parses() {
+        assert_eq!(
+            parse_ethtool_a(ON),
+            Some(PauseParam {
+                autoneg: true,
+                rx: true,
+                tx: true
+            })
+        );
+        let off = ON.replace("\ton", "\toff");
+        assert_eq!(
+            parse_ethtool_a(&off),
+            Some(PauseParam {
+                autoneg: false,
+                rx: false,
+                tx: false
+            })
+        );
+        assert_eq!(parse_ethtool_a("garbage"), None);
+    }
+
+    #[test]
+    fn pause_settings_against_the_config() {
+        let p = |rx, tx| {
+            Some(PauseParam {
+                autoneg: false,
+                rx,
+                tx,
+            })
+        };
+        let j = |want, got| judge_pause("net.pause:adc", "eth9", want, got);
+        // Stated and matching.
+        assert_eq!(
+            j(Some(FlowControl::Off), p(false, false)).status,
+            Status::Pass
+        );
+        assert_eq!(j(Some(FlowControl::On), p(true, true)).status, Status::Pass);
+        assert_eq!(
+            j(Some(FlowControl::Rx), p(true, false)).status,
+            Status::Pass
+        );
+        // Stated and different: a failure whose fix sets what the config says.
+        let f = j(Some(FlowControl::Off), p(true, true));
+        assert_eq!(f.status, Status::Fail, "{f:?}");
+        assert!(f.detail.contains("expects rx off, tx off"), "{f:?}");
+        assert_eq!(
+            f.fix.as_deref(),
+            Some("ethtool -A eth9 autoneg off rx off tx off (persist it in the network configuration)")
+        );
+        let f = j(Some(FlowControl::Tx), p(false, false));
+        assert_eq!(f.status, Status::Fail);
+        assert!(f.fix.unwrap().contains("rx off tx on"));
+        // Not stated: flow control on is a warning naming the silent throttling.
+        let f = j(None, p(false, true));
+        assert_eq!(f.status, Status::Warn, "{f:?}");
+        assert!(f.detail.contains("throttles the sender"), "{f:?}");
+        assert!(f.fix.unwrap().contains("flow_control = \"tx\""));
+        assert_eq!(j(None, p(false, false)).status, Status::Pass);
+        // A driver without pause settings (veth).
+        assert_eq!(j(Some(FlowControl::Off), None).status, Status::Skip);
+    }
 }

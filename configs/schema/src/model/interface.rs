@@ -200,6 +200,47 @@ pub struct Interface {
     /// Raw engines: the IPv4 multicast groups whose kernel membership the run holds
     /// (`multicast_groups`), so that the NIC's filter and the switches (IGMP) deliver them.
     pub raw_multicast: Option<RawMulticast>,
+    /// The pause (802.3x flow control) setting this interface's NIC must have
+    /// (`flow_control`); `rtdaq doctor` checks it. `None`: not stated (doctor warns when
+    /// flow control is on).
+    pub flow_control: Option<FlowControl>,
+}
+
+/// The NIC's pause setting a deployment expects (`interfaces[].flow_control`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowControl {
+    /// Neither obeys nor sends pause frames: a receiver that falls behind drops (and counts)
+    /// instead of throttling the sender.
+    Off,
+    /// Obeys received pause frames only (its transmit may be throttled).
+    Rx,
+    /// Sends pause frames only (throttles the sender when its buffer fills).
+    Tx,
+    /// Both.
+    On,
+}
+
+impl FlowControl {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowControl::Off => "off",
+            FlowControl::Rx => "rx",
+            FlowControl::Tx => "tx",
+            FlowControl::On => "on",
+        }
+    }
+
+    /// `(rx pause, tx pause)` as `ethtool -a` shows them.
+    pub fn rx_tx(self) -> (bool, bool) {
+        match self {
+            FlowControl::Off => (false, false),
+            FlowControl::Rx => (true, false),
+            FlowControl::Tx => (false, true),
+            FlowControl::On => (true, true),
+        }
+    }
 }
 
 /// `multicast_groups` of a raw-engine interface (netdev or PCI address).

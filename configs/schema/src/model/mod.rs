@@ -25,8 +25,8 @@ pub use gpu::{
     SampleIn, SampleOut, FFT_LEN, GEMM_DIM, GPU_ALIGN,
 };
 pub use interface::{
-    Address, Interface, Multicast, PciAddress, RawMulticast, RxMode, RxQueue, SocketUri, TcpRole,
-    Transport, TxQueue,
+    Address, FlowControl, Interface, Multicast, PciAddress, RawMulticast, RxMode, RxQueue,
+    SocketUri, TcpRole, Transport, TxQueue,
 };
 pub use memory::{MemoryRegion, PageSize, Placement, RegionKind};
 pub use record::{

@@ -1,7 +1,7 @@
 //! `[[memory_regions]]` and `[[interfaces]]` with their queues.
 
 use super::IntOrStr;
-use crate::model::{PageSize, RegionKind, TcpRole};
+use crate::model::{FlowControl, PageSize, RegionKind, TcpRole};
 use serde::Deserialize;
 
 /// `[[memory_regions]]`.
@@ -55,6 +55,8 @@ pub(crate) struct RawInterface {
     pub multicast_loop: Option<bool>,
     #[serde(default)]
     pub multicast_groups: Option<Vec<String>>,
+    #[serde(default)]
+    pub flow_control: Option<FlowControl>,
 }
 
 /// `[interfaces.format]`: the stream format (validated in `validate/format.rs`).

@@ -64,6 +64,7 @@ pub(super) fn interfaces(raw: &RawConfig, d: &mut Draft, errs: &mut Errors) {
             format,
             multicast,
             raw_multicast,
+            flow_control: iface.flow_control,
         });
     }
     duplicate_addresses(raw, d, errs);

@@ -50,6 +50,7 @@ pub(crate) struct DraftInterface {
     pub format: Option<crate::model::StreamFormat>,
     pub multicast: Option<Option<crate::model::Multicast>>,
     pub raw_multicast: Option<Option<crate::model::RawMulticast>>,
+    pub flow_control: Option<crate::model::FlowControl>,
 }
 
 /// Everything as far as it validated; `None` marks an item with an error.
@@ -147,6 +148,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
                 format: i.format?,
                 multicast: i.multicast?,
                 raw_multicast: i.raw_multicast?,
+                flow_control: i.flow_control,
             })
         })
         .collect::<Option<Vec<_>>>()?;

@@ -13,12 +13,16 @@
 //!    [`MemoryRegion`](rtdaq_core::traits::MemoryRegion) for
 //!    [`Region`](crate::memory::Region).
 //!
+//!    [`ethtool`] is the same layer for `SIOCETHTOOL`: driver info, statistics names and
+//!    values, pause settings of a network device (what [`crate::nic`] reads).
+//!
 //! Nothing here logs or decides policy (what to do on `EPERM` is `rt`'s business).
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub(crate) mod audit;
+pub(crate) mod ethtool;
 mod raw;
 mod result;
 mod safe;

@@ -36,3 +36,51 @@ pub(super) unsafe fn mbind(
     // word-sized arguments.
     unsafe { libc::syscall(libc::SYS_mbind, addr, len, mode, nodemask, maxnode, flags) }
 }
+
+// --- ethtool (`SIOCETHTOOL`, linux/ethtool.h): `libc` has the ioctl number and `ifreq`, not
+// the command structs.
+
+pub(super) use libc::{
+    ifreq, ioctl, socket, AF_INET, IFNAMSIZ, SIOCETHTOOL, SOCK_CLOEXEC, SOCK_DGRAM,
+};
+
+/// Driver name, bus address and string-set sizes.
+pub(super) const ETHTOOL_GDRVINFO: u32 = 0x03;
+/// Pause (802.3x flow control) settings.
+pub(super) const ETHTOOL_GPAUSEPARAM: u32 = 0x12;
+/// The names of a string set.
+pub(super) const ETHTOOL_GSTRINGS: u32 = 0x1b;
+/// The driver's statistics (values, in the order of the `ETH_SS_STATS` names).
+pub(super) const ETHTOOL_GSTATS: u32 = 0x1d;
+/// String set: statistics names.
+pub(super) const ETH_SS_STATS: u32 = 1;
+/// Bytes per name in a string set (NUL-padded).
+pub(super) const ETH_GSTRING_LEN: usize = 32;
+
+/// `struct ethtool_drvinfo`.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub(super) struct ethtool_drvinfo {
+    pub cmd: u32,
+    pub driver: [u8; 32],
+    pub version: [u8; 32],
+    pub fw_version: [u8; 32],
+    pub bus_info: [u8; 32],
+    pub erom_version: [u8; 32],
+    pub reserved2: [u8; 12],
+    pub n_priv_flags: u32,
+    pub n_stats: u32,
+    pub testinfo_len: u32,
+    pub eedump_len: u32,
+    pub regdump_len: u32,
+}
+
+/// `struct ethtool_pauseparam`.
+#[repr(C)]
+#[allow(non_camel_case_types)]
+pub(super) struct ethtool_pauseparam {
+    pub cmd: u32,
+    pub autoneg: u32,
+    pub rx_pause: u32,
+    pub tx_pause: u32,
+}

@@ -228,3 +228,39 @@ pub(super) unsafe fn mbind(
         Ok(())
     }
 }
+
+/// A datagram socket (`AF_INET`, `SOCK_DGRAM`): the handle `SIOCETHTOOL` needs.
+pub(super) fn inet_dgram_socket() -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: no pointers.
+    let fd = cvt(unsafe { raw::socket(raw::AF_INET, raw::SOCK_DGRAM | raw::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `fd` was just returned by `socket` and is owned by nothing else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// `ioctl(fd, SIOCETHTOOL, &ifreq { ifr_name: name, ifr_data: data })`.
+///
+/// # Errors
+/// `InvalidInput` for a name that does not fit `IFNAMSIZ` or holds a NUL; the `errno` of the
+/// ioctl otherwise (`ENODEV`: no such device, `EOPNOTSUPP`: the driver lacks the command).
+///
+/// # Safety
+/// `data` must point to the ethtool command struct its first `u32` names, writable and as
+/// large as the kernel fills for that command on this device.
+pub(super) unsafe fn ethtool(fd: c_int, name: &str, data: *mut c_void) -> io::Result<()> {
+    if name.len() >= raw::IFNAMSIZ || name.as_bytes().contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("`{name}` is not a network device name (at most 15 bytes, no NUL)"),
+        ));
+    }
+    // SAFETY: `ifreq` is plain old data; all zero is a valid value.
+    let mut ifr: raw::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = data.cast();
+    // SAFETY: `ifr` is a valid `ifreq` with a NUL-terminated name; `data` is as the caller
+    // promised. The request type differs between libcs (`as _`).
+    cvt(unsafe { raw::ioctl(fd, raw::SIOCETHTOOL as _, &mut ifr) }).map(drop)
+}
