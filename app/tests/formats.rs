@@ -213,6 +213,18 @@ fn baseband_vdif_with_every_7th_datagram_dropped_loses_exactly_those() {
         missing += u(s, "/missing");
     }
     assert_eq!(missing, dropped);
+    // The socket's address is on veth B: its NIC counters (issue #18) saw every datagram
+    // arrive (nft dropped above the device), and no drop before the queues.
+    let nic = &r["nics"][0];
+    assert_eq!(nic["netdev"], pair.ifname(Side::B), "{}", show(&out));
+    assert_eq!(nic["rx_dropped"], 0, "{nic}");
+    let rx_packets = nic["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["source"] == "kernel" && c["name"] == "rx_packets")
+        .unwrap_or_else(|| panic!("kernel rx_packets: {nic}"));
+    assert!(u(rx_packets, "/delta") >= 10_000, "{nic}");
     // The report is exit code 1: frames were lost.
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
 }

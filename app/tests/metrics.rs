@@ -270,8 +270,34 @@ fn prometheus_scrapes_the_run_and_its_count_matches_the_report() {
         prom_addr,
         "max_over_time(rtdaq_build_info{config=\"host-loopback-udp\"}[2m])",
     );
+    // The live latency histogram: PromQL's quantile of the last scrape's buckets.
+    let lat_count = promql(
+        prom_addr,
+        "max_over_time(rtdaq_rx_latency_seconds_count[2m])",
+    )
+    .expect("prometheus has rtdaq_rx_latency_seconds");
+    let p99 = promql(
+        prom_addr,
+        "histogram_quantile(0.99, max_over_time(rtdaq_rx_latency_seconds_bucket[2m]))",
+    )
+    .expect("a p99 from the histogram");
     drop(prom);
     let packets = r["rx"]["totals"]["packets"].as_f64().unwrap();
+    println!(
+        "latency: {lat_count} values scraped, PromQL p99 {:.1} µs, report p99 {} ns",
+        p99 * 1e6,
+        r["rx"]["totals"]["latency_ns"]["p99"]
+    );
+    assert!(
+        lat_count > 0.0 && lat_count <= packets,
+        "latency count {lat_count} vs {packets} packets"
+    );
+    // The report's exact p99 lies at most one 1-2-5 step from PromQL's interpolation.
+    let exact = r["rx"]["totals"]["latency_ns"]["p99"].as_f64().unwrap() / 1e9;
+    assert!(
+        p99 > 0.0 && p99 <= exact * 5.0 + 1e-6 && exact <= p99 * 5.0 + 1e-6,
+        "PromQL p99 {p99} s vs report p99 {exact} s"
+    );
     let per_s = packets / r["duration_s"].as_f64().unwrap();
     println!("report {packets} packets ({per_s:.0}/s); last scrape {scraped}; {scrapes} scrapes");
     assert_eq!(up, 1.0);

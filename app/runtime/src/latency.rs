@@ -209,6 +209,95 @@ impl Histogram {
     }
 }
 
+/// Upper bounds (ns, inclusive) of the live latency histogram that `/metrics` exports as
+/// `rtdaq_rx_latency_seconds`: 1-2-5 steps from 1 µs to 1 s; one more bucket holds the rest.
+pub const LIVE_BOUNDS_NS: [u64; 19] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+];
+
+/// Buckets of the live histogram: one per bound and one above them.
+pub const LIVE_BUCKETS: usize = LIVE_BOUNDS_NS.len() + 1;
+
+/// The consumer thread's coarse latency counts (plain integers, its own), published now and
+/// then into a [`LiveLatency`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coarse {
+    /// Values per bucket (not cumulative): bucket `k` holds `LIVE_BOUNDS_NS[k-1] < v ≤
+    /// LIVE_BOUNDS_NS[k]`.
+    pub counts: [u64; LIVE_BUCKETS],
+    /// Sum of the values, ns.
+    pub sum_ns: u64,
+}
+
+impl Default for Coarse {
+    fn default() -> Self {
+        Self {
+            counts: [0; LIVE_BUCKETS],
+            sum_ns: 0,
+        }
+    }
+}
+
+impl Coarse {
+    /// Counts `ns` (a binary search over 19 bounds; no allocation).
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        let k = LIVE_BOUNDS_NS.partition_point(|&b| b < ns);
+        self.counts[k] += 1;
+        self.sum_ns = self.sum_ns.wrapping_add(ns);
+    }
+}
+
+/// A queue's latency histogram as the metrics thread reads it: relaxed atomics with one
+/// writer (the queue's consumer), stored every few bursts. A reader may see one bucket
+/// newer than another; the count it exports is the sum of the buckets it read, so the
+/// histogram it exports is always self-consistent.
+#[derive(Debug, Default)]
+pub struct LiveLatency {
+    counts: [std::sync::atomic::AtomicU64; LIVE_BUCKETS],
+    sum_ns: std::sync::atomic::AtomicU64,
+}
+
+impl LiveLatency {
+    /// Stores `c` (the writer's totals so far).
+    pub fn store(&self, c: &Coarse) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (a, v) in self.counts.iter().zip(c.counts) {
+            a.store(v, Relaxed);
+        }
+        self.sum_ns.store(c.sum_ns, Relaxed);
+    }
+
+    /// The totals last stored.
+    pub fn load(&self) -> Coarse {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut c = Coarse::default();
+        for (v, a) in c.counts.iter_mut().zip(&self.counts) {
+            *v = a.load(Relaxed);
+        }
+        c.sum_ns = self.sum_ns.load(Relaxed);
+        c
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,5 +427,29 @@ mod tests {
         assert_eq!(e.summary(), LatencySummary::default());
         e.merge(&all);
         assert_eq!(e, all);
+    }
+
+    #[test]
+    fn coarse_buckets_are_inclusive_upper_bounds() {
+        let mut c = Coarse::default();
+        for ns in [
+            0,
+            1_000,
+            1_001,
+            2_000,
+            999_999_999,
+            1_000_000_000,
+            1_000_000_001,
+            u64::MAX / 2,
+        ] {
+            c.record(ns);
+        }
+        assert_eq!(c.counts[0], 2, "0 and 1000 are <= 1 µs");
+        assert_eq!(c.counts[1], 2, "1001 and 2000 are <= 2 µs");
+        assert_eq!(c.counts[LIVE_BUCKETS - 2], 2, "<= 1 s");
+        assert_eq!(c.counts[LIVE_BUCKETS - 1], 2, "above 1 s");
+        let live = LiveLatency::default();
+        live.store(&c);
+        assert_eq!(live.load(), c);
     }
 }

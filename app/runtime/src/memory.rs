@@ -31,6 +31,8 @@ pub struct QueueStats {
     pub stall: crate::stall::StallWatch,
     /// RX: the validator's streams, for the live line ([`crate::live_streams`]).
     pub streams: crate::live_streams::LiveStreams,
+    /// RX: the validator's latency histogram in coarse buckets, for `/metrics`.
+    pub latency: crate::latency::LiveLatency,
 }
 
 impl QueueStats {
@@ -49,6 +51,7 @@ impl QueueStats {
             gpu: crate::gpu_report::GpuCounters::default(),
             stall: crate::stall::StallWatch::new(),
             streams: crate::live_streams::LiveStreams::new(),
+            latency: crate::latency::LiveLatency::default(),
         }
     }
 }

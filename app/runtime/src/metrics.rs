@@ -486,8 +486,55 @@ impl Exporter {
         self.update();
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for valid metrics (the registry checked them).
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        let mut families = self.registry.gather();
+        if !self.src.rx.is_empty() {
+            families.push(self.latency_family());
+        }
+        let _ = TextEncoder::new().encode(&families, &mut out);
         out
+    }
+
+    /// `rtdaq_rx_latency_seconds`, a histogram per RX queue built from the buckets its
+    /// consumer publishes (the `prometheus` crate's own histogram is fed one value at a
+    /// time; this one is read from counters another thread keeps, so it is assembled as a
+    /// metric family of its own).
+    fn latency_family(&self) -> prometheus::proto::MetricFamily {
+        use prometheus::proto::{Bucket, LabelPair, Metric, MetricFamily, MetricType};
+        let label = |k: &str, v: String| {
+            let mut l = LabelPair::default();
+            l.set_name(k.to_owned());
+            l.set_value(v);
+            l
+        };
+        let mut fam = MetricFamily::default();
+        fam.set_name("rtdaq_rx_latency_seconds".into());
+        fam.set_help("One-way latency of received packets (receive time minus the sender's timestamp in rtdaq's header; CLOCK_REALTIME of both hosts), published by the queue's consumer every 16 bursts.".into());
+        fam.set_field_type(MetricType::HISTOGRAM);
+        for (l, st) in &self.src.rx {
+            let c = st.latency.load();
+            let mut h = prometheus::proto::Histogram::default();
+            let mut cumulative = 0u64;
+            let mut buckets = Vec::with_capacity(crate::latency::LIVE_BOUNDS_NS.len());
+            for (bound, n) in crate::latency::LIVE_BOUNDS_NS.iter().zip(c.counts) {
+                cumulative += n;
+                let mut b = Bucket::default();
+                b.set_upper_bound(*bound as f64 / 1e9);
+                b.set_cumulative_count(cumulative);
+                buckets.push(b);
+            }
+            let count = cumulative + c.counts[crate::latency::LIVE_BUCKETS - 1];
+            h.set_bucket(buckets);
+            h.set_sample_count(count);
+            h.set_sample_sum(c.sum_ns as f64 / 1e9);
+            let mut m = Metric::default();
+            m.set_label(vec![
+                label("interface", l.interface.clone()),
+                label("queue", l.queue.to_string()),
+            ]);
+            m.set_histogram(h);
+            fam.mut_metric().push(m);
+        }
+        fam
     }
 
     fn answer(&self, req: tiny_http::Request) {
@@ -604,6 +651,10 @@ mod tests {
         rx.consumer.add_seq_gaps(3);
         rx.io.record_drops(DropReason::RingFull, 2);
         rx.streams.store(0, 0x105c800, 10, 3);
+        let mut lat = crate::latency::Coarse::default();
+        lat.record(1_500);
+        lat.record(3_000_000_000);
+        rx.latency.store(&lat);
         tx.io.record_rx_burst(12, 16_800);
         let sink = leak(SinkCounters::default());
         SinkCounters::add(&sink.written, 7);
@@ -642,6 +693,12 @@ mod tests {
             "rtdaq_record_packets_total{sink=\"lo_udp.rx0 pcap\"} 7",
             "rtdaq_build_info{commit=\"\",config=\"test\"",
             "# TYPE rtdaq_rx_packets_total counter",
+            "# TYPE rtdaq_rx_latency_seconds histogram",
+            "rtdaq_rx_latency_seconds_bucket{interface=\"lo_udp\",queue=\"0\",le=\"0.000002\"} 1",
+            "rtdaq_rx_latency_seconds_bucket{interface=\"lo_udp\",queue=\"0\",le=\"+Inf\"} 2",
+            "rtdaq_rx_latency_seconds_count{interface=\"lo_udp\",queue=\"0\"} 2",
+            "rtdaq_thread_rt_priority{",
+            "rtdaq_io_thread_allocations_total ",
         ] {
             assert!(m.contains(want), "{want} in:\n{m}");
         }

@@ -55,7 +55,7 @@ impl Stage for Validator {
     #[inline]
     fn end_burst(&mut self, stats: &QueueStats, _now_ns: u64) {
         self.publish(&stats.consumer);
-        self.publish_streams(&stats.streams, false);
+        self.publish_live(&stats.streams, Some(&stats.latency), false);
     }
 }
 

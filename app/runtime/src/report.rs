@@ -1005,6 +1005,49 @@ mod tests {
         assert!(text.contains("xstats: rx_q0_packets=5"), "{text}");
     }
 
+    #[test]
+    fn dpdk_port_pause_and_drop_counters_are_warned() {
+        let stats = rtdaq_core::traits::PortStats {
+            port: "0000:17:00.0".into(),
+            driver: "net_ice".into(),
+            xstats: vec![
+                ("rx_q0_packets".into(), 5),
+                ("tx_xoff_packets".into(), 12),
+                ("tx_xon_packets".into(), 12),
+                ("rx_out_of_buffer".into(), 3),
+            ],
+            ..Default::default()
+        };
+        let p = PortReport::from_stats("adc".into(), &stats);
+        assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+        assert!(
+            p.warnings[0].contains("SENT 12 pause frames"),
+            "{}",
+            p.warnings[0]
+        );
+        assert!(
+            p.warnings[0].contains("tx_xoff_packets"),
+            "{}",
+            p.warnings[0]
+        );
+        assert!(
+            p.warnings[1].contains("3 frames were dropped"),
+            "{}",
+            p.warnings[1]
+        );
+        assert!(p
+            .to_string()
+            .contains("WARNING: adc (0000:17:00.0): the NIC SENT"));
+        let quiet = PortReport::from_stats(
+            "adc".into(),
+            &rtdaq_core::traits::PortStats {
+                xstats: vec![("rx_q0_packets".into(), 5)],
+                ..Default::default()
+            },
+        );
+        assert!(quiet.warnings.is_empty());
+    }
+
     /// The sorted keys of a JSON object, space-separated.
     fn keys(v: &Value) -> String {
         let mut k: Vec<&str> = v

@@ -337,6 +337,8 @@ pub struct Validator {
     stats: ValidatorStats,
     gaps_gross: u64,
     latency: Histogram,
+    /// The same latencies in the coarse buckets `/metrics` exports.
+    live_latency: crate::latency::Coarse,
     published: Published,
     /// The sequence number the last `check` tracked (`None`: it tracked none).
     last_seq: Option<u64>,
@@ -383,6 +385,7 @@ impl Validator {
             stats: ValidatorStats::default(),
             gaps_gross: 0,
             latency: Histogram::new(),
+            live_latency: crate::latency::Coarse::default(),
             published: Published::default(),
             last_seq: None,
             last_piece: HeapPiece::None,
@@ -632,6 +635,7 @@ impl Validator {
                 0
             });
             self.latency.record(d);
+            self.live_latency.record(d);
         }
         let Some(i) = self.slot(u32::from(h.stream_id)) else {
             self.stats.streams_overflow += 1;
@@ -698,11 +702,25 @@ impl Validator {
     /// `force`): stores each tracked stream's id, packets and missing count (now) in `t`,
     /// for the live line. Never allocates.
     pub fn publish_streams(&mut self, t: &crate::live_streams::LiveStreams, force: bool) {
+        self.publish_live(t, None, force);
+    }
+
+    /// [`publish_streams`](Self::publish_streams), and the latency histogram into `l`
+    /// (for `/metrics`) at the same pace. Never allocates.
+    pub fn publish_live(
+        &mut self,
+        t: &crate::live_streams::LiveStreams,
+        l: Option<&crate::latency::LiveLatency>,
+        force: bool,
+    ) {
         self.bursts += 1;
         if !force && self.bursts < crate::live_streams::PUBLISH_EVERY {
             return;
         }
         self.bursts = 0;
+        if let Some(l) = l {
+            l.store(&self.live_latency);
+        }
         let spead = self.is_spead();
         for (k, &i) in self.order[..self.n_order].iter().enumerate() {
             let s = &self.slots[usize::from(i)];
