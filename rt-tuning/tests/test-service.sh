@@ -53,6 +53,14 @@ if command -v systemd-analyze >/dev/null; then
     if out=$(systemd-analyze verify "$T/rtdaq.service" "$T/rtdaq-tune.service" 2>&1) && [ -z "$out" ]; then
         pass "systemd-analyze verify: both units clean"
     else fail "systemd-analyze verify: $out"; fi
+    # Each engine's drop-in (rtdaq.service.d-examples/): the unit with it appended (what
+    # systemd makes of a drop-in for these keys) verifies clean too.
+    for d in rt-tuning/systemd/rtdaq.service.d-examples/*.conf; do
+        cat "$T/rtdaq.service" "$d" > "$T/with-$(basename "$d" .conf).service"
+        if out=$(systemd-analyze verify "$T/with-$(basename "$d" .conf).service" 2>&1) && [ -z "$out" ]; then
+            pass "systemd-analyze verify: the unit with drop-in $(basename "$d")"
+        else fail "systemd-analyze verify with $(basename "$d"): $out"; fi
+    done
     exposure=$(systemd-analyze security --offline=yes "$T/rtdaq.service" 2>/dev/null |
         sed -n 's/.*Overall exposure level for rtdaq.service: \([0-9.]*\).*/\1/p')
     if [ -n "$exposure" ] && awk -v e="$exposure" 'BEGIN { exit !(e < 4.0) }'; then

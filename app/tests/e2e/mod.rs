@@ -51,10 +51,30 @@ fn stderr_path(tag: &str) -> PathBuf {
 /// queues run (the runtime logs "queues running" once every queue thread has its queue), so
 /// a peer started next is never early, however slowly a loaded host starts the process.
 pub fn start(pair: &VethPair, side: Side, engine: &str, cfg: &Path, secs: f64, tag: &str) -> Child {
+    start_as(pair, side, &[], engine, cfg, secs, tag)
+}
+
+/// [`start`] with the binary run by `wrapper` (a program and its arguments, e.g. `setpriv`
+/// with the unit's user and capabilities; empty: the binary itself).
+pub fn start_as(
+    pair: &VethPair,
+    side: Side,
+    wrapper: &[String],
+    engine: &str,
+    cfg: &Path,
+    secs: f64,
+    tag: &str,
+) -> Child {
     let _ = std::fs::remove_file(report_path(tag));
     let err = std::fs::File::create(stderr_path(tag)).unwrap();
+    let binary = bin(engine).to_str().unwrap().to_owned();
+    let (program, pre) = match wrapper.split_first() {
+        Some((p, rest)) => (p.clone(), [rest, &[binary]].concat()),
+        None => (binary, Vec::new()),
+    };
     let mut child = pair
-        .command(side, bin(engine).to_str().unwrap())
+        .command(side, &program)
+        .args(pre)
         .args(["run", "--config", cfg.to_str().unwrap(), "--duration"])
         .arg(secs.to_string())
         .arg("--report-json")

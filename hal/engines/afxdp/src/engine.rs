@@ -296,7 +296,7 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
                             e.what, e.source
                         ),
                         Some(EPERM) | Some(EACCES) => format!(
-                            "permission denied: {} failed ({}); the engine needs CAP_BPF and CAP_NET_ADMIN (run as root)",
+                            "permission denied: {} failed ({}); the engine needs CAP_BPF, CAP_PERFMON (its verifier checks) and CAP_NET_ADMIN: run as root, or under the unit with rt-tuning/systemd/rtdaq.service.d-examples/afxdp.conf",
                             e.what, e.source
                         ),
                         _ => format!("cannot {} on {ifname} ({})", e.what, e.source),
