@@ -547,7 +547,7 @@ fn a_full_file_system_counts_every_packet_not_written() {
 }
 
 #[test]
-#[ignore = "needs tcpdump; scripts/test.sh runs it"]
+#[ignore = "needs tcpdump and capinfos; scripts/test.sh runs it"]
 fn sigkill_mid_recording_leaves_every_complete_record_readable() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = dir("kill");
@@ -579,6 +579,22 @@ fn sigkill_mid_recording_leaves_every_complete_record_readable() {
     for l in err.lines().filter(|l| !l.starts_with("reading from file")) {
         assert!(l.contains("truncated dump file"), "{err}");
     }
+    // The restart after the crash (systemd's Restart=on-failure, RestartSec=5, same output
+    // directory, issue #18): new files beside the old ones, which stay as they were.
+    let before = std::fs::read(&pcaps[0]).unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // the file names hold the start second
+    let (out, r) = record_2s(&d, &out_dir);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let after = files(&out_dir, "pcap");
+    assert_eq!(after.len(), pcaps.len() + 1, "{after:?}");
+    assert!(after.contains(&pcaps[0]));
+    assert_eq!(
+        std::fs::read(&pcaps[0]).unwrap(),
+        before,
+        "the crashed run's file is untouched"
+    );
+    let new = after.iter().find(|p| !pcaps.contains(p)).unwrap();
+    assert_eq!(capinfos_count(new), u(&r, "/rx/totals/packets"));
 }
 
 #[test]
