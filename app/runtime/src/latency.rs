@@ -257,7 +257,8 @@ impl Default for Coarse {
 }
 
 impl Coarse {
-    /// Counts `ns` (a binary search over 19 bounds; no allocation).
+    /// Counts `ns` (a binary search over 19 bounds: a few ns, see benches/latency.rs and
+    /// docs/benchmarks/metrics.md). No allocation.
     #[inline]
     pub fn record(&mut self, ns: u64) {
         let k = LIVE_BOUNDS_NS.partition_point(|&b| b < ns);
