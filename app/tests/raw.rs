@@ -302,48 +302,6 @@ fn socket_engine_udp_into_each_raw_rx() {
 
 // ---------------------------------------------------------------- the unit's privileges
 
-/// The capabilities `key` grants in the shipped unit plus `dropin` (a file of
-/// `rt-tuning/systemd/rtdaq.service.d-examples/`, or none): `net_raw`, `bpf`, ...
-fn unit_caps(key: &str, dropin: Option<&str>) -> Vec<String> {
-    let dir = root().join("rt-tuning/systemd");
-    let mut files = vec![dir.join("rtdaq.service")];
-    files.extend(dropin.map(|d| dir.join("rtdaq.service.d-examples").join(d)));
-    let mut caps = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        for l in text.lines() {
-            if let Some(v) = l.strip_prefix(&format!("{key}=")) {
-                caps.extend(
-                    v.split_whitespace()
-                        .map(|c| c.trim_start_matches("CAP_").to_ascii_lowercase()),
-                );
-            }
-        }
-    }
-    assert!(!caps.is_empty(), "{key} in the unit");
-    caps
-}
-
-/// `setpriv` as the unit runs the binary: user nobody, no groups, exactly `caps` as
-/// inheritable, ambient and bounding set, no new privileges.
-fn as_unit(caps: &[String]) -> Vec<String> {
-    let list: Vec<String> = caps.iter().map(|c| format!("+{c}")).collect();
-    let set = format!("-all,{}", list.join(","));
-    [
-        "setpriv",
-        "--reuid=nobody",
-        "--regid=nogroup",
-        "--clear-groups",
-        &format!("--inh-caps={set}"),
-        &format!("--ambient-caps={set}"),
-        &format!("--bounding-set={set}"),
-        "--no-new-privs",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()
-}
-
 /// Issue #18: the shipped unit's privileges suffice for each raw engine. The receiver runs
 /// as user nobody with exactly the unit's capabilities (AF_PACKET) or the unit's plus its
 /// AF_XDP drop-in's (`CAP_BPF`), and is lossless with its queue threads at SCHED_FIFO and

@@ -161,3 +161,45 @@ pub fn tcpreplay(pair: &VethPair, pcap: &Path, pps: u32) {
         .unwrap();
     assert!(replay.status.success(), "tcpreplay: {}", show(&replay));
 }
+
+/// The capabilities `key` grants in the shipped unit plus `dropin` (a file of
+/// `rt-tuning/systemd/rtdaq.service.d-examples/`, or none): `net_raw`, `bpf`, ...
+pub fn unit_caps(key: &str, dropin: Option<&str>) -> Vec<String> {
+    let dir = root().join("rt-tuning/systemd");
+    let mut files = vec![dir.join("rtdaq.service")];
+    files.extend(dropin.map(|d| dir.join("rtdaq.service.d-examples").join(d)));
+    let mut caps = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for l in text.lines() {
+            if let Some(v) = l.strip_prefix(&format!("{key}=")) {
+                caps.extend(
+                    v.split_whitespace()
+                        .map(|c| c.trim_start_matches("CAP_").to_ascii_lowercase()),
+                );
+            }
+        }
+    }
+    assert!(!caps.is_empty(), "{key} in the unit");
+    caps
+}
+
+/// `setpriv` as the unit runs the binary: user nobody, no groups, exactly `caps` as
+/// inheritable, ambient and bounding set, no new privileges.
+pub fn as_unit(caps: &[String]) -> Vec<String> {
+    let list: Vec<String> = caps.iter().map(|c| format!("+{c}")).collect();
+    let set = format!("-all,{}", list.join(","));
+    [
+        "setpriv",
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        &format!("--inh-caps={set}"),
+        &format!("--ambient-caps={set}"),
+        &format!("--bounding-set={set}"),
+        "--no-new-privs",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
