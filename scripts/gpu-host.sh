@@ -99,6 +99,33 @@ tests() {
     RUST_LOG=info timeout 60 $C/rtdaq run --config configs/host-loopback-udp-gpu.toml \
         --report-json "$OUT/e2e.json" 2>&1 | grep -v '^\s*[0-9.]* s '
     echo "rc=${PIPESTATUS[0]}"
+    as_unit
+}
+
+# The shipped unit's privileges for a GPU build (issue #18): the same config as user nobody
+# with exactly rtdaq.service's capabilities (its gpu.conf drop-in adds device access and
+# MemoryDenyWriteExecute=no only), as rt-tuning/tests/test-service.sh runs the socket build.
+as_unit() {
+    echo "== as the unit: user nobody, exactly the unit's capabilities, configs/host-loopback-udp-gpu.toml (5 s)"
+    stat -c '%A %U:%G %n' /dev/nvidia* 2>&1 | head -n 8
+    local caps d rc
+    caps=$(sed -n 's/^AmbientCapabilities=//p' rt-tuning/systemd/rtdaq.service | tr 'A-Z ' 'a-z\n' | sed 's/^cap_/+/' | paste -sd,)
+    d=$(mktemp -d); chmod 0777 "$d"
+    RUST_LOG=info timeout 60 setpriv --reuid=nobody --regid="$(id -gn nobody)" --clear-groups \
+        --inh-caps="-all,$caps" --ambient-caps="-all,$caps" --bounding-set="-all,$caps" --no-new-privs \
+        env LD_LIBRARY_PATH="$LD_LIBRARY_PATH" $C/rtdaq run --config configs/host-loopback-udp-gpu.toml \
+        --duration 5 --report-json "$d/report.json" >"$d/log" 2>&1
+    rc=$?
+    cp "$d/report.json" "$OUT/e2e-as-unit.json" 2>/dev/null
+    grep -v '^\s*[0-9.]* s ' "$d/log" | tail -n 30
+    echo "rc=$rc"
+    if [ $rc = 0 ] && grep -q '"lost": 0' "$d/report.json" && grep -q '"batches_completed": [1-9]' "$d/report.json" &&
+        ! grep -qiE 'CAP_|without SCHED_FIFO|not locked|permission denied' "$d/log"; then
+        echo "PASS as the unit ($caps): exit 0, lost 0, GPU batches completed, no privilege warning"
+    else
+        echo "FAIL as the unit ($caps): exit $rc (see the log above)"
+    fi
+    rm -rf "$d"
 }
 
 # bench config: Q SO_REUSEPORT RX queues on port 5000, one GPU stage (one pipeline per queue)

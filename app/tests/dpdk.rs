@@ -819,13 +819,12 @@ fn hugepages() -> u64 {
         .unwrap_or(0)
 }
 
-#[test]
-#[ignore = "needs root, DPDK, reserved 2 MiB hugepages and scripts/build-engines.sh; scripts/test.sh reserves them and runs it"]
-fn with_hugepages_ring_pmd_loopback_lossless() {
-    let _dirs = RuntimeDirs;
-    // vdev-dpdk-ring.toml without --no-huge -m 512, --in-memory: the EAL maps its memory (mempool, rings)
-    // from hugepages, which scripts/test.sh reserves (RTDAQ_TEST_HUGEPAGES=1) before this
-    // test and releases after. Without them the EAL would fail (no_hugepages_is_a_clear_error).
+/// vdev-dpdk-ring.toml without `--no-huge -m 512`, with `--in-memory`: the EAL maps its
+/// memory (mempool, rings) from hugepages, which scripts/test.sh reserves
+/// (`RTDAQ_TEST_HUGEPAGES=1`) before the `with_hugepages` tests and releases after (without
+/// them the EAL fails: `no_hugepages_is_a_clear_error`). `None` (the test skips) when none
+/// is reserved outside scripts/test.sh.
+fn huge_ring_config(tag: &str) -> Option<PathBuf> {
     let n = hugepages();
     if n == 0 {
         assert!(
@@ -835,7 +834,7 @@ fn with_hugepages_ring_pmd_loopback_lossless() {
         eprintln!(
             "SKIPPED: no 2 MiB hugepages reserved (scripts/test.sh reserves 256 for this test)"
         );
-        return;
+        return None;
     }
     let text = edit(
         "vdev-dpdk-ring.toml",
@@ -846,11 +845,20 @@ fn with_hugepages_ring_pmd_loopback_lossless() {
             // calls rte_eal_cleanup), so the pages are free again when the process exits.
             ("\"--no-shconf\",", "\"--in-memory\",".into()),
             // 20 000 pps: the 1024-frame ring covers a 50 ms stall of the RX thread (seen on
-            // a loaded 2-core host); this test is about the EAL on hugepages, not speed.
+            // a loaded 2-core host); these tests are about the EAL on hugepages, not speed.
             ("rate_gbps = 0.3", "rate_pps = 20000".into()),
         ],
     );
-    let cfg = write("huge", &text);
+    Some(write(tag, &text))
+}
+
+#[test]
+#[ignore = "needs root, DPDK, reserved 2 MiB hugepages and scripts/build-engines.sh; scripts/test.sh reserves them and runs it"]
+fn with_hugepages_ring_pmd_loopback_lossless() {
+    let _dirs = RuntimeDirs;
+    let Some(cfg) = huge_ring_config("huge") else {
+        return;
+    };
     let json = report_path("huge");
     let _ = std::fs::remove_file(&json);
     let free_before = meminfo("HugePages_Free");
@@ -864,7 +872,10 @@ fn with_hugepages_ring_pmd_loopback_lossless() {
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let sent = u(&r, "/tx/totals/packets");
-    eprintln!("{n} hugepages reserved ({free_before} free before); ring PMD: sent {sent}");
+    eprintln!(
+        "{} hugepages reserved ({free_before} free before); ring PMD: sent {sent}",
+        hugepages()
+    );
     assert!(
         sent > 30_000,
         "20 000 pps for 2 s, sent {sent}: {}",
@@ -889,24 +900,9 @@ fn with_hugepages_ring_pmd_loopback_lossless() {
 #[ignore = "needs root, DPDK, reserved 2 MiB hugepages and scripts/build-engines.sh; scripts/test.sh reserves them and runs it"]
 fn with_hugepages_ring_pmd_runs_with_only_the_units_privileges() {
     let _dirs = RuntimeDirs;
-    if hugepages() == 0 {
-        assert!(
-            std::env::var_os("RTDAQ_TEST_HUGEPAGES").is_none(),
-            "RTDAQ_TEST_HUGEPAGES is set but no 2 MiB hugepage is reserved"
-        );
-        eprintln!("SKIPPED: no 2 MiB hugepages reserved (scripts/test.sh reserves them)");
+    let Some(cfg) = huge_ring_config("huge-unit") else {
         return;
-    }
-    let text = edit(
-        "vdev-dpdk-ring.toml",
-        ring_config(),
-        &[
-            ("\"--no-huge\", \"-m\", \"512\", ", String::new()),
-            ("\"--no-shconf\",", "\"--in-memory\",".into()),
-            ("rate_gbps = 0.3", "rate_pps = 20000".into()),
-        ],
-    );
-    let cfg = write("huge-unit", &text);
+    };
     // The report goes where user nobody may write.
     let dir = std::env::temp_dir().join(format!("rtdaq-dpdk-unit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

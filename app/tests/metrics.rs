@@ -8,6 +8,8 @@
 //! `prometheus`); scripts/test.sh runs these with `--ignored`. Without them each test prints
 //! SKIPPED and passes.
 
+mod e2e;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -111,24 +113,7 @@ fn finish_rtdaq(mut child: Child, json: &Path, log: &mpsc::Receiver<String>) -> 
     r
 }
 
-/// `GET path` over HTTP/1.0; (status code, body).
-fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let code = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    (code, body)
-}
+use e2e::http_get as get;
 
 /// A free TCP port on 127.0.0.1 (bound and released; Prometheus takes it a moment later).
 fn free_port() -> u16 {

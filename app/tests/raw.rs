@@ -561,6 +561,76 @@ fn dpdk_ring_pmd_loopback_lossless() {
 // ---------------------------------------------------------------- recording (issue #16)
 
 /// The file with extension `ext` in `dir`.
+/// Issue #18: a DPDK port's own counters are live in `/metrics` (read once a second by the
+/// main thread), not only in the report at the end.
+#[test]
+#[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn dpdk_ring_pmd_port_counters_are_live_in_metrics() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let json = report_path("dpdk-metrics");
+    let mut child = std::process::Command::new(bin("dpdk"))
+        .args([
+            "run",
+            "--duration",
+            "4",
+            "--metrics",
+            &addr.to_string(),
+            "--report-json",
+        ])
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let value = |text: &str, series: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let rx = "rtdaq_port_packets_total{direction=\"rx\",interface=\"ring\",port=\"net_ring0\"}";
+    // Scrapes every 300 ms until the port's counters appear (the EAL takes a while to start;
+    // the main thread reads the port a second into the run), then one a second later.
+    let t0 = Instant::now();
+    let first = loop {
+        std::thread::sleep(Duration::from_millis(300));
+        if let Ok(s) = std::net::TcpStream::connect(addr) {
+            drop(s);
+            let (code, text) = http_get(addr, "/metrics");
+            assert_eq!(code, 200, "{text}");
+            if value(&text, rx).is_some_and(|v| v > 0) {
+                break text;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "no port counters in /metrics after 5 s"
+        );
+    };
+    std::thread::sleep(Duration::from_millis(1100));
+    let (_, second) = http_get(addr, "/metrics");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let (a, b) = (value(&first, rx), value(&second, rx));
+    assert!(
+        a.is_some_and(|a| a > 0) && b > a,
+        "the port's RX packets grow during the run: {a:?} then {b:?}\n{second}"
+    );
+    assert!(
+        second.contains("# TYPE rtdaq_port_counter gauge"),
+        "{second}"
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        b.unwrap() <= u(&r, "/ports/0/ipackets"),
+        "the report's end count is the last"
+    );
+}
+
 fn recorded(dir: &Path, ext: &str) -> PathBuf {
     std::fs::read_dir(dir)
         .unwrap()

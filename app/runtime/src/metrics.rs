@@ -66,6 +66,8 @@ pub struct Source {
     pub sinks: Vec<(String, &'static SinkCounters)>,
     /// The NIC counters of the interfaces' devices, when any is watched ([`crate::nic`]).
     pub nics: Option<crate::nic::Shared>,
+    /// The engine's own ports (DPDK), when it has them ([`crate::nic::PortWatch`]).
+    pub ports: Option<crate::nic::SharedPorts>,
     /// Monotonic start of the run ([`crate::pacer::now_ns`]).
     pub start_ns: u64,
 }
@@ -202,6 +204,11 @@ struct Counters {
     rec_dropped: IntCounterVec,
     nic_pause: IntCounterVec,
     nic_dropped: IntCounterVec,
+    port_packets: IntCounterVec,
+    port_bytes: IntCounterVec,
+    port_missed: IntCounterVec,
+    port_errors: IntCounterVec,
+    port_pause: IntCounterVec,
     io_allocations: prometheus::IntCounter,
 }
 
@@ -211,6 +218,7 @@ struct Gauges {
     stream_missing: IntGaugeVec,
     streams: IntGaugeVec,
     nic_counter: IntGaugeVec,
+    port_counter: IntGaugeVec,
     thread_priority: IntGaugeVec,
     memory_locked: prometheus::IntGauge,
 }
@@ -253,15 +261,18 @@ impl Exporter {
             rec_dropped: counter("rtdaq_record_dropped_total", "Records not written, by reason (full, tap, error).", &["sink", "reason"]),
             nic_pause: counter("rtdaq_nic_pause_frames_total", "Pause frames of the interface's NIC since the run started, by direction (received: the link partner throttled this host's transmit; sent: this NIC throttled the sender). The largest of the driver's pause counters.", &["interface", "netdev", "direction"]),
             nic_dropped: counter("rtdaq_nic_rx_dropped_total", "Frames the NIC or driver dropped before any queue saw them since the run started (the largest of those counters).", &["interface", "netdev"]),
-            io_allocations: {
-                let c = prometheus::IntCounter::with_opts(Opts::new(
+            port_packets: counter("rtdaq_port_packets_total", "Packets of an engine's own port (DPDK: rte_eth_stats), by direction.", &["interface", "port", "direction"]),
+            port_bytes: counter("rtdaq_port_bytes_total", "Bytes of an engine's own port, by direction.", &["interface", "port", "direction"]),
+            port_missed: counter("rtdaq_port_rx_missed_total", "Frames an engine's own port dropped for lack of receive descriptors (imissed) or mbufs (rx_nombuf), by reason.", &["interface", "port", "reason"]),
+            port_errors: counter("rtdaq_port_errors_total", "Errors of an engine's own port, by direction.", &["interface", "port", "direction"]),
+            port_pause: counter("rtdaq_port_pause_frames_total", "Pause frames of an engine's own port since it started, by direction (the largest of its extended pause counters).", &["interface", "port", "direction"]),
+            io_allocations: registered(
+                &registry,
+                prometheus::IntCounter::with_opts(Opts::new(
                     "rtdaq_io_thread_allocations_total",
                     "Heap allocations made by queue threads after their set-up (must stay 0).",
-                ))
-                .expect("a valid metric name");
-                registry.register(Box::new(c.clone())).expect("registered once");
-                c
-            },
+                )),
+            ),
         };
         let gauge = |name: &str, help: &str, labels: &[&str]| {
             let g = IntGaugeVec::new(Opts::new(name, help), labels)
@@ -308,20 +319,23 @@ impl Exporter {
                 "A counter of the interface's NIC now, as the driver (source ethtool: ethtool -S) or the kernel (source kernel: /sys/class/net/DEV/statistics) gives it.",
                 &["interface", "netdev", "source", "counter"],
             ),
+            port_counter: gauge(
+                "rtdaq_port_counter",
+                "An extended counter of an engine's own port now (DPDK xstats, non-zero ones).",
+                &["interface", "port", "counter"],
+            ),
             thread_priority: gauge(
                 "rtdaq_thread_rt_priority",
                 "Real-time priority of each thread of the process (0: not real-time), with its scheduling policy and allowed CPUs, as /proc/self/task shows them now.",
                 &["thread", "policy", "cpus"],
             ),
-            memory_locked: {
-                let g = prometheus::IntGauge::with_opts(Opts::new(
+            memory_locked: registered(
+                &registry,
+                prometheus::IntGauge::with_opts(Opts::new(
                     "rtdaq_memory_locked_bytes",
                     "Memory of the process locked in RAM (VmLck of /proc/self/status).",
-                ))
-                .expect("a valid metric name");
-                registry.register(Box::new(g.clone())).expect("registered once");
-                g
-            },
+                )),
+            ),
         };
         let b = &src.build;
         g.build_info
@@ -451,6 +465,36 @@ impl Exporter {
                 }
             }
         }
+        if let Some(ports) = &self.src.ports {
+            let now = ports.lock().map(|g| g.clone()).unwrap_or_default();
+            for (i, p, change) in &now {
+                let (i, n) = (i.as_str(), p.port.as_str());
+                for (dir, packets, bytes, errors) in [
+                    ("rx", p.ipackets, p.ibytes, p.ierrors),
+                    ("tx", p.opackets, p.obytes, p.oerrors),
+                ] {
+                    set(&c.port_packets, &[i, n, dir], packets);
+                    set(&c.port_bytes, &[i, n, dir], bytes);
+                    set(&c.port_errors, &[i, n, dir], errors);
+                }
+                set(&c.port_missed, &[i, n, "imissed"], p.imissed);
+                set(&c.port_missed, &[i, n, "rx_nombuf"], p.rx_nombuf);
+                let big =
+                    |b: &Option<rtdaq_platform::nic::Biggest>| b.as_ref().map_or(0, |b| b.delta);
+                set(
+                    &c.port_pause,
+                    &[i, n, "received"],
+                    big(&change.pause_received),
+                );
+                set(&c.port_pause, &[i, n, "sent"], big(&change.pause_sent));
+                for (name, v) in &p.xstats {
+                    self.g
+                        .port_counter
+                        .with_label_values(&[i, n, name])
+                        .set(i64::try_from(*v).unwrap_or(i64::MAX));
+                }
+            }
+        }
         set_total(
             &c.io_allocations,
             rtdaq_platform::alloc_audit::armed_allocations(),
@@ -470,6 +514,18 @@ impl Exporter {
         let secs = crate::pacer::now_ns().saturating_sub(self.src.start_ns) as f64 / 1e9;
         self.g.elapsed.set(secs);
     }
+}
+
+/// `metric` (built from a valid name) registered in `registry`.
+fn registered<M: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: prometheus::Result<M>,
+) -> M {
+    let m = metric.expect("a valid metric name");
+    registry
+        .register(Box::new(m.clone()))
+        .expect("each metric registered once");
+    m
 }
 
 /// Brings a plain counter to `v` (counters only go up).
@@ -676,6 +732,7 @@ mod tests {
                 tx: vec![(label(false), tx)],
                 sinks: vec![("lo_udp.rx0 pcap".into(), sink)],
                 nics: None,
+                ports: None,
                 start_ns: crate::pacer::now_ns(),
             })
             .unwrap();

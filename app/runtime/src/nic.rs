@@ -17,6 +17,7 @@
 //! thread; the metrics thread reads the latest [`NicNow`] behind a mutex.
 
 use rtdaq_config::model::{Address, Config};
+use rtdaq_core::traits::{EngineStats, PortStats};
 use rtdaq_platform::nic::{self, CounterKind, NicChange, NicSample};
 use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
@@ -36,6 +37,88 @@ pub struct NicNow {
 
 /// The latest counters of every watched device, shared with the metrics thread.
 pub type Shared = Arc<Mutex<Vec<NicNow>>>;
+
+/// The latest counters of an engine's own ports (DPDK), shared with the metrics thread:
+/// each with its interface's name and what its extended counters show of pause frames and
+/// drops (a DPDK port counts from its start, so these are the run's).
+pub type SharedPorts = Arc<Mutex<Vec<(String, PortStats, NicChange)>>>;
+
+/// What `p`'s extended counters show (largest counter of each kind; see
+/// [`rtdaq_platform::nic`]).
+pub fn port_change(p: &PortStats) -> NicChange {
+    let mut c = NicChange::default();
+    for (name, v) in p.xstats.iter().filter(|(_, v)| *v > 0) {
+        let slot = match nic::classify(name) {
+            Some(CounterKind::PauseReceived) => &mut c.pause_received,
+            Some(CounterKind::PauseSent) => &mut c.pause_sent,
+            Some(CounterKind::RxDropped) => &mut c.rx_dropped,
+            None => continue,
+        };
+        if slot.as_ref().is_none_or(|b| *v > b.delta) {
+            *slot = Some(nic::Biggest {
+                delta: *v,
+                name: name.clone(),
+            });
+        }
+    }
+    c
+}
+
+/// Reads an engine's ports once a second for `/metrics` and warns (once per port and kind)
+/// while the run goes on; the report's `ports` are read at the end, as before.
+pub struct PortWatch {
+    stats: Box<dyn EngineStats>,
+    names: Vec<String>,
+    warned: Vec<[bool; 3]>,
+    shared: SharedPorts,
+}
+
+impl PortWatch {
+    /// Watches the ports `stats` reads; `names` are the config's interface names.
+    pub fn new(stats: Box<dyn EngineStats>, names: Vec<String>) -> Self {
+        Self {
+            stats,
+            names,
+            warned: Vec::new(),
+            shared: Arc::default(),
+        }
+    }
+
+    /// The latest counters, for the metrics thread.
+    pub fn shared(&self) -> SharedPorts {
+        Arc::clone(&self.shared)
+    }
+
+    /// Reads every port now.
+    pub fn poll(&mut self) {
+        let ports = self.stats.port_stats();
+        self.warned.resize(ports.len(), [false; 3]);
+        let now: Vec<(String, PortStats, NicChange)> = ports
+            .into_iter()
+            .zip(self.warned.iter_mut())
+            .map(|(p, warned)| {
+                let name = self
+                    .names
+                    .get(p.interface)
+                    .cloned()
+                    .unwrap_or_else(|| p.port.clone());
+                let change = port_change(&p);
+                for w in warnings(&name, &p.port, &change, warned) {
+                    log::warn!("{w}");
+                }
+                (name, p, change)
+            })
+            .collect();
+        if let Ok(mut g) = self.shared.lock() {
+            *g = now;
+        }
+    }
+
+    /// The engine's stats handle back (for the report's read after the queues stopped).
+    pub fn into_stats(self) -> Box<dyn EngineStats> {
+        self.stats
+    }
+}
 
 struct Watched {
     interface: String,

@@ -503,6 +503,13 @@ where
         Ok((t, p)) => (Ok(t), p),
         Err(e) => (Err(e), None),
     };
+    // An engine's own ports (DPDK): read once a second for /metrics and the live warnings.
+    let mut port_watch = port_stats.map(|s| {
+        crate::nic::PortWatch::new(
+            s,
+            config.interfaces.iter().map(|i| i.name.clone()).collect(),
+        )
+    });
     if let Err(e) = opened {
         tx_stop.store(true, Release);
         rx_stop.store(true, Release);
@@ -595,6 +602,7 @@ where
                 .map(|w| (w.name.clone(), w.counters))
                 .collect(),
             nics: (!nics.is_empty()).then(|| nics.shared()),
+            ports: port_watch.as_ref().map(crate::nic::PortWatch::shared),
             start_ns,
         }
     });
@@ -710,6 +718,9 @@ where
             );
             notifier.status(line.trim());
             nics.poll();
+            if let Some(p) = port_watch.as_mut() {
+                p.poll();
+            }
             write_status(false);
             next_tick += 1_000_000_000;
         }
@@ -799,7 +810,9 @@ where
         resources: res,
         frames: E::FRAMES,
         // After every queue thread ended (the handle kept the ports open for this read).
-        ports: port_stats.map(|p| p.port_stats()).unwrap_or_default(),
+        ports: port_watch
+            .map(|p| p.into_stats().port_stats())
+            .unwrap_or_default(),
         nics,
         failed_threads,
     })

@@ -1,10 +1,12 @@
 //! Helpers shared by the end-to-end tests that run the per-engine binaries
 //! (`target/engines/rtdaq-*` from `scripts/build-engines.sh`) in `rtdaq-testbed` namespaces:
-//! `raw.rs` and `dpdk.rs`.
+//! `raw.rs`, `dpdk.rs` and others (each uses its own subset).
 #![allow(dead_code)] // each test binary uses its own subset
 
 use rtdaq_testbed::{Side, VethPair};
 use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -202,4 +204,23 @@ pub fn as_unit(caps: &[String]) -> Vec<String> {
     .iter()
     .map(|s| (*s).to_owned())
     .collect()
+}
+
+/// `GET path` over HTTP/1.0; (status code, body).
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let code = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (code, body)
 }
