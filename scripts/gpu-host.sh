@@ -5,7 +5,7 @@
 # Prepare here (a host with the toolchain), then carry gpu-carry/ to the GPU host:
 #   scripts/gpu-host.sh --prepare      # builds with --release --features gpu, fills gpu-carry/
 # On the GPU host, from the repository root (the `run` tool: carry ["gpu-carry"]):
-#   bash scripts/gpu-host.sh [all|tests|bench|paced]   # logs and reports under $OUT
+#   bash scripts/gpu-host.sh [all|tests|unit|bench|paced]   # logs and reports under $OUT
 #
 # What it runs:
 #   tests  rtdaq-gpu's unit and GPU test binaries (hal/gpu), the runtime's unit tests
@@ -97,7 +97,7 @@ tests() {
     echo "== shipped config configs/host-loopback-udp-gpu.toml (10 s)"
     $C/rtdaq config check configs/host-loopback-udp-gpu.toml
     RUST_LOG=info timeout 60 $C/rtdaq run --config configs/host-loopback-udp-gpu.toml \
-        --report-json "$OUT/e2e.json" 2>&1 | grep -v '^\s*[0-9.]* s '
+        --report-json "$OUT/e2e.json" 2>&1 | tee "$OUT/e2e.log" | grep -v '^\s*[0-9.]* s '
     echo "rc=${PIPESTATUS[0]}"
     as_unit
 }
@@ -119,11 +119,16 @@ as_unit() {
     cp "$d/report.json" "$OUT/e2e-as-unit.json" 2>/dev/null
     grep -v '^\s*[0-9.]* s ' "$d/log" | tail -n 30
     echo "rc=$rc"
+    # Privilege warnings as the unit beyond those the root run of the same config gave (a
+    # container without a real-time cgroup budget refuses SCHED_FIFO to root too, and says so).
+    local pat='CAP_|SCHED_FIFO|not locked|permission denied' extra
+    extra=$(grep -iE "$pat" "$d/log" | sed 's/^\[[^]]*\] *//' |
+        grep -vxF -f <(grep -iE "$pat" "$OUT/e2e.log" 2>/dev/null | sed 's/^\[[^]]*\] *//') || true)
     if [ $rc = 0 ] && grep -q '"lost": 0' "$d/report.json" && grep -q '"batches_completed": [1-9]' "$d/report.json" &&
-        ! grep -qiE 'CAP_|without SCHED_FIFO|not locked|permission denied' "$d/log"; then
-        echo "PASS as the unit ($caps): exit 0, lost 0, GPU batches completed, no privilege warning"
+        [ -z "$extra" ]; then
+        echo "PASS as the unit ($caps): exit 0, lost 0, GPU batches completed, no privilege warning the root run did not also give"
     else
-        echo "FAIL as the unit ($caps): exit $rc (see the log above)"
+        echo "FAIL as the unit ($caps): exit $rc; warnings only as the unit: ${extra:-none}"
     fi
     rm -rf "$d"
 }
@@ -279,6 +284,10 @@ EOP
     host_facts
     case "$WHAT" in
         tests) tests ;;
+        unit) # the shipped config as root, then as the unit (as at the end of tests)
+            RUST_LOG=info timeout 60 $C/rtdaq run --config configs/host-loopback-udp-gpu.toml --duration 5 \
+                --report-json "$OUT/e2e.json" >"$OUT/e2e.log" 2>&1
+            as_unit ;;
         bench) bench; summary ;;
         paced) paced; summary ;;
         *) tests; bench; summary ;;

@@ -316,7 +316,7 @@ impl Exporter {
             ),
             nic_counter: gauge(
                 "rtdaq_nic_counter",
-                "A counter of the interface's NIC now, as the driver (source ethtool: ethtool -S) or the kernel (source kernel: /sys/class/net/DEV/statistics) gives it.",
+                "A counter of the interface's NIC now, as the driver (source ethtool: ethtool -S; source standard: its standard pause statistics, ethtool -I -a) or the kernel (source kernel: /sys/class/net/DEV/statistics) gives it.",
                 &["interface", "netdev", "source", "counter"],
             ),
             port_counter: gauge(
@@ -454,8 +454,11 @@ impl Exporter {
                 );
                 set(&c.nic_pause, &[i, d, "sent"], big(&n.change.pause_sent));
                 set(&c.nic_dropped, &[i, d], big(&n.change.rx_dropped));
-                for (source, list) in [("ethtool", &n.sample.ethtool), ("kernel", &n.sample.kernel)]
-                {
+                for (source, list) in [
+                    ("ethtool", &n.sample.ethtool),
+                    ("kernel", &n.sample.kernel),
+                    ("standard", &n.sample.standard),
+                ] {
                     for (name, v) in list {
                         self.g
                             .nic_counter

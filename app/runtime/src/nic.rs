@@ -329,7 +329,8 @@ pub fn warning_text(
 /// One changed counter in the report: `{ source, name, start, end, delta, kind }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CounterReport {
-    /// `"ethtool"` (driver statistics) or `"kernel"` (netdev statistics).
+    /// `"ethtool"` (driver statistics), `"kernel"` (netdev statistics) or `"standard"` (the
+    /// standard pause statistics over ethtool netlink).
     pub source: String,
     /// The counter's name.
     pub name: String,

@@ -10,6 +10,7 @@
 //! | [`rt`] | **all** real-time setup: pin ([`sched_setaffinity`]), `SCHED_FIFO`, `mlockall`, stack and region prefault; warn-once degradation without privileges |
 //! | [`memory`] | [`Region`]: preallocated, prefaulted `host` / `huge` memory, optionally NUMA-bound, implementing [`MemoryRegion`] |
 //! | [`hugepages`] | hugepage pool status, [`pages_needed`](hugepages::pages_needed), reservation |
+//! | [`ethtool_netlink`] | the standard pause-frame statistics of a device over ethtool's generic netlink family (`ethtool -I -a`) |
 //! | [`nic`] | NIC and port counters (ethtool statistics, kernel netdev statistics), pause frames and settings, the device of an address |
 //! | [`cpulist`] | [`CpuList`], the kernel's `0-3,8` set format |
 //! | [`error`] | [`PlatformError`], one `thiserror` enum with a variant per failing operation |
@@ -96,6 +97,7 @@ pub mod board;
 mod board_crate;
 pub mod cpulist;
 pub mod error;
+pub mod ethtool_netlink;
 pub mod hugepages;
 pub mod memory;
 pub mod netdev;

@@ -12,6 +12,11 @@
 //! | [`CounterKind::PauseSent`] | this NIC sent pause frames: it could not keep up and **throttled the sender** (the instrument, the switch) | mlx5 `tx_pause_ctrl_phy`, `tx_prio3_pause`; Intel `tx_flow_control_xoff`, `link_xoff_tx`; bnxt `tx_pause_frames` |
 //! | [`CounterKind::RxDropped`] | frames the NIC or driver dropped before any queue saw them | mlx5 `rx_out_of_buffer`, `rx_discards_phy`, `rx_prio0_discards`; Intel `rx_missed_errors`, `rx_no_buffer_count`, `port.rx_discards`; veth `rx_queue_0_drops`; kernel `rx_missed_errors`, `rx_fifo_errors`, `rx_over_errors` |
 //!
+//! Drivers that implement ethtool's standard pause statistics report them over netlink as
+//! well ([`crate::ethtool_netlink`], `ethtool -I -a`): they join the sample as source
+//! [`Source::Standard`], `tx_pause_frames` / `rx_pause_frames`, whatever the driver calls
+//! them in `ethtool -S`.
+//!
 //! Pause durations, transitions, storm events and XON (resume) counters are not pause frames
 //! and are not counted as such. Per-priority and global pause counters count the same frames
 //! twice, so a side's figure is its largest counter's change, named in the warning.
@@ -44,6 +49,10 @@ pub struct NicSample {
     pub ethtool_missing: Option<String>,
     /// The kernel's statistics (`/sys/class/net/<dev>/statistics`), by file name, sorted.
     pub kernel: Vec<(String, u64)>,
+    /// The standard statistics the driver reports over ethtool netlink (`ethtool -I -a`):
+    /// `tx_pause_frames`, `rx_pause_frames` when it counts them (see
+    /// [`crate::ethtool_netlink`]).
+    pub standard: Vec<(String, u64)>,
 }
 
 /// What a counter tells of silent loss (see the [module docs](self)).
@@ -64,6 +73,8 @@ pub enum Source {
     Ethtool,
     /// The kernel's netdev statistics (`/sys/class/net/<dev>/statistics`).
     Kernel,
+    /// The standard statistics over ethtool netlink (`ethtool -I -a`: pause frames).
+    Standard,
 }
 
 impl Source {
@@ -72,6 +83,7 @@ impl Source {
         match self {
             Source::Ethtool => "ethtool",
             Source::Kernel => "kernel",
+            Source::Standard => "standard",
         }
     }
 }
@@ -166,7 +178,7 @@ pub fn classify_kernel(name: &str) -> Option<CounterKind> {
 /// The kind of a counter from `source`.
 pub fn kind_of(source: Source, name: &str) -> Option<CounterKind> {
     match source {
-        Source::Ethtool => classify(name),
+        Source::Ethtool | Source::Standard => classify(name),
         Source::Kernel => classify_kernel(name),
     }
 }
@@ -222,6 +234,13 @@ pub fn sample_below(root: &Path, netdev: &str) -> Result<NicSample> {
                 _ => format!("ethtool: {e}"),
             });
         }
+    }
+    // The standard pause counters, when the driver reports them (not an error otherwise).
+    if let Ok(Some(p)) = crate::ethtool_netlink::pause_stats(netdev) {
+        s.standard
+            .extend(p.tx_frames.map(|v| ("tx_pause_frames".to_owned(), v)));
+        s.standard
+            .extend(p.rx_frames.map(|v| ("rx_pause_frames".to_owned(), v)));
     }
     Ok(s)
 }
@@ -299,6 +318,7 @@ impl NicChange {
         for (source, before, after) in [
             (Source::Ethtool, &start.ethtool, &end.ethtool),
             (Source::Kernel, &start.kernel, &end.kernel),
+            (Source::Standard, &start.standard, &end.standard),
         ] {
             let same_order = before.len() == after.len()
                 && before.iter().zip(after).all(|((a, _), (b, _))| a == b);
@@ -590,6 +610,20 @@ mod tests {
         assert_eq!(c2.changed[0].name, "new_counter");
         assert_eq!(c2.changed[0].delta, 4);
         assert_eq!(c2.pause_received, c.pause_received);
+        // The standard pause statistics (ethtool netlink) count as pause frames too.
+        let mut a3 = a.clone();
+        let mut b3 = b.clone();
+        a3.standard = vec![("tx_pause_frames".into(), 10)];
+        b3.standard = vec![("tx_pause_frames".into(), 50)];
+        let c3 = NicChange::between(&a3, &b3);
+        assert_eq!(
+            c3.pause_sent,
+            Some(Biggest {
+                delta: 40,
+                name: "tx_pause_frames".into()
+            })
+        );
+        assert_eq!(c3.changed.last().unwrap().source, Source::Standard);
     }
 
     #[test]
