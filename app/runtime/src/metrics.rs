@@ -445,15 +445,21 @@ impl Exporter {
             let now = nics.lock().map(|g| g.clone()).unwrap_or_default();
             for n in &now {
                 let (i, d) = (n.interface.as_str(), n.sample.netdev.as_str());
-                let big =
-                    |b: &Option<rtdaq_platform::nic::Biggest>| b.as_ref().map_or(0, |b| b.delta);
                 set(
                     &c.nic_pause,
                     &[i, d, "received"],
-                    big(&n.change.pause_received),
+                    rtdaq_platform::nic::Biggest::delta_of(&n.change.pause_received),
                 );
-                set(&c.nic_pause, &[i, d, "sent"], big(&n.change.pause_sent));
-                set(&c.nic_dropped, &[i, d], big(&n.change.rx_dropped));
+                set(
+                    &c.nic_pause,
+                    &[i, d, "sent"],
+                    rtdaq_platform::nic::Biggest::delta_of(&n.change.pause_sent),
+                );
+                set(
+                    &c.nic_dropped,
+                    &[i, d],
+                    rtdaq_platform::nic::Biggest::delta_of(&n.change.rx_dropped),
+                );
                 for (source, list) in [
                     ("ethtool", &n.sample.ethtool),
                     ("kernel", &n.sample.kernel),
@@ -482,14 +488,16 @@ impl Exporter {
                 }
                 set(&c.port_missed, &[i, n, "imissed"], p.imissed);
                 set(&c.port_missed, &[i, n, "rx_nombuf"], p.rx_nombuf);
-                let big =
-                    |b: &Option<rtdaq_platform::nic::Biggest>| b.as_ref().map_or(0, |b| b.delta);
                 set(
                     &c.port_pause,
                     &[i, n, "received"],
-                    big(&change.pause_received),
+                    rtdaq_platform::nic::Biggest::delta_of(&change.pause_received),
                 );
-                set(&c.port_pause, &[i, n, "sent"], big(&change.pause_sent));
+                set(
+                    &c.port_pause,
+                    &[i, n, "sent"],
+                    rtdaq_platform::nic::Biggest::delta_of(&change.pause_sent),
+                );
                 for (name, v) in &p.xstats {
                     self.g
                         .port_counter

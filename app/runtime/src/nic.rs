@@ -126,6 +126,10 @@ struct Watched {
     /// Warned already: pause received, pause sent, dropped before the queues.
     warned: [bool; 3],
     warnings: Vec<String>,
+    /// The last sample read and its change (kept when a later read fails).
+    last: Option<(NicSample, NicChange)>,
+    /// A read failed during the run (said once).
+    read_failed: bool,
 }
 
 /// The watched devices of a run.
@@ -209,6 +213,8 @@ impl NicWatch {
                         start: s,
                         warned: [false; 3],
                         warnings: Vec::new(),
+                        last: None,
+                        read_failed: false,
                     });
                 }
                 Err(e) => log::warn!(
@@ -245,17 +251,37 @@ impl NicWatch {
     pub fn poll(&mut self) {
         let mut now = Vec::with_capacity(self.ports.len());
         for p in &mut self.ports {
-            let Ok(s) = nic::sample(&p.start.netdev) else {
-                continue;
+            let (sample, change) = match nic::sample(&p.start.netdev) {
+                Ok(s) => {
+                    let change = NicChange::between(&p.start, &s);
+                    for w in warnings(&p.interface, &s.netdev, &change, &mut p.warned) {
+                        log::warn!("{w}");
+                        p.warnings.push(w);
+                    }
+                    p.last = Some((s.clone(), change.clone()));
+                    (s, change)
+                }
+                Err(e) => {
+                    // The device went away (or its statistics cannot be read): say so once
+                    // and keep its last values, so the report and /metrics show what was seen.
+                    if !p.read_failed {
+                        p.read_failed = true;
+                        let w = format!(
+                            "{} ({}): reading its NIC counters failed: {e}; the last values read stand",
+                            p.interface, p.start.netdev
+                        );
+                        log::warn!("{w}");
+                        p.warnings.push(w);
+                    }
+                    match &p.last {
+                        Some(l) => l.clone(),
+                        None => (p.start.clone(), NicChange::default()),
+                    }
+                }
             };
-            let change = NicChange::between(&p.start, &s);
-            for w in warnings(&p.interface, &s.netdev, &change, &mut p.warned) {
-                log::warn!("{w}");
-                p.warnings.push(w);
-            }
             now.push(NicNow {
                 interface: p.interface.clone(),
-                sample: s,
+                sample,
                 change,
             });
         }
@@ -305,14 +331,9 @@ pub fn warnings(
     out
 }
 
-/// The warning for `n` frames of `kind` on `netdev`, counted by `counter`.
-pub fn warning_text(
-    interface: &str,
-    netdev: &str,
-    kind: CounterKind,
-    n: u64,
-    counter: &str,
-) -> String {
+/// The warning for `n` frames of `kind` on `netdev`, counted by `counter` (given once, by
+/// [`warnings`]).
+fn warning_text(interface: &str, netdev: &str, kind: CounterKind, n: u64, counter: &str) -> String {
     match kind {
         CounterKind::PauseSent => format!(
             "{interface} ({netdev}): the NIC SENT {n} pause frames during the run ({counter}): it could not keep up and throttled the sender (the instrument or the switch), which caps the rate while no drop counter moves; give the queues more ring_depth or cores, or turn flow control off (`ethtool -A {netdev} rx off tx off`) to see the loss counted instead"
@@ -381,7 +402,7 @@ fn kind_str(k: CounterKind) -> &'static str {
 
 impl NicReport {
     fn of(p: &Watched, change: &NicChange) -> Self {
-        let d = |b: &Option<nic::Biggest>| b.as_ref().map_or(0, |b| b.delta);
+        let d = nic::Biggest::delta_of;
         NicReport {
             interface: p.interface.clone(),
             netdev: p.start.netdev.clone(),
@@ -491,6 +512,39 @@ mod tests {
         assert!(w[1].contains("7 frames were dropped"), "{}", w[1]);
         assert!(w[1].contains("rx_out_of_buffer"), "{}", w[1]);
         assert_eq!(warned, [true; 3]);
+    }
+
+    #[test]
+    fn a_device_that_goes_away_is_said_once_and_keeps_its_last_values() {
+        let start = NicSample {
+            netdev: "rtdaqgone0".into(),
+            kernel: vec![("rx_packets".into(), 5)],
+            ..NicSample::default()
+        };
+        let mut w = NicWatch {
+            ports: vec![Watched {
+                interface: "adc".into(),
+                start: start.clone(),
+                warned: [false; 3],
+                warnings: Vec::new(),
+                last: None,
+                read_failed: false,
+            }],
+            shared: Arc::default(),
+        };
+        w.poll();
+        w.poll();
+        let now = w.shared().lock().unwrap().clone();
+        assert_eq!(now.len(), 1, "still exported");
+        assert_eq!(now[0].sample, start);
+        let r = w.finish();
+        assert_eq!(r[0].warnings.len(), 1, "{:?}", r[0].warnings);
+        assert!(
+            r[0].warnings[0].contains("rtdaqgone0"),
+            "{:?}",
+            r[0].warnings
+        );
+        assert!(r[0].warnings[0].contains("the last values read stand"));
     }
 
     #[test]

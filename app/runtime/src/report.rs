@@ -186,6 +186,13 @@ impl PortReport {
     /// From the engine's [`PortStats`](rtdaq_core::traits::PortStats); `interface` is the
     /// config's name of its interface.
     pub fn from_stats(interface: String, s: &rtdaq_core::traits::PortStats) -> Self {
+        // The same warnings, from the same counters, as the live ones (crate::nic::PortWatch).
+        let warnings = crate::nic::warnings(
+            &interface,
+            &s.port,
+            &crate::nic::port_change(s),
+            &mut [false; 3],
+        );
         PortReport {
             interface,
             port: s.port.clone(),
@@ -210,36 +217,8 @@ impl PortReport {
             oerrors: s.oerrors,
             rx_nombuf: s.rx_nombuf,
             xstats: s.xstats.iter().cloned().collect(),
-            warnings: Vec::new(),
+            warnings,
         }
-        .with_warnings()
-    }
-
-    /// The pause-frame and drop warnings its extended counters call for (largest counter
-    /// of each kind, as for a kernel NIC).
-    fn with_warnings(mut self) -> Self {
-        use rtdaq_platform::nic::{classify, CounterKind};
-        for kind in [
-            CounterKind::PauseReceived,
-            CounterKind::PauseSent,
-            CounterKind::RxDropped,
-        ] {
-            let biggest = self
-                .xstats
-                .iter()
-                .filter(|(n, v)| **v > 0 && classify(n) == Some(kind))
-                .max_by_key(|(_, v)| **v);
-            if let Some((name, n)) = biggest {
-                self.warnings.push(crate::nic::warning_text(
-                    &self.interface,
-                    &self.port,
-                    kind,
-                    *n,
-                    name,
-                ));
-            }
-        }
-        self
     }
 }
 

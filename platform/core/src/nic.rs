@@ -296,6 +296,13 @@ pub struct Biggest {
     pub name: String,
 }
 
+impl Biggest {
+    /// The change of `b`, 0 when there was none.
+    pub fn delta_of(b: &Option<Biggest>) -> u64 {
+        b.as_ref().map_or(0, |b| b.delta)
+    }
+}
+
 /// What changed between two samples of one device.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NicChange {
