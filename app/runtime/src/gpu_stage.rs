@@ -482,6 +482,7 @@ impl Stage {
                         payload,
                         meta,
                         rx_ns,
+                        tail: 0,
                     });
                     if pieces {
                         self.add_piece(payload, v.validate.last_piece(), rx_ns, stats);

@@ -34,6 +34,9 @@ pub struct PacketView<'a> {
     pub meta: PacketMeta,
     /// Receive time, ns since the Unix epoch (the engine's, else the consumer's clock).
     pub rx_ns: u64,
+    /// Payload bytes after `payload` that the CPU cannot read (header-data split into GPU
+    /// memory: the NIC put them there); 0 otherwise.
+    pub tail: usize,
 }
 
 /// One stage of the pipeline.
@@ -50,7 +53,7 @@ pub trait Stage {
 impl Stage for Validator {
     #[inline]
     fn on_packet(&mut self, p: &PacketView<'_>) {
-        self.check(p.payload, p.rx_ns);
+        self.check_len(p.payload, p.payload.len() + p.tail, p.rx_ns);
     }
     #[inline]
     fn end_burst(&mut self, stats: &QueueStats, _now_ns: u64) {

@@ -119,6 +119,23 @@ pub(crate) fn app_payload(frame: &[u8]) -> &[u8] {
     }
 }
 
+/// [`app_payload`] of the first bytes of a frame whose rest lies in GPU memory (header-data
+/// split): the payload bytes inside `head` and the whole payload's length (from the UDP
+/// header); `(&[], 0)` when `head` holds no IPv4/UDP headers.
+pub(crate) fn app_payload_head(head: &[u8]) -> (&[u8], usize) {
+    use rtdaq_core::wire::{parse_frame_head, FrameInfo, ParseOptions};
+    match parse_frame_head(head, &ParseOptions::DEFAULT) {
+        Ok(FrameInfo { udp: Some(u), .. }) => {
+            let off = usize::from(u.payload_offset);
+            (
+                head.get(off..).unwrap_or_default(),
+                usize::from(u.payload_len),
+            )
+        }
+        _ => (&[], 0),
+    }
+}
+
 /// Runs every packet of `burst` through the queue's pipeline (validate, record) and empties
 /// it.
 ///
@@ -155,6 +172,7 @@ pub(crate) fn consume<B: RxBurst>(
                 payload: first,
                 meta,
                 rx_ns,
+                tail: 0,
             });
         } else if burst.segments(i) == 1 {
             pipe.on_packet(&PacketView {
@@ -162,6 +180,18 @@ pub(crate) fn consume<B: RxBurst>(
                 payload: app_payload(first),
                 meta,
                 rx_ns,
+                tail: 0,
+            });
+        } else if matches!(burst.segment(i, 1), Segment::Device { .. }) {
+            // Header-data split into GPU memory: the CPU reads the headers only.
+            let (payload, len) = app_payload_head(first);
+            let payload = &payload[..payload.len().min(len)];
+            pipe.on_packet(&PacketView {
+                frame: Some(first),
+                payload,
+                meta,
+                rx_ns,
+                tail: len - payload.len(),
             });
         } else {
             // Header-data split: gather the segments, then check the whole frame.
@@ -179,6 +209,7 @@ pub(crate) fn consume<B: RxBurst>(
                 payload: app_payload(frame),
                 meta,
                 rx_ns,
+                tail: 0,
             });
         }
     }

@@ -511,7 +511,7 @@ impl Validator {
 
     /// A payload of an instrument format (counter, VDIF, CODIF, SPEAD, eCPRI).
     #[inline]
-    fn check_format(&mut self, payload: &[u8]) -> Verdict {
+    fn check_format(&mut self, payload: &[u8], len: usize) -> Verdict {
         if let StreamFormat::Spead(s) = self.format {
             return self.check_spead(payload, s.flavour, u64::from(s.heap_step));
         }
@@ -530,11 +530,11 @@ impl Validator {
                 Ok(Piece::Fragment) => return Verdict::Counted,
                 Err(r) => return self.reject(r),
             },
-            StreamFormat::Codif(_) => match codif::position(&mut self.vdif, payload) {
+            StreamFormat::Codif(_) => match codif::position_head(&mut self.vdif, payload, len) {
                 Ok(p) => (p.stream, p.seq, None, p.invalid),
                 Err(r) => return self.reject(r),
             },
-            _ => match self.vdif.position(payload) {
+            _ => match self.vdif.position_head(payload, len) {
                 Ok(p) => (p.stream, p.seq, None, p.invalid),
                 Err(r) => return self.reject(r),
             },
@@ -607,22 +607,41 @@ impl Validator {
     /// Checks one payload received at `rx_ns` (`CLOCK_REALTIME` ns; 0 = unknown, no
     /// latency). `O(payload)` for the pattern check, no allocation.
     pub fn check(&mut self, payload: &[u8], rx_ns: u64) -> Verdict {
+        self.check_len(payload, payload.len(), rx_ns)
+    }
+
+    /// [`check`](Self::check) of a payload of `len` bytes of which only the first
+    /// `head.len()` are readable (header-data split into GPU memory): the format's header
+    /// is read from `head` and its lengths checked against `len`; no pattern check (config
+    /// check refuses `validate = "full"` there). No allocation.
+    pub fn check_len(&mut self, head: &[u8], len: usize, rx_ns: u64) -> Verdict {
+        let payload = head;
+        let split = head.len() < len;
         self.last_seq = None;
         self.last_piece = HeapPiece::None;
         let st = &mut self.stats;
         st.received += 1;
-        st.bytes = st.bytes.wrapping_add(payload.len() as u64);
+        st.bytes = st.bytes.wrapping_add(len as u64);
         if self.mode == Validation::Count {
             return Verdict::Counted;
         }
         if !matches!(self.format, StreamFormat::Rtdaq) {
-            return self.check_format(payload);
+            return self.check_format(payload, len);
         }
-        let Ok((h, body)) = SeqHeader::parse_with_payload(payload) else {
+        let parsed = if split {
+            SeqHeader::parse(head)
+                .ok()
+                .filter(|h| (h.payload_len as usize).saturating_add(SeqHeader::LEN) <= len)
+                .map(|h| (h, &[][..]))
+        } else {
+            SeqHeader::parse_with_payload(payload).ok()
+        };
+        let Some((h, body)) = parsed else {
             st.malformed += 1;
             return Verdict::Malformed;
         };
         if self.mode == Validation::Full
+            && !split
             && h.has(FLAG_PATTERN)
             && !check_pattern(h.stream_id, h.seq, body)
         {
@@ -822,6 +841,34 @@ mod tests {
         let mut b = [0u8; SIZE];
         assert_eq!(g.fill(&mut b, tx), SIZE);
         b
+    }
+
+    #[test]
+    fn a_split_payload_is_tracked_from_its_header_alone() {
+        // Header-data split into GPU memory: 32 B of rtdaq header on the CPU, the rest not.
+        let mut v = Validator::with_mode(Validation::Sequence);
+        let mut g = PayloadGen::new(3, SIZE).with_start_seq(7);
+        for i in 0..10u64 {
+            let p = pkt(&mut g, 1_000 + i);
+            assert_eq!(
+                v.check_len(&p[..32], SIZE, 2_000 + i),
+                Verdict::Ok(SeqEvent::InOrder)
+            );
+            assert_eq!(v.last_seq(), Some(7 + i));
+        }
+        // Skip seq 17: a gap, found from the headers.
+        let _ = pkt(&mut g, 0);
+        let p = pkt(&mut g, 1_100);
+        assert_eq!(
+            v.check_len(&p[..32], SIZE, 2_100),
+            Verdict::Ok(SeqEvent::Gap { missing: 1 })
+        );
+        // A header whose payload length exceeds the packet, or a cut header: malformed.
+        assert_eq!(v.check_len(&p[..32], SIZE - 1, 0), Verdict::Malformed);
+        assert_eq!(v.check_len(&p[..20], SIZE, 0), Verdict::Malformed);
+        let s = v.finish();
+        assert_eq!((s.received, s.bytes), (13, 13 * SIZE as u64 - 1));
+        assert_eq!((s.unique, s.seq_gaps, s.malformed), (11, 1, 2));
     }
 
     #[test]

@@ -253,30 +253,14 @@ fn device_stage_refusals_name_the_stage_key() {
 }
 
 #[test]
-fn dpdk_still_takes_device_regions() {
-    // The runtime refuses GPU memory on dpdk when the run starts; the config allows it (the
-    // shipped configs/igx-*/dpdk-hds.toml use it).
-    let text = "name = \"dpdk-gpu\"\nplatform = \"host\"\n[engine]\nkind = \"dpdk\"\n\
-                [[memory_regions]]\nname = \"rx_gpu\"\nkind = \"device\"\ngpu = 0\nbuf_size = 2048\nbuf_count = 1024\n\
-                [[memory_regions]]\nname = \"tx_gpu\"\nkind = \"device\"\ngpu = 0\nbuf_size = 2048\nbuf_count = 1024\n\
-                [[interfaces]]\nname = \"p0\"\naddress = \"0000:17:00.0\"\n\
-                [[interfaces.rx_queues]]\nid = 0\ncpu_core = 0\nmemory_regions = [\"rx_gpu\"]\nmode = \"direct\"\n\
-                [[interfaces.tx_queues]]\nid = 0\ncpu_core = 0\nmemory_regions = [\"tx_gpu\"]\n";
-    let c = load_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    assert!(c
-        .memory_regions
-        .iter()
-        .all(|r| r.kind == RegionKind::Device));
-}
-
-#[test]
 fn raw_mode_refuses_device_memory() {
     let raw_rx = raw("", 2048, 1024).replace("kind = \"host\"", "kind = \"device\"");
     let e = load_str(&raw_rx).unwrap_err();
     assert!(
         e.0.iter()
             .any(|e| e.path == "interfaces[0].rx_queues[0].memory_regions[0]"
-                && e.message.contains("GPU memory is for RoCE receive queues")),
+                && e.message.contains("hds_split")
+                && e.message.contains("two-SGE")),
         "{e}"
     );
     // The same region is fine for the RoCE server.

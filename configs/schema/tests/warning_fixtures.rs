@@ -122,7 +122,12 @@ fn memory_kinds_follow_the_gpu() {
     for board in ["igx-orin", "igx-thor"] {
         let t = SPARK_PINNED
             .replace("\"host_pinned\"", "\"device\"")
-            .replace("dgx-spark", board);
+            .replace("dgx-spark", board)
+            // Payloads in GPU memory: the CPU reads the 74 B of headers only.
+            .replace(
+                "hds_split = 64",
+                "hds_split = 74\n[run]\nvalidate = \"sequence\"",
+            );
         rtdaq_config::load_str(&t).unwrap_or_else(|e| panic!("{board}: {e}"));
     }
     let host = SPARK_PINNED

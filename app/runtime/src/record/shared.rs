@@ -297,6 +297,7 @@ impl TapHeader {
                 ..PacketMeta::default()
             },
             rx_ns: self.rx_ns,
+            tail: 0,
         }
     }
 }

@@ -141,6 +141,7 @@ fn shared_sink_merges_in_take_order_and_waits_for_a_lagging_tap() {
             payload: b,
             meta: PacketMeta::default(),
             rx_ns: 1,
+            tail: 0,
         }
     }
     // Taken in the order 0 (tap 0), 1 (tap 1), 2 (tap 0), 3 (tap 1).

@@ -5,6 +5,7 @@
 //! batches are on the GPU).
 
 use super::capacity::largest_frame;
+use super::gpudirect::{device_rx, DeviceRx};
 use super::{int, quoted, rxq, unknown_name, Draft};
 use crate::error::Errors;
 use crate::model::StreamFormat;
@@ -124,8 +125,35 @@ fn stage(
         StreamFormat::Ecpri => 8,
         StreamFormat::Counter(_) | StreamFormat::Spead(_) => 0,
     };
+    // Header-data split into GPU memory: the stage's buffers are the data segments (what
+    // follows hds_split), all of one split (the default offset skips nothing of them).
+    let splits: Vec<Option<u32>> = users
+        .iter()
+        .map(|&(i, q)| match device_rx(raw, d, i, q) {
+            Some(DeviceRx::Split(h)) => Some(h),
+            _ => None,
+        })
+        .collect();
+    let split = splits.first().copied().flatten();
+    if splits.iter().any(|h| *h != split) {
+        errs.push(
+            p.clone(),
+            format!(
+                "GPU stage \"{}\" is used by queues whose packets reach it differently (hds_split {}): a stage's buffers are all whole packets, or all the data segments of one header-data split into a \"device\" region; give each kind of queue its own stage",
+                s.name,
+                splits
+                    .iter()
+                    .map(|h| h.map_or("none (whole packets)".to_owned(), |h| h.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            ),
+        );
+        ok = false;
+    }
     // RoCE delivers messages (the payload first), the other raw paths whole frames.
-    let default_offset = if d.kind.is_raw() && !super::roce(raw) {
+    let default_offset = if split.is_some() {
+        0
+    } else if d.kind.is_raw() && !super::roce(raw) {
         RAW_HEADERS + header
     } else {
         header
@@ -152,7 +180,14 @@ fn stage(
         ),
         Some(None) => (
             payload_offset,
-            max_payload(s, &users, payload_offset, d, &p, errs),
+            max_payload(
+                s,
+                &users,
+                payload_offset.map(|o| o + split.unwrap_or(0)),
+                d,
+                &p,
+                errs,
+            ),
             ppb,
             Some(None),
         ),
@@ -606,11 +641,13 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
                 continue;
             };
             let p = rxq(i, q);
-            if rq.memory_regions.len() != 1 {
+            let split = rq.memory_regions.len() == 2
+                && matches!(device_rx(raw, d, i, q), Some(DeviceRx::Split(_)));
+            if rq.memory_regions.len() != 1 && !split {
                 errs.push(
                     format!("{p}.gpu_stage"),
                     format!(
-                        "a GPU stage reads whole packets from one region, but this queue lists {} (header-data split); list one {kinds} region",
+                        "a GPU stage reads whole packets from one region, or the data segments of a header-data split into a \"device\" region (two regions: CPU headers, then the device region; engines dpdk and ibverbs raw), but this queue lists {}; list one {kinds} region",
                         rq.memory_regions.len()
                     ),
                 );
@@ -628,27 +665,38 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
                 );
                 continue;
             }
-            let rid = rq.memory_regions[0];
+            let rid = rq.memory_regions[usize::from(split)];
             let Some(Some(region)) = d.regions.get(rid.0) else {
                 continue;
             };
             match region.kind {
                 RegionKind::HostPinned => {}
-                RegionKind::Device if roce => {
-                    if !device_stage(stage, sid.0, region, &p, errs) {
+                // RoCE messages and DPDK whole frames in GPU memory: nothing on the CPU.
+                RegionKind::Device if roce || (d.kind == EngineKind::Dpdk && !split) => {
+                    if !device_stage(stage, sid.0, region, &p, true, errs) {
                         continue;
                     }
                 }
-                // Refused for the queue itself (queues.rs), except on dpdk.
-                RegionKind::Device if d.kind != EngineKind::Dpdk => continue,
+                // Payloads in GPU memory, headers on the CPU: reorder takes the sequence
+                // number from the header.
+                RegionKind::Device if split => {
+                    if !device_stage(stage, sid.0, region, &p, false, errs) {
+                        continue;
+                    }
+                }
+                // Refused for the queue itself (queues.rs).
+                RegionKind::Device => continue,
                 kind => {
                     let device = if roce {
                         format!(
                             ", or kind = \"device\" and gpu = {} (the NIC writes GPU memory; the stage then needs mode = \"gather\" and checksum = false)",
                             stage.gpu
                         )
-                    } else if kind == RegionKind::Device {
-                        " (a GPU stage reads GPU memory only on RX queues of engine ibverbs with mode = \"roce\")".to_owned()
+                    } else if d.kind == EngineKind::Dpdk {
+                        format!(
+                            ", or kind = \"device\" and gpu = {} (GPUDirect: the NIC writes GPU memory, whole frames with mode = \"gather\", or the payloads of a header-data split)",
+                            stage.gpu
+                        )
                     } else {
                         String::new()
                     };
@@ -704,21 +752,29 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
     }
 }
 
-/// A stage fed from a `device` region (ibverbs RoCE: the NIC writes GPU memory) must never
-/// read the packets on the CPU: `mode = "gather"` (reorder takes each packet's sequence
-/// number on the CPU) and `checksum = false` (the reference checksum is computed on the
-/// CPU). Errors at the stage's key, naming the queue `p` and its region.
-fn device_stage(s: &GpuStage, k: usize, region: &MemoryRegion, p: &str, errs: &mut Errors) -> bool {
+/// A stage fed from a `device` region (the NIC writes GPU memory) must never read the
+/// packets on the CPU: `checksum = false` (the reference checksum is computed on the CPU),
+/// and where no header reaches the CPU (`whole`: RoCE messages, DPDK whole frames)
+/// `mode = "gather"` (reorder takes each packet's sequence number on the CPU). Errors at the
+/// stage's key, naming the queue `p` and its region.
+fn device_stage(
+    s: &GpuStage,
+    k: usize,
+    region: &MemoryRegion,
+    p: &str,
+    whole: bool,
+    errs: &mut Errors,
+) -> bool {
     let mut ok = true;
     let why = format!(
         "{p} receives into region \"{}\" of kind \"device\", GPU memory the CPU cannot read",
         region.name
     );
-    if s.mode != BatchMode::Gather {
+    if whole && s.mode != BatchMode::Gather {
         errs.push(
             format!("gpu_stages[{k}].mode"),
             format!(
-                "mode = \"reorder\" needs each packet's sequence number on the CPU to form batches, but {why}; use mode = \"gather\", or a \"host_pinned\" region for that queue"
+                "mode = \"reorder\" needs each packet's sequence number on the CPU to form batches, but {why}; use mode = \"gather\", or a \"host_pinned\" region for that queue, or (engines dpdk, ibverbs raw) split the headers into CPU memory with hds_split"
             ),
         );
         ok = false;

@@ -14,6 +14,7 @@ mod flows;
 mod format;
 mod generator;
 mod gpu;
+mod gpudirect;
 mod interfaces;
 mod multicast;
 mod queues;
@@ -110,6 +111,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     flows::flows(raw, &mut draft, &mut errs);
     afxdp::umem(&draft, &mut errs);
     engine::reply_reads_messages(raw, &draft, &mut errs);
+    gpudirect::device_queues(raw, &draft, &mut errs);
     draft.gpu_stages = gpu::stages(raw, &draft, &mut errs);
     gpu::queues_fit_stages(raw, &draft, &mut errs);
     draft.recorders = record::recorders(raw, &draft, &mut errs);

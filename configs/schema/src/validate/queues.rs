@@ -240,8 +240,11 @@ enum Dir {
 
 /// GPU memory (`device` regions) only where the NIC writes it and the CPU never reads it:
 /// RX queues of the ibverbs engine in RoCE mode (the region is registered through its
-/// dma-buf). `socket`, `afpacket`, `afxdp`, ibverbs raw mode and every ibverbs TX queue
-/// refuse it here; `dpdk` is left to the runtime, which refuses it when the run starts.
+/// dma-buf); DPDK RX queues (the region registered as DPDK external memory), whole frames or
+/// the data segment of header-data split; ibverbs raw RX queues as the data segment of
+/// header-data split (a two-SGE receive). `socket`, `afpacket`, `afxdp` and every TX queue
+/// refuse it here; what else a device queue needs (no software flow match on whole frames in
+/// GPU memory, the format's header inside `hds_split`) is checked in `gpudirect.rs`.
 fn device_regions_supported(
     regions: &[RegionId],
     dir: Dir,
@@ -250,12 +253,12 @@ fn device_regions_supported(
     d: &Draft,
     errs: &mut Errors,
 ) {
-    let Some(why) = device_refusal(raw, dir) else {
-        return;
-    };
     for (k, r) in regions.iter().enumerate() {
         if let Some(Some(m)) = d.regions.get(r.0) {
-            if m.kind == RegionKind::Device {
+            if m.kind != RegionKind::Device {
+                continue;
+            }
+            if let Some(why) = device_refusal(raw, dir, k, regions.len()) {
                 errs.push(
                     format!("{p}.memory_regions[{k}]"),
                     format!(
@@ -268,14 +271,19 @@ fn device_regions_supported(
     }
 }
 
-/// Why the engine cannot use GPU memory in this direction, with the fix; `None` where it
-/// can (ibverbs RoCE RX) or where the runtime decides (`dpdk`).
-fn device_refusal(raw: &RawConfig, dir: Dir) -> Option<String> {
+/// Why the engine cannot use GPU memory as segment `k` of `n` in this direction, with the
+/// fix; `None` where it can.
+fn device_refusal(raw: &RawConfig, dir: Dir, k: usize, n: usize) -> Option<String> {
     const ROCE_RX: &str =
-        "engine ibverbs with mode = \"roce\" to receive into GPU memory (GPUDirect RDMA)";
+        "engine ibverbs with mode = \"roce\" to receive into GPU memory (GPUDirect RDMA), or engine dpdk";
     const HOST_KINDS: &str = "use a \"host\", \"huge\" or \"host_pinned\" region";
+    const HEADER: &str = "the header region of header-data split (memory_regions[0]) is read by the CPU (flow match, the format's sequence number), so it must be CPU memory: use a \"host\", \"huge\" or \"host_pinned\" region for it and keep the \"device\" region second, for the payloads";
     let why = match (raw.engine.kind, dir) {
-        (EngineKind::Dpdk, _) => return None,
+        (EngineKind::Dpdk | EngineKind::Ibverbs, Dir::Rx) if n >= 2 && k == 0 => HEADER.to_owned(),
+        (EngineKind::Dpdk, Dir::Rx) => return None,
+        (EngineKind::Dpdk, Dir::Tx) => format!(
+            "a DPDK TX queue sends the frames the generator (or replay) writes with the CPU, which cannot write GPU memory; {HOST_KINDS}"
+        ),
         (EngineKind::Socket, Dir::Rx) => format!(
             "the socket engine receives through the kernel, which cannot write GPU memory; use a \"host\" or \"host_pinned\" region (a gpu_stage reads \"host_pinned\" memory in place), or {ROCE_RX}"
         ),
@@ -292,8 +300,9 @@ fn device_refusal(raw: &RawConfig, dir: Dir) -> Option<String> {
         (EngineKind::Afxdp, Dir::Tx) => format!(
             "AF_XDP's UMEM must be host memory (the kernel maps its pages for the driver and the XDP program), so frames cannot be sent from GPU memory; {HOST_KINDS}"
         ),
+        (EngineKind::Ibverbs, Dir::Rx) if !super::roce(raw) && n >= 2 => return None,
         (EngineKind::Ibverbs, Dir::Rx) if !super::roce(raw) => format!(
-            "engine.ibverbs.mode = \"raw\" reads each frame on the CPU (flow matching, validation), which cannot read GPU memory; {HOST_KINDS} (a gpu_stage reads \"host_pinned\" memory in place); GPU memory is for RoCE receive queues (mode = \"roce\")"
+            "engine.ibverbs.mode = \"raw\" receives whole frames into one buffer, and the CPU reads their headers (validation), which it cannot in GPU memory; {HOST_KINDS} (a gpu_stage reads \"host_pinned\" memory in place), or split headers from payloads: hds_split = <header bytes> with a host region first and this \"device\" region second (a two-SGE receive puts the payloads into GPU memory)"
         ),
         (EngineKind::Ibverbs, Dir::Rx) => return None,
         (EngineKind::Ibverbs, Dir::Tx) if !super::roce(raw) => format!(

@@ -226,6 +226,16 @@ impl<const N: usize> FlowTable<N> {
         }
     }
 
+    /// [`classify`](Self::classify) of the first bytes of a frame whose rest is not
+    /// readable (header-data split; [`parse_frame_head`](crate::wire::parse_frame_head)).
+    /// A word match beyond `head` does not match.
+    pub fn classify_head(&self, head: &[u8]) -> Classified {
+        match crate::wire::parse_frame_head(head, &self.opts) {
+            Ok(info) => self.classify_info(&info, head),
+            Err(_) => Classified::Malformed,
+        }
+    }
+
     /// Classifies a frame already parsed into `info` (with this table's
     /// [`parse_options`](Self::parse_options)); `frame` is needed for word matches.
     pub fn classify_info(&self, info: &FrameInfo, frame: &[u8]) -> Classified {

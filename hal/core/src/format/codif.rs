@@ -81,6 +81,13 @@ impl CodifHeader {
     /// when shorter than 64 bytes, [`Reject::Foreign`] without the sync word,
     /// [`Reject::Length`] when `64 + data bytes` is not `frame.len()`. Never panics.
     pub fn parse(frame: &[u8]) -> Result<Self, Reject> {
+        Self::parse_head(frame, frame.len())
+    }
+
+    /// [`parse`](Self::parse) of a frame of `frame_len` bytes of which only the first
+    /// `head.len()` are readable (header-data split: the rest lies in GPU memory).
+    pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Self, Reject> {
+        let frame = head;
         if frame.len() < HEADER_LEN {
             return Err(Reject::Short);
         }
@@ -89,7 +96,7 @@ impl CodifHeader {
             return Err(Reject::Foreign);
         }
         let data_bytes = (w[3] >> 32).saturating_mul(8);
-        if data_bytes.saturating_add(HEADER_LEN as u64) != frame.len() as u64 {
+        if data_bytes.saturating_add(HEADER_LEN as u64) != frame_len as u64 {
             return Err(Reject::Length);
         }
         Ok(Self {
@@ -155,7 +162,17 @@ impl CodifHeader {
 /// Parses a CODIF frame and places it with `seq` (whose rate is frames per period).
 /// [`Reject::FrameNumber`] for a frame number at or beyond the rate in use.
 pub fn position(seq: &mut VdifSequencer, frame: &[u8]) -> Result<Position, Reject> {
-    let h = CodifHeader::parse(frame)?;
+    position_head(seq, frame, frame.len())
+}
+
+/// [`position`] of a frame of `frame_len` bytes whose first `head.len()` bytes are readable
+/// ([`CodifHeader::parse_head`]).
+pub fn position_head(
+    seq: &mut VdifSequencer,
+    head: &[u8],
+    frame_len: usize,
+) -> Result<Position, Reject> {
+    let h = CodifHeader::parse_head(head, frame_len)?;
     let s = seq.place_frame(h.period_index(), h.frame)?;
     Ok(Position {
         stream: h.stream(),
@@ -207,6 +224,15 @@ mod tests {
         assert_eq!(CodifHeader::parse(&bad), Err(Reject::Foreign));
         // The sync word sits where codifio.h puts it: word 5, low half.
         assert_eq!(&b[40..44], &SYNC.to_le_bytes());
+    }
+
+    #[test]
+    fn a_split_frame_is_checked_against_its_whole_length() {
+        let b = frame(100, 7, 3);
+        let whole = CodifHeader::parse(&b).unwrap();
+        assert_eq!(CodifHeader::parse_head(&b[..64], 128), Ok(whole));
+        assert_eq!(CodifHeader::parse_head(&b[..64], 127), Err(Reject::Length));
+        assert_eq!(CodifHeader::parse_head(&b[..63], 128), Err(Reject::Short));
     }
 
     #[test]

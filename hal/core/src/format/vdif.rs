@@ -74,6 +74,13 @@ impl VdifHeader {
     /// when shorter than the header, [`Reject::Length`] when the header's frame length is
     /// not `frame.len()`. Never panics.
     pub fn parse(frame: &[u8]) -> Result<Self, Reject> {
+        Self::parse_head(frame, frame.len())
+    }
+
+    /// [`parse`](Self::parse) of a frame of `frame_len` bytes of which only the first
+    /// `head.len()` are readable (header-data split: the rest lies in GPU memory).
+    pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Self, Reject> {
+        let frame = head;
         if frame.len() < LEGACY_HEADER_LEN {
             return Err(Reject::Short);
         }
@@ -100,7 +107,7 @@ impl VdifHeader {
         if !h.legacy && frame.len() < HEADER_LEN {
             return Err(Reject::Short);
         }
-        if h.frame_bytes as usize != frame.len() {
+        if h.frame_bytes as usize != frame_len {
             return Err(Reject::Length);
         }
         Ok(h)
@@ -218,6 +225,13 @@ impl VdifSequencer {
         self.place(&h)
     }
 
+    /// [`position`](Self::position) of a frame of `frame_len` bytes whose first
+    /// `head.len()` bytes are readable ([`VdifHeader::parse_head`]).
+    pub fn position_head(&mut self, head: &[u8], frame_len: usize) -> Result<Position, Reject> {
+        let h = VdifHeader::parse_head(head, frame_len)?;
+        self.place(&h)
+    }
+
     /// Places a parsed header.
     pub fn place(&mut self, h: &VdifHeader) -> Result<Position, Reject> {
         Ok(Position {
@@ -319,6 +333,18 @@ mod tests {
         let h = VdifHeader::parse(&legacy).unwrap();
         assert!(h.legacy);
         assert_eq!(h.header_len(), 16);
+    }
+
+    #[test]
+    fn a_split_frame_is_checked_against_its_whole_length() {
+        let b = frame(10, 3, 2, 64);
+        let whole = VdifHeader::parse(&b).unwrap();
+        assert_eq!(VdifHeader::parse_head(&b[..32], 64), Ok(whole));
+        assert_eq!(VdifHeader::parse_head(&b[..32], 63), Err(Reject::Length));
+        assert_eq!(VdifHeader::parse_head(&b[..20], 64), Err(Reject::Short));
+        let mut s = VdifSequencer::new(Some(100));
+        let p = s.position_head(&b[..32], 64).unwrap();
+        assert_eq!((p.stream, p.invalid), (whole.stream(), false));
     }
 
     #[test]

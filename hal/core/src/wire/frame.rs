@@ -197,7 +197,29 @@ pub fn parse_frame(frame: &[u8]) -> Result<FrameInfo, ParseError> {
 }
 
 /// Parses `frame` once; see the module docs for what is an error.
+#[inline]
 pub fn parse_frame_with(frame: &[u8], opts: &ParseOptions) -> Result<FrameInfo, ParseError> {
+    parse(frame, opts, false)
+}
+
+/// Parses the first bytes of a frame whose rest is not readable (header-data split: the
+/// NIC put the first `hds_split` bytes in CPU memory, the rest elsewhere, e.g. GPU memory):
+/// as [`parse_frame_with`], but an IPv4 or UDP length beyond `head` is not
+/// [`ParseError::Truncated`] (the lengths are still those of the headers). The headers
+/// themselves must lie inside `head`.
+#[inline]
+pub fn parse_frame_head(head: &[u8], opts: &ParseOptions) -> Result<FrameInfo, ParseError> {
+    parse(head, opts, true)
+}
+
+/// `buf[from..to]`, or with `head` `buf[from..min(to, len)]`.
+#[inline]
+fn within(buf: &[u8], from: usize, to: usize, head: bool) -> Option<&[u8]> {
+    let to = if head { to.min(buf.len()) } else { to };
+    buf.get(from..to)
+}
+
+fn parse(frame: &[u8], opts: &ParseOptions, head: bool) -> Result<FrameInfo, ParseError> {
     let l2 = L2Header::parse(frame)?;
     let l3_offset = l2.len();
     let mut info = FrameInfo {
@@ -214,7 +236,11 @@ pub fn parse_frame_with(frame: &[u8], opts: &ParseOptions) -> Result<FrameInfo, 
     let l3 = frame.get(l3_offset..).ok_or(ParseError::Truncated)?;
     match l2.ethertype {
         ETHERTYPE_IPV4 => {
-            let ip = Ipv4Header::parse(l3)?;
+            let ip = if head {
+                Ipv4Header::parse_head(l3)?
+            } else {
+                Ipv4Header::parse(l3)?
+            };
             let l4_offset = l3_offset + usize::from(ip.header_len);
             info.ipv4 = Some(Ipv4Info {
                 src: ip.src,
@@ -230,8 +256,14 @@ pub fn parse_frame_with(frame: &[u8], opts: &ParseOptions) -> Result<FrameInfo, 
                 l4_offset: off16(l4_offset)?,
             });
             if ip.protocol == PROTO_UDP && !ip.is_fragment() {
-                let l4 = ip.payload(l3).ok_or(ParseError::Truncated)?;
-                let u = UdpHeader::parse(l4)?;
+                let l4 = within(
+                    l3,
+                    usize::from(ip.header_len),
+                    usize::from(ip.total_len),
+                    head,
+                )
+                .ok_or(ParseError::Truncated)?;
+                let u = UdpHeader::parse_in(l4, ip.payload_len())?;
                 let payload_offset = l4_offset + UdpHeader::LEN;
                 info.udp = Some(UdpInfo {
                     src_port: u.src_port,
@@ -241,7 +273,8 @@ pub fn parse_frame_with(frame: &[u8], opts: &ParseOptions) -> Result<FrameInfo, 
                     payload_len: off16(u.payload_len())?,
                 });
                 if opts.ecpri_udp_port == Some(u.dst_port) {
-                    let p = u.payload(l4).ok_or(ParseError::Truncated)?;
+                    let p = within(l4, UdpHeader::LEN, usize::from(u.length), head)
+                        .ok_or(ParseError::Truncated)?;
                     info.ecpri = Some(ecpri_info(p, payload_offset, true)?);
                 }
             }
@@ -407,6 +440,32 @@ pub fn emit_udp_frame(buf: &mut [u8], spec: &UdpFrameSpec) -> Result<usize, Pars
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_split_frame_head_parses_with_the_header_lengths() {
+        let spec = UdpFrameSpec {
+            src_ip: [169, 254, 0, 1],
+            dst_ip: [169, 254, 0, 2],
+            src_port: 5000,
+            dst_port: 6000,
+            payload_len: 1000,
+            ..UdpFrameSpec::default()
+        };
+        let mut buf = [0u8; 1100];
+        let n = emit_udp_frame(&mut buf, &spec).unwrap();
+        let whole = parse_frame(&buf[..n]).unwrap();
+        // 74 B in CPU memory, the rest elsewhere.
+        let head = &buf[..74];
+        assert_eq!(parse_frame(head), Err(ParseError::Truncated));
+        let h = parse_frame_head(head, &ParseOptions::DEFAULT).unwrap();
+        assert_eq!(h, whole);
+        assert_eq!(h.udp.unwrap().payload_len, 1000);
+        // The headers themselves must be there.
+        assert_eq!(
+            parse_frame_head(&buf[..40], &ParseOptions::DEFAULT),
+            Err(ParseError::Truncated)
+        );
+    }
 
     #[test]
     fn build_and_parse() {

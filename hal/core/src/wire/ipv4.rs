@@ -93,6 +93,17 @@ impl Ipv4Header {
     ///
     /// The checksum is not verified.
     pub fn parse(buf: &[u8]) -> Result<Self, ParseError> {
+        Self::parse_in(buf, buf.len())
+    }
+
+    /// [`parse`](Self::parse) of the first bytes of a packet whose rest is not readable
+    /// (header-data split): `total_len` is not checked against `buf`.
+    pub fn parse_head(buf: &[u8]) -> Result<Self, ParseError> {
+        Self::parse_in(buf, usize::MAX)
+    }
+
+    /// `avail`: the bytes the packet has (for the `total_len` check).
+    fn parse_in(buf: &[u8], avail: usize) -> Result<Self, ParseError> {
         if buf.len() < Self::MIN_LEN {
             return Err(ParseError::Truncated);
         }
@@ -111,7 +122,7 @@ impl Ipv4Header {
         if total_len < u16::from(header_len) {
             return Err(ParseError::Malformed);
         }
-        if buf.len() < usize::from(total_len) {
+        if avail < usize::from(total_len) {
             return Err(ParseError::Truncated);
         }
         let tos = get_u8(buf, 1)?;

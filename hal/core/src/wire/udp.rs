@@ -41,6 +41,13 @@ impl UdpHeader {
     ///
     /// The checksum is not verified (see [`verify_checksum`]).
     pub fn parse(ip_payload: &[u8]) -> Result<Self, ParseError> {
+        Self::parse_in(ip_payload, ip_payload.len())
+    }
+
+    /// [`parse`](Self::parse) of the first bytes of an IPv4 payload of `ip_payload_len`
+    /// bytes whose rest is not readable (header-data split): the length field is checked
+    /// against `ip_payload_len`.
+    pub fn parse_in(ip_payload: &[u8], ip_payload_len: usize) -> Result<Self, ParseError> {
         if ip_payload.len() < Self::LEN {
             return Err(ParseError::Truncated);
         }
@@ -50,7 +57,7 @@ impl UdpHeader {
             length: get_u16(ip_payload, 4)?,
             checksum: get_u16(ip_payload, 6)?,
         };
-        if usize::from(h.length) < Self::LEN || usize::from(h.length) > ip_payload.len() {
+        if usize::from(h.length) < Self::LEN || usize::from(h.length) > ip_payload_len {
             return Err(ParseError::Malformed);
         }
         Ok(h)

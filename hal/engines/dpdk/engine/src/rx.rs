@@ -201,7 +201,16 @@ impl<'a> DpdkRx<'a> {
             let verdict = if m.segments() > self.segments {
                 Err(DropReason::Truncated)
             } else {
-                match self.flows.as_deref().map(|t| t.classify(m.data())) {
+                // With header-data split segment 0 holds the headers only.
+                let split = self.segments > 1;
+                let classify = |t: &Flows| {
+                    if split {
+                        t.classify_head(m.data())
+                    } else {
+                        t.classify(m.data())
+                    }
+                };
+                match self.flows.as_deref().map(classify) {
                     None => Ok(FlowId::NONE),
                     Some(Classified::Deliver { queue, flow }) => {
                         if queue != self.queue {

@@ -5,10 +5,14 @@
 //! | mode | type | what |
 //! |---|---|---|
 //! | `roce` | [`RoceEngine`] (`FRAMES = false`) | RoCE v2 reliable connections through RDMA CM (`rdma://a.b.c.d:port` interfaces, `role` server/client, `connections`): SEND/RECV into pre-posted receives, or RDMA WRITE with immediate into receiver slots granted by credit messages; credit flow control (no receiver-not-ready), selective signaling, completions polled in batches into bursts; a lost peer is detected (CM event or completion error), counted, its connection drained (the tail it sent is still delivered) and a client reconnects; optional replies to request/response peers (`engine.ibverbs.reply`) |
-//! | `raw` | [`RawEngine`] (`FRAMES = true`) | raw Ethernet frames through one raw packet QP per RX queue, steered by `ibv_create_flow` rules built from `[[flows]]`; TX of generator-built frames (ConnectX hardware only) |
+//! | `raw` | [`RawEngine`] (`FRAMES = true`) | raw Ethernet frames through one raw packet QP per RX queue, steered by `ibv_create_flow` rules built from `[[flows]]`: one frame per receive, or many per buffer through the mlx5 striding RQ; header-data split (`hds_split`, two regions) with a two-SGE receive (the first `hds_split` bytes into a header buffer, the rest into a data buffer, delivered as two segments; [`raw::hds`]); TX of generator-built frames (ConnectX hardware only) |
 //!
 //! Both register the runtime's pools once at open ([`QueueResources::pools`](rtdaq_core::traits::QueueResources)),
-//! receive straight into pool buffers and send straight from them. The FFI is
+//! receive straight into pool buffers and send straight from them. A pool in GPU device
+//! memory (not CPU-accessible, exported with
+//! [`BufferPool::with_dmabuf`](rtdaq_core::BufferPool::with_dmabuf)) is registered through
+//! its dma-buf (`ibv_reg_dmabuf_mr`, GPUDirect RDMA): a RoCE receive region, or the data
+//! region of a raw queue's header-data split; its segments are `Segment::Device`. The FFI is
 //! [`ffi`] (`rtdaq-ibverbs-sys`); this crate has no `unsafe` code. See
 //! `docs/engines/ibverbs.md`.
 //!
@@ -29,6 +33,7 @@
 mod error;
 pub mod proto;
 pub mod raw;
+mod register;
 mod roce;
 
 pub use error::{IbvError, Result, DOCS};

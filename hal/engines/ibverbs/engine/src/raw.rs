@@ -8,7 +8,16 @@
 //! device has it and `engine.ibverbs.striding_rq` allows it, through the mlx5 striding
 //! (multi-packet) receive queue: many frames per pool buffer at stride offsets, delivered
 //! in place ([`striding`]). Both fill a [`RawBurst`].
+//!
+//! A queue with header-data split (`hds_split = h`, two memory regions, header region
+//! first) receives one frame per receive with a two-SGE receive ([`hds`]): the first `h`
+//! bytes into a buffer of the header region, the rest into a buffer of the data region,
+//! delivered as a packet of two segments. The data region may be GPU memory: a pool the CPU
+//! cannot reach is registered through its dma-buf (`ibv_reg_dmabuf_mr`) and its segments are
+//! `Segment::Device`. The striding RQ never splits (with `striding_rq = "auto"` such a queue
+//! falls back to one frame per receive; `"on"` refuses it).
 mod burst;
+pub mod hds;
 pub mod striding;
 
 pub use burst::RawBurst;
@@ -22,12 +31,14 @@ use rtdaq_core::{
 };
 
 use ffi::{
-    Access, Context, Cq, DeviceList, Mr, Pd, Qp, QpCaps, RecvBatch, RecvRequest, SendBatch, SendOp,
-    SendRequest, StrideGeometry, StridingCaps, WorkCompletion,
+    Access, Context, Cq, DeviceList, Mr, Pd, Qp, QpCaps, RecvBatch, SendBatch, SendOp, SendRequest,
+    StrideGeometry, StridingCaps, WorkCompletion,
 };
 
 use crate::error::{IbvError, Result};
+use crate::register::register_pool;
 use crate::roce::{settings, MAX_BATCH};
+use hds::FrameLayout;
 
 /// Splits an inclusive port range into aligned `(port, mask)` blocks (what a flow spec's
 /// masked port can express). Pure.
@@ -154,15 +165,29 @@ enum RxPath {
 
 /// One frame per receive: a raw packet QP with its own receive queue.
 struct FrameRx {
-    // Field order = drop order: the QP (and its flows) before the CQ.
+    // Field order = drop order: the QP (and its flows) before the CQ and the regions.
     qp: Qp,
     cq: Cq,
     mr: Mr,
+    /// The whole frames' pool, or the header pool with header-data split.
     pool: &'static rtdaq_core::BufferPool<'static>,
+    /// The data side of header-data split; `None` for one region.
+    split: Option<DataSide>,
+    /// The buffer of each posted receive (the header buffer with header-data split).
     posted: Vec<Option<Buf<'static>>>,
     empty: Vec<u32>,
     wcs: Box<[WorkCompletion]>,
     rbatch: RecvBatch,
+}
+
+/// The second scatter entry of a split queue's receives: the data region.
+struct DataSide {
+    /// `hds_split`: bytes of the header entry.
+    header: u32,
+    mr: Mr,
+    pool: &'static rtdaq_core::BufferPool<'static>,
+    /// The data buffer of each posted receive (same index as `FrameRx::posted`).
+    posted: Vec<Option<Buf<'static>>>,
 }
 
 /// The largest frame interface `i` receives: mtu + 14 Ethernet + 8 for two VLAN tags (the
@@ -286,9 +311,13 @@ impl Engine<'static> for RawEngine {
                 }
                 let path = match path {
                     Some(p) => p,
-                    None => RxPath::Frames(FrameRx::open(
-                        &ctx, &pd, pool, depth, &attrs, ib.port, &key,
-                    )?),
+                    None => {
+                        let layout =
+                            FrameLayout::of(r.pools.len(), qcfg.hds_split, pool.slot_size(), &key)?;
+                        RxPath::Frames(FrameRx::open(
+                            &ctx, &pd, r.pools, layout, depth, &attrs, ib.port, &key,
+                        )?)
+                    }
                 };
                 let mut q = RawRx {
                     path,
@@ -375,30 +404,56 @@ fn open_striding(
 }
 
 impl FrameRx {
-    /// The raw packet QP of one queue with its receives posted later by
-    /// [`refill`](Self::refill). Cold path.
+    /// The raw packet QP of one queue over `pools` (header pool first), laying frames as
+    /// `layout` says (from [`FrameLayout::of`] over the same pools), with its receives
+    /// posted later by [`refill`](Self::refill). Every pool is registered through
+    /// [`register_pool`] (a GPU pool through its dma-buf). Cold path.
+    #[allow(clippy::too_many_arguments)]
     fn open(
         ctx: &Context,
         pd: &Pd,
-        pool: &'static rtdaq_core::BufferPool<'static>,
+        pools: &[&'static rtdaq_core::BufferPool<'static>],
+        layout: FrameLayout,
         depth: u32,
         attrs: &[ffi::FlowAttr],
         port: u8,
         key: &str,
     ) -> Result<FrameRx> {
-        let mr = pd
-            .register_pool(pool, Access::LOCAL_WRITE)
-            .map_err(|e| IbvError::verbs(key, "ibv_reg_mr", e))?;
+        let pool = pools[0];
+        let mr = register_pool(
+            ctx,
+            pd,
+            pool,
+            Access::LOCAL_WRITE,
+            format!("{key}.memory_regions[0]"),
+        )?;
+        let split = match layout {
+            FrameLayout::Whole => None,
+            FrameLayout::Split { header } => {
+                let data = *pools.get(1).ok_or_else(|| {
+                    IbvError::config(
+                        format!("{key}.memory_regions"),
+                        "header-data split needs a second (data) region",
+                    )
+                })?;
+                Some(DataSide {
+                    header,
+                    mr: register_pool(
+                        ctx,
+                        pd,
+                        data,
+                        Access::LOCAL_WRITE,
+                        format!("{key}.memory_regions[1]"),
+                    )?,
+                    pool: data,
+                    posted: (0..depth).map(|_| None).collect(),
+                })
+            }
+        };
         let cq = ctx
             .create_cq(depth)
             .map_err(|e| IbvError::verbs(key, "ibv_create_cq", e))?;
-        let caps = QpCaps {
-            max_send_wr: 1,
-            max_recv_wr: depth,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline: 0,
-        };
+        let caps = layout.qp_caps(depth);
         let mut qp = Qp::create_raw_packet(pd, &cq, &cq, caps, port).map_err(|e| {
             IbvError::verbs(
                 key,
@@ -411,31 +466,61 @@ impl FrameRx {
             qp.attach_flow(a)
                 .map_err(|e| IbvError::verbs(key, "ibv_create_flow", e))?;
         }
+        let rbatch = match layout {
+            FrameLayout::Whole => RecvBatch::with_capacity(depth as usize),
+            FrameLayout::Split { .. } => {
+                RecvBatch::with_sges(depth as usize, layout.sges() as usize)
+            }
+        };
         Ok(FrameRx {
             qp,
             cq,
             mr,
             pool,
+            split,
             posted: (0..depth).map(|_| None).collect(),
             empty: (0..depth).collect(),
             wcs: vec![WorkCompletion::default(); 64].into_boxed_slice(),
-            rbatch: RecvBatch::with_capacity(depth as usize),
+            rbatch,
         })
     }
 
-    /// Posts a buffer for every empty receive. Never allocates.
+    /// Posts a buffer (a header and a data buffer with header-data split) for every empty
+    /// receive. When a pool runs dry it stops; with header-data split a header buffer whose
+    /// data buffer is missing goes straight back to its pool. Never allocates.
     fn refill(&mut self) {
         self.rbatch.clear();
-        while let Some(&r) = self.empty.last() {
-            let Some(b) = self.pool.get() else { break };
-            self.empty.pop();
-            self.rbatch.push(&RecvRequest {
-                wr_id: u64::from(r),
-                addr: b.addr(),
-                len: b.capacity() as u32,
-                lkey: self.mr.lkey(),
-            });
-            self.posted[r as usize] = Some(b);
+        let lkey = self.mr.lkey();
+        match &mut self.split {
+            None => {
+                while let Some(&r) = self.empty.last() {
+                    let Some(b) = self.pool.get() else { break };
+                    self.empty.pop();
+                    self.rbatch.push(&hds::whole_recv(
+                        u64::from(r),
+                        b.addr(),
+                        b.capacity() as u32,
+                        lkey,
+                    ));
+                    self.posted[r as usize] = Some(b);
+                }
+            }
+            Some(s) => {
+                let data_lkey = s.mr.lkey();
+                while let Some(&r) = self.empty.last() {
+                    let Some((h, d)) = hds::take_pair(self.pool, s.pool) else {
+                        break;
+                    };
+                    self.empty.pop();
+                    self.rbatch.push_scatter(&hds::split_recv(
+                        u64::from(r),
+                        (h.addr(), s.header, lkey),
+                        (d.addr(), d.capacity() as u32, data_lkey),
+                    ));
+                    self.posted[r as usize] = Some(h);
+                    s.posted[r as usize] = Some(d);
+                }
+            }
         }
         let _ = self.qp.post_recv(&mut self.rbatch);
     }
@@ -462,21 +547,29 @@ impl FrameRx {
                 continue;
             };
             self.empty.push(r);
+            // Header-data split: the data buffer posted with `b` (an error frees both).
+            let data = match &mut self.split {
+                None => None,
+                Some(s) => s.posted.get_mut(r as usize).and_then(Option::take),
+            };
             if !wc.ok() {
                 counters.record_drop(DropReason::Kernel);
                 continue;
             }
-            let len = (wc.byte_len() as usize).min(b.capacity());
-            b.set_len(len);
-            let meta = PacketMeta {
-                len: len as u32,
-                flow: FlowId::NONE,
-                queue,
-                rx_timestamp_ns: 0,
-                conn: ConnId(0),
-                ..PacketMeta::default()
+            let (len, pushed) = match (&self.split, data) {
+                (None, _) => {
+                    let len = (wc.byte_len() as usize).min(b.capacity());
+                    b.set_len(len);
+                    (len, burst.push_buf(b, frame_meta(len, queue)).is_ok())
+                }
+                (Some(s), Some(mut d)) => {
+                    let len = hds::set_split_lens(&mut b, &mut d, wc.byte_len(), s.header);
+                    (len, burst.push_split(b, d, frame_meta(len, queue)).is_ok())
+                }
+                // Never: both buffers of a split receive are posted together.
+                (Some(_), None) => continue,
             };
-            if burst.push_buf(b, meta).is_ok() {
+            if pushed {
                 got += 1;
                 bytes += len as u64;
             } else {
@@ -488,6 +581,19 @@ impl FrameRx {
         }
         self.refill();
         got as usize
+    }
+}
+
+/// The metadata of a frame of `len` bytes received by a one-frame-per-receive queue.
+#[inline]
+fn frame_meta(len: usize, queue: QueueId) -> PacketMeta {
+    PacketMeta {
+        len: len as u32,
+        flow: FlowId::NONE,
+        queue,
+        rx_timestamp_ns: 0,
+        conn: ConnId(0),
+        ..PacketMeta::default()
     }
 }
 

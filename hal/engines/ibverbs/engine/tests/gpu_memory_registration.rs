@@ -1,6 +1,7 @@
-//! GPU memory (`kind = "device"` regions) reaches the RoCE engine as a pool the CPU cannot
-//! read, exported as a dma-buf; the engine registers it with `ibv_reg_dmabuf_mr` at the
-//! pool's device addresses. What runs where:
+//! GPU memory (`kind = "device"` regions) reaches the RoCE engine, and the raw engine as
+//! the data region of header-data split, as a pool the CPU cannot read, exported as a
+//! dma-buf; the engine registers it with `ibv_reg_dmabuf_mr` at the pool's device
+//! addresses. What runs where:
 //! - in the Soft-RoCE guest (`scripts/vm/ibverbs-tests.sh` runs this executable there):
 //!   the engine takes the dma-buf path for such a pool and calls `ibv_reg_dmabuf_mr` on a
 //!   real RDMA device; rxe cannot import dma-bufs (and the guest kernel has no dma-buf
@@ -17,7 +18,7 @@ use std::os::fd::AsRawFd;
 use common::{leak, links};
 use rtdaq_core::traits::{DmaTarget, Engine, EngineArgs};
 use rtdaq_core::BufferPool;
-use rtdaq_engine_ibverbs::RoceEngine;
+use rtdaq_engine_ibverbs::{RawEngine, RoceEngine};
 
 const PORT: u16 = 7491;
 
@@ -71,4 +72,49 @@ fn a_dmabuf_pool_is_registered_through_its_dmabuf() {
             || err.contains("not supported"),
         "rxe's refusal is 'not supported': {err}"
     );
+}
+
+/// The raw path's header-data split: the header region (host) and the data region (GPU
+/// memory, a dma-buf pool) are both registered when the queue opens, before its raw packet
+/// QP is created, so rxe (which has no raw packet QPs either) gets as far as refusing the
+/// data region's dma-buf. The config is checked everywhere; the open only in the guest.
+#[test]
+fn a_raw_split_queue_registers_its_data_region_through_its_dmabuf() {
+    let text = "name = \"gpu-raw-hds\"\nplatform = \"host\"\n[engine]\nkind = \"ibverbs\"\n\
+         [engine.ibverbs]\nmode = \"raw\"\ndevice = \"rxe0\"\nstriding_rq = \"off\"\n\
+         [[memory_regions]]\nname = \"hdr\"\nkind = \"host\"\nbuf_size = 128\nbuf_count = 256\n\
+         [[memory_regions]]\nname = \"gpu_data\"\nkind = \"device\"\ngpu = 0\nbuf_size = 2048\nbuf_count = 256\n\
+         [[interfaces]]\nname = \"p0\"\naddress = \"eth0\"\n\
+         [[interfaces.rx_queues]]\nid = 0\ncpu_core = 0\nring_depth = 128\nmemory_regions = [\"hdr\", \"gpu_data\"]\nhds_split = 74\nmode = \"direct\"\n\
+         [run]\nvalidate = \"sequence\"\n[rt]\nrequired = false\nlock_memory = false\n";
+    let config = leak(
+        rtdaq_config::load_str(text)
+            .unwrap_or_else(|e| panic!("a raw split queue into a device region is valid: {e}")),
+    );
+    assert_eq!(config.interfaces[0].rx_queues[0].hds_split, Some(74));
+    if common::skip_outside_guest() {
+        return;
+    }
+    let file = leak(std::fs::File::open("/proc/self/exe").expect("an fd"));
+    let data = BufferPool::over_device_memory(0x7f00_0000_0000, 256 * 2048, links(256), 2048)
+        .expect("pool")
+        .with_dmabuf(file.as_raw_fd(), 0);
+    let rx = common::split_queue(0, common::host_pool(128, 256), leak(data));
+    let err = match RawEngine::open(EngineArgs {
+        config,
+        rx,
+        tx: &[],
+    }) {
+        Ok(_) => panic!("rxe registered a dma-buf and created a raw packet QP: update this test"),
+        Err(e) => e.to_string(),
+    };
+    eprintln!("open: {err}");
+    for want in [
+        "interfaces[0].rx_queues[0].memory_regions[1]",
+        "ibv_reg_dmabuf_mr",
+        "cannot import dma-bufs",
+        "rxe0",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in: {err}");
+    }
 }

@@ -12,7 +12,9 @@
 //! back and re-checked when released, so a multi-packet buffer reposted while a frame in
 //! it is still held would show up as corrupt data. Run both with one frame per receive and
 //! with the mlx5 striding RQ (`striding_rq = "on"`, 256-byte strides: frames span several
-//! strides and WQEs end with fillers).
+//! strides and WQEs end with fillers), and with header-data split (`hds_split = 74`, a
+//! two-SGE receive: the Ethernet/IPv4/UDP and sequence headers into a header region, the
+//! rest into a data region; each frame is checked as its two segments put back together).
 //!
 //! Cabling (docs/engines/ibverbs.md, "Raw path: hardware test procedure"):
 //! - one port (`RTDAQ_TEST_IBDEV` only): a QSFP/SFP loopback plug in that port (or a switch
@@ -32,6 +34,7 @@
 
 mod common;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -52,6 +55,8 @@ const STREAM: u16 = 7;
 const TX_BURST: usize = 32;
 /// Bursts held back at a time (released oldest first, re-checked then).
 const HELD: usize = 3;
+/// `hds_split` of [`HDS_MODE`]: Ethernet + IPv4 + UDP + the sequence header.
+const HDS_SPLIT: u32 = 14 + 20 + 8 + 32;
 
 /// One side of the loop: an RDMA device, its port's netdev and MAC.
 #[derive(Debug, Clone)]
@@ -68,6 +73,9 @@ struct RxMode {
     stride_size: Option<u32>,
     buf_size: u32,
     buf_count: u32,
+    /// Header-data split: `hds_split` and the header region's `buf_size` (`buf_size` is
+    /// then the data region's).
+    hds: Option<(u32, u32)>,
 }
 
 const FRAMES_MODE: RxMode = RxMode {
@@ -75,6 +83,17 @@ const FRAMES_MODE: RxMode = RxMode {
     stride_size: None,
     buf_size: 2048,
     buf_count: 8192,
+    hds: None,
+};
+
+/// One frame per receive, split after the 74 bytes of Ethernet + IPv4 + UDP + the sequence
+/// header into 128-byte header buffers; the rest into 2048-byte data buffers.
+const HDS_MODE: RxMode = RxMode {
+    striding_rq: "auto",
+    stride_size: None,
+    buf_size: 2048,
+    buf_count: 8192,
+    hds: Some((HDS_SPLIT, 128)),
 };
 
 const STRIDING_MODE: RxMode = RxMode {
@@ -83,6 +102,7 @@ const STRIDING_MODE: RxMode = RxMode {
     // 256 strides of 256 B per buffer.
     buf_size: 65_536,
     buf_count: 128,
+    hds: None,
 };
 
 fn port() -> u8 {
@@ -150,6 +170,17 @@ fn config_text(rx: &Side, tx: &Side, port: u8, mode: RxMode) -> String {
         .stride_size
         .map(|s| format!("stride_size = {s}\n"))
         .unwrap_or_default();
+    let (hdr_region, regions, split) = match mode.hds {
+        None => (String::new(), "\"rx\"", String::new()),
+        Some((h, size)) => (
+            format!(
+                "[[memory_regions]]\nname = \"rx_hdr\"\nkind = \"host\"\nbuf_size = {size}\nbuf_count = {}\n",
+                mode.buf_count
+            ),
+            "\"rx_hdr\", \"rx\"",
+            format!("hds_split = {h}\n"),
+        ),
+    };
     let txq = "[[interfaces.tx_queues]]\nid = 0\ncpu_core = 0\nbatch_size = 32\nring_depth = 1024\nmemory_regions = [\"tx\"]\n";
     let tx_iface = if same {
         txq.to_owned()
@@ -163,11 +194,11 @@ fn config_text(rx: &Side, tx: &Side, port: u8, mode: RxMode) -> String {
         "name = \"raw-hw-test\"\nplatform = \"host\"\n\
          [engine]\nkind = \"ibverbs\"\n\
          [engine.ibverbs]\nmode = \"raw\"\nport = {port}\n{device}striding_rq = \"{}\"\n{stride}\
-         [[memory_regions]]\nname = \"rx\"\nkind = \"host\"\nbuf_size = {}\nbuf_count = {}\n\
+         {hdr_region}[[memory_regions]]\nname = \"rx\"\nkind = \"host\"\nbuf_size = {}\nbuf_count = {}\n\
          [[memory_regions]]\nname = \"tx\"\nkind = \"host\"\nbuf_size = 2048\nbuf_count = 2048\n\
          [[interfaces]]\nname = \"rxp\"\naddress = \"{}\"\nmtu = 1500\ndefault_action = \"drop\"\n\
          [[interfaces.rx_queues]]\nid = 0\ncpu_core = 0\nbatch_size = 64\nring_depth = 4096\n\
-         memory_regions = [\"rx\"]\nmode = \"direct\"\n\
+         memory_regions = [{regions}]\n{split}mode = \"direct\"\n\
          {tx_iface}\
          [[flows]]\ninterface = \"rxp\"\nid = 1\nqueue = 0\n[flows.match]\nudp_dst = {UDP_PORT}\n\
          [rt]\nrequired = false\nlock_memory = false\n",
@@ -227,11 +258,34 @@ fn check_frame(frame: &[u8]) -> Result<u64, String> {
     Ok(hdr.seq)
 }
 
-fn frame_of<B: RxBurst>(burst: &B, i: usize) -> &[u8] {
-    match burst.segment(i, 0) {
+/// Frame `i` of `burst`: its one segment, or its segments put back together (header-data
+/// split).
+fn frame_of<B: RxBurst>(burst: &B, i: usize) -> Cow<'_, [u8]> {
+    let host = |s: usize| match burst.segment(i, s) {
         Segment::Host(b) => b,
         Segment::Device { .. } => panic!("host memory expected"),
+    };
+    match burst.segments(i) {
+        1 => Cow::Borrowed(host(0)),
+        n => Cow::Owned((0..n).flat_map(|s| host(s).iter().copied()).collect()),
     }
+}
+
+/// Bytes of host segment `s` of frame `i`.
+fn host_len<B: RxBurst>(burst: &B, i: usize, s: usize) -> usize {
+    match burst.segment(i, s) {
+        Segment::Host(b) => b.len(),
+        Segment::Device { len, .. } => len as usize,
+    }
+}
+
+/// What [`drain`] counts besides the frames.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Polls that returned frames.
+    polls: u64,
+    /// Frames of two segments (header-data split).
+    split: u64,
 }
 
 /// Polls the RX queue once and accounts for what came: each frame's sequence number is
@@ -243,20 +297,29 @@ fn drain(
     held: &mut VecDeque<RawBurst>,
     seen: &mut [u8],
     bad: &mut Vec<String>,
-    polls: &mut u64,
+    tally: &mut Tally,
 ) -> u64 {
     let got = rq.poll(burst) as u64;
     for i in 0..burst.len() {
-        match check_frame(frame_of(burst, i)) {
+        if burst.segments(i) == 2 {
+            tally.split += 1;
+            let (head, len) = (host_len(burst, i, 0), burst.meta(i).len as usize);
+            if head != len.min(HDS_SPLIT as usize) {
+                bad.push(format!(
+                    "split frame of {len} B has a header segment of {head} B, not min(len, {HDS_SPLIT})"
+                ));
+            }
+        }
+        match check_frame(&frame_of(burst, i)) {
             Ok(seq) if seq < seen.len() as u64 => seen[seq as usize] += 1,
             Ok(seq) => bad.push(format!("sequence number {seq} was never sent")),
             Err(e) => bad.push(e),
         }
     }
     if got > 0 {
-        *polls += 1;
+        tally.polls += 1;
     }
-    if got > 0 && *polls % 7 == 0 {
+    if got > 0 && tally.polls % 7 == 0 {
         // Hold this burst back: its frames must stay intact while the NIC goes on.
         held.push_back(std::mem::replace(burst, rq.new_burst()));
     } else {
@@ -272,7 +335,7 @@ fn drain(
 /// Re-checks the frames of a burst that was held back.
 fn recheck(old: &RawBurst, bad: &mut Vec<String>) {
     for i in 0..old.len() {
-        if let Err(e) = check_frame(frame_of(old, i)) {
+        if let Err(e) = check_frame(&frame_of(old, i)) {
             bad.push(format!("held frame overwritten: {e}"));
         }
     }
@@ -290,20 +353,25 @@ fn loopback(mode: RxMode) {
     let tx = side("RTDAQ_TEST_IBDEV_TX", "RTDAQ_TEST_NETDEV_TX").unwrap_or_else(|| rx.clone());
     let n = frames();
     eprintln!(
-        "raw_hw: RX {} ({}), TX {} ({}), port {}, {n} frames, striding_rq = {}",
+        "raw_hw: RX {} ({}), TX {} ({}), port {}, {n} frames, striding_rq = {}, hds_split = {:?}",
         rx.ibdev,
         rx.netdev,
         tx.ibdev,
         tx.netdev,
         port(),
-        mode.striding_rq
+        mode.striding_rq,
+        mode.hds.map(|(h, _)| h)
     );
     let text = config_text(&rx, &tx, port(), mode);
     let config = leak(rtdaq_config::load_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}")));
     let rx_pool = pool(mode.buf_size.next_multiple_of(128), mode.buf_count);
     let tx_pool = pool(2048, 2048);
     let tx_interface = usize::from(rx.ibdev != tx.ibdev);
-    let rxs = common::one_queue(0, rx_pool);
+    let hdr_pool = mode.hds.map(|(_, size)| pool(size, mode.buf_count));
+    let rxs = match hdr_pool {
+        None => common::one_queue(0, rx_pool),
+        Some(h) => common::split_queue(0, h, rx_pool),
+    };
     let txs = common::one_queue(tx_interface, tx_pool);
     let rx_counters = rxs[0].counters;
     let engine = RawEngine::open(EngineArgs {
@@ -325,6 +393,7 @@ fn loopback(mode: RxMode) {
                 g.stride_bytes()
             );
         }
+        // "auto" with header-data split falls back to one frame per receive.
         _ => assert!(rq.striding_rq().is_none(), "one frame per receive"),
     }
 
@@ -333,7 +402,7 @@ fn loopback(mode: RxMode) {
     let mut held = VecDeque::new();
     let mut burst = rq.new_burst();
     let mut tb = tq.new_burst();
-    let mut polls = 0u64;
+    let mut tally = Tally::default();
     let start = Instant::now();
     while sent < n {
         let want = TX_BURST.min((n - sent) as usize);
@@ -350,7 +419,7 @@ fn loopback(mode: RxMode) {
         );
         sent += ok;
         received += drain(
-            &mut rq, &mut burst, &mut held, &mut seen, &mut bad, &mut polls,
+            &mut rq, &mut burst, &mut held, &mut seen, &mut bad, &mut tally,
         );
         assert!(
             start.elapsed() < Duration::from_secs(60),
@@ -360,7 +429,7 @@ fn loopback(mode: RxMode) {
     let end = Instant::now() + Duration::from_secs(5);
     while received < sent && Instant::now() < end {
         received += drain(
-            &mut rq, &mut burst, &mut held, &mut seen, &mut bad, &mut polls,
+            &mut rq, &mut burst, &mut held, &mut seen, &mut bad, &mut tally,
         );
     }
     for old in held.drain(..) {
@@ -399,6 +468,8 @@ fn loopback(mode: RxMode) {
     );
     assert!(drops.is_empty(), "RX queue drops: {drops:?}");
     assert_eq!(received, sent);
+    let want_split = if mode.hds.is_some() { received } else { 0 };
+    assert_eq!(tally.split, want_split, "frames delivered as two segments");
     // Every buffer goes back to its pool with the queues.
     drop(rq);
     drop(tq);
@@ -407,6 +478,9 @@ fn loopback(mode: RxMode) {
         rx_pool.slot_count(),
         "RX buffers returned"
     );
+    if let Some(h) = hdr_pool {
+        assert_eq!(h.available(), h.slot_count(), "RX header buffers returned");
+    }
     assert_eq!(
         tx_pool.available(),
         tx_pool.slot_count(),
@@ -426,6 +500,12 @@ fn raw_loopback_striding_rq() {
     loopback(STRIDING_MODE);
 }
 
+#[test]
+#[ignore = "needs a ConnectX port looped back; RTDAQ_TEST_IBDEV=mlx5_0 (docs/engines/ibverbs.md)"]
+fn raw_loopback_header_data_split() {
+    loopback(HDS_MODE);
+}
+
 /// Runs everywhere: the deployments the hardware tests open are valid (one device, two
 /// devices; both RX modes), and the frames they send parse back with their content.
 #[test]
@@ -443,13 +523,21 @@ fn hardware_test_configs_and_frames_are_valid() {
     for (tx, mode) in [
         (&a, FRAMES_MODE),
         (&a, STRIDING_MODE),
+        (&a, HDS_MODE),
         (&b, FRAMES_MODE),
         (&b, STRIDING_MODE),
+        (&b, HDS_MODE),
     ] {
         let text = config_text(&a, tx, 1, mode);
         let c = rtdaq_config::load_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(c.interfaces.len(), if tx.ibdev == a.ibdev { 1 } else { 2 });
         assert_eq!(c.flow_rules(0).len(), 1);
+        let q = &c.interfaces[0].rx_queues[0];
+        assert_eq!(q.hds_split, mode.hds.map(|(h, _)| h));
+        assert_eq!(
+            q.memory_regions.len(),
+            if mode.hds.is_some() { 2 } else { 1 }
+        );
     }
     let mut buf = vec![0u8; 2048];
     for seq in [0u64, 1, 2, 1000, 19_999] {
@@ -471,12 +559,16 @@ fn no_rdma_device_is_a_clear_error() {
         netdev: "lo".into(),
         mac: [0; 6],
     };
-    for mode in [FRAMES_MODE, STRIDING_MODE] {
+    for mode in [FRAMES_MODE, STRIDING_MODE, HDS_MODE] {
         let mut text = config_text(&lo, &lo, 1, mode);
         // Let the engine look the device up from the netdev (sysfs), as deployments do.
         text = text.replace("device = \"none\"\n", "");
         let config = leak(rtdaq_config::load_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}")));
-        let rxs = common::one_queue(0, pool(mode.buf_size, mode.buf_count));
+        let data = pool(mode.buf_size, mode.buf_count);
+        let rxs = match mode.hds {
+            None => common::one_queue(0, data),
+            Some((_, size)) => common::split_queue(0, pool(size, mode.buf_count), data),
+        };
         let e = match RawEngine::open(EngineArgs {
             config,
             rx: rxs,

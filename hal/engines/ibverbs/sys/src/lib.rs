@@ -16,9 +16,12 @@
 //! on hosts without `ibverbs-providers`, and a host without libmlx5 gets
 //! [`IbError::Unsupported`] from [`Context::striding_rq_caps`].
 //!
-//! Work requests are described in plain Rust ([`SendRequest`], [`RecvRequest`]) and
-//! turned into linked `ibv_*_wr` lists by preallocated [`SendBatch`] / [`RecvBatch`]
-//! (`fill_send_wr` / `fill_recv_wr` are pure and unit-tested).
+//! Work requests are described in plain Rust ([`SendRequest`], [`RecvRequest`], and
+//! [`ScatterRecvRequest`]: a receive scattering into up to [`MAX_RECV_SGE`] buffers, the
+//! header and data buffers of header-data split) and turned into linked `ibv_*_wr` lists by
+//! preallocated [`SendBatch`] / [`RecvBatch`] ([`RecvBatch::with_sges`] reserves two entries
+//! per receive; `fill_send_wr` / `fill_recv_wr` / `fill_scatter_recv_wr` are pure and
+//! unit-tested). Posting never allocates.
 //!
 //! ## No RDMA on the host
 //! [`DeviceList::get`] and [`EventChannel::new`] return [`IbError::NoDevice`] when the
@@ -55,8 +58,9 @@ pub use sys::mlx5::{
     STRIDING_POLL_MAX,
 };
 pub use sys::qp::{
-    fill_recv_wr, fill_send_wr, PostError, Qp, QpCaps, RecvBatch, RecvRequest, SendBatch, SendOp,
-    SendRequest, WorkRequest, WrBatch,
+    fill_recv_wr, fill_scatter_recv_wr, fill_send_wr, PostError, Qp, QpCaps, RecvBatch,
+    RecvRequest, ScatterRecvRequest, SendBatch, SendOp, SendRequest, Sge, WorkRequest, WrBatch,
+    MAX_RECV_SGE,
 };
 pub use sys::raw;
 pub use sys::verbs::{

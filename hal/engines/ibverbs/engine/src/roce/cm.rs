@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ffi::{Access, CmEventKind, CmId, ConnParams, EventChannel, Pd, QpCaps, RecvBatch};
 use rtdaq_config::Config;
-use rtdaq_core::traits::{DmaTarget, QueueResources};
+use rtdaq_core::traits::QueueResources;
 
 use super::rx::{desc_offset, RxConn, CTRL_BYTES};
 use super::tx::TxConn;
@@ -21,6 +21,7 @@ use crate::error::{IbvError, Result};
 use crate::proto::{
     self, Hello, Op, Role, WrKind, CTRL_RECVS, CTRL_SENDS, DESC_BYTES, DESC_SENDS, READ_DEPTH,
 };
+use crate::register::register_pool;
 
 /// Client connect attempts at open, and the pause between them (about 5 s in all); also
 /// the pause between reconnect attempts.
@@ -137,19 +138,7 @@ pub(crate) fn open_interface(
             // READ: the receiver pulls the messages out of the sender's pool.
             remote_read: !s.receiver && s.op == Op::Read,
         };
-        let gpu = matches!(pool.dma_target(), DmaTarget::DmaBuf { .. });
-        let mr = pd.register_pool(pool, access).map_err(|e| {
-            IbvError::verbs(
-                format!("{qkey}.memory_regions[0]"),
-                if gpu {
-                    format!("registering the GPU region through its dma-buf (ibv_reg_dmabuf_mr; EOPNOTSUPP/EPROTONOSUPPORT: RDMA device {} cannot import dma-bufs: GPUDirect RDMA needs a NIC driver that does, e.g. mlx5, and Linux >= 5.12; Soft-RoCE cannot; see {})", ctx.device_name(), crate::error::DOCS)
-                } else {
-                    "registering the region (ibv_reg_mr; ENOMEM: raise the locked-memory limit)"
-                        .to_string()
-                },
-                e,
-            )
-        })?;
+        let mr = register_pool(&ctx, &pd, pool, access, format!("{qkey}.memory_regions[0]"))?;
         let depth = per_queue
             * if s.receiver {
                 s.credits + CTRL_SENDS + s.reply.depth() + read_depth(s)

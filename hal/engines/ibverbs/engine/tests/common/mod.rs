@@ -50,3 +50,19 @@ pub fn one_queue(
         counters: leak(QueueCounters::new()),
     }]))
 }
+
+/// The resources of one header-data split queue of `interface` (queue 0): `header` is
+/// `memory_regions[0]`, `data` `memory_regions[1]`, with fresh counters.
+pub fn split_queue(
+    interface: usize,
+    header: &'static BufferPool<'static>,
+    data: &'static BufferPool<'static>,
+) -> &'static [QueueResources<'static>] {
+    let pools: &'static [&'static BufferPool<'static>] = Box::leak(Box::new([header, data]));
+    Box::leak(Box::new([QueueResources {
+        interface,
+        queue: 0,
+        pools,
+        counters: leak(QueueCounters::new()),
+    }]))
+}

@@ -1,7 +1,8 @@
-//! Queue pairs and work requests: the [`SendRequest`]/[`RecvRequest`] descriptions, the
-//! preallocated [`SendBatch`]/[`RecvBatch`] (one generic [`WrBatch`]) that turn them into
-//! linked `ibv_send_wr` / `ibv_recv_wr` lists, and [`Qp`] (raw packet QPs; RC QPs belong to a
-//! [`CmId`](crate::CmId)).
+//! Queue pairs and work requests: the [`SendRequest`]/[`RecvRequest`] descriptions (and
+//! [`ScatterRecvRequest`], a receive scattering into up to [`MAX_RECV_SGE`] buffers: header-data
+//! split), the preallocated [`SendBatch`]/[`RecvBatch`] (one generic [`WrBatch`]) that turn
+//! them into linked `ibv_send_wr` / `ibv_recv_wr` lists, and [`Qp`] (raw packet QPs; RC QPs
+//! belong to a [`CmId`](crate::CmId)).
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -175,6 +176,100 @@ pub fn fill_recv_wr(req: &RecvRequest, wr: &mut raw::ibv_recv_wr, sge: &mut raw:
     wr.num_sge = i32::from(req.len > 0);
 }
 
+/// Most scatter entries of one [`ScatterRecvRequest`] (header-data split: the header buffer,
+/// then the data buffer).
+pub const MAX_RECV_SGE: usize = 2;
+
+/// One scatter/gather entry: `len` bytes at `addr` in the registered region of `lkey`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sge {
+    /// Buffer address (a CPU virtual address, or the device address of a dma-buf region).
+    pub addr: u64,
+    /// Bytes the buffer takes.
+    pub len: u32,
+    /// Local key of its region.
+    pub lkey: u32,
+}
+
+/// One receive work request scattering a message into up to [`MAX_RECV_SGE`] buffers, in
+/// order: the NIC fills the first entry's `len` bytes, then the next (header-data split: the
+/// first bytes of a frame into a header buffer, the rest into a data buffer). Entries of 0
+/// bytes are left out of the posted list. `Copy`, built on the hot path without allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScatterRecvRequest {
+    wr_id: u64,
+    sges: [Sge; MAX_RECV_SGE],
+    n: u8,
+}
+
+impl ScatterRecvRequest {
+    /// A receive into one buffer (what [`RecvRequest`] describes).
+    #[inline]
+    pub fn single(wr_id: u64, sge: Sge) -> Self {
+        ScatterRecvRequest {
+            wr_id,
+            sges: [sge, Sge::default()],
+            n: 1,
+        }
+    }
+
+    /// A receive into `first`, then `second` (header-data split: header, data).
+    #[inline]
+    pub fn split(wr_id: u64, first: Sge, second: Sge) -> Self {
+        ScatterRecvRequest {
+            wr_id,
+            sges: [first, second],
+            n: 2,
+        }
+    }
+
+    /// Returned in the completion.
+    #[inline]
+    pub fn wr_id(&self) -> u64 {
+        self.wr_id
+    }
+
+    /// The entries as given (1 or 2, including any of 0 bytes).
+    #[inline]
+    pub fn sges(&self) -> &[Sge] {
+        &self.sges[..usize::from(self.n)]
+    }
+
+    /// Entries that will be posted (those of more than 0 bytes).
+    #[inline]
+    pub fn posted_sges(&self) -> usize {
+        self.sges().iter().filter(|s| s.len > 0).count()
+    }
+}
+
+/// Fills `wr` and the first entries of `sges` from `req` (pure), leaving out entries of 0
+/// bytes; `wr.num_sge` is the number written. Returns `false`, with `wr` cleared and
+/// `num_sge` 0, when `sges` has room for fewer entries than the request posts. `wr.next`
+/// and `wr.sg_list` are left for the batch to link. Used by [`RecvBatch::push_scatter`];
+/// public for tests and tools.
+pub fn fill_scatter_recv_wr(
+    req: &ScatterRecvRequest,
+    wr: &mut raw::ibv_recv_wr,
+    sges: &mut [raw::ibv_sge],
+) -> bool {
+    *wr = raw::ibv_recv_wr::default();
+    if req.posted_sges() > sges.len() {
+        return false;
+    }
+    let mut n = 0;
+    for s in req.sges().iter().filter(|s| s.len > 0) {
+        sges[n] = raw::ibv_sge {
+            addr: s.addr,
+            length: s.len,
+            lkey: s.lkey,
+        };
+        n += 1;
+    }
+    wr.wr_id = req.wr_id;
+    wr.num_sge = n as i32;
+    true
+}
+
 /// A failed post: the provider's errno and how many requests of the batch were posted
 /// before the failing one. `Copy`, built on the hot path without allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,11 +311,14 @@ macro_rules! work_request {
 }
 work_request!(raw::ibv_send_wr, raw::ibv_recv_wr);
 
-/// Up to `capacity` work requests with one scatter/gather entry each, preallocated; linked
-/// and posted in one call ([`SendBatch`], [`RecvBatch`]).
+/// Up to `capacity` work requests with one scatter/gather entry each (or up to
+/// [`MAX_RECV_SGE`] for receives, [`RecvBatch::with_sges`]), preallocated; linked and posted
+/// in one call ([`SendBatch`], [`RecvBatch`]).
 pub struct WrBatch<W> {
     wrs: Box<[W]>,
+    /// `per` entries for each WR: WR `i`'s list starts at `i * per`.
     sges: Box<[raw::ibv_sge]>,
+    per: usize,
     n: usize,
 }
 
@@ -234,13 +332,24 @@ pub type RecvBatch = WrBatch<raw::ibv_recv_wr>;
 unsafe impl<W> Send for WrBatch<W> {}
 
 impl<W: WorkRequest> WrBatch<W> {
-    /// A batch of at most `capacity` requests. Cold path.
+    /// A batch of at most `capacity` requests of one scatter/gather entry. Cold path.
     pub fn with_capacity(capacity: usize) -> Self {
+        Self::with_per(capacity, 1)
+    }
+    /// A batch of at most `capacity` requests of up to `per` entries. Cold path.
+    fn with_per(capacity: usize, per: usize) -> Self {
+        let (capacity, per) = (capacity.max(1), per.max(1));
         WrBatch {
-            wrs: vec![W::default(); capacity.max(1)].into_boxed_slice(),
-            sges: vec![raw::ibv_sge::default(); capacity.max(1)].into_boxed_slice(),
+            wrs: vec![W::default(); capacity].into_boxed_slice(),
+            sges: vec![raw::ibv_sge::default(); capacity * per].into_boxed_slice(),
+            per,
             n: 0,
         }
+    }
+    /// Scatter/gather entries each request may have.
+    #[inline]
+    pub fn sges_per_request(&self) -> usize {
+        self.per
     }
     /// Requests in the batch.
     #[inline]
@@ -262,17 +371,26 @@ impl<W: WorkRequest> WrBatch<W> {
     pub fn clear(&mut self) {
         self.n = 0;
     }
-    /// Request `i` as built (for tests and tools).
+    /// Request `i` as built, with its first scatter/gather entry (for tests and tools).
     pub fn wr(&self, i: usize) -> Option<(&W, &raw::ibv_sge)> {
-        (i < self.n).then(|| (&self.wrs[i], &self.sges[i]))
+        (i < self.n).then(|| (&self.wrs[i], &self.sges[i * self.per]))
     }
-    /// Fills the next request with `fill`; `false` when full. Never allocates.
+    /// Request `i` as built, with all of its [`sges_per_request`](Self::sges_per_request)
+    /// entry slots (the first `num_sge` are used; for tests and tools).
+    pub fn wr_sges(&self, i: usize) -> Option<(&W, &[raw::ibv_sge])> {
+        (i < self.n).then(|| (&self.wrs[i], &self.sges[i * self.per..(i + 1) * self.per]))
+    }
+    /// Fills the next request with `fill` (given the request's entry slots), which returns
+    /// whether it built one; `false` when full or when `fill` refused. Never allocates.
     #[inline]
-    fn push_with(&mut self, fill: impl FnOnce(&mut W, &mut raw::ibv_sge)) -> bool {
+    fn push_with(&mut self, fill: impl FnOnce(&mut W, &mut [raw::ibv_sge]) -> bool) -> bool {
         if self.n == self.wrs.len() {
             return false;
         }
-        fill(&mut self.wrs[self.n], &mut self.sges[self.n]);
+        let at = self.n * self.per;
+        if !fill(&mut self.wrs[self.n], &mut self.sges[at..at + self.per]) {
+            return false;
+        }
         self.n += 1;
         true
     }
@@ -287,8 +405,9 @@ impl<W: WorkRequest> WrBatch<W> {
             } else {
                 std::ptr::null_mut()
             };
-            // SAFETY: i < n <= len of the sge box (same length as the WR box).
-            let sge = unsafe { sbase.add(i) };
+            // SAFETY: i < n <= len of the WR box, and the sge box holds `per` entries for
+            // each WR, so i * per is in bounds.
+            let sge = unsafe { sbase.add(i * self.per) };
             self.wrs[i].link_to(next, sge);
         }
         base
@@ -330,7 +449,10 @@ impl SendBatch {
     /// Appends a request; `false` when full. Never allocates.
     #[inline]
     pub fn push(&mut self, req: &SendRequest) -> bool {
-        self.push_with(|w, s| fill_send_wr(req, w, s))
+        self.push_with(|w, s| {
+            fill_send_wr(req, w, &mut s[0]);
+            true
+        })
     }
     /// Marks the last request signaled (selective signaling: the end of a burst).
     #[inline]
@@ -342,10 +464,25 @@ impl SendBatch {
 }
 
 impl RecvBatch {
+    /// A batch of at most `capacity` receives of up to `sges` scatter entries each (1 to
+    /// [`MAX_RECV_SGE`]; match the QP's [`QpCaps::max_recv_sge`]), for
+    /// [`push_scatter`](Self::push_scatter). Cold path.
+    pub fn with_sges(capacity: usize, sges: usize) -> Self {
+        Self::with_per(capacity, sges.clamp(1, MAX_RECV_SGE))
+    }
     /// Appends a request; `false` when full. Never allocates.
     #[inline]
     pub fn push(&mut self, req: &RecvRequest) -> bool {
-        self.push_with(|w, s| fill_recv_wr(req, w, s))
+        self.push_with(|w, s| {
+            fill_recv_wr(req, w, &mut s[0]);
+            true
+        })
+    }
+    /// Appends a scattering request; `false` when full or when it posts more entries than
+    /// the batch's [`sges_per_request`](Self::sges_per_request). Never allocates.
+    #[inline]
+    pub fn push_scatter(&mut self, req: &ScatterRecvRequest) -> bool {
+        self.push_with(|w, s| fill_scatter_recv_wr(req, w, s))
     }
 }
 
@@ -615,5 +752,119 @@ mod tests {
         let (w0, s0) = r.wr(0).unwrap();
         assert_eq!((w0.wr_id, w0.num_sge, s0.length), (4, 1, 2048));
         assert_eq!(r.wr(1).unwrap().0.num_sge, 0);
+    }
+
+    fn sge(addr: u64, len: u32, lkey: u32) -> Sge {
+        Sge { addr, len, lkey }
+    }
+
+    #[test]
+    fn scatter_request_fills_both_entries_in_order() {
+        let req = ScatterRecvRequest::split(12, sge(0x1000, 42, 7), sge(0x7f00_0000_0000, 8192, 9));
+        assert_eq!(req.wr_id(), 12);
+        assert_eq!(req.sges().len(), 2);
+        assert_eq!(req.posted_sges(), 2);
+        let mut wr = raw::ibv_recv_wr::default();
+        let mut sges = [raw::ibv_sge::default(); 2];
+        assert!(fill_scatter_recv_wr(&req, &mut wr, &mut sges));
+        assert_eq!((wr.wr_id, wr.num_sge), (12, 2));
+        assert_eq!(
+            (sges[0].addr, sges[0].length, sges[0].lkey),
+            (0x1000, 42, 7)
+        );
+        assert_eq!(
+            (sges[1].addr, sges[1].length, sges[1].lkey),
+            (0x7f00_0000_0000, 8192, 9)
+        );
+        // Too few entry slots: refused, nothing half-built.
+        let mut one = [raw::ibv_sge::default(); 1];
+        assert!(!fill_scatter_recv_wr(&req, &mut wr, &mut one));
+        assert_eq!((wr.wr_id, wr.num_sge), (0, 0));
+        // A 0-byte entry is left out of the list.
+        let req = ScatterRecvRequest::split(3, sge(0x1000, 0, 7), sge(0x2000, 64, 9));
+        assert_eq!(req.posted_sges(), 1);
+        assert!(fill_scatter_recv_wr(&req, &mut wr, &mut sges));
+        assert_eq!(wr.num_sge, 1);
+        assert_eq!(
+            (sges[0].addr, sges[0].length, sges[0].lkey),
+            (0x2000, 64, 9)
+        );
+    }
+
+    #[test]
+    fn one_entry_scatter_request_is_a_plain_receive() {
+        // The same ibv_recv_wr and ibv_sge as RecvRequest / push, in a one-entry batch.
+        let mut plain = RecvBatch::with_capacity(1);
+        assert!(plain.push(&RecvRequest {
+            wr_id: 5,
+            addr: 0x4000,
+            len: 2048,
+            lkey: 3
+        }));
+        let mut sg = RecvBatch::with_sges(1, 1);
+        assert_eq!(sg.sges_per_request(), 1);
+        assert!(sg.push_scatter(&ScatterRecvRequest::single(5, sge(0x4000, 2048, 3))));
+        let ((pw, ps), (sw, ss)) = (plain.wr(0).unwrap(), sg.wr(0).unwrap());
+        assert_eq!((pw.wr_id, pw.num_sge), (sw.wr_id, sw.num_sge));
+        assert_eq!((sw.wr_id, sw.num_sge), (5, 1));
+        assert_eq!((ps.addr, ps.length, ps.lkey), (ss.addr, ss.length, ss.lkey));
+        assert_eq!(plain.sges.len(), sg.sges.len());
+        // A two-entry request does not fit a one-entry batch.
+        assert!(!sg.push_scatter(&ScatterRecvRequest::split(6, sge(1, 1, 1), sge(2, 2, 2))));
+        let mut sg1 = RecvBatch::with_sges(2, 1);
+        assert!(!sg1.push_scatter(&ScatterRecvRequest::split(6, sge(1, 1, 1), sge(2, 2, 2))));
+        assert_eq!(sg1.len(), 0);
+        // Entry counts are clamped to 1..=MAX_RECV_SGE.
+        assert_eq!(RecvBatch::with_sges(1, 0).sges_per_request(), 1);
+        assert_eq!(RecvBatch::with_sges(1, 9).sges_per_request(), MAX_RECV_SGE);
+        assert_eq!(SendBatch::with_capacity(4).sges_per_request(), 1);
+    }
+
+    #[test]
+    fn two_entry_batch_links_each_request_to_its_own_entries() {
+        let mut b = RecvBatch::with_sges(3, 2);
+        assert!(b.push_scatter(&ScatterRecvRequest::split(
+            0,
+            sge(0x100, 42, 1),
+            sge(0x9000, 4096, 2)
+        )));
+        assert!(b.push_scatter(&ScatterRecvRequest::split(
+            1,
+            sge(0x200, 42, 1),
+            sge(0xa000, 4096, 2)
+        )));
+        // A plain request in a two-entry batch uses the first slot of its pair.
+        assert!(b.push(&RecvRequest {
+            wr_id: 2,
+            addr: 0x300,
+            len: 42,
+            lkey: 1
+        }));
+        assert!(
+            !b.push_scatter(&ScatterRecvRequest::single(3, sge(0x400, 42, 1))),
+            "full"
+        );
+        let (w1, s1) = b.wr_sges(1).unwrap();
+        assert_eq!((w1.wr_id, w1.num_sge, s1.len()), (1, 2, 2));
+        assert_eq!(
+            (s1[0].addr, s1[1].addr, s1[1].length),
+            (0x200, 0xa000, 4096)
+        );
+        let head = b.link();
+        // SAFETY: head is the batch's first WR; the list has 3 entries in the batch box, and
+        // each sg_list points at num_sge entries of the sge box.
+        unsafe {
+            assert_eq!((*head).num_sge, 2);
+            let l0 = std::slice::from_raw_parts((*head).sg_list, 2);
+            assert_eq!((l0[0].addr, l0[0].length), (0x100, 42));
+            assert_eq!((l0[1].addr, l0[1].length, l0[1].lkey), (0x9000, 4096, 2));
+            let second = (*head).next;
+            let l1 = std::slice::from_raw_parts((*second).sg_list, 2);
+            assert_eq!((l1[0].addr, l1[1].addr), (0x200, 0xa000));
+            let third = (*second).next;
+            assert_eq!(((*third).wr_id, (*third).num_sge), (2, 1));
+            assert_eq!((*(*third).sg_list).addr, 0x300);
+            assert!((*third).next.is_null());
+        }
     }
 }
