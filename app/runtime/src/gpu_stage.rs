@@ -469,7 +469,35 @@ impl Stage {
                 }
                 now
             };
-            // GPU queues receive whole packets into one GPU region (config rule).
+            // Header-data split into GPU memory (config rule: two segments, the data in
+            // the stage's `device` region): the CPU reads the headers, the stage places
+            // the data segment by the header's sequence number (or gathers it).
+            if burst.segments(i) == 2 {
+                if let (Segment::Host(head), Segment::Device { ptr, len }) =
+                    (burst.segment(i, 0), burst.segment(i, 1))
+                {
+                    let (payload, plen) = threads::app_payload_head(head);
+                    let payload = &payload[..payload.len().min(plen)];
+                    v.on_packet(&PacketView {
+                        frame: Some(head),
+                        payload,
+                        meta,
+                        rx_ns,
+                        tail: plen - payload.len(),
+                    });
+                    let seq = v.validate.last_seq().map(|s| s as u32);
+                    self.add(
+                        ptr as usize as *const u8,
+                        len as usize,
+                        None,
+                        seq,
+                        rx_ns,
+                        stats,
+                    );
+                    continue;
+                }
+            }
+            // Otherwise GPU queues receive whole packets into one GPU region (config rule).
             match burst.segment(i, 0) {
                 Segment::Host(bytes) => {
                     let payload = if u.frames {

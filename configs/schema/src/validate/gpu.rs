@@ -5,7 +5,7 @@
 //! batches are on the GPU).
 
 use super::capacity::largest_frame;
-use super::gpudirect::{device_rx, DeviceRx};
+use super::gpudirect::{device_rx, DeviceRx, FRAME_HEADERS};
 use super::{int, quoted, rxq, unknown_name, Draft};
 use crate::error::Errors;
 use crate::model::StreamFormat;
@@ -24,8 +24,6 @@ pub(crate) const MAX_PACKETS_PER_BATCH: i64 = 1 << 20;
 pub(crate) const MAX_PAYLOAD: i64 = 1 << 20;
 /// Most batches in flight.
 pub(crate) const MAX_DEPTH: i64 = 64;
-/// Ethernet + IPv4 + UDP header bytes before the sequence header in a raw frame.
-const RAW_HEADERS: u32 = 14 + 20 + 8;
 
 /// Resolves an RX queue's `gpu_stage` name (to its index in `[[gpu_stages]]`).
 pub(super) fn stage_ref(
@@ -154,7 +152,7 @@ fn stage(
     let default_offset = if split.is_some() {
         0
     } else if d.kind.is_raw() && !super::roce(raw) {
-        RAW_HEADERS + header
+        FRAME_HEADERS + header
     } else {
         header
     };

@@ -566,8 +566,12 @@ impl FrameRx {
                     let len = hds::set_split_lens(&mut b, &mut d, wc.byte_len(), s.header);
                     (len, burst.push_split(b, d, frame_meta(len, queue)).is_ok())
                 }
-                // Never: both buffers of a split receive are posted together.
-                (Some(_), None) => continue,
+                // Never (both buffers of a split receive are posted together); counted
+                // should it happen, not skipped silently.
+                (Some(_), None) => {
+                    counters.record_drop(DropReason::Kernel);
+                    continue;
+                }
             };
             if pushed {
                 got += 1;

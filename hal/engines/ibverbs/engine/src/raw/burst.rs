@@ -185,24 +185,18 @@ impl RxBurst for RawBurst {
     #[inline]
     fn segment(&self, pkt: usize, seg: usize) -> Segment<'_> {
         let p = &self.pkts[pkt];
-        if let Body::Split { header, data } = &p.body {
-            return match seg {
-                0 => header.as_segment(),
-                1 => data.as_segment(),
-                _ => panic!("segment {seg} of packet {pkt} out of range"),
-            };
-        }
-        assert_eq!(seg, 0, "segment {seg} of packet {pkt} out of range");
-        match &p.body {
-            Body::Buf(b) => b.as_segment(),
-            Body::Split { .. } => unreachable!("handled above"),
-            Body::Stride { entry, off } => {
+        match (&p.body, seg) {
+            (Body::Buf(b), 0) => b.as_segment(),
+            (Body::Split { header, .. }, 0) => header.as_segment(),
+            (Body::Split { data, .. }, 1) => data.as_segment(),
+            (Body::Stride { entry, off }, 0) => {
                 let shared = self
                     .strides
                     .as_ref()
                     .expect("a stride frame in a burst bound to striding buffers");
                 shared.frame(*entry, *off, p.meta.len)
             }
+            _ => panic!("segment {seg} of packet {pkt} out of range"),
         }
     }
 
