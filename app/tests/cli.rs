@@ -284,10 +284,22 @@ fn status_file_follows_the_run() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2200));
-    let during: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&f).expect("written during the run"))
-            .unwrap();
+    // Start-up (locking, preallocation) takes its time on a loaded host: poll for the first
+    // status with packets rather than guessing a moment. The file is written by rename, so
+    // a read sees a whole status or none.
+    let during: serde_json::Value = loop {
+        if let Some(code) = child.try_wait().unwrap() {
+            panic!("the run ended ({code}) before a status with packets was read");
+        }
+        let seen = std::fs::read_to_string(&f)
+            .ok()
+            .map(|t| serde_json::from_str::<serde_json::Value>(&t).unwrap())
+            .filter(|v| v["rx"][0]["packets"].as_u64().is_some_and(|p| p > 0));
+        if let Some(v) = seen {
+            break v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert!(child.wait().unwrap().success());
     let after: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
