@@ -5,14 +5,18 @@
 # Prepare here (a host with the toolchain), then carry gpu-carry/ to the GPU host:
 #   scripts/gpu-host.sh --prepare      # builds with --release --features gpu, fills gpu-carry/
 # On the GPU host, from the repository root (the `run` tool: carry ["gpu-carry"]):
-#   bash scripts/gpu-host.sh [all|tests|unit|bench|paced]   # logs and reports under $OUT
+#   bash scripts/gpu-host.sh [all|tests|unit|bench|paced|dpdk]   # logs and reports under $OUT
 #
 # What it runs:
 #   tests  rtdaq-gpu's unit and GPU test binaries (hal/gpu), the runtime's unit tests
 #          (gpu feature), the app's GPU integration test (socket loopback -> host_pinned ->
 #          GPU reorder -> checksums), the GPUDirect RoCE config with the ibverbs + gpu build
 #          (its device region allocated and exported as a dma-buf, then "no RDMA device", exit
-#          2: the GPU host has no RDMA NIC), and the shipped configs/host-loopback-udp-gpu.toml (10 s)
+#          2: the GPU host has no RDMA NIC), DPDK into GPU memory (configs/vdev-dpdk-null-gpudirect.toml:
+#          net_null frames in a `device` region -> GPU gather; every frame accounted for),
+#          and the shipped configs/host-loopback-udp-gpu.toml (10 s)
+#   dpdk   DPDK net_null -> GPU gather, frames in GPU memory (`device`) vs in pinned host
+#          memory (`host_pinned`), REPS interleaved repeats of SECS s each
 #   bench  RX->GPU throughput at 8000-byte payloads: 1, 2 and 4 SO_REUSEPORT RX queues fed by
 #          4 unpaced sendmmsg_tx processes, GPU stage per queue (gather, 1024 packets per
 #          batch, depth 4, mapped staging) with workload none / fft / gemm; REPS interleaved
@@ -50,8 +54,21 @@ if [ "${1:-}" = "--prepare" ]; then
     mkdir -p $C/lib
     ldd $C/rtdaq-ibverbs-gpu | awk '/lib(ibverbs|rdmacm|nl-3|nl-route-3)\.so/ {print $3}' |
         xargs -r -I{} cp -L {} $C/lib/
+    # The DPDK + gpu appliance, the DPDK shared libraries it links and the three plugins a
+    # net_null port needs (the GPU host has no DPDK; the EAL loads the plugins with -d).
+    RTDAQ_CONFIG=configs/vdev-dpdk-null-gpudirect.toml cargo build --release -p rtdaq \
+        --no-default-features --features engine-dpdk,platform-host,gpu
+    cp "$T/release/rtdaq" $C/rtdaq-dpdk-gpu
+    rm -rf $C/dpdk; mkdir -p $C/dpdk
+    pmds=$(dirname "$(find /usr/lib -name 'librte_net_null.so.*' -type f | head -1)")
+    for p in librte_net_null librte_mempool_ring librte_bus_vdev; do
+        cp -L "$(find "$pmds" -maxdepth 1 -name "$p.so.*" | sort | head -1)" $C/dpdk/  # the ABI soname
+    done
+    { ldd $C/rtdaq-dpdk-gpu; for f in "$C"/dpdk/*.so.*; do ldd "$f"; done; } |
+        awk '$3 ~ /^\// && $1 !~ /^(libc|libm|libgcc_s|ld-linux.*)\.so/ {print $3}' | sort -u |
+        xargs -r -I{} cp -Ln {} $C/dpdk/
     cc -O2 -Wall -o $C/sendmmsg_tx benches/socket/sendmmsg_tx.c
-    strip $C/rtdaq $C/rtdaq-ibverbs-gpu $C/app-gpu $C/runtime-unit $C/unit $C/gpu 2>/dev/null || true
+    strip $C/rtdaq $C/rtdaq-ibverbs-gpu $C/rtdaq-dpdk-gpu $C/app-gpu $C/runtime-unit $C/unit $C/gpu 2>/dev/null || true
     ls -la $C; du -sh $C
     exit 0
 fi
@@ -61,7 +78,7 @@ OUT=${OUT:-/tmp/rtdaq-gpu-host}
 REPS=${REPS:-3}
 SECS=${SECS:-5}
 mkdir -p "$OUT/runs"
-LOG=$OUT/log
+LOG=$OUT/log-$WHAT
 
 libs=$( (ldconfig -p 2>/dev/null | awk '/lib(cuda|nvrtc|cufft|cublas)\.so/ {print $NF}'
          find /usr /opt /lib /lib64 -xdev \( -name 'libcuda.so*' -o -name 'libnvrtc*.so*' \
@@ -94,6 +111,8 @@ tests() {
     LD_LIBRARY_PATH="$PWD/$C/lib:$LD_LIBRARY_PATH" RUST_LOG=info timeout 60 $C/rtdaq-ibverbs-gpu \
         run --config configs/host-roce-gpudirect.toml 2>&1 | tail -n 20
     echo "rc=${PIPESTATUS[0]}"
+    dpdk_gpu device check
+    dpdk_gpu host_pinned check
     echo "== shipped config configs/host-loopback-udp-gpu.toml (10 s)"
     $C/rtdaq config check configs/host-loopback-udp-gpu.toml
     RUST_LOG=info timeout 60 $C/rtdaq run --config configs/host-loopback-udp-gpu.toml \
@@ -131,6 +150,69 @@ as_unit() {
         echo "FAIL as the unit ($caps): exit $rc; warnings only as the unit: ${extra:-none}"
     fi
     rm -rf "$d"
+}
+
+# DPDK net_null into a `kind` region (device | host_pinned) -> GPU gather, from the shipped
+# config with the plugins' -d options added; `check`: every frame must be accounted for.
+dpdk_gpu() { # kind check|bench [name]
+    local kind=$1 mode=$2 name=${3:-dpdk-$1} d=$PWD/$C/dpdk f rc mr nn
+    f="$OUT/runs/$name.toml"
+    mr=$(echo "$d"/librte_mempool_ring.so.*); nn=$(echo "$d"/librte_net_null.so.*)
+    sed -e "s|^eal_args = \[|eal_args = [\"-d\", \"$mr\", \"-d\", \"$nn\", |" \
+        -e "s|^kind = \"device\"|kind = \"$kind\"|" -e "s|^duration_s = .*|duration_s = $SECS|" \
+        configs/vdev-dpdk-null-gpudirect.toml > "$f"
+    [ "$mode" = check ] && echo "== DPDK net_null -> $kind region -> GPU gather ($f, $SECS s)"
+    LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" RUST_LOG=${RUST_LOG:-info} timeout $((SECS + 60)) \
+        $C/rtdaq-dpdk-gpu run --config "$f" --report-json "$OUT/runs/$name.json" > "$OUT/runs/$name.log" 2>&1
+    rc=$?
+    if [ "$mode" = check ]; then
+        grep -v '^\s*[0-9.]* s ' "$OUT/runs/$name.log" | grep -iv 'rx .* Gb/s .* Mpps' | tail -n 40
+        echo "rc=$rc"
+        python3 - "$OUT/runs/$name.json" "$kind" <<'EOP'
+import json, sys
+r = json.load(open(sys.argv[1])); kind = sys.argv[2]
+q = r["rx"]["queues"][0]; g = q["gpu"]
+print(f"rx packets {q['packets']} ({q['mpps']:.2f} Mpps), in_gpu_memory {q['in_gpu_memory']}, drops {q['drops']}")
+print(f"gpu: packets {g['packets']} dropped {g['packets_dropped']} batches {g['batches_completed']}/{g['batches_submitted']} dropped {g['batches_dropped']} errors {g['errors']} not_in_region {g['not_in_region']} no_slot {g['no_slot']}; io allocations {r['io_thread_allocations']}")
+ok = [("frames received", q["packets"] > 0),
+      ("GPU batches completed", g["batches_completed"] > 0),
+      ("every frame counted in GPU memory" if kind == "device" else "no frame counted in GPU memory",
+       q["in_gpu_memory"] == (q["packets"] if kind == "device" else 0)),
+      ("every frame went to the GPU or is counted gpu_busy", g["packets"] + g["packets_dropped"] == q["packets"]),
+      ("gpu_busy drops = the stage's dropped packets", q["drops"]["gpu_busy"] == g["packets_dropped"]),
+      ("no CUDA error, no address outside the region", g["errors"] == 0 and g["not_in_region"] == 0 and g["no_slot"] == 0),
+      ("no I/O-thread allocation", r["io_thread_allocations"] == 0)]
+for what, good in ok:
+    print(("ok   " if good else "FAIL ") + what)
+print("PASS" if all(good for _, good in ok) else "FAIL")
+EOP
+    fi
+    return $rc
+}
+
+dpdk_bench() {
+    echo "== DPDK net_null (8000 B frames) -> GPU gather (1024 per batch, depth 4): frames in GPU memory (device) vs pinned host memory (host_pinned), ${SECS} s per run, $REPS interleaved repeats"
+    for rep in $(seq 1 "$REPS"); do
+        for kind in device host_pinned; do
+            RUST_LOG=warn dpdk_gpu $kind bench "d${rep}-$kind"
+            echo "d${rep}-$kind rc=$?"
+        done
+    done
+    python3 - "$OUT/runs" <<'EOP'
+import json, glob, os, sys, statistics as st
+rows = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "d*-*.json"))):
+    kind = os.path.basename(f)[:-5].split("-", 1)[1]
+    r = json.load(open(f)); q = r["rx"]["queues"][0]; g = q["gpu"]; s = r["duration_s"]
+    rx_mpps = q["packets"] / s / 1e6
+    gpu_mpps = g["packets"] / s / 1e6
+    rows.setdefault(kind, []).append((rx_mpps, gpu_mpps, gpu_mpps * 8000 * 8 / 1e3, g["errors"], r["io_thread_allocations"]))
+    print(f"{os.path.basename(f)}: consumer {rx_mpps:.3f} Mpps, to GPU {gpu_mpps:.3f} Mpps = {gpu_mpps*64:.1f} Gb/s of frames, gpu_busy {q['drops']['gpu_busy']}, ring_full {q['drops']['ring_full']}, errors {g['errors']}")
+print("\nregion | consumer Mpps min/median/max | to-GPU Mpps min/median/max | to-GPU Gb/s median (8000 B frames) | errors | io allocations")
+for kind, v in rows.items():
+    a = [x[0] for x in v]; b = [x[1] for x in v]
+    print(f"{kind} | {min(a):.3f} / {st.median(a):.3f} / {max(a):.3f} (n={len(v)}) | {min(b):.3f} / {st.median(b):.3f} / {max(b):.3f} | {st.median(x[2] for x in v):.1f} | {max(x[3] for x in v)} | {max(x[4] for x in v)}")
+EOP
 }
 
 # bench config: Q SO_REUSEPORT RX queues on port 5000, one GPU stage (one pipeline per queue)
@@ -290,6 +372,7 @@ EOP
             as_unit ;;
         bench) bench; summary ;;
         paced) paced; summary ;;
+        dpdk) dpdk_bench ;;
         *) tests; bench; summary ;;
     esac
 } 2>&1 | tee "$LOG"

@@ -259,3 +259,63 @@ fn usage_and_config_errors_exit_2() {
         );
     }
 }
+
+/// `gpu.direct` by engine: on the tuned IGX Thor tree without nvidia_peermem, the open kernel
+/// module's DMA-BUF serves the ibverbs engine (it registers a dma-buf) but not DPDK, whose
+/// mlx5 PMD registers the GPU address with `ibv_reg_mr`, which only nvidia-peermem pins.
+#[test]
+fn gpu_direct_needs_peermem_for_dpdk_and_dma_buf_serves_ibverbs() {
+    let tree = std::env::temp_dir().join(format!("rtdaq-doctor-nopeer-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tree);
+    let src = root().join("tests/fixtures/igx-thor-tuned");
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&tree)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let modules = tree.join("proc/modules");
+    let kept: String = std::fs::read_to_string(&modules)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("nvidia_peermem "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&modules, kept).unwrap();
+    let finding = |config: &str| {
+        let out = rtdaq(&[
+            "doctor",
+            "--root",
+            tree.to_str().unwrap(),
+            "--config",
+            config,
+            "--json",
+        ]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["check"] == "gpu.direct")
+            .cloned()
+            .unwrap()
+    };
+    let dpdk = finding("configs/igx-thor/dpdk-hds.toml");
+    assert_eq!(dpdk["status"], "fail", "{dpdk}");
+    let detail = dpdk["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("ibv_reg_mr") && detail.contains("nvidia_peermem is not loaded"),
+        "{detail}"
+    );
+    assert!(dpdk["fix"]
+        .as_str()
+        .unwrap()
+        .contains("modprobe nvidia-peermem"));
+    let verbs = finding("configs/igx-thor/roce-gpudirect.toml");
+    assert_eq!(verbs["status"], "pass", "{verbs}");
+    assert!(
+        verbs["detail"].as_str().unwrap().contains("DMA-BUF"),
+        "{verbs}"
+    );
+    let _ = std::fs::remove_dir_all(&tree);
+}

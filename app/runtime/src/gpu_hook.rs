@@ -44,14 +44,15 @@ pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
 }
 
 /// Allocates a GPU memory region: its memory (`host_pinned`: CPU bytes for the buffer pool;
-/// `device`: GPU memory exported as a dma-buf) and its GPU mapping.
+/// `device`: GPU memory, exported as a dma-buf when `dmabuf`) and its GPU mapping.
 #[cfg_attr(not(feature = "gpu"), allow(unused_variables))]
 pub(crate) fn alloc_region(
     r: &MemoryRegion,
     size: usize,
+    dmabuf: bool,
 ) -> Result<(GpuRegionMem, GpuMap), RuntimeError> {
     #[cfg(feature = "gpu")]
-    return crate::gpu_stage::alloc_region(r, size);
+    return crate::gpu_stage::alloc_region(r, size, dmabuf);
     #[cfg(not(feature = "gpu"))]
     Err(RuntimeError::Gpu(format!(
         "memory region `{}` is kind \"{}\", but {NOT_BUILT_WITH_GPU}",

@@ -144,14 +144,14 @@ pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
     {
         rtdaq_gpu::require_cublas().map_err(gpu_err)?;
     }
-    if config.engine_kind() != EngineKind::Ibverbs {
+    if !matches!(config.engine_kind(), EngineKind::Ibverbs | EngineKind::Dpdk) {
         if let Some(r) = config
             .memory_regions
             .iter()
             .find(|r| r.kind == RegionKind::Device)
         {
             return Err(RuntimeError::Gpu(format!(
-                "memory region `{}` is kind \"device\": the {} engine does not receive into GPU memory (only the ibverbs engine does, in RoCE mode, by registering the region's dma-buf; DPDK GPU memory is not implemented); use kind = \"host_pinned\" with a gpu_stage",
+                "memory region `{}` is kind \"device\": the {} engine does not receive into GPU memory (the ibverbs engine does, registering the region's dma-buf, and the DPDK engine, mapping it for the port's device); use kind = \"host_pinned\" with a gpu_stage",
                 r.name,
                 config.engine_kind().as_str()
             )));
@@ -166,12 +166,14 @@ pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
 }
 
 /// Allocates a GPU region; lives for the process. `host_pinned`: page-locked, mapped into
-/// its GPU. `device`: GPU memory (64 KiB aligned) exported whole as a dma-buf, which a NIC
-/// registers (`ibv_reg_dmabuf_mr`); an export the GPU or driver refuses is an error here,
-/// before any engine opens.
+/// its GPU. `device`: GPU memory (64 KiB aligned), with `dmabuf` exported whole as a dma-buf,
+/// which a NIC registers (`ibv_reg_dmabuf_mr`); an export the GPU or driver refuses is an
+/// error here, before any engine opens. Without `dmabuf` (DPDK) the engine maps the address
+/// for its port's device.
 pub(crate) fn alloc_region(
     r: &MemoryRegion,
     size: usize,
+    dmabuf: bool,
 ) -> Result<(GpuRegionMem, GpuMap), RuntimeError> {
     let Placement::Gpu(id) = r.placement else {
         return Err(RuntimeError::Gpu(format!(
@@ -187,28 +189,38 @@ pub(crate) fn alloc_region(
                 r.name
             ))
         })?;
-        let buf = mem.export_dmabuf(0, mem.len()).map_err(|e| {
-            RuntimeError::Gpu(format!(
-                "memory region `{}` (device memory on GPU {id}): the NIC reaches it through a dma-buf, and exporting one failed: {e}; GPUDirect RDMA needs a discrete GPU with dma-buf support (open kernel modules, CUDA >= 11.7, Linux >= 5.12); otherwise use kind = \"host_pinned\"",
-                r.name
-            ))
-        })?;
         let map = GpuMap {
             gpu: id,
             host_base: mem.device_ptr() as usize,
             dev_base: mem.device_ptr(),
             len: mem.len(),
         };
-        let dmabuf_fd = buf.fd.as_raw_fd();
+        let dmabuf_fd = if dmabuf {
+            let buf = mem.export_dmabuf(0, mem.len()).map_err(|e| {
+                RuntimeError::Gpu(format!(
+                    "memory region `{}` (device memory on GPU {id}): the NIC reaches it through a dma-buf, and exporting one failed: {e}; GPUDirect RDMA needs a discrete GPU with dma-buf support (open kernel modules, CUDA >= 11.7, Linux >= 5.12); otherwise use kind = \"host_pinned\"",
+                    r.name
+                ))
+            })?;
+            let fd = buf.fd.as_raw_fd();
+            // Lives for the process: the NIC's registration uses it until exit.
+            Box::leak(Box::new(buf));
+            Some(fd)
+        } else {
+            None
+        };
         log::info!(
-            "memory region `{}`: {} bytes of device memory on GPU {id} at {:#x}, exported as dma-buf fd {dmabuf_fd} for the NIC",
+            "memory region `{}`: {} bytes of device memory on GPU {id} at {:#x}{}",
             r.name,
             map.len,
-            map.dev_base
+            map.dev_base,
+            match dmabuf_fd {
+                Some(fd) => format!(", exported as dma-buf fd {fd} for the NIC"),
+                None => ", mapped by the engine for the NIC (GPU pages of 64 KiB)".to_owned(),
+            }
         );
-        // Both live for the process: the pool, the NIC's registration and the GPU stage
-        // use the memory until it exits.
-        Box::leak(Box::new(buf));
+        // Lives for the process: the pool, the NIC and the GPU stage use the memory until
+        // it exits.
         Box::leak(Box::new(mem));
         return Ok((GpuRegionMem::Device { dmabuf_fd }, map));
     }

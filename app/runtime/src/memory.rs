@@ -88,10 +88,11 @@ pub enum GpuRegionMem {
     /// `host_pinned`: page-locked CPU memory mapped into the GPU (the buffer pool's bytes).
     Pinned(&'static mut [u8]),
     /// `device`: GPU memory the CPU cannot reach, at `GpuMap::dev_base` (its `host_base` is
-    /// the same number), exported whole as the dma-buf `dmabuf_fd` for the NIC to register.
+    /// the same number), for the ibverbs engine exported whole as the dma-buf `dmabuf_fd`
+    /// for the NIC to register (the DPDK engine maps the address for the port's device).
     Device {
-        /// The dma-buf file descriptor (kept open for the process).
-        dmabuf_fd: i32,
+        /// The dma-buf file descriptor (kept open for the process), when exported.
+        dmabuf_fd: Option<i32>,
     },
 }
 
@@ -140,7 +141,10 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
         let stride = r.stride() as usize;
         let size = r.footprint() as usize;
         if r.kind.is_gpu() {
-            let (mem, map) = crate::gpu_hook::alloc_region(r, size)?;
+            // ibverbs registers device memory as a dma-buf (ibv_reg_dmabuf_mr); DPDK's
+            // rte_dev_dma_map takes the address (mlx5 pins it through nvidia-peermem).
+            let dmabuf = config.engine_kind() == rtdaq_config::model::EngineKind::Ibverbs;
+            let (mem, map) = crate::gpu_hook::alloc_region(r, size, dmabuf)?;
             region_bytes += map.len as u64;
             gpu_maps.push(Some(map));
             let links: &'static mut [AtomicU32] =
@@ -149,8 +153,12 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
             let pool = match mem {
                 GpuRegionMem::Pinned(mem) => BufferPool::new(&mut mem[..used], links, stride),
                 GpuRegionMem::Device { dmabuf_fd } => {
-                    BufferPool::over_device_memory(map.dev_base, used, links, stride)
-                        .map(|p| p.with_dmabuf(dmabuf_fd, 0))
+                    BufferPool::over_device_memory(map.dev_base, used, links, stride).map(|p| {
+                        match dmabuf_fd {
+                            Some(fd) => p.with_dmabuf(fd, 0),
+                            None => p,
+                        }
+                    })
                 }
             }
             .map_err(|e| RuntimeError::Pool {

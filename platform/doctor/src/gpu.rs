@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rtdaq_config::model::RegionKind;
+use rtdaq_config::model::{EngineKind, RegionKind};
 use rtdaq_platform::board::GpuKind;
 
 use crate::host;
@@ -313,8 +313,10 @@ fn clocks(r: &SmiReport) -> Finding {
     Finding::pass(C, ok.join("; "))
 }
 
-/// `gpu.direct`: with `device` regions, the NIC needs nvidia-peermem or DMA-BUF export (the
-/// open kernel module).
+/// `gpu.direct`: with `device` regions, the NIC needs a way into GPU memory. The ibverbs
+/// engine registers a dma-buf (the open kernel module exports one) or, failing that, the
+/// address through nvidia-peermem; the DPDK engine hands the address to `rte_dev_dma_map`,
+/// which mlx5 registers with `ibv_reg_mr`: that needs nvidia-peermem, whatever the module.
 fn direct(ctx: &Ctx<'_>) -> Finding {
     const C: &str = "gpu.direct";
     let device = ctx
@@ -336,7 +338,8 @@ fn direct(ctx: &Ctx<'_>) -> Finding {
         return Finding::pass(C, "nvidia_peermem loaded (/proc/modules)".into());
     }
     let version = host::read(ctx.root, "proc/driver/nvidia/version").unwrap_or_default();
-    if version.contains("Open Kernel Module") {
+    let dpdk = ctx.config.engine_kind() == EngineKind::Dpdk;
+    if version.contains("Open Kernel Module") && !dpdk {
         return Finding::pass(
             C,
             "open NVIDIA kernel module: device memory exports as DMA-BUF \
@@ -344,15 +347,24 @@ fn direct(ctx: &Ctx<'_>) -> Finding {
                 .into(),
         );
     }
+    let no_driver = if version.is_empty() {
+        " (no /proc/driver/nvidia/version: driver not loaded)"
+    } else {
+        ""
+    };
+    if dpdk {
+        return Finding::fail(
+            C,
+            format!(
+                "`device` regions on engine dpdk, but nvidia_peermem is not loaded: DPDK maps GPU memory for the NIC with rte_dev_dma_map, which the mlx5 PMD registers with ibv_reg_mr on the GPU address, and only nvidia-peermem lets the RDMA core pin GPU pages that way (DMA-BUF is not used on this path){no_driver}"
+            ),
+            "modprobe nvidia-peermem (and add it to /etc/modules-load.d so it loads at boot)".into(),
+        );
+    }
     Finding::fail(
         C,
         format!(
-            "`device` regions but neither nvidia_peermem loaded nor the open kernel module{}",
-            if version.is_empty() {
-                " (no /proc/driver/nvidia/version: driver not loaded)"
-            } else {
-                ""
-            }
+            "`device` regions but neither nvidia_peermem loaded nor the open kernel module{no_driver}"
         ),
         "modprobe nvidia-peermem (or install the open GPU kernel modules for DMA-BUF)".into(),
     )

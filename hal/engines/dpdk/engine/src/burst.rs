@@ -12,10 +12,25 @@ use rtdaq_dpdk_sys::{Mbuf, MbufBurst};
 /// starts at the Ethernet header; with header-data split (buffer split) a frame has two
 /// segments: the first `hds_split` bytes, then the rest (a chained mbuf of the data
 /// region). Longer chains are dropped as `truncated` by the queue.
+///
+/// Segments in GPU memory (a `device` region: the whole frame, or the data segment of a
+/// split) are handed up as [`Segment::Device`] (address and length; the CPU never reads
+/// them), the others as [`Segment::Host`].
 pub struct DpdkRxBurst {
     queue: QueueId,
     mbufs: MbufBurst,
     metas: Box<[PacketMeta]>,
+    device: InGpu,
+}
+
+/// Which segments of a queue's frames lie in GPU memory: segment 0 (`head`: its first
+/// region) and segments 1.. (`data`: its second region, with header-data split).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InGpu {
+    /// Segment 0 is GPU memory (the queue's first region is `device`).
+    pub head: bool,
+    /// Segments after the first are GPU memory (the split's data region is `device`).
+    pub data: bool,
 }
 
 impl DpdkRxBurst {
@@ -29,7 +44,14 @@ impl DpdkRxBurst {
             queue,
             mbufs: MbufBurst::with_capacity(capacity),
             metas: vec![PacketMeta::default(); capacity].into_boxed_slice(),
+            device: InGpu::default(),
         }
+    }
+
+    /// The same burst for a queue whose segments lie in GPU memory as `device` says.
+    pub fn in_gpu(mut self, device: InGpu) -> Self {
+        self.device = device;
+        self
     }
 
     /// The queue the frames came from.
@@ -82,7 +104,8 @@ impl RxBurst for DpdkRxBurst {
         usize::from(m.segments())
     }
 
-    /// `Segment::Host(data of mbuf segment seg)`; segment 0 from the Ethernet header.
+    /// `Segment::Host(data of mbuf segment seg)`, or `Segment::Device` for a segment in GPU
+    /// memory; segment 0 from the Ethernet header.
     ///
     /// # Panics
     /// When `pkt` or `seg` is out of range.
@@ -92,6 +115,20 @@ impl RxBurst for DpdkRxBurst {
             .mbufs
             .get(pkt)
             .expect("DpdkRxBurst: packet index out of range");
+        let in_gpu = if seg == 0 {
+            self.device.head
+        } else {
+            self.device.data
+        };
+        if in_gpu {
+            let (ptr, len) = m
+                .segment_addr(seg)
+                .expect("DpdkRxBurst: segment index out of range");
+            return Segment::Device {
+                ptr,
+                len: u32::from(len),
+            };
+        }
         Segment::Host(
             m.segment_data(seg)
                 .expect("DpdkRxBurst: segment index out of range"),

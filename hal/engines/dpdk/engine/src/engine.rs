@@ -18,14 +18,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rtdaq_config::model::{Address, Engine as EngineConfig, RegionId};
+use rtdaq_config::model::{Address, Engine as EngineConfig, RegionId, RegionKind};
 use rtdaq_config::Config;
 use rtdaq_core::flow::DefaultAction;
 use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RxQueue, TxQueue};
 use rtdaq_core::{QueueCounters, QueueId};
 use rtdaq_dpdk_sys::{Eal, Mempool, Port, PortConfig};
 
-use crate::burst::{DpdkRxBurst, DpdkTxBurst};
+use crate::burst::{DpdkRxBurst, DpdkTxBurst, InGpu};
 use crate::eal::{eal_args, vdev_for_netdev};
 use crate::error::{DpdkEngineError, Result};
 use crate::memory::{check_region, dpdk_owned_mempool, region_mempool, region_pools};
@@ -149,7 +149,7 @@ impl DpdkEngine<'static> {
             .map(|r| (r, ()))
             .collect();
         for &r in used.keys() {
-            check_region(cfg, r)?;
+            check_region(cfg, r, plans.iter().any(|p| p.tx_regions.contains(&r)))?;
         }
         let region_bufs = region_pools(cfg, &args)?;
 
@@ -205,6 +205,12 @@ impl DpdkEngine<'static> {
         let mut pools: BTreeMap<usize, Arc<Mempool>> = BTreeMap::new();
         for &r in used.keys() {
             if let Some(driver) = own_memory.get(&r) {
+                if cfg.memory_regions[r].kind == RegionKind::Device {
+                    return Err(DpdkEngineError::config(
+                        format!("memory_regions[{r}].kind"),
+                        format!("kind \"device\" on a {driver} port: that PMD receives into an AF_XDP UMEM in DPDK's own CPU memory, never into GPU memory; use a \"host_pinned\" region with a gpu_stage, or a NIC whose PMD takes external buffers (mlx5)"),
+                    ));
+                }
                 pools.insert(r, dpdk_owned_mempool(eal, cfg, r, driver, seq)?);
                 continue;
             }
@@ -255,8 +261,14 @@ impl DpdkEngine<'static> {
                 default_offloaded: offloaded.default_action,
                 flow_rules: flow_rules.len(),
             });
-            for (((j, counters), q), qc) in p.rx.into_iter().zip(rxq).zip(rxc) {
+            for ((((j, counters), q), qc), regs) in
+                p.rx.into_iter().zip(rxq).zip(rxc).zip(&p.rx_regions)
+            {
                 let c = &iface.rx_queues[j];
+                let gpu = |k: usize| {
+                    regs.get(k)
+                        .is_some_and(|&r| cfg.memory_regions[r].kind == RegionKind::Device)
+                };
                 rx.push(DpdkRx::new(RxSetup {
                     q,
                     segments: if qc.split.is_some() { 2 } else { 1 },
@@ -276,6 +288,10 @@ impl DpdkEngine<'static> {
                     timeout: Duration::from_micros(u64::from(c.timeout_us)),
                     port: name.clone(),
                     flow_rules: Arc::clone(&flow_rules),
+                    device: InGpu {
+                        head: gpu(0),
+                        data: gpu(1),
+                    },
                 }));
             }
             for (((j, counters), q), r) in p.tx.into_iter().zip(txq).zip(p.tx_regions) {
@@ -536,7 +552,7 @@ impl RxQueue for DpdkRx<'_> {
     type Burst = DpdkRxBurst;
 
     fn new_burst(&self) -> DpdkRxBurst {
-        DpdkRxBurst::with_capacity(QueueId(self.queue() as u16), self.batch())
+        DpdkRxBurst::with_capacity(QueueId(self.queue() as u16), self.batch()).in_gpu(self.in_gpu())
     }
 
     #[inline]

@@ -123,7 +123,7 @@ mod tx;
 
 use std::time::Duration;
 
-pub use burst::{DpdkRxBurst, DpdkTxBurst};
+pub use burst::{DpdkRxBurst, DpdkTxBurst, InGpu};
 pub use eal::{eal_args, file_prefix, vdev_for_netdev};
 pub use engine::{DpdkEngine, InterfaceInfo};
 pub use error::{DpdkEngineError, Result};

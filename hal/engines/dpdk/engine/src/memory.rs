@@ -6,6 +6,11 @@
 //! DMA-mapped for each port's device), and one mbuf pool is created whose data buffers are
 //! that memory ([`Mempool::new_external`]): `buf_size` + DPDK's 128 B headroom per buffer,
 //! rounded up to 64 B, back to back. Only the mbuf headers come from DPDK's own memory.
+//!
+//! A `device` region (GPU memory, RX only) goes the same way: its pool is registered at the
+//! GPU page ([`GPU_PAGE`]) without IOVA and mapped for each port's device, where the NIC's
+//! driver resolves the GPU pages (mlx5 through `nvidia-peermem`); the CPU never touches the
+//! buffers, and the RX burst hands their segments up as `Segment::Device`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +20,7 @@ use rtdaq_config::Config;
 use rtdaq_core::traits::{EngineArgs, QueueResources};
 use rtdaq_core::BufferPool;
 use rtdaq_dpdk_sys::{
-    page_size, raw, DmaMapping, Eal, ExtMem, Mempool, MempoolConfig, MempoolFlags,
+    page_size, raw, DmaMapping, Eal, ExtMem, Mempool, MempoolConfig, MempoolFlags, GPU_PAGE,
 };
 
 use crate::error::{DpdkEngineError, Result};
@@ -76,7 +81,11 @@ pub(crate) fn region_mempool(
         key: key.clone(),
         source: Box::new(source),
     };
-    let page = reg.granule() as usize;
+    let page = if reg.kind == RegionKind::Device {
+        GPU_PAGE
+    } else {
+        reg.granule() as usize
+    };
     let ext = ExtMem::from_pool(eal, pool, page).map_err(mp_err)?;
     let mut dma = Vec::new();
     for (name, id) in ports {
@@ -86,6 +95,7 @@ pub(crate) fn region_mempool(
             match m {
                 DmaMapping::Mapped => "mapped",
                 DmaMapping::AlreadyMapped => "mapped (same device)",
+                DmaMapping::NotNeeded if ext.is_device() => "no DMA mapping (ENOTSUP: a virtual device, which never DMAs; a NIC reaching GPU memory maps it here)",
                 DmaMapping::NotNeeded => "no DMA mapping needed (ENOTSUP: virtual device)",
             }
         ));
@@ -111,7 +121,13 @@ pub(crate) fn region_mempool(
         ext.len() / 1024,
         ext.addr(),
         ext.page_size(),
-        if ext.iova_known() { "" } else { ", no IOVA: virtual devices only" },
+        if ext.is_device() {
+            ", GPU memory: no IOVA, the NIC's driver resolves it"
+        } else if ext.iova_known() {
+            ""
+        } else {
+            ", no IOVA: virtual devices only"
+        },
         dma.join(", ")
     );
     Ok(mp)
@@ -214,13 +230,14 @@ pub(crate) fn dpdk_owned_mempool(
     Ok(mp)
 }
 
-/// A region the engine can put mbuf data buffers in.
-pub(crate) fn check_region(cfg: &Config, r: usize) -> Result<()> {
+/// A region the engine can put mbuf data buffers in; `tx`: some TX queue sends from it.
+/// GPU memory (`device`) only receives: the engine builds TX frames with the CPU.
+pub(crate) fn check_region(cfg: &Config, r: usize, tx: bool) -> Result<()> {
     let reg = &cfg.memory_regions[r];
-    if reg.kind == RegionKind::Device {
+    if reg.kind == RegionKind::Device && tx {
         return Err(DpdkEngineError::config(
             format!("memory_regions[{r}].kind"),
-            "kind \"device\": GPU memory is not CPU-addressable; DPDK reaches it through GPU-direct registration (rtdaq_dpdk_sys::ExtMem::register over the GPU mapping, issue #6), not done yet; use kind = \"host\", \"huge\" or \"host_pinned\"",
+            "kind \"device\" on a TX queue: the DPDK engine writes every frame it sends with the CPU, which cannot reach GPU memory; give the TX queue a \"host\", \"huge\" or \"host_pinned\" region",
         ));
     }
     let max = u32::from(u16::MAX) - raw::RTE_PKTMBUF_HEADROOM;

@@ -29,7 +29,7 @@ use rtdaq_core::flow::{Classified, FlowTable};
 use rtdaq_core::{ConnId, DropReason, FlowId, PacketMeta, QueueCounters, QueueId};
 use rtdaq_dpdk_sys::{Mbuf, MbufBurst, Mempool, RxQueue as PortRxQueue};
 
-use crate::burst::DpdkRxBurst;
+use crate::burst::{DpdkRxBurst, InGpu};
 
 /// Flow table of one interface (the config's maximum number of rules).
 pub(crate) type Flows = FlowTable<{ rtdaq_config::MAX_FLOWS_PER_INTERFACE }>;
@@ -80,6 +80,9 @@ pub(crate) struct RxSetup<'a> {
     pub(crate) port: String,
     /// The port's `rte_flow` rules: alive (steering) while any RX queue of the port is.
     pub(crate) flow_rules: Arc<[rtdaq_dpdk_sys::FlowRule]>,
+    /// Which segments lie in GPU memory (never read here: a queue whose segment 0 is GPU
+    /// memory has no flow table, a config rule).
+    pub(crate) device: InGpu,
 }
 
 /// One RX queue of the DPDK engine. `Send`; owned by its I/O thread.
@@ -100,6 +103,7 @@ pub struct DpdkRx<'a> {
     stats: RxStats,
     port: String,
     _flow_rules: Arc<[rtdaq_dpdk_sys::FlowRule]>,
+    device: InGpu,
 }
 
 impl<'a> DpdkRx<'a> {
@@ -112,7 +116,6 @@ impl<'a> DpdkRx<'a> {
             scratch: (0..batch).map(|_| None).collect(),
             drops: MbufBurst::with_capacity(batch),
             counters: s.counters,
-            flows: s.flows,
             interface: s.interface,
             queue: QueueId(s.queue as u16),
             busy: s.busy,
@@ -121,7 +124,16 @@ impl<'a> DpdkRx<'a> {
             stats: RxStats::default(),
             port: s.port,
             _flow_rules: s.flow_rules,
+            // A frame in GPU memory cannot be classified: no table (the config refuses
+            // flows and default_action = "drop" on such an interface).
+            flows: if s.device.head { None } else { s.flows },
+            device: s.device,
         }
+    }
+
+    /// Which segments of this queue's frames lie in GPU memory.
+    pub fn in_gpu(&self) -> InGpu {
+        self.device
     }
 
     /// Index of the queue's interface in the config.

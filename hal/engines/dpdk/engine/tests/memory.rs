@@ -20,6 +20,8 @@ const EAL: &[&str] = &[
     "net_ring1",
     "--vdev",
     "net_null0",
+    "--vdev",
+    "net_null1",
     "--log-level=lib.eal:notice",
 ];
 
@@ -211,4 +213,62 @@ fn a_region_smaller_than_the_rx_descriptors_names_buf_count() {
     assert!(e.to_string().contains("raise buf_count"), "{e}");
     // The mempool and the registration were undone: the runtime's pool is whole again.
     assert_eq!(s.pools[0].available(), s.pools[0].slot_count());
+}
+
+/// GPUDirect receive (issue #19) without a GPU: a `device` region's pool over memory the CPU
+/// cannot touch (`PROT_NONE`). net_null hands out 64-byte frames from the mbuf pool over it
+/// without writing them (no `copy` devarg), as a NIC DMAs into GPU memory without the CPU:
+/// the engine registers it without IOVA, builds the mempool, receives and frees, and the
+/// burst hands every frame up as `Segment::Device` inside the region. Had anything in the
+/// engine or DPDK read or written a buffer, the test would have died of SIGSEGV.
+#[test]
+fn a_device_region_is_received_into_untouched_and_handed_up_as_device_segments() {
+    require_root();
+    let toml = config_toml(EAL, "net_null1", 1, 0, false, 0)
+        .replacen(
+            "kind = \"host\"\nbuf_size = 2048\nbuf_count = 2047",
+            "kind = \"device\"\ngpu = 0\nbuf_size = 2048\nbuf_count = 2047",
+            1,
+        )
+        .replacen("default_action = \"drop\"", "default_action = 0", 1);
+    // Whole frames in GPU memory: no flows (the CPU cannot read the headers).
+    let toml = toml[..toml.find("[[flows]]").unwrap()].to_owned()
+        + "\n[run]\nduration_s = 1\nvalidate = \"count\"\n\n[rt]\nrequired = false\n";
+    let s = Setup::with_pools(&toml, untouchable_pool);
+    assert!(!s.pools[0].is_cpu_accessible());
+    let engine = s.open().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.pools[0].available(), 0, "DPDK owns the whole pool");
+    let (mut rxq, _) = engine.into_queues();
+    let rx = &mut rxq[0];
+    assert!(rx.in_gpu().head && !rx.in_gpu().data);
+    let ext = rx.mempool().external().expect("external memory");
+    assert!(ext.is_device() && !ext.iova_known());
+    assert_eq!(ext.page_size(), rtdaq_dpdk_sys::GPU_PAGE);
+    let range = region_range(&s, 0);
+    let mut burst = rx.new_burst();
+    let mut seen = 0u64;
+    for _ in 0..20 {
+        rx.poll(&mut burst);
+        for i in 0..RxBurst::len(&burst) {
+            assert_eq!(burst.segments(i), 1);
+            let Segment::Device { ptr, len } = burst.segment(i, 0) else {
+                panic!("frame {i} handed up as CPU memory")
+            };
+            assert!(range.contains(&ptr), "{ptr:#x} outside {range:x?}");
+            assert_eq!((len, burst.meta(i).len), (64, 64));
+            seen += 1;
+        }
+        burst.clear();
+    }
+    assert!(seen >= 20 * 64, "net_null fills every burst: {seen}");
+    let c = s.rx[0].counters.snapshot();
+    assert_eq!(c.total_drops(), 0, "{c:?}");
+    assert_eq!(c.packets, seen);
+    drop(burst);
+    drop(rxq);
+    assert_eq!(
+        s.pools[0].available(),
+        s.pools[0].slot_count(),
+        "closed: every slot back in the runtime's pool"
+    );
 }

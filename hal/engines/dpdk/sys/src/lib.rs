@@ -76,7 +76,7 @@ mod sys;
 pub use error::{DpdkError, Result};
 pub use flow::{FlowAction, FlowItem, FlowSpec};
 pub use sys::eal::Eal;
-pub use sys::extmem::{DmaMapping, ExtMem};
+pub use sys::extmem::{DmaMapping, ExtMem, GPU_PAGE};
 pub use sys::flow::FlowRule;
 pub use sys::mbuf::{Mbuf, MbufBurst};
 pub use sys::mempool::{page_size, Mempool, MempoolConfig, MempoolFlags, UmemFit};

@@ -129,14 +129,51 @@ pub fn region_pool(r: &rtdaq_config::model::MemoryRegion) -> &'static BufferPool
     Box::leak(Box::new(BufferPool::new(mem, links, stride).unwrap()))
 }
 
+/// A leaked `BufferPool` standing in for a `device` region: memory the CPU cannot touch
+/// (`PROT_NONE`: any read or write of a buffer kills the test with SIGSEGV), aligned to the
+/// GPU page as `cuMemAlloc` memory of a device region is, with `buf_count` slots of the
+/// region's stride. What the engine does with GPU memory it does here, except DMA.
+pub fn untouchable_pool(r: &rtdaq_config::model::MemoryRegion) -> &'static BufferPool<'static> {
+    use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
+    let page = rtdaq_dpdk_sys::GPU_PAGE;
+    let len = r.footprint() as usize + page;
+    // SAFETY: a fresh private anonymous mapping (no address hint), never unmapped: leaked
+    // for the process like the pool over it.
+    let base = unsafe {
+        mmap_anonymous(
+            None,
+            std::num::NonZeroUsize::new(len).unwrap(),
+            ProtFlags::PROT_NONE,
+            MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
+        )
+    }
+    .expect("mmap PROT_NONE");
+    let addr = (base.as_ptr() as u64).div_ceil(page as u64) * page as u64;
+    let links: &'static mut [AtomicU32] =
+        Box::leak((0..r.buf_count).map(|_| AtomicU32::new(0)).collect());
+    let stride = r.stride() as usize;
+    let used = stride * r.buf_count as usize;
+    Box::leak(Box::new(
+        BufferPool::over_device_memory(addr, used, links, stride).unwrap(),
+    ))
+}
+
 impl Setup {
     pub fn new(toml: &str) -> Setup {
+        Setup::with_pools(toml, region_pool)
+    }
+
+    /// As [`new`](Self::new), with each region's pool from `pool`.
+    pub fn with_pools(
+        toml: &str,
+        pool: fn(&rtdaq_config::model::MemoryRegion) -> &'static BufferPool<'static>,
+    ) -> Setup {
         let config: &'static Config = Box::leak(Box::new(
             rtdaq_config::load_str(toml)
                 .unwrap_or_else(|e| panic!("bad test config: {e:?}\n{toml}")),
         ));
         let pools: Vec<&'static BufferPool<'static>> =
-            config.memory_regions.iter().map(region_pool).collect();
+            config.memory_regions.iter().map(pool).collect();
         let res = |i: usize, j: usize, regions: &[rtdaq_config::model::RegionId]| QueueResources {
             interface: i,
             queue: j,

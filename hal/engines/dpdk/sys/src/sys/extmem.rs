@@ -9,6 +9,12 @@
 //! given one descriptor per IOVA-contiguous run). When no IOVA can be found the memory is
 //! registered without one (`RTE_BAD_IOVA`): virtual devices do not need it, and
 //! [`ExtMem::iova_known`] says so for callers that drive real DMA.
+//!
+//! GPU memory (a `device` region's pool, [`ExtMem::from_pool`]): registered at the GPU page
+//! size (64 KiB) with no IOVA (`RTE_BAD_IOVA`) and mapped with `rte_dev_dma_map` at
+//! `RTE_BAD_IOVA`, as DPDK's gpudev guide does: the CPU has no mapping to translate, and
+//! the NIC's driver resolves the GPU pages itself (mlx5: `ibv_reg_mr` on the address, which
+//! `nvidia-peermem` pins). Nothing here reads or writes such memory.
 use std::sync::{Arc, Mutex};
 
 use rtdaq_core::pool::{Buf, BufferPool};
@@ -19,6 +25,10 @@ use crate::Eal;
 
 /// `RTE_BAD_IOVA`.
 const BAD_IOVA: u64 = u64::MAX;
+
+/// The page GPU memory is registered at (`GPU_PAGE_SIZE` of DPDK's gpudev: 64 KiB, the
+/// granule NVIDIA GPUs pin for peer DMA). Device regions are allocated aligned to it.
+pub const GPU_PAGE: usize = 64 << 10;
 
 /// What [`ExtMem::dma_map`] did for one port's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +66,8 @@ pub struct ExtMem {
     page_size: usize,
     runs: Vec<Run>,
     iova_known: bool,
+    /// GPU memory: the CPU cannot address it (no IOVA lookup, never touched).
+    device: bool,
     /// Devices mapped by `dma_map` (`struct rte_device *` as integers).
     mapped: Mutex<Vec<usize>>,
     /// The slots of the `BufferPool` the memory came from, held so that nobody else can
@@ -81,22 +93,24 @@ impl ExtMem {
         len: usize,
         page_size: usize,
     ) -> Result<Arc<ExtMem>> {
-        // SAFETY: forwarded contract; no pool lease.
-        unsafe { Self::register_inner(eal, addr as usize, len, len, page_size, Vec::new()) }
+        // SAFETY: forwarded contract; no pool lease; CPU memory.
+        unsafe { Self::register_inner(eal, addr as usize, len, len, page_size, false, Vec::new()) }
             .map(Arc::new)
     }
 
-    /// Registers the whole memory of a CPU-accessible [`BufferPool`] (every slot, from
+    /// Registers the whole memory of a [`BufferPool`] (every slot, from
     /// [`BufferPool::base_addr`]) and takes **all** its slots, so the pool hands out nothing
     /// while DPDK owns the memory; they go back when the `ExtMem` is dropped. The
     /// registration is rounded up to `page_size` (the region's page size: the memory behind
-    /// a pool is mapped in whole pages); buffers are only ever placed inside the pool's
-    /// `slot_count() × slot_size()` bytes.
+    /// a pool is mapped in whole pages; for GPU memory the GPU page, [`GPU_PAGE`]); buffers
+    /// are only ever placed inside the pool's `slot_count() × slot_size()` bytes.
+    ///
+    /// A pool that is not CPU-accessible is GPU memory (see the module docs): registered
+    /// without IOVA, never touched by the CPU; [`is_device`](Self::is_device) says so.
     ///
     /// # Errors
-    /// [`DpdkError::InvalidArgument`]: the pool is not CPU memory (GPU memory needs the
-    /// GPU-direct path), has slots in use, or its base is not aligned to `page_size`;
-    /// [`DpdkError::ExtMem`] when DPDK refuses.
+    /// [`DpdkError::InvalidArgument`]: the pool has slots in use, or its base is not aligned
+    /// to `page_size`; [`DpdkError::ExtMem`] when DPDK refuses.
     pub fn from_pool(
         eal: &Eal,
         pool: &'static BufferPool<'static>,
@@ -107,11 +121,7 @@ impl ExtMem {
             value: format!("{pool:?}"),
             why,
         };
-        if !pool.is_cpu_accessible() {
-            return Err(bad(
-                "not CPU memory: GPU memory is registered through the GPU-direct path (issue #6)",
-            ));
-        }
+        let device = !pool.is_cpu_accessible();
         if pool.in_use() != 0 {
             return Err(bad(
                 "some of its slots are in use: DPDK must own the whole pool",
@@ -128,10 +138,11 @@ impl ExtMem {
                 "another thread took slots meanwhile: DPDK must own the whole pool",
             ));
         }
-        // SAFETY: the pool's memory is valid for 'static (the pool borrows it for 'static)
-        // and, with every slot leased here, used by nobody else until the ExtMem drops;
-        // buffers are only placed in the first `usable` bytes (inside the pool's memory);
-        // the rounded-up tail is registered (page granularity) but never written.
+        // SAFETY: the pool's memory is valid for 'static (the pool borrows it for 'static;
+        // a GPU pool's device memory lives for the process) and, with every slot leased
+        // here, used by nobody else until the ExtMem drops; buffers are only placed in the
+        // first `usable` bytes (inside the pool's memory); the rounded-up tail is registered
+        // (page granularity) but never written; GPU memory is never read (`device`).
         unsafe {
             Self::register_inner(
                 eal,
@@ -139,6 +150,7 @@ impl ExtMem {
                 len,
                 usable,
                 page_size,
+                device,
                 lease,
             )
         }
@@ -146,13 +158,16 @@ impl ExtMem {
     }
 
     /// # Safety
-    /// As [`register`](Self::register) for `addr..addr + usable`; `len >= usable`.
+    /// As [`register`](Self::register) for `addr..addr + usable`; `len >= usable`; with
+    /// `device` the range is GPU memory in the process's (unified) address space, which the
+    /// CPU does not map.
     unsafe fn register_inner(
         _eal: &Eal,
         addr: usize,
         len: usize,
         usable: usize,
         page_size: usize,
+        device: bool,
         lease: Vec<Buf<'static>>,
     ) -> Result<ExtMem> {
         let bad = |why: &'static str| DpdkError::InvalidArgument {
@@ -174,7 +189,9 @@ impl ExtMem {
         let mut iova: Vec<u64> = (0..pages)
             .map(|p| {
                 let va = addr + p * page_size;
-                if va_mode {
+                if device {
+                    BAD_IOVA
+                } else if va_mode {
                     va as u64
                 } else {
                     // SAFETY: reads /proc/self/pagemap for a mapped address of ours.
@@ -228,6 +245,7 @@ impl ExtMem {
             page_size,
             runs,
             iova_known,
+            device,
             mapped: Mutex::new(Vec::new()),
             lease,
         })
@@ -299,6 +317,12 @@ impl ExtMem {
     /// The page size it was registered with.
     pub fn page_size(&self) -> usize {
         self.page_size
+    }
+
+    /// True for GPU memory (a pool that is not CPU-accessible): registered and mapped
+    /// without IOVA, never read by the CPU.
+    pub fn is_device(&self) -> bool {
+        self.device
     }
 
     /// True when every page has an IOVA (always in VA mode; in PA mode when

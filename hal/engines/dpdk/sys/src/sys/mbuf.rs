@@ -94,7 +94,22 @@ impl Mbuf {
     /// Data of segment `k` of the chain (`k = 0` is [`data`](Self::data)), `None` past the
     /// last segment. With buffer split, segment 0 holds the headers and segment 1 the rest.
     /// Never allocates.
+    ///
+    /// Only for segments in CPU memory: a segment whose buffer is GPU memory (a device
+    /// region's pool) is reached through [`segment_addr`](Self::segment_addr) instead.
     pub fn segment_data(&self, k: usize) -> Option<&[u8]> {
+        let (addr, len) = self.segment_addr(k)?;
+        // SAFETY: the address is the data start of a valid segment of self's chain (owned
+        // by self for the borrow), in CPU memory (this method's contract, kept by the
+        // engine, which asks GPU segments through segment_addr), followed by data_len
+        // initialised bytes.
+        Some(unsafe { std::slice::from_raw_parts(addr as usize as *const u8, usize::from(len)) })
+    }
+
+    /// Address and length of segment `k`'s data (`None` past the last segment), without
+    /// making a slice: for mbufs whose data buffers are GPU memory, which the CPU must not
+    /// read. Never allocates.
+    pub fn segment_addr(&self, k: usize) -> Option<(u64, u16)> {
         let mut p = self.0.as_ptr();
         for _ in 0..k {
             // SAFETY: p is a valid segment of the chain self owns.
@@ -103,13 +118,12 @@ impl Mbuf {
                 return None;
             }
         }
-        // SAFETY: p is a valid segment of self's chain (owned by self for the borrow); its
-        // data start is followed by data_len initialised bytes.
+        // SAFETY: p is a valid segment of self's chain; the shims read its header fields
+        // only (buf_addr + data_off, data_len), never the data.
         unsafe {
-            let d = raw::rtdaq_mbuf_data(p).cast::<u8>();
-            Some(std::slice::from_raw_parts(
-                d,
-                usize::from(raw::rtdaq_mbuf_data_len(p)),
+            Some((
+                raw::rtdaq_mbuf_data(p) as usize as u64,
+                raw::rtdaq_mbuf_data_len(p),
             ))
         }
     }
