@@ -17,6 +17,9 @@
 #          and the shipped configs/host-loopback-udp-gpu.toml (10 s)
 #   dpdk   DPDK net_null -> GPU gather, frames in GPU memory (`device`) vs in pinned host
 #          memory (`host_pinned`), REPS interleaved repeats of SECS s each
+#   boards the sealed IGX Orin / Thor DPDK header-data-split binaries (payloads in GPU memory)
+#          run as shipped, with 2 MiB hugepages reserved for the run: they must get as far as
+#          the missing NIC (exit 2 naming the PCI address), never "not implemented"
 #   bench  RX->GPU throughput at 8000-byte payloads: 1, 2 and 4 SO_REUSEPORT RX queues fed by
 #          4 unpaced sendmmsg_tx processes, GPU stage per queue (gather, 1024 packets per
 #          batch, depth 4, mapped staging) with workload none / fft / gemm; REPS interleaved
@@ -67,7 +70,14 @@ if [ "${1:-}" = "--prepare" ]; then
     { ldd $C/rtdaq-dpdk-gpu; for f in "$C"/dpdk/*.so.*; do ldd "$f"; done; } |
         awk '$3 ~ /^\// && $1 !~ /^(libc|libm|libgcc_s|ld-linux.*)\.so/ {print $3}' | sort -u |
         xargs -r -I{} cp -Ln {} $C/dpdk/
+    # The board deployments that receive into GPU memory through DPDK, sealed as shipped.
+    for b in igx-orin igx-thor; do
+        RTDAQ_CONFIG=configs/$b/dpdk-hds.toml cargo build --release -p rtdaq \
+            --no-default-features --features engine-dpdk,platform-$b,gpu
+        cp "$T/release/rtdaq" $C/rtdaq-dpdk-gpu-$b
+    done
     cc -O2 -Wall -o $C/sendmmsg_tx benches/socket/sendmmsg_tx.c
+    strip $C/rtdaq-dpdk-gpu-igx-orin $C/rtdaq-dpdk-gpu-igx-thor 2>/dev/null || true
     strip $C/rtdaq $C/rtdaq-ibverbs-gpu $C/rtdaq-dpdk-gpu $C/app-gpu $C/runtime-unit $C/unit $C/gpu 2>/dev/null || true
     ls -la $C; du -sh $C
     exit 0
@@ -150,6 +160,37 @@ as_unit() {
         echo "FAIL as the unit ($caps): exit $rc; warnings only as the unit: ${extra:-none}"
     fi
     rm -rf "$d"
+}
+
+# The shipped board configs with device regions on DPDK, on a host without their NIC.
+boards() {
+    local b rc log hp
+    hp=$(cat /proc/sys/vm/nr_hugepages)
+    echo 256 > /proc/sys/vm/nr_hugepages 2>/dev/null
+    echo "== board DPDK GPUDirect configs as shipped (hugepages: $(cat /proc/sys/vm/nr_hugepages) x 2 MiB reserved, were $hp)"
+    local d=$PWD/$C/dpdk f
+    for b in igx-orin igx-thor; do
+        log=$OUT/board-$b.log
+        # As shipped, plus -d for the carried PCI bus and mempool plugins (a DPDK install
+        # on the board has them in its plugin directory; this host has no DPDK), and
+        # rt.required = false: this host's container grants no real-time budget, which
+        # would stop the run before the engine opens (exit 2, "SCHED_FIFO ... denied").
+        f=$OUT/runs/board-$b.toml
+        sed -e "s|^eal_args = \[|eal_args = [\"-d\", \"$(echo "$d"/librte_mempool_ring.so.*)\", \"-d\", \"$(echo "$d"/librte_bus_pci.so.*)\", |" \
+            -e 's|^required = true|required = false|' "configs/$b/dpdk-hds.toml" > "$f"
+        LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH" RUST_LOG=info timeout 120 \
+            $C/rtdaq-dpdk-gpu-$b run --config "$f" > "$log" 2>&1
+        rc=$?
+        echo "-- configs/$b/dpdk-hds.toml (the sealed binary of it, the plugins' -d added): exit $rc"
+        grep -v '^\s*\[.*Gb/s' "$log" | tail -n 12
+        if [ $rc = 2 ] && ! grep -qi 'not implemented' "$log"; then
+            echo "PASS $b: exit 2 at the missing hardware, no 'not implemented'"
+        else
+            echo "FAIL $b: exit $rc"
+        fi
+    done
+    echo "$hp" > /proc/sys/vm/nr_hugepages 2>/dev/null
+    echo "hugepages back to $(cat /proc/sys/vm/nr_hugepages)"
 }
 
 # DPDK net_null into a `kind` region (device | host_pinned) -> GPU gather, from the shipped
@@ -373,6 +414,7 @@ EOP
         bench) bench; summary ;;
         paced) paced; summary ;;
         dpdk) dpdk_bench ;;
+        boards) boards ;;
         *) tests; bench; summary ;;
     esac
 } 2>&1 | tee "$LOG"

@@ -516,7 +516,14 @@ fn port_name(eal: &Eal, eal_args: &[String], i: usize, a: &Address) -> Result<St
                 key,
                 name,
                 present: present(),
-                hint: "the EAL probed no port at this PCI address: check it (`dpdk-devbind.py --status`), bind the NIC to vfio-pci, and remove \"--no-pci\" from engine.dpdk.eal_args".to_owned(),
+                hint: format!(
+                    "the EAL probed no port at this PCI address: check that the NIC is there (`lspci -D`, `dpdk-devbind.py --status`); a ConnectX (mlx5) stays on its kernel driver and needs DPDK's mlx5 PMD (librte_net_mlx5) with rdma-core, most other NICs must be bound to vfio-pci{}",
+                    if eal_args.iter().any(|a| a == "--no-pci") {
+                        "; and remove \"--no-pci\" from engine.dpdk.eal_args (it disables the PCI bus)"
+                    } else {
+                        ""
+                    }
+                ),
             })
         }
         Address::Socket(u) => Err(DpdkEngineError::config(
