@@ -1,6 +1,7 @@
 //! GPUDirect receive on raw Ethernet (issue #19): `device` regions on DPDK RX queues (whole
-//! frames, or the data segment of header-data split) and on ibverbs raw RX queues (the data
-//! segment of a two-SGE receive), with the rules that keep the CPU away from GPU memory.
+//! frames, or the data segment of header-data split) and on ibverbs raw RX queues (whole
+//! frames, or the data segment of a two-SGE receive), with the rules that keep the CPU away
+//! from GPU memory.
 
 use rtdaq_config::load_str;
 use rtdaq_config::model::{BatchMode, RegionKind};
@@ -170,7 +171,7 @@ fn a_gpu_stage_reorders_split_payloads_by_the_cpu_header() {
 }
 
 #[test]
-fn ibverbs_raw_takes_gpu_memory_as_the_data_segment_only() {
+fn ibverbs_raw_takes_gpu_memory_whole_or_as_the_data_segment() {
     let text = dpdk(SPLIT, "hds_split = 74", "sequence", "")
         .replace(
             "kind = \"dpdk\"",
@@ -179,21 +180,31 @@ fn ibverbs_raw_takes_gpu_memory_as_the_data_segment_only() {
         .replace("address = \"0000:17:00.0\"", "address = \"eth0\"");
     let c = load_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(c.interfaces[0].rx_queues[0].memory_regions.len(), 2);
-    let whole = text
+    // Whole frames: the NIC steers them by the flow rules (ibv_create_flow) and drops the
+    // unmatched (default_action = "drop"); the CPU reads none, unlike DPDK's software match.
+    let flows = "[[flows]]\ninterface = \"p0\"\nid = 1\nqueue = 0\n[flows.match]\nudp_dst = 5000\n";
+    let whole = dpdk(WHOLE, "", "sequence", flows)
         .replace(
-            "memory_regions = [\"hdr\", \"gpu\"]",
-            "memory_regions = [\"gpu\"]",
+            "kind = \"dpdk\"",
+            "kind = \"ibverbs\"\n[engine.ibverbs]\nmode = \"raw\"",
         )
-        .replace("hds_split = 74", "");
-    let e = errors(&whole);
-    assert!(
-        has(
-            &e,
-            "interfaces[0].rx_queues[0].memory_regions[0]",
-            &["two-SGE"]
-        ),
-        "{e:?}"
+        .replace("address = \"0000:17:00.0\"", "address = \"eth0\"")
+        .replace("mtu = 9000\n", "mtu = 9000\ndefault_action = \"drop\"\n");
+    let c = load_str(&whole).unwrap_or_else(|e| panic!("{e}\n{whole}"));
+    assert_eq!(c.interfaces[0].rx_queues[0].memory_regions.len(), 1);
+    assert_eq!(c.memory_regions[0].kind, RegionKind::Device);
+    // A GPU stage on them gathers: no header on the CPU to reorder by.
+    let stage = "[[gpu_stages]]\nname = \"s\"\ngpu = 0\npackets_per_batch = 64\nmode = \"reorder\"\nchecksum = false\n";
+    let with_stage = whole.replacen(
+        "ring_depth = 8192\n",
+        "ring_depth = 8192\ngpu_stage = \"s\"\n",
+        1,
     );
+    let e = errors(&(with_stage.clone() + stage));
+    assert!(has(&e, "gpu_stages[0].mode", &["\"gather\""]), "{e:?}");
+    let gather = stage.replace("reorder", "gather");
+    let c = load_str(&(with_stage + &gather)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.gpu_stages[0].payload_offset, 42 + 32);
 }
 
 #[test]

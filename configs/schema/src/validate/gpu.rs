@@ -621,12 +621,13 @@ fn workload_fits(s: &GpuStage, p: &str, errs: &mut Errors) -> bool {
 }
 
 /// What a stage needs from each queue using it: one region on the stage's GPU, either
-/// `host_pinned` or (ibverbs RoCE only) `device` with a gather stage without checksum, with
+/// `host_pinned` or `device` (RoCE, or raw whole frames) with a gather stage without checksum,
+/// or the `device` data region of a header-data split; with
 /// buffers for `depth + 1` batches plus two bursts, and a ring deep enough to hold the bursts
 /// of `depth + 1` batches while they are on the GPU.
 pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
     let roce = super::roce(raw);
-    let kinds = if roce {
+    let kinds = if roce || matches!(d.kind, EngineKind::Dpdk | EngineKind::Ibverbs) {
         "\"host_pinned\" or \"device\""
     } else {
         "\"host_pinned\""
@@ -669,8 +670,9 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
             };
             match region.kind {
                 RegionKind::HostPinned => {}
-                // RoCE messages and DPDK whole frames in GPU memory: nothing on the CPU.
-                RegionKind::Device if roce || (d.kind == EngineKind::Dpdk && !split) => {
+                // RoCE messages and raw whole frames (DPDK, ibverbs) in GPU memory: nothing
+                // on the CPU.
+                RegionKind::Device if roce || !split => {
                     if !device_stage(stage, sid.0, region, &p, true, errs) {
                         continue;
                     }
@@ -682,15 +684,13 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
                         continue;
                     }
                 }
-                // Refused for the queue itself (queues.rs).
-                RegionKind::Device => continue,
                 kind => {
                     let device = if roce {
                         format!(
                             ", or kind = \"device\" and gpu = {} (the NIC writes GPU memory; the stage then needs mode = \"gather\" and checksum = false)",
                             stage.gpu
                         )
-                    } else if d.kind == EngineKind::Dpdk {
+                    } else if matches!(d.kind, EngineKind::Dpdk | EngineKind::Ibverbs) {
                         format!(
                             ", or kind = \"device\" and gpu = {} (GPUDirect: the NIC writes GPU memory, whole frames with mode = \"gather\", or the payloads of a header-data split)",
                             stage.gpu

@@ -3,9 +3,10 @@
 //! on ibverbs raw queues) needs beyond the region rules of `queues.rs`.
 //!
 //! - **Whole frames in GPU memory** (one `device` region): the CPU reads no byte of a
-//!   frame, so nothing may need to: the interface has no `[[flows]]` and its
-//!   `default_action` delivers (a software flow match would read the headers), and the
-//!   frames are counted as received in GPU memory, not checked.
+//!   frame, so nothing may need to: on `dpdk` (which matches flows in software, always) the
+//!   interface has no `[[flows]]` and its `default_action` delivers; on ibverbs raw queues
+//!   the NIC steers by the flow rules (`ibv_create_flow`) and drops the unmatched, so they
+//!   stay. The frames are counted as received in GPU memory, not checked.
 //! - **Header-data split into GPU memory** (`hds_split`, a CPU header region, a `device`
 //!   data region): the CPU reads the first `hds_split` bytes only. With `run.validate` other
 //!   than `"count"` they must hold the Ethernet/IPv4/UDP headers and the bytes of the
@@ -76,6 +77,8 @@ pub(super) fn device_queues(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
             let p = rxq(i, q);
             match device_rx(raw, d, i, q) {
                 None => {}
+                // ibverbs raw: flows are NIC rules; nothing reads a frame on the CPU.
+                Some(DeviceRx::Whole) if d.kind == EngineKind::Ibverbs => {}
                 Some(DeviceRx::Whole) => {
                     if let Some(k) = raw.flows.iter().position(|f| f.interface == iface.name) {
                         errs.push(

@@ -241,8 +241,8 @@ enum Dir {
 /// GPU memory (`device` regions) only where the NIC writes it and the CPU never reads it:
 /// RX queues of the ibverbs engine in RoCE mode (the region is registered through its
 /// dma-buf); DPDK RX queues (the region registered as DPDK external memory), whole frames or
-/// the data segment of header-data split; ibverbs raw RX queues as the data segment of
-/// header-data split (a two-SGE receive). `socket`, `afpacket`, `afxdp` and every TX queue
+/// the data segment of header-data split; ibverbs raw RX queues, whole frames or the data
+/// segment of header-data split (a two-SGE receive). `socket`, `afpacket`, `afxdp` and every TX queue
 /// refuse it here; what else a device queue needs (no software flow match on whole frames in
 /// GPU memory, the format's header inside `hds_split`) is checked in `gpudirect.rs`.
 fn device_regions_supported(
@@ -275,7 +275,7 @@ fn device_regions_supported(
 /// fix; `None` where it can.
 fn device_refusal(raw: &RawConfig, dir: Dir, k: usize, n: usize) -> Option<String> {
     const ROCE_RX: &str =
-        "engine ibverbs with mode = \"roce\" to receive into GPU memory (GPUDirect RDMA), or engine dpdk";
+        "engine ibverbs (RoCE, or raw Ethernet) or engine dpdk to receive into GPU memory (GPUDirect)";
     const HOST_KINDS: &str = "use a \"host\", \"huge\" or \"host_pinned\" region";
     const HEADER: &str = "the header region of header-data split (memory_regions[0]) is read by the CPU (flow match, the format's sequence number), so it must be CPU memory: use a \"host\", \"huge\" or \"host_pinned\" region for it and keep the \"device\" region second, for the payloads";
     let why = match (raw.engine.kind, dir) {
@@ -300,10 +300,8 @@ fn device_refusal(raw: &RawConfig, dir: Dir, k: usize, n: usize) -> Option<Strin
         (EngineKind::Afxdp, Dir::Tx) => format!(
             "AF_XDP's UMEM must be host memory (the kernel maps its pages for the driver and the XDP program), so frames cannot be sent from GPU memory; {HOST_KINDS}"
         ),
-        (EngineKind::Ibverbs, Dir::Rx) if !super::roce(raw) && n >= 2 => return None,
-        (EngineKind::Ibverbs, Dir::Rx) if !super::roce(raw) => format!(
-            "engine.ibverbs.mode = \"raw\" receives whole frames into one buffer, and the CPU reads their headers (validation), which it cannot in GPU memory; {HOST_KINDS} (a gpu_stage reads \"host_pinned\" memory in place), or split headers from payloads: hds_split = <header bytes> with a host region first and this \"device\" region second (a two-SGE receive puts the payloads into GPU memory)"
-        ),
+        // RoCE messages; raw frames whole (steered by the NIC's flow rules, counted, not
+        // read) or as the data segment of a two-SGE split (gpudirect.rs).
         (EngineKind::Ibverbs, Dir::Rx) => return None,
         (EngineKind::Ibverbs, Dir::Tx) if !super::roce(raw) => format!(
             "an ibverbs TX queue sends the frames the generator builds with the CPU, which cannot write GPU memory; {HOST_KINDS}; GPU memory is for RoCE receive queues (mode = \"roce\")"

@@ -16,6 +16,11 @@
 //! cannot reach is registered through its dma-buf (`ibv_reg_dmabuf_mr`) and its segments are
 //! `Segment::Device`. The striding RQ never splits (with `striding_rq = "auto"` such a queue
 //! falls back to one frame per receive; `"on"` refuses it).
+//!
+//! A queue whose one region is GPU memory receives whole frames there, one per receive or
+//! through the striding RQ (its buffers registered through the dma-buf alike): the NIC
+//! steers by the flow rules, nothing here reads a frame, and every frame goes up as
+//! `Segment::Device` (`Buf::as_segment`, `StrideShared::frame`).
 mod burst;
 pub mod hds;
 pub mod striding;

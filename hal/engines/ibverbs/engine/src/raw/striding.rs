@@ -878,9 +878,9 @@ mod tests {
         ) -> Self {
             let mut bufs = Vec::new();
             p.get_bulk(slots, |b| bufs.push(b));
-            // Recognisable bytes: entry × 16 + the 64-byte block of the offset.
+            // Recognisable bytes: entry × 16 + the 64-byte block of the offset (CPU pools).
             for (e, b) in bufs.iter_mut().enumerate() {
-                for (i, x) in b.slot_mut().unwrap().iter_mut().enumerate() {
+                for (i, x) in b.slot_mut().into_iter().flatten().enumerate() {
                     *x = (e * 16 + i / 64) as u8;
                 }
             }
@@ -970,6 +970,45 @@ mod tests {
         assert_eq!((f.book.lent(), f.book.free()), (0, 3));
         // The slots go back to the pool with the last reference to them.
         assert_eq!(p.available(), 0);
+        drop(f);
+        assert_eq!(p.available(), 4);
+    }
+
+    /// Striding buffers in GPU memory (a `device` region registered through its dma-buf):
+    /// each frame is handed up as the device address of its stride, never read.
+    #[test]
+    fn frames_in_gpu_memory_are_device_segments_at_their_stride() {
+        const BASE: u64 = 0x7f00_0000_0000;
+        let links: &'static mut [AtomicU32] =
+            Box::leak((0..4).map(|_| AtomicU32::new(0)).collect::<Box<[_]>>());
+        let p: &'static BufferPool<'static> = Box::leak(Box::new(
+            BufferPool::over_device_memory(BASE, 4 * 512, links, 512).unwrap(),
+        ));
+        let g = geo(6, 3);
+        let mut f = Fake::new(p, 4, g, 2);
+        let counters = QueueCounters::new();
+        let e = f.refill()[0];
+        let mut burst = RawBurst::new(QueueId(0), Some(Arc::clone(&f.book.shared)));
+        assert_eq!(
+            f.complete(cnt(100, 2, false), &mut burst, &counters),
+            Some(100)
+        );
+        assert_eq!(
+            f.complete(cnt(200, 4, false), &mut burst, &counters),
+            Some(200)
+        );
+        let slot = f.book.shared.addr(e);
+        assert!((BASE..BASE + 4 * 512).contains(&slot));
+        for (pkt, (stride, len)) in [(0u32, 100u32), (2, 200)].into_iter().enumerate() {
+            assert_eq!(
+                burst.segment(pkt, 0),
+                Segment::Device {
+                    ptr: slot + u64::from(frame_offset(g, stride)),
+                    len
+                }
+            );
+        }
+        drop(burst);
         drop(f);
         assert_eq!(p.available(), 4);
     }
