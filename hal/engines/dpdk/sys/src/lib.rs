@@ -82,7 +82,7 @@ pub use sys::mbuf::{Mbuf, MbufBurst};
 pub use sys::mempool::{page_size, Mempool, MempoolConfig, MempoolFlags, UmemFit};
 pub use sys::port::{
     BufferSplit, OpenPort, Port, PortConfig, PortInfo, PortStats, RssConfig, RssState, RxQueue,
-    RxQueueConfig, TxQueue,
+    RxQueueConfig, SplitAt, TxQueue,
 };
 pub use sys::port_info::LinkState;
 pub use sys::raw;

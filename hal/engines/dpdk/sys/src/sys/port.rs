@@ -154,6 +154,54 @@ impl PortInfo {
         (self.rx_offload_capa | self.rx_queue_offload_capa) & Self::RX_OFFLOAD_BUFFER_SPLIT != 0
             && self.max_rx_segments >= 2
     }
+
+    /// Where buffer split goes when `splitting` of the port's `rx_queues` RX queues split
+    /// (header-data split), from what the PMD reports: `None` when none splits; the port's
+    /// RX mode when every queue splits; the queues' own RX confs when only some do, which
+    /// needs the per-queue offload. `Err((what, fix))` when the PMD cannot. Pure.
+    ///
+    /// # Errors
+    /// No buffer split (the offload absent, or fewer than 2 RX segments), or a port-wide
+    /// offload with only some queues splitting.
+    pub fn split_plan(
+        &self,
+        splitting: usize,
+        rx_queues: usize,
+    ) -> std::result::Result<Option<SplitAt>, (String, &'static str)> {
+        if splitting == 0 {
+            return Ok(None);
+        }
+        if !self.buffer_split() {
+            return Err((
+                format!(
+                    "buffer split (header-data split) is not offered (RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT {}, {} RX segments at most)",
+                    if (self.rx_offload_capa | self.rx_queue_offload_capa) & Self::RX_OFFLOAD_BUFFER_SPLIT != 0 { "offered" } else { "absent" },
+                    self.max_rx_segments
+                ),
+                "receive whole frames into one pool, or use a NIC whose PMD offers buffer split",
+            ));
+        }
+        if splitting == rx_queues {
+            return Ok(Some(SplitAt::Port));
+        }
+        if self.rx_queue_offload_capa & Self::RX_OFFLOAD_BUFFER_SPLIT == 0 {
+            return Err((
+                "buffer split is a port-wide offload here, but only some RX queues split"
+                    .to_owned(),
+                "split every RX queue of the port, or none",
+            ));
+        }
+        Ok(Some(SplitAt::Queues))
+    }
+}
+
+/// Where [`PortInfo::split_plan`] enables buffer split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitAt {
+    /// In the port's RX mode (every RX queue splits), with `SCATTER` when offered.
+    Port,
+    /// In the RX conf of each splitting queue (the PMD has the per-queue offload).
+    Queues,
 }
 
 /// Name of port `p`, `None` if it is not a valid port.
@@ -335,30 +383,13 @@ impl Port {
             }
         }
         let splits = rx.iter().filter(|q| q.split.is_some()).count();
-        let split_at_port = splits > 0 && splits == rx.len();
-        if splits > 0 {
-            if !info.buffer_split() {
-                return Err(unsupported(
-                    format!(
-                        "buffer split (header-data split) is not offered (RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT {}, {} RX segments at most)",
-                        if (info.rx_offload_capa | info.rx_queue_offload_capa) & PortInfo::RX_OFFLOAD_BUFFER_SPLIT != 0 { "offered" } else { "absent" },
-                        info.max_rx_segments
-                    ),
-                    "receive whole frames into one pool, or use a NIC whose PMD offers buffer split",
-                ));
-            }
-            if !split_at_port && info.rx_queue_offload_capa & PortInfo::RX_OFFLOAD_BUFFER_SPLIT == 0
-            {
-                return Err(unsupported(
-                    "buffer split is a port-wide offload here, but only some RX queues split"
-                        .to_owned(),
-                    "split every RX queue of the port, or none",
-                ));
-            }
-            if split_at_port {
-                conf.rxmode.offloads |= PortInfo::RX_OFFLOAD_BUFFER_SPLIT
-                    | (info.rx_offload_capa & PortInfo::RX_OFFLOAD_SCATTER);
-            }
+        let plan = info
+            .split_plan(splits, rx.len())
+            .map_err(|(w, f)| unsupported(w, f))?;
+        let split_at_port = plan == Some(SplitAt::Port);
+        if split_at_port {
+            conf.rxmode.offloads |= PortInfo::RX_OFFLOAD_BUFFER_SPLIT
+                | (info.rx_offload_capa & PortInfo::RX_OFFLOAD_SCATTER);
         }
         // SAFETY: id is a valid port not opened elsewhere in the process (claimed above);
         // conf is an rte_eth_conf that DPDK only reads; its key pointer (if any) points
@@ -810,4 +841,52 @@ fn program_reta(id: u16, queues: &[u16], entries: u16) -> Result<()> {
         )
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PortInfo, SplitAt};
+
+    fn info(port: bool, queue: bool, nseg: u16) -> PortInfo {
+        let b = PortInfo::RX_OFFLOAD_BUFFER_SPLIT;
+        PortInfo {
+            driver: "net_test".into(),
+            max_rx_queues: 4,
+            max_tx_queues: 4,
+            rss_offloads: 0,
+            reta_size: 0,
+            hash_key_size: 0,
+            rx_offload_capa: if port || queue { b } else { 0 },
+            rx_queue_offload_capa: if queue { b } else { 0 },
+            max_rx_segments: nseg,
+        }
+    }
+
+    /// Buffer split is accepted or refused exactly as the PMD reports it (no vdev offers it,
+    /// so this is where the accepting side is tested).
+    #[test]
+    fn buffer_split_follows_the_pmd_capabilities() {
+        // No queue splits: nothing asked of the PMD, whatever it offers.
+        assert_eq!(info(false, false, 0).split_plan(0, 2), Ok(None));
+        // mlx5-like: per-queue offload, 2+ segments.
+        let mlx5 = info(true, true, 4);
+        assert_eq!(mlx5.split_plan(2, 2), Ok(Some(SplitAt::Port)));
+        assert_eq!(mlx5.split_plan(1, 2), Ok(Some(SplitAt::Queues)));
+        // Port-wide only: every queue or none.
+        let port_only = info(true, false, 2);
+        assert_eq!(port_only.split_plan(3, 3), Ok(Some(SplitAt::Port)));
+        let (what, fix) = port_only.split_plan(1, 3).unwrap_err();
+        assert!(
+            what.contains("port-wide") && fix.contains("every RX queue"),
+            "{what}"
+        );
+        // The offload without two segments, or not at all (every vdev here).
+        let (what, _) = info(true, true, 1).split_plan(1, 1).unwrap_err();
+        assert!(what.contains("offered, 1 RX segments"), "{what}");
+        let (what, fix) = info(false, false, 0).split_plan(1, 1).unwrap_err();
+        assert!(
+            what.contains("absent") && fix.contains("one pool"),
+            "{what}"
+        );
+    }
 }
