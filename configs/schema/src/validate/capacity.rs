@@ -13,6 +13,9 @@ const ETH: u32 = 14;
 const VLAN2: u32 = 8;
 /// `XDP_PACKET_HEADROOM`.
 const XDP_HEADROOM: u32 = 256;
+/// Most descriptors of one AF_XDP multi-buffer frame (`XDP_USE_SG`): the kernel's
+/// `MAX_SKB_FRAGS` (17) + 1.
+pub const XDP_MAX_FRAGS: u32 = 18;
 /// `tpacket3_hdr` + `sockaddr_ll`, aligned (what a frame costs in a `TPACKET_V3` block).
 const TPACKET3_OVERHEAD: u32 = 96;
 /// Frame data offset in a `TPACKET_V2` TX ring slot (`TPACKET2_HDRLEN - sizeof(sockaddr_ll)`).
@@ -69,6 +72,9 @@ pub(super) fn frames_fit_buffers(d: &Draft, errs: &mut Errors) {
             };
             let p = rxq(i, n);
             match q.hds_split {
+                // AF_XDP receives a frame in up to XDP_MAX_FRAGS UMEM frames (buf_size =
+                // frame_size, checked in engine_frames).
+                None if d.kind == EngineKind::Afxdp => {}
                 None => {
                     let r = regs[0];
                     if r.buf_size < max {
@@ -235,22 +241,41 @@ pub(super) fn engine_frames(d: &Draft, errs: &mut Errors) {
                 );
             }
         }
-        Engine::Afxdp(x) if x.frame_size < max + XDP_HEADROOM => {
-            let fix = if max + XDP_HEADROOM <= 4096 {
-                "use frame_size = 4096".to_owned()
-            } else {
-                format!(
-                    "AF_XDP frames are at most 4096 B: lower the mtu to {} or use another engine",
-                    4096 - XDP_HEADROOM - ETH - VLAN2
-                )
-            };
-            errs.push(
-                "engine.afxdp.frame_size",
-                format!(
-                    "frame_size {} cannot hold a frame of {max} B (mtu {mtu}) after the {XDP_HEADROOM} B XDP headroom; {fix}",
-                    x.frame_size
-                ),
-            )
+        // RX: a frame larger than one UMEM frame arrives in several (multi-buffer,
+        // XDP_USE_SG), at most XDP_MAX_FRAGS; TX: one UMEM frame per frame.
+        Engine::Afxdp(x) => {
+            let room = x.frame_size.saturating_sub(XDP_HEADROOM);
+            for (i, iface) in d.interfaces.iter().enumerate() {
+                let Some((max, _)) = largest_frame(d.kind, iface) else {
+                    continue;
+                };
+                let mtu = iface.mtu.unwrap_or(0);
+                if !iface.tx.is_empty() && max > room {
+                    let fix = if max + XDP_HEADROOM <= 4096 {
+                        "use frame_size = 4096".to_owned()
+                    } else {
+                        format!(
+                            "AF_XDP sends each frame from one UMEM frame (at most 4096 B; this engine has no multi-buffer TX): lower the mtu to {} for sending, send from another engine, or receive only on this interface (RX takes jumbo frames in several UMEM frames)",
+                            4096 - XDP_HEADROOM - ETH - VLAN2
+                        )
+                    };
+                    errs.push(
+                        "engine.afxdp.frame_size",
+                        format!(
+                            "frame_size {} cannot hold a frame of {max} B (mtu {mtu} of interfaces[{i}], which has TX queues) after the {XDP_HEADROOM} B XDP headroom; {fix}",
+                            x.frame_size
+                        ),
+                    );
+                } else if !iface.rx.is_empty() && max > XDP_MAX_FRAGS * room {
+                    errs.push(
+                        "engine.afxdp.frame_size",
+                        format!(
+                            "frames of {max} B (mtu {mtu} of interfaces[{i}]) need more than the kernel's {XDP_MAX_FRAGS} UMEM frames of {room} B (frame_size {} − {XDP_HEADROOM} B XDP headroom) per frame; raise frame_size or lower the mtu",
+                            x.frame_size
+                        ),
+                    );
+                }
+            }
         }
         _ => {}
     }

@@ -8,20 +8,34 @@
 use rtdaq_core::traits::{RxBurst, Segment, TxBurst};
 use rtdaq_core::{Buf, BufferPool, PacketMeta, QueueId};
 
-/// One received frame: its UMEM frame (a pool buffer whose used length runs to the frame's
-/// end), where the frame starts in it, and its metadata.
+/// One received frame: its first UMEM frame (a pool buffer whose used length runs to the
+/// end of the frame's bytes in it), where the frame starts in it, its metadata, and where
+/// its further UMEM frames (multi-buffer) are in the burst's `rest`.
 #[derive(Debug)]
 struct RxFrame<'a> {
     buf: Buf<'a>,
     off: u16,
     meta: PacketMeta,
+    /// First index into `rest` and how many follow (0: a one-buffer frame).
+    rest_at: u16,
+    rest_len: u16,
 }
 
-/// Up to `N` received frames of one queue, each one segment starting at the Ethernet header
-/// (no header-data split). Owns the buffers: [`clear`](RxBurst::clear) or drop returns them.
+/// A further UMEM frame of a multi-buffer frame: the buffer and where its bytes start.
+#[derive(Debug)]
+struct RxFrag<'a> {
+    buf: Buf<'a>,
+    off: u16,
+}
+
+/// Up to `N` received frames of one queue, starting at the Ethernet header. A frame larger
+/// than one UMEM frame (AF_XDP multi-buffer, `XDP_USE_SG`) has several segments, one per
+/// UMEM frame; the burst holds up to `N` further segments in all. Owns the buffers:
+/// [`clear`](RxBurst::clear) or drop returns them.
 pub struct XdpBurst<'a, const N: usize> {
     queue: QueueId,
     frames: heapless::Vec<RxFrame<'a>, N>,
+    rest: heapless::Vec<RxFrag<'a>, N>,
 }
 
 impl<'a, const N: usize> XdpBurst<'a, N> {
@@ -30,6 +44,7 @@ impl<'a, const N: usize> XdpBurst<'a, N> {
         XdpBurst {
             queue,
             frames: heapless::Vec::new(),
+            rest: heapless::Vec::new(),
         }
     }
 
@@ -62,15 +77,23 @@ impl<'a, const N: usize> XdpBurst<'a, N> {
     #[inline]
     pub fn clear(&mut self) {
         self.frames.clear();
+        self.rest.clear();
     }
 
-    /// Room left.
+    /// Room left (frames).
     #[inline]
     pub(crate) fn room(&self) -> usize {
         N - self.frames.len()
     }
 
-    /// The bytes of frame `i` (from the Ethernet header), `None` out of range.
+    /// Room left for the further segments of multi-buffer frames.
+    #[inline]
+    pub(crate) fn rest_room(&self) -> usize {
+        N - self.rest.len()
+    }
+
+    /// The bytes of frame `i`'s first segment (from the Ethernet header; the whole frame
+    /// unless it is a multi-buffer frame), `None` out of range.
     #[inline]
     pub fn frame(&self, i: usize) -> Option<&[u8]> {
         let f = self.frames.get(i)?;
@@ -86,10 +109,38 @@ impl<'a, const N: usize> XdpBurst<'a, N> {
     /// frame ends); gives the buffer back when the burst is full.
     #[inline]
     pub(crate) fn push(&mut self, buf: Buf<'a>, off: u16, meta: PacketMeta) -> Result<(), Buf<'a>> {
+        let rest_at = self.rest.len() as u16;
         self.frames
-            .push(RxFrame { buf, off, meta })
+            .push(RxFrame {
+                buf,
+                off,
+                meta,
+                rest_at,
+                rest_len: 0,
+            })
             .map_err(|f| f.buf)
     }
+
+    /// Appends a further segment (`buf[off..]`) to the last frame pushed (multi-buffer);
+    /// gives the buffer back when there is no frame or no room (the caller checked
+    /// [`rest_room`](Self::rest_room) first).
+    #[inline]
+    pub(crate) fn push_frag(&mut self, buf: Buf<'a>, off: u16) -> Result<(), Buf<'a>> {
+        let Some(last) = self.frames.last_mut() else {
+            return Err(buf);
+        };
+        self.rest.push(RxFrag { buf, off }).map_err(|f| f.buf)?;
+        last.rest_len += 1;
+        Ok(())
+    }
+}
+
+/// `buf[off..]` as bytes (a CPU pool; empty otherwise).
+#[inline]
+fn bytes_from<'b>(buf: &'b Buf<'_>, off: u16) -> &'b [u8] {
+    buf.as_slice()
+        .and_then(|s| s.get(usize::from(off)..))
+        .unwrap_or_default()
 }
 
 impl<const N: usize> RxBurst for XdpBurst<'_, N> {
@@ -98,33 +149,36 @@ impl<const N: usize> RxBurst for XdpBurst<'_, N> {
         self.frames.len()
     }
 
-    /// Always 1: a frame is one UMEM frame.
+    /// 1, or the number of UMEM frames of a multi-buffer frame.
     ///
     /// # Panics
     /// When `pkt` is out of range.
     #[inline]
     fn segments(&self, pkt: usize) -> usize {
-        assert!(
-            pkt < self.frames.len(),
-            "XdpBurst: packet index out of range"
-        );
-        1
+        let f = self
+            .frames
+            .get(pkt)
+            .expect("XdpBurst: packet index out of range");
+        1 + usize::from(f.rest_len)
     }
 
-    /// `Segment::Host(frame bytes)`, starting at the Ethernet header.
+    /// `Segment::Host(bytes)`: segment 0 from the Ethernet header, then the further UMEM
+    /// frames of a multi-buffer frame in order.
     ///
     /// # Panics
-    /// When `pkt` is out of range or `seg != 0`.
+    /// When `pkt` or `seg` is out of range.
     #[inline]
     fn segment(&self, pkt: usize, seg: usize) -> Segment<'_> {
-        assert!(seg == 0, "XdpBurst: frames have one segment");
         let f = &self.frames[pkt];
-        Segment::Host(
-            f.buf
-                .as_slice()
-                .and_then(|s| s.get(usize::from(f.off)..))
-                .unwrap_or_default(),
-        )
+        if seg == 0 {
+            return Segment::Host(bytes_from(&f.buf, f.off));
+        }
+        assert!(
+            seg <= usize::from(f.rest_len),
+            "XdpBurst: segment index out of range"
+        );
+        let r = &self.rest[usize::from(f.rest_at) + seg - 1];
+        Segment::Host(bytes_from(&r.buf, r.off))
     }
 
     /// # Panics
@@ -137,6 +191,7 @@ impl<const N: usize> RxBurst for XdpBurst<'_, N> {
     #[inline]
     fn clear(&mut self) {
         self.frames.clear();
+        self.rest.clear();
     }
 }
 
@@ -299,6 +354,44 @@ mod tests {
         t.set_len(0, 2);
         assert_eq!(t.packet(0), Some(&b"hi"[..]));
         assert_eq!(t.drain().count(), 3);
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    /// A multi-buffer frame: its UMEM frames are its segments, in order; the frames before
+    /// and after it keep theirs; every buffer returns on clear.
+    #[test]
+    fn multi_buffer_frames_are_segments_in_order() {
+        let mem: &'static mut [u8] = Box::leak(vec![0u8; 8 * 512].into_boxed_slice());
+        let links: &'static mut [AtomicU32] =
+            Box::leak((0..8).map(|_| AtomicU32::new(0)).collect());
+        let pool: &'static BufferPool<'static> =
+            Box::leak(Box::new(BufferPool::new(mem, links, 512).unwrap()));
+        let filled = |bytes: &[u8], off: usize| {
+            let mut b = pool.get().unwrap();
+            b.slot_mut().unwrap()[off..off + bytes.len()].copy_from_slice(bytes);
+            b.set_len(off + bytes.len());
+            b
+        };
+        let mut b = XdpBurst::<'_, 3>::new(QueueId(0));
+        b.push(filled(b"one", 256), 256, PacketMeta::default())
+            .unwrap();
+        b.push(filled(b"head", 256), 256, PacketMeta::default())
+            .unwrap();
+        b.push_frag(filled(b"mid", 0), 0).unwrap();
+        b.push_frag(filled(b"tail", 0), 0).unwrap();
+        b.push(filled(b"three", 256), 256, PacketMeta::default())
+            .unwrap();
+        assert_eq!((b.segments(0), b.segments(1), b.segments(2)), (1, 3, 1));
+        assert_eq!(b.segment(1, 0), Segment::Host(b"head"));
+        assert_eq!(b.segment(1, 1), Segment::Host(b"mid"));
+        assert_eq!(b.segment(1, 2), Segment::Host(b"tail"));
+        assert_eq!(b.segment(2, 0), Segment::Host(b"three"));
+        assert_eq!(b.rest_room(), 1);
+        assert_eq!(pool.in_use(), 5);
+        RxBurst::clear(&mut b);
+        assert_eq!((pool.in_use(), b.rest_room()), (0, 3));
+        // No frame to extend: the buffer comes back.
+        assert!(b.push_frag(pool.get().unwrap(), 0).is_err());
         assert_eq!(pool.in_use(), 0);
     }
 }

@@ -32,7 +32,7 @@ use crate::sys::consts::{
     EACCES, EAFNOSUPPORT, EBUSY, EEXIST, EINVAL, ENOBUFS, ENOMEM, ENOTSUPP, EOPNOTSUPP, EPERM,
     SOL_SOCKET, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL, XDP_COPY, XDP_RX_RING,
     XDP_SHARED_UMEM, XDP_TX_RING, XDP_UMEM_COMPLETION_RING, XDP_UMEM_FILL_RING,
-    XDP_USE_NEED_WAKEUP, XDP_ZEROCOPY,
+    XDP_USE_NEED_WAKEUP, XDP_USE_SG, XDP_ZEROCOPY,
 };
 use crate::sys::{page_size, ConsRing, Lent, NetDev, ProdRing, XdpDesc, XskSocket};
 use crate::tx::{AfxdpTx, TxSetup};
@@ -41,6 +41,9 @@ use crate::{AfxdpOptions, MAX_BATCH};
 
 /// `XDP_PACKET_HEADROOM`: where the kernel writes a received frame in its UMEM frame.
 pub const XDP_HEADROOM: u32 = 256;
+/// Most descriptors (UMEM frames) of one multi-buffer frame: the kernel's `MAX_SKB_FRAGS`
+/// (17) + 1. A received frame is at most this many segments.
+pub const XDP_MAX_FRAGS: u32 = 18;
 /// Ethernet header plus two VLAN tags: the largest frame is the MTU plus this.
 const L2_OVERHEAD: u32 = 14 + 8;
 /// Smallest ring the engine creates.
@@ -84,6 +87,9 @@ pub struct InterfaceInfo {
     pub xdp_mode: Option<XdpMode>,
     /// Whether the sockets run zero-copy (false: copy mode).
     pub zero_copy: bool,
+    /// Whether frames larger than one UMEM frame arrive in several (AF_XDP multi-buffer,
+    /// `XDP_USE_SG`): the device MTU does not fit one frame after the XDP headroom.
+    pub multi_buffer: bool,
 }
 
 /// Direction of a queue.
@@ -127,6 +133,8 @@ struct Iface<'c, 'a> {
     rx: Vec<QueueRes<'a>>,
     tx: Vec<QueueRes<'a>>,
     users: &'c HashMap<usize, usize>,
+    /// Bind with `XDP_USE_SG` (frames in several UMEM frames).
+    multi_buffer: bool,
 }
 
 fn pow2_clamped(n: usize, lo: u32, hi: u32) -> u32 {
@@ -202,7 +210,14 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
                 detail: format!("cannot read the MTU of {ifname} ({source})"),
                 source,
             })?;
-            check_mtu(i, &ifname, mtu, iface.mtu, x.frame_size)?;
+            let multi_buffer = check_mtu(
+                i,
+                &ifname,
+                mtu,
+                iface.mtu,
+                x.frame_size,
+                !iface.tx_queues.is_empty(),
+            )?;
             let channels = netdev.channels(&ifname).ok();
             let rules = cfg.flow_rules(i);
             let default = cfg.default_action(i);
@@ -259,6 +274,7 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
                 rx: rx_res,
                 tx: tx_res,
                 users: &users,
+                multi_buffer,
             };
             let mut rxq: Vec<(usize, AfxdpRx<'a, N>)> = Vec::new();
             let mut txq: Vec<(usize, AfxdpTx<'a, N>)> = Vec::new();
@@ -288,6 +304,7 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
                         .map(|(j, q)| (*j as u32, q.socket().as_fd()))
                         .collect(),
                     mode: opts.xdp_mode,
+                    frags: multi_buffer,
                 };
                 let prog = XdpProgram::attach(&setup).map_err(|e| {
                     let detail = match e.source.raw_os_error() {
@@ -326,7 +343,7 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
                 }
             }
             log::info!(
-                "interfaces[{i}] {ifname} (ifindex {ifindex}, mtu {mtu}): {} RX / {} TX queue(s), {}, XDP program {}, AF_XDP {} mode{}, frames of {} B, need_wakeup {}",
+                "interfaces[{i}] {ifname} (ifindex {ifindex}, mtu {mtu}): {} RX / {} TX queue(s), {}, XDP program {}, AF_XDP {} mode{}, frames of {} B{}, need_wakeup {}",
                 rxq.len(),
                 txq.len(),
                 match steering {
@@ -344,6 +361,11 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
                     " (the driver has no AF_XDP zero-copy support)"
                 },
                 x.frame_size,
+                if multi_buffer {
+                    " (multi-buffer: a larger frame arrives in several, XDP_USE_SG)"
+                } else {
+                    ""
+                },
                 if x.need_wakeup { "on" } else { "off" },
             );
             engine.interfaces.push(InterfaceInfo {
@@ -355,6 +377,7 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
                 steering,
                 xdp_mode,
                 zero_copy,
+                multi_buffer,
             });
             engine.rx.extend(rxq.into_iter().map(|(_, q)| q));
             engine.tx.extend(txq.into_iter().map(|(_, q)| q));
@@ -415,21 +438,40 @@ fn resolve_netdev(addr: &Address, key: &str) -> Result<String> {
     }
 }
 
-/// The device MTU must let every frame fit a UMEM frame after the XDP headroom.
-fn check_mtu(i: usize, ifname: &str, mtu: u32, config_mtu: u32, frame_size: u32) -> Result<()> {
+/// Whether the device MTU needs AF_XDP multi-buffer: `Ok(false)` when every frame fits one
+/// UMEM frame after the XDP headroom, `Ok(true)` when RX frames take several (`XDP_USE_SG`,
+/// at most [`XDP_MAX_FRAGS`]). An interface with TX queues needs every frame in one (no
+/// multi-buffer TX here).
+fn check_mtu(
+    i: usize,
+    ifname: &str,
+    mtu: u32,
+    config_mtu: u32,
+    frame_size: u32,
+    tx: bool,
+) -> Result<bool> {
     let room = frame_size.saturating_sub(XDP_HEADROOM);
-    if mtu + L2_OVERHEAD <= room {
-        return Ok(());
+    let frame = mtu + L2_OVERHEAD;
+    if frame <= room {
+        return Ok(false);
+    }
+    if !tx && frame <= XDP_MAX_FRAGS * room {
+        return Ok(true);
     }
     Err(AfxdpError::Mtu {
         key: format!("interfaces[{i}].mtu"),
-        detail: format!(
-            "{ifname} has MTU {mtu} (the config says {config_mtu}), so frames reach {} B (+ {L2_OVERHEAD} Ethernet and VLAN), but an AF_XDP frame of engine.afxdp.frame_size = {frame_size} holds {room} B after the {XDP_HEADROOM} B XDP headroom; this engine does not use AF_XDP multi-buffer (XDP_USE_SG), so jumbo frames are not supported: lower the device MTU to at most {} (`ip link set dev {ifname} mtu {}`) and set interfaces[{i}].mtu to match{}",
-            mtu + L2_OVERHEAD,
-            room.saturating_sub(L2_OVERHEAD),
-            room.saturating_sub(L2_OVERHEAD),
-            if frame_size < 4096 { ", or use engine.afxdp.frame_size = 4096" } else { "" }
-        ),
+        detail: if tx {
+            format!(
+                "{ifname} has MTU {mtu} (the config says {config_mtu}), so frames reach {frame} B (+ {L2_OVERHEAD} Ethernet and VLAN), but an AF_XDP frame of engine.afxdp.frame_size = {frame_size} holds {room} B after the {XDP_HEADROOM} B XDP headroom and this engine sends each frame from one (no multi-buffer TX, XDP_USE_SG, for sending): lower the device MTU to at most {} (`ip link set dev {ifname} mtu {}`) and set interfaces[{i}].mtu to match{}, or send from another engine (RX alone takes jumbo frames in several AF_XDP frames)",
+                room.saturating_sub(L2_OVERHEAD),
+                room.saturating_sub(L2_OVERHEAD),
+                if frame_size < 4096 { ", or use engine.afxdp.frame_size = 4096" } else { "" }
+            )
+        } else {
+            format!(
+                "{ifname} has MTU {mtu} (the config says {config_mtu}), so frames reach {frame} B, more than the kernel's {XDP_MAX_FRAGS} AF_XDP frames of {room} B (engine.afxdp.frame_size = {frame_size} − {XDP_HEADROOM} B headroom) hold: lower the device MTU (`ip link set dev {ifname} mtu ...`) or raise frame_size"
+            )
+        },
     })
 }
 
@@ -672,7 +714,7 @@ fn open_group<'a, const N: usize>(
         XDP_USE_NEED_WAKEUP
     } else {
         0
-    };
+    } | if f.multi_buffer { XDP_USE_SG } else { 0 };
 
     let mut socks: Vec<Opened<'a>> = Vec::new();
     let mut fill_comp: Option<(ProdRing<u64>, ConsRing<u64>)> = None;
@@ -744,12 +786,40 @@ fn open_group<'a, const N: usize>(
                         source: e,
                     });
                 }
+                if f.multi_buffer && matches!(e.raw_os_error(), Some(EOPNOTSUPP) | Some(EINVAL)) {
+                    return Err(AfxdpError::Socket {
+                        key: key.clone(),
+                        detail: format!(
+                            "binding the AF_XDP socket with XDP_USE_SG (multi-buffer: the MTU of {} does not fit one frame of engine.afxdp.frame_size = {}) failed ({e}): multi-buffer needs Linux >= 6.6 and, in zero-copy mode, a driver that has it; set zero_copy = \"off\", or lower the device MTU to {} or less",
+                            f.ifname,
+                            f.x.frame_size,
+                            f.x.frame_size.saturating_sub(XDP_HEADROOM + L2_OVERHEAD)
+                        ),
+                        source: e,
+                    });
+                }
                 return Err(sock_err(key, "binding the AF_XDP socket", e));
             }
         } else {
             let first_sock = &socks[0].2;
-            s.bind(f.ifindex, nic, XDP_SHARED_UMEM, Some(first_sock))
-                .map_err(|e| sock_err(key, "binding the AF_XDP socket to the shared UMEM", e))?;
+            // A multi-buffer socket sharing a UMEM says XDP_USE_SG too (Linux >= 6.10).
+            let sg = if f.multi_buffer { XDP_USE_SG } else { 0 };
+            s.bind(f.ifindex, nic, XDP_SHARED_UMEM | sg, Some(first_sock))
+                .map_err(|e| {
+                    if f.multi_buffer && e.raw_os_error() == Some(EINVAL) {
+                        AfxdpError::Socket {
+                            key: key.clone(),
+                            detail: format!(
+                                "binding a second multi-buffer AF_XDP socket (XDP_SHARED_UMEM | XDP_USE_SG) to {} NIC queue {nic} failed ({e}): sharing a UMEM among multi-buffer sockets needs Linux >= 6.10; with an older kernel use one RX queue on this interface, or an MTU that fits one frame ({} B)",
+                                f.ifname,
+                                f.x.frame_size.saturating_sub(XDP_HEADROOM + L2_OVERHEAD)
+                            ),
+                            source: e,
+                        }
+                    } else {
+                        sock_err(key, "binding the AF_XDP socket to the shared UMEM", e)
+                    }
+                })?;
         }
         socks.push((*dir, *j, s, rx, tx));
     }
@@ -947,14 +1017,21 @@ mod tests {
     }
 
     #[test]
-    fn mtu_check_names_the_key_and_the_limit() {
-        assert!(check_mtu(0, "v", 1500, 1500, 2048).is_ok());
-        assert!(check_mtu(0, "v", 3818, 3818, 4096).is_ok());
-        let e = check_mtu(1, "v", 9000, 1500, 4096).unwrap_err();
+    fn mtu_check_chooses_multi_buffer_for_rx_and_names_the_key_for_tx() {
+        assert!(!check_mtu(0, "v", 1500, 1500, 2048, true).unwrap());
+        assert!(!check_mtu(0, "v", 3818, 3818, 4096, true).unwrap());
+        // RX only: 9022 B frames in 3 frames of 3840 B (multi-buffer).
+        assert!(check_mtu(0, "v", 9000, 9000, 4096, false).unwrap());
+        assert!(check_mtu(0, "v", 9000, 9000, 2048, false).unwrap());
+        // More than the kernel's 18 descriptors per frame.
+        let e = check_mtu(0, "v", 65000, 65000, 2048, false).unwrap_err();
+        assert!(e.to_string().contains("18 AF_XDP frames"), "{e}");
+        // A TX queue sends each frame from one UMEM frame.
+        let e = check_mtu(1, "v", 9000, 1500, 4096, true).unwrap_err();
         assert_eq!(e.key(), "interfaces[1].mtu");
         let m = e.to_string();
         assert!(
-            m.contains("MTU 9000") && m.contains("3818") && m.contains("XDP_USE_SG"),
+            m.contains("MTU 9000") && m.contains("3818") && m.contains("no multi-buffer TX"),
             "{m}"
         );
     }

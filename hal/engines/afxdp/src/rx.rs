@@ -28,9 +28,10 @@ use rtdaq_core::flow::{Classified, FlowTable};
 use rtdaq_core::{ConnId, DropReason, PacketMeta, QueueCounters, QueueId};
 
 use crate::burst::XdpBurst;
+use crate::engine::XDP_MAX_FRAGS;
 use crate::stats::RxStats;
 use crate::steer::{Stat, StatsReader, Steering, XdpProgram, STATS};
-use crate::sys::consts::{EAGAIN, EINTR};
+use crate::sys::consts::{EAGAIN, EINTR, XDP_PKT_CONTD};
 use crate::sys::{realtime_ns, ConsRing, XdpDesc, XskSocket, XskStats};
 use crate::umem::Umem;
 
@@ -249,11 +250,16 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
         0
     }
 
-    /// Takes what the RX ring holds (up to the burst's room and the batch size).
+    /// Takes what the RX ring holds (up to the burst's room and the batch size). A frame of
+    /// several descriptors (multi-buffer: `XDP_PKT_CONTD` on all but its last) is taken
+    /// whole or not at all: what does not fit the burst stays in the ring for the next poll.
     #[inline]
     fn recv(&mut self, burst: &mut XdpBurst<'a, N>) -> usize {
         let room = burst.room().min(self.batch) as u32;
-        let mut n = self.ring.available(room);
+        if room == 0 {
+            return 0;
+        }
+        let n = self.ring.available(room + burst.rest_room() as u32);
         if n == 0 {
             return 0;
         }
@@ -261,23 +267,73 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
         let lent = &self.umem.lent;
         let frame = lent.pool().slot_size() as u64;
         let (mut packets, mut bytes) = (0u64, 0u64);
-        for i in 0..n {
-            let Some(d) = self.ring.read(i) else {
-                // Unreachable: `i < available()`.
-                n = i;
+        let mut frags: heapless::Vec<(rtdaq_core::Buf<'a>, u16), { XDP_MAX_FRAGS as usize }> =
+            heapless::Vec::new();
+        // Descriptors consumed (whole frames only).
+        let mut i = 0u32;
+        let mut taken = 0u32;
+        while i < n && taken < room {
+            // The frame's descriptors: [i, end).
+            let mut end = i;
+            let mut whole = false;
+            while end < n {
+                let Some(d) = self.ring.read(end) else { break };
+                end += 1;
+                if d.options & XDP_PKT_CONTD == 0 {
+                    whole = true;
+                    break;
+                }
+            }
+            let extra = (end - i - 1) as usize;
+            // Not all of it published to us yet, or no room for its further segments.
+            if !whole || extra > burst.rest_room() {
                 break;
-            };
-            let off = (d.addr % frame) as usize;
-            let len = d.len as usize;
-            let Some(buf) = lent.reclaim(d.addr, off + len) else {
+            }
+            let first = i;
+            i = end;
+            taken += 1;
+            frags.clear();
+            let mut bad = false;
+            let mut len = 0usize;
+            let mut head: Option<(rtdaq_core::Buf<'a>, u16)> = None;
+            for k in first..end {
+                let Some(d) = self.ring.read(k) else {
+                    bad = true;
+                    continue;
+                };
+                let off = (d.addr % frame) as usize;
+                let dl = d.len as usize;
+                match lent.reclaim(d.addr, off + dl) {
+                    Some(buf) => {
+                        len += dl;
+                        if head.is_none() {
+                            head = Some((buf, off as u16));
+                        } else if frags.push((buf, off as u16)).is_err() {
+                            // More than the kernel's limit: cannot happen; the buffer goes
+                            // back to the pool with the frame.
+                            bad = true;
+                        }
+                    }
+                    None => bad = true,
+                }
+            }
+            let Some((buf, off)) = head.filter(|_| !bad) else {
+                // Every reclaimed buffer of the frame returns to the pool (dropped here).
                 self.stats.bad_descs += 1;
+                frags.clear();
                 continue;
             };
-            let bytes_of = buf
+            let first_bytes = buf
                 .as_slice()
-                .and_then(|s| s.get(off..))
+                .and_then(|s| s.get(usize::from(off)..))
                 .unwrap_or_default();
-            let flow = match self.flows.classify(bytes_of) {
+            let verdict = if frags.is_empty() {
+                self.flows.classify(first_bytes)
+            } else {
+                // Only the headers are in the first segment of a multi-buffer frame.
+                self.flows.classify_head(first_bytes)
+            };
+            let flow = match verdict {
                 Classified::Deliver { queue, flow } => {
                     if self.steering == Steering::Xdp && queue != self.queue {
                         self.stats.misrouted += 1;
@@ -286,14 +342,17 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
                 }
                 Classified::Malformed => {
                     self.counters.record_drop(DropReason::Malformed);
+                    frags.clear();
                     continue;
                 }
                 Classified::NoFlow => {
                     self.counters.record_drop(DropReason::NoFlow);
+                    frags.clear();
                     continue;
                 }
                 Classified::FlowDrop => {
                     self.counters.record_drop(DropReason::FlowDrop);
+                    frags.clear();
                     continue;
                 }
             };
@@ -305,18 +364,26 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
                 conn: ConnId(0),
                 ..PacketMeta::default()
             };
-            if burst.push(buf, off as u16, meta).is_ok() {
-                packets += 1;
-                bytes += len as u64;
-            } else {
-                // Unreachable: `n` is bounded by the room.
+            if burst.push(buf, off, meta).is_err() {
+                // Unreachable: `taken` is bounded by the room.
                 self.counters.record_drop(DropReason::RingFull);
+                frags.clear();
+                continue;
             }
+            for (b, o) in frags.drain(..) {
+                // Cannot fail: the room for them was checked above.
+                let _ = burst.push_frag(b, o);
+            }
+            if extra > 0 {
+                self.stats.multi_buffer += 1;
+            }
+            packets += 1;
+            bytes += len as u64;
         }
-        self.ring.release(n);
+        self.ring.release(i);
         self.counters.record_rx_burst(packets, bytes);
         self.maybe_sync(now);
-        n as usize
+        taken as usize
     }
 
     /// Syncs the drop counters when [`SYNC_INTERVAL_NS`] passed since the last sync.

@@ -34,6 +34,8 @@ pub struct RxStats {
     pub xdp_redirected: u64,
     /// Wake-ups of the kernel (`recvfrom`) because the fill ring asked for one.
     pub wakeups: u64,
+    /// Frames delivered in several UMEM frames (multi-buffer, `XDP_USE_SG`).
+    pub multi_buffer: u64,
     /// Syscalls that failed with something other than "try again" (stat reads, waits).
     pub errors: u64,
     /// `errno` of the last such failure (0 = none).

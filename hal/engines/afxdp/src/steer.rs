@@ -264,6 +264,8 @@ pub(crate) struct SteerSetup<'r> {
     pub(crate) xsks: Vec<(u32, BorrowedFd<'r>)>,
     /// Where to attach: `None` tries native, then generic.
     pub(crate) mode: Option<XdpMode>,
+    /// Multi-buffer frames (`XDP_USE_SG` sockets): load the program frags-aware.
+    pub(crate) frags: bool,
 }
 
 /// One loaded and attached instance of the steering program. Detached when dropped (the
@@ -292,7 +294,7 @@ impl XdpProgram {
     /// Loads the program, fills its maps from `s` and attaches it (native mode first, then
     /// generic). Cold path.
     pub(crate) fn attach(s: &SteerSetup<'_>) -> Result<Arc<XdpProgram>, SteerError> {
-        let obj = BpfObject::load(STEER_OBJ).map_err(step(
+        let obj = BpfObject::load(STEER_OBJ, s.frags).map_err(step(
             "load the XDP program into the kernel (libbpf prints the verifier log above)",
         ))?;
         let cfg = SteerCfg {

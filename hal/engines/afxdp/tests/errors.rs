@@ -199,30 +199,48 @@ fn zero_copy_on_is_refused_on_veth_naming_the_key() {
     assert!(!setup.open_in::<32>(&pair, Side::B).unwrap().interfaces()[0].zero_copy);
 }
 
+/// Jumbo frames: RX takes them in several UMEM frames (multi-buffer, `XDP_USE_SG`); an
+/// interface with a TX queue needs every frame in one (no multi-buffer TX), and both the
+/// config check and the open say so, naming the key.
 #[test]
-fn jumbo_mtu_is_refused_naming_the_key() {
+fn jumbo_mtu_is_multi_buffer_for_rx_and_refused_for_tx_naming_the_key() {
     require_root();
-    // The config itself refuses an MTU whose frames exceed an AF_XDP frame.
+    // RX only: accepted by the config.
     let mut s = header("frame_size = 4096");
     s += &region("rx", 4096, 256);
     s += &interface("b", "eth0", "mtu = 9000");
     s += &rxq(0, "rx", 32, 100);
+    rtdaq_config::load_str(&s).unwrap_or_else(|e| panic!("{e:?}"));
+    // With a TX queue: refused.
+    let mut s = header("frame_size = 4096");
+    s += &region("rx", 4096, 256);
+    s += &interface("b", "eth0", "mtu = 9000");
+    s += &txq(0, "rx", 32);
     let e = rtdaq_config::load_str(&s).unwrap_err();
     assert!(
-        e.0.iter()
-            .any(|e| e.path == "engine.afxdp.frame_size" && e.message.contains("lower the mtu")),
+        e.0.iter().any(|e| e.path == "engine.afxdp.frame_size"
+            && e.message.contains("no multi-buffer TX")
+            && e.message.contains("lower the mtu")),
         "{e:?}"
     );
-    // A device whose MTU is larger than the config says is refused at open.
+    // A device whose MTU is larger than the config says: RX opens in multi-buffer mode...
     let pair = VethPair::builder("xjumbo").mtu(9000).build().unwrap();
     let mut s = header("frame_size = 4096");
     s += &region("rx", 4096, 256);
     s += &interface("b", pair.ifname(Side::B), "mtu = 1500");
     s += &rxq(0, "rx", 32, 100);
+    let e = Setup::new(&s).open_in::<32>(&pair, Side::B).unwrap();
+    assert!(e.interfaces()[0].multi_buffer);
+    drop(e);
+    // ... and TX is refused at open.
+    let mut s = header("frame_size = 4096");
+    s += &region("rx", 4096, 256);
+    s += &interface("b", pair.ifname(Side::B), "mtu = 1500");
+    s += &txq(0, "rx", 32);
     let (key, msg) = err_of(Setup::new(&s).open_in::<32>(&pair, Side::B));
     assert_eq!(key, "interfaces[0].mtu");
     assert!(
-        msg.contains("MTU 9000") && msg.contains("mtu 3818") && msg.contains("XDP_USE_SG"),
+        msg.contains("MTU 9000") && msg.contains("3818") && msg.contains("no multi-buffer TX"),
         "{msg}"
     );
 }

@@ -39,14 +39,30 @@ unsafe impl Send for BpfObject {}
 unsafe impl Sync for BpfObject {}
 
 impl BpfObject {
-    /// Opens `elf` (a BPF ELF object) and loads it into the kernel (verifier included).
-    /// Cold path. libbpf prints the verifier log to stderr when loading fails.
-    pub(crate) fn load(elf: &'static [u8]) -> io::Result<BpfObject> {
+    /// Opens `elf` (a BPF ELF object) and loads it into the kernel (verifier included);
+    /// with `frags` every program is loaded as frags-aware (`BPF_F_XDP_HAS_FRAGS`: it sees
+    /// multi-buffer frames, and a device whose MTU exceeds a page accepts it). Cold path.
+    /// libbpf prints the verifier log to stderr when loading fails.
+    pub(crate) fn load(elf: &'static [u8], frags: bool) -> io::Result<BpfObject> {
         // SAFETY: `elf` is valid for the call; libbpf copies what it needs; NULL opts.
         let p =
             unsafe { x::bpf_object__open_mem(elf.as_ptr().cast(), elf.len(), std::ptr::null()) };
         let obj = NonNull::new(p).ok_or_else(io::Error::last_os_error)?;
         let this = BpfObject { obj };
+        if frags {
+            let mut prog = std::ptr::null_mut();
+            loop {
+                // SAFETY: valid opened object; `prog` is NULL or its previous program.
+                prog = unsafe { x::bpf_object__next_program(this.obj.as_ptr(), prog) };
+                if prog.is_null() {
+                    break;
+                }
+                // SAFETY: `prog` belongs to the opened, not yet loaded object.
+                let flags = unsafe { x::bpf_program__flags(prog) } | x::BPF_F_XDP_HAS_FRAGS;
+                // SAFETY: as above; flags may be set until the object is loaded.
+                cvt(unsafe { x::bpf_program__set_flags(prog, flags) })?;
+            }
+        }
         // SAFETY: `obj` is a valid, opened, not yet loaded object.
         cvt(unsafe { x::bpf_object__load(this.obj.as_ptr()) })?;
         Ok(this)
