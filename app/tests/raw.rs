@@ -397,6 +397,16 @@ fn afxdp_and_afpacket_run_with_only_the_units_privileges() {
 /// Frames of the replay: `good` rtdaq frames (stream 9, seq 0..good) to UDP port 5000, and
 /// the malformed kinds the issue lists, each `bad_each` times.
 fn replay_frames(p: &VethPair, good: u64, bad_each: usize) -> (Vec<Vec<u8>>, usize) {
+    replay_frames_of(p, good, bad_each, 200)
+}
+
+/// [`replay_frames`] with `plen`-byte payloads.
+fn replay_frames_of(
+    p: &VethPair,
+    good: u64,
+    bad_each: usize,
+    plen: usize,
+) -> (Vec<Vec<u8>>, usize) {
     use rtdaq_core::wire::{
         emit_udp_frame, fill_pattern, SeqHeader, UdpChecksumMode, UdpFrameSpec,
     };
@@ -412,7 +422,7 @@ fn replay_frames(p: &VethPair, good: u64, bad_each: usize) -> (Vec<Vec<u8>>, usi
         ..UdpFrameSpec::default()
     };
     let frame = |seq: u64| {
-        let s = spec(200);
+        let s = spec(plen);
         let mut f = vec![0u8; s.frame_len()];
         let off = s.payload_offset();
         let h = SeqHeader {
@@ -420,7 +430,7 @@ fn replay_frames(p: &VethPair, good: u64, bad_each: usize) -> (Vec<Vec<u8>>, usi
             stream_id: 9,
             seq,
             tx_timestamp_ns: 0,
-            payload_len: 200 - 32,
+            payload_len: (plen - 32) as u32,
         };
         h.emit(&mut f[off..]).unwrap();
         fill_pattern(9, seq, &mut f[off + 32..]);
@@ -441,7 +451,8 @@ fn replay_frames(p: &VethPair, good: u64, bad_each: usize) -> (Vec<Vec<u8>>, usi
         out.push(b);
         // bad UDP length (longer than the IP payload)
         let mut l = base.clone();
-        l[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&2000u16.to_be_bytes());
+        let too_long = (plen + 8 + 100) as u16;
+        l[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&too_long.to_be_bytes());
         out.push(l);
         // runt: an Ethernet header and 6 bytes of an IPv4 header
         out.push(base[..20].to_vec());
@@ -477,6 +488,51 @@ fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
         b.extend_from_slice(f);
     }
     std::fs::write(path, b).unwrap();
+}
+
+/// tcpreplay'd jumbo frames (8000 B payloads, MTU 9000) into AF_XDP multi-buffer RX (4096 B
+/// UMEM frames): every good frame delivered intact, every malformed one counted.
+#[test]
+#[ignore = "needs root, tcpreplay and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn tcpreplay_jumbo_frames_into_afxdp_multi_buffer() {
+    let p = pair("e2e-xreplay", 9000);
+    let (frames, bad) = replay_frames_of(&p, 2000, 5, 8000);
+    let pcap = std::env::temp_dir().join(format!("rtdaq-raw-{}-jumbo.pcap", std::process::id()));
+    write_pcap(&pcap, &frames);
+    let rx = config(
+        "veth-afxdp-rx.toml",
+        &p,
+        &[
+            (
+                "default_action = \"drop\"",
+                "default_action = 0".to_string(),
+            ),
+            ("mtu = 1500", "mtu = 9000".to_string()),
+            ("frame_size = 2048", "frame_size = 4096".to_string()),
+            ("buf_size = 2048", "buf_size = 4096".to_string()),
+        ],
+        "xjr-rx",
+    );
+    let text = std::fs::read_to_string(&rx).unwrap();
+    let cut = text.find("[[flows]]").unwrap();
+    let end = text.find("[run]").unwrap();
+    std::fs::write(&rx, format!("{}{}", &text[..cut], &text[end..])).unwrap();
+    let receiver = start(&p, Side::B, "afxdp", &rx, 5.0, "xjr");
+    tcpreplay_5000pps(&p, &pcap);
+    let (out, r) = finish(receiver, "xjr");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert_eq!(u(&r, "/rx/totals/packets"), 2000, "{}", show(&out));
+    assert_eq!(u(&r, "/rx/totals/bytes"), 2000 * 8042, "{}", show(&out));
+    assert_eq!(
+        u(&r, "/rx/totals/drops/malformed"),
+        bad as u64,
+        "every malformed frame counted: {}",
+        show(&out)
+    );
+    for k in ["seq_gaps", "corrupt", "malformed"] {
+        assert_eq!(u(&r, &format!("/rx/totals/{k}")), 0, "{k}: {}", show(&out));
+    }
+    let _ = std::fs::remove_file(pcap);
 }
 
 #[test]

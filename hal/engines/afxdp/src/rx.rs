@@ -285,14 +285,26 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
                 }
             }
             let extra = (end - i - 1) as usize;
-            // Not all of it published to us yet, or no room for its further segments.
-            if !whole || extra > burst.rest_room() {
+            // Not all of it published to us yet, or no room for its further segments (the
+            // next poll takes it) — unless even an empty burst could not hold it (a burst of
+            // fewer than XDP_MAX_FRAGS frames): then it is dropped, counted, not stuck.
+            let never_fits = whole && extra > N;
+            if !whole || (extra > burst.rest_room() && !never_fits) {
                 break;
             }
             let first = i;
             i = end;
             taken += 1;
             frags.clear();
+            if never_fits {
+                for k in first..end {
+                    if let Some(d) = self.ring.read(k) {
+                        drop(lent.reclaim(d.addr, (d.addr % frame) as usize + d.len as usize));
+                    }
+                }
+                self.counters.record_drop(DropReason::TooLarge);
+                continue;
+            }
             let mut bad = false;
             let mut len = 0usize;
             let mut head: Option<(rtdaq_core::Buf<'a>, u16)> = None;
