@@ -17,6 +17,13 @@
 #          and the shipped configs/host-loopback-udp-gpu.toml (10 s)
 #   dpdk   DPDK net_null -> GPU gather, frames in GPU memory (`device`) vs in pinned host
 #          memory (`host_pinned`), REPS interleaved repeats of SECS s each
+#   scaling  the socket engine with Q = 1/2/4/8 SO_REUSEPORT RX queues (cores 1..Q) against Q
+#          plain C recvmmsg_rx receivers on the same cores, same run, interleaved: 8000 B
+#          datagrams from 6 paced sendmmsg_tx processes (cores 10-15, 8 sources each) at a
+#          ladder of aggregate rates (SCALE_QS, SCALE_MULTS Gb/s per queue, SCALE_SENDERS,
+#          SCALE_TX_CPU0); a run is loss-free when the kernel dropped nothing
+#          (/proc/net/snmp Udp InErrors, RcvbufErrors) and every datagram sent arrived; the
+#          table is the highest rate loss-free in every repeat (REPS, default 3; SECS per run)
 #   boards the sealed IGX Orin / Thor DPDK header-data-split binaries (payloads in GPU memory)
 #          run as shipped, with 2 MiB hugepages reserved for the run: they must get as far as
 #          the missing NIC (exit 2 naming the PCI address), never "not implemented"
@@ -77,6 +84,7 @@ if [ "${1:-}" = "--prepare" ]; then
         cp "$T/release/rtdaq" $C/rtdaq-dpdk-gpu-$b
     done
     cc -O2 -Wall -o $C/sendmmsg_tx benches/socket/sendmmsg_tx.c
+    cc -O2 -Wall -o $C/recvmmsg_rx benches/socket/recvmmsg_rx.c
     strip $C/rtdaq-dpdk-gpu-igx-orin $C/rtdaq-dpdk-gpu-igx-thor 2>/dev/null || true
     strip $C/rtdaq $C/rtdaq-ibverbs-gpu $C/rtdaq-dpdk-gpu $C/app-gpu $C/runtime-unit $C/unit $C/gpu 2>/dev/null || true
     ls -la $C; du -sh $C
@@ -160,6 +168,105 @@ as_unit() {
         echo "FAIL as the unit ($caps): exit $rc; warnings only as the unit: ${extra:-none}"
     fi
     rm -rf "$d"
+}
+
+# Socket-engine scaling (issue #20): see the header. Results: $OUT/runs/scale-*.json.
+udp_errors() { # InErrors+RcvbufErrors of /proc/net/snmp's Udp line
+    awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) n[$i] = i; h = 1 } else { print $(n["InErrors"]) + $(n["RcvbufErrors"]); exit } }' /proc/net/snmp
+}
+scale_config() { # q file
+    local q=$1 f=$2 k
+    {
+    printf 'name = "scale-%sq"\nplatform = "host"\n[engine]\nkind = "socket"\n[engine.socket]\nreuseport = true\nrcvbuf = 67108864\nrx_timestamps = "batch"\n' "$q"
+    printf '[[memory_regions]]\nname = "rx"\nkind = "host"\nbuf_size = 8192\nbuf_count = %s\n' $((q * 8192))
+    printf '[[interfaces]]\nname = "sink"\naddress = "udp://127.0.0.1:5700"\nmax_message_size = 8000\n'
+    for k in $(seq 0 $((q - 1))); do
+        printf '[[interfaces.rx_queues]]\nid = %s\ncpu_core = %s\nbatch_size = 64\ntimeout_us = 1000\nring_depth = 8192\nmemory_regions = ["rx"]\nmode = "direct"\nbusy_poll = false\n' "$k" $((1 + k))
+    done
+    printf '[run]\nduration_s = %s\ndrain_ms = 300\nloss_tolerance = 1000000000000\nvalidate = "sequence"\n[rt]\nrequired = false\n' "$SECS.5"
+    } > "$f"
+}
+scale_run() { # sys q gbps rep
+    local sys=$1 q=$2 g=$3 rep=$4 tag="scale-$1-q$2-g$3-r$4" e0 e1 k pids=() rpids=() per
+    local base=$OUT/runs/$tag
+    e0=$(udp_errors)
+    if [ "$sys" = c ]; then
+        for k in $(seq 0 $((q - 1))); do
+            $C/recvmmsg_rx --port 5700 --cpu $((1 + k)) --seconds $((SECS + 1)) --bufsize 8192 \
+                --rcvbuf 67108864 --reuseport 1 > "$base.rx$k.json" 2>/dev/null &
+            rpids+=($!)
+        done
+        sleep 0.3
+    else
+        scale_config "$q" "$base.toml"
+        RUST_LOG=info $C/rtdaq run --config "$base.toml" --report-json "$base.json" > "$base.log" 2>&1 &
+        rpids+=($!)
+        for _ in $(seq 1 100); do grep -q 'queues running' "$base.log" 2>/dev/null && break; sleep 0.05; done
+    fi
+    per=$(awk -v g="$g" -v n="$SCALE_SENDERS" 'BEGIN { printf "%.3f", g / n }')
+    for k in $(seq 0 $((SCALE_SENDERS - 1))); do
+        $C/sendmmsg_tx --port 5700 --cpu $((SCALE_TX_CPU0 + k)) --size 8000 --sources 8 --stream $((16 + 8 * k)) \
+            --rate-gbps "$per" --seconds "$SECS" > "$base.tx$k.json" 2>/dev/null &
+        pids+=($!)
+    done
+    wait "${pids[@]}" 2>/dev/null
+    wait "${rpids[@]}" 2>/dev/null
+    e1=$(udp_errors)
+    python3 - "$OUT/runs" "$tag" "$sys" "$q" "$g" "$rep" $((e1 - e0)) <<'EOP'
+import json, glob, os, sys
+d, tag, system, q, g, rep, kerr = sys.argv[1:8]
+base = os.path.join(d, tag)
+sent = sum(json.load(open(f))["packets"] for f in glob.glob(base + ".tx*.json"))
+offered = sum(json.load(open(f))["gbps"] for f in glob.glob(base + ".tx*.json"))
+if system == "c":
+    rx = [json.load(open(f)) for f in glob.glob(base + ".rx*.json")]
+    got = sum(r["packets"] for r in rx); cpu = sum(r["cpu_s"] for r in rx)
+else:
+    r = json.load(open(base + ".json")); got = r["rx"]["totals"]["packets"]
+    cpu = sum((x.get("io_cpu_s") or 0) for x in r["rx"]["queues"])
+ok = int(kerr) == 0 and got == sent and sent > 0
+row = dict(system=system, q=int(q), target_gbps=float(g), rep=int(rep), sent=sent, received=got,
+           kernel_errors=int(kerr), offered_gbps=round(offered, 3), lossfree=ok, rx_cpu_s=round(cpu, 3))
+json.dump(row, open(base + ".row.json", "w"))
+print(f"{tag}: offered {offered:.2f} Gb/s, sent {sent}, received {got}, kernel errors {kerr}, rx cpu {cpu:.2f} s: {'loss-free' if ok else 'LOSS'}")
+EOP
+}
+SCALE_QS=${SCALE_QS:-"1 2 4 8"}           # queue counts
+SCALE_MULTS=${SCALE_MULTS:-"4 8 12 16 22"} # Gb/s per queue of the rate ladder
+SCALE_SENDERS=${SCALE_SENDERS:-6}          # sendmmsg_tx processes, on cores SCALE_TX_CPU0..
+SCALE_TX_CPU0=${SCALE_TX_CPU0:-10}
+scaling() {
+    local q g rep
+    echo "== socket scaling: Q SO_REUSEPORT queues vs Q C recvmmsg_rx, 8000 B, 6 paced senders (cores 10-15), ${SECS} s per run, $REPS repeats interleaved"
+    for q in $SCALE_QS; do
+        for g in $(for m in $SCALE_MULTS; do echo $((m * q)); done); do
+            for rep in $(seq 1 "$REPS"); do
+                scale_run c "$q" "$g" "$rep"
+                scale_run rtdaq "$q" "$g" "$rep"
+            done
+        done
+    done
+    python3 - "$OUT/runs" <<'EOP'
+import json, glob, os, sys, statistics as st
+rows = [json.load(open(f)) for f in glob.glob(os.path.join(sys.argv[1], "scale-*.row.json"))]
+best = {}
+for q in sorted({r["q"] for r in rows}):
+    line = [f"{q} queue(s)"]
+    for system in ("c", "rtdaq"):
+        by = {}
+        for r in rows:
+            if r["q"] == q and r["system"] == system:
+                by.setdefault(r["target_gbps"], []).append(r)
+        good = [g for g, v in by.items() if all(x["lossfree"] for x in v)]
+        top = max(good) if good else None
+        rates = [x["offered_gbps"] for x in by.get(top, [])]
+        best[(q, system)] = (top, rates)
+        line.append(f"{system}: target {top} Gb/s, offered {min(rates):.2f}/{st.median(rates):.2f}/{max(rates):.2f}" if rates else f"{system}: none loss-free")
+    c, r = best[(q, "c")], best[(q, "rtdaq")]
+    if c[1] and r[1]:
+        line.append(f"ratio rtdaq/C (median offered) {st.median(r[1]) / st.median(c[1]):.3f}")
+    print(" | ".join(line))
+EOP
 }
 
 # The shipped board configs with device regions on DPDK, on a host without their NIC.
@@ -415,6 +522,7 @@ EOP
         paced) paced; summary ;;
         dpdk) dpdk_bench ;;
         boards) boards ;;
+        scaling) scaling ;;
         *) tests; bench; summary ;;
     esac
 } 2>&1 | tee "$LOG"
