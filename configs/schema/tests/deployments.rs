@@ -125,3 +125,37 @@ fn board_examples_cover_every_engine() {
         );
     }
 }
+
+/// AF_XDP at MTU 9000 (issue #20): an RX-only interface takes jumbo frames in several UMEM
+/// frames (multi-buffer), so it needs that many buffers per frame; a GPU stage (one buffer
+/// per packet) and a TX queue (one UMEM frame per frame) are refused, naming the key.
+#[test]
+fn afxdp_jumbo_rx_is_multi_buffer_with_its_buffers_and_no_gpu_stage() {
+    let cfg = |buf_count: u32, extra_q: &str, tail: &str| {
+        format!(
+            "name = \"x\"\nplatform = \"host\"\n[engine]\nkind = \"afxdp\"\n[engine.afxdp]\nframe_size = 4096\n\
+             [[memory_regions]]\nname = \"umem\"\nkind = \"host\"\nbuf_size = 4096\nbuf_count = {buf_count}\n\
+             [[interfaces]]\nname = \"b\"\naddress = \"eth0\"\nmtu = 9000\ndefault_action = 0\n\
+             [[interfaces.rx_queues]]\nid = 0\ncpu_core = 0\nbatch_size = 64\nring_depth = 4096\nmemory_regions = [\"umem\"]\nmode = \"direct\"\n{extra_q}\n{tail}"
+        )
+    };
+    // 9022 B frames take 3 UMEM frames of 3840 B: 2 × 64 × 3 = 384 buffers at least.
+    rtdaq_config::load_str(&cfg(384, "", "")).unwrap_or_else(|e| panic!("{e}"));
+    let e = rtdaq_config::load_str(&cfg(383, "", "")).unwrap_err();
+    assert!(
+        e.0.iter()
+            .any(|e| e.path == "memory_regions[0].buf_count" && e.message.contains("384")),
+        "{e:?}"
+    );
+    let stage =
+        "[[gpu_stages]]\nname = \"s\"\ngpu = 0\npackets_per_batch = 64\nmode = \"gather\"\n";
+    let with_stage = cfg(8192, "gpu_stage = \"s\"", stage)
+        .replace("kind = \"host\"", "kind = \"host_pinned\"\ngpu = 0");
+    let e = rtdaq_config::load_str(&with_stage).unwrap_err();
+    assert!(
+        e.0.iter()
+            .any(|e| e.path == "interfaces[0].rx_queues[0].gpu_stage"
+                && e.message.contains("multi-buffer")),
+        "{e:?}"
+    );
+}

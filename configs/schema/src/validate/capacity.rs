@@ -164,18 +164,25 @@ fn hds_fits(
 }
 
 /// Each region has at least 2 × `batch_size` buffers per queue using it (one burst in flight
-/// while the next fills), summed over all queues sharing it.
+/// while the next fills), summed over all queues sharing it; an AF_XDP RX queue whose
+/// frames take several UMEM frames (multi-buffer) counts that many buffers per frame.
 pub(super) fn enough_buffers(d: &Draft, errs: &mut Errors) {
     for (r, region) in d.regions.iter().enumerate() {
         let Some(region) = region else { continue };
         let mut users: Vec<(String, u32)> = Vec::new();
         for (i, iface) in d.interfaces.iter().enumerate() {
+            let per_frame = match (&d.engine, largest_frame(d.kind, iface)) {
+                (Some(Engine::Afxdp(x)), Some((max, _))) => max
+                    .div_ceil(x.frame_size.saturating_sub(XDP_HEADROOM).max(1))
+                    .max(1),
+                _ => 1,
+            };
             for (n, q) in iface.rx.iter().enumerate() {
                 if let Some(q) = q
                     .as_ref()
                     .filter(|q| q.memory_regions.contains(&RegionId(r)))
                 {
-                    users.push((rxq(i, n), q.batch_size));
+                    users.push((rxq(i, n), q.batch_size * per_frame));
                 }
             }
             for (n, q) in iface.tx.iter().enumerate() {

@@ -664,6 +664,25 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
                 );
                 continue;
             }
+            // AF_XDP multi-buffer: a jumbo frame lies in several UMEM frames, and a GPU stage
+            // takes one buffer per packet.
+            if let (Some(crate::model::Engine::Afxdp(x)), Some((max, _))) =
+                (&d.engine, super::capacity::largest_frame(d.kind, iface))
+            {
+                let room = x.frame_size.saturating_sub(256);
+                if max > room {
+                    errs.push(
+                        format!("{p}.gpu_stage"),
+                        format!(
+                            "frames of up to {max} B arrive in several AF_XDP frames of {room} B (multi-buffer: engine.afxdp.frame_size {} − 256 B headroom), but GPU stage \"{}\" takes one buffer per packet; lower the interface's mtu to {} or less for a GPU queue, or use engine socket (8000 B datagrams in one buffer) or dpdk",
+                            x.frame_size,
+                            stage.name,
+                            room - 22
+                        ),
+                    );
+                    continue;
+                }
+            }
             let rid = rq.memory_regions[usize::from(split)];
             let Some(Some(region)) = d.regions.get(rid.0) else {
                 continue;

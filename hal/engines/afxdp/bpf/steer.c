@@ -59,6 +59,7 @@ enum xdp_action { XDP_ABORTED = 0, XDP_DROP, XDP_PASS, XDP_TX, XDP_REDIRECT };
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 static long (*bpf_redirect_map)(void *map, __u64 key, __u64 flags) = (void *)51;
 static long (*bpf_xdp_load_bytes)(struct xdp_md *xdp, __u32 offset, void *buf, __u32 len) = (void *)189;
+static __u64 (*bpf_xdp_get_buff_len)(struct xdp_md *xdp) = (void *)188;
 
 // ---- layouts shared with src/steer.rs (#[repr(C)] mirrors; keep in sync) ----
 
@@ -165,7 +166,7 @@ struct {
 // ---- parsing ----
 
 struct pkt {
-	__u32 len;       // frame bytes (linear part: the program is not multi-buffer)
+	__u32 len;       // frame bytes (all fragments of a multi-buffer frame)
 	__u16 ethertype; // after VLAN tags
 	__u16 vid;
 	__u8 has_vlan;
@@ -210,7 +211,9 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	__u8 b[24];
 	__u32 l3;
 
-	p->len = ctx->data_end - ctx->data;
+	// The whole frame, fragments included (multi-buffer); bpf_xdp_load_bytes reads across
+	// them, so headers are found wherever the driver split.
+	p->len = bpf_xdp_get_buff_len(ctx);
 	if (p->len < 14 || p->len > 0xffff)
 		return -1;
 	if (load(ctx, 12, b, 2))

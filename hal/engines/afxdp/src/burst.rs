@@ -30,22 +30,41 @@ struct RxFrag<'a> {
 
 /// Up to `N` received frames of one queue, starting at the Ethernet header. A frame larger
 /// than one UMEM frame (AF_XDP multi-buffer, `XDP_USE_SG`) has several segments, one per
-/// UMEM frame; the burst holds up to `N` further segments in all. Owns the buffers:
+/// UMEM frame; the burst holds as many further segments as it was made for
+/// ([`with_rest`](Self::with_rest): the queue's batch × the further frames a frame of its
+/// MTU takes), never more (its list is allocated once, never grown). Owns the buffers:
 /// [`clear`](RxBurst::clear) or drop returns them.
 pub struct XdpBurst<'a, const N: usize> {
     queue: QueueId,
     frames: heapless::Vec<RxFrame<'a>, N>,
-    rest: heapless::Vec<RxFrag<'a>, N>,
+    rest: Vec<RxFrag<'a>>,
 }
 
 impl<'a, const N: usize> XdpBurst<'a, N> {
-    /// An empty burst for RX queue `queue`. `const`; never allocates.
+    /// An empty burst for RX queue `queue`, of one-buffer frames only. `const`; never
+    /// allocates.
     pub const fn new(queue: QueueId) -> Self {
         XdpBurst {
             queue,
             frames: heapless::Vec::new(),
-            rest: heapless::Vec::new(),
+            rest: Vec::new(),
         }
+    }
+
+    /// An empty burst for RX queue `queue` with room for `rest` further segments of
+    /// multi-buffer frames in all. Cold path (allocates the list once).
+    pub fn with_rest(queue: QueueId, rest: usize) -> Self {
+        XdpBurst {
+            queue,
+            frames: heapless::Vec::new(),
+            rest: Vec::with_capacity(rest),
+        }
+    }
+
+    /// Most further segments the burst holds.
+    #[inline]
+    pub fn rest_capacity(&self) -> usize {
+        self.rest.capacity()
     }
 
     /// The queue the frames came from.
@@ -89,7 +108,7 @@ impl<'a, const N: usize> XdpBurst<'a, N> {
     /// Room left for the further segments of multi-buffer frames.
     #[inline]
     pub(crate) fn rest_room(&self) -> usize {
-        N - self.rest.len()
+        self.rest.capacity() - self.rest.len()
     }
 
     /// The bytes of frame `i`'s first segment (from the Ethernet header; the whole frame
@@ -129,7 +148,11 @@ impl<'a, const N: usize> XdpBurst<'a, N> {
         let Some(last) = self.frames.last_mut() else {
             return Err(buf);
         };
-        self.rest.push(RxFrag { buf, off }).map_err(|f| f.buf)?;
+        // Never past the capacity: the hot path does not allocate.
+        if self.rest.len() == self.rest.capacity() {
+            return Err(buf);
+        }
+        self.rest.push(RxFrag { buf, off });
         last.rest_len += 1;
         Ok(())
     }
@@ -372,7 +395,7 @@ mod tests {
             b.set_len(off + bytes.len());
             b
         };
-        let mut b = XdpBurst::<'_, 3>::new(QueueId(0));
+        let mut b = XdpBurst::<'_, 3>::with_rest(QueueId(0), 3);
         b.push(filled(b"one", 256), 256, PacketMeta::default())
             .unwrap();
         b.push(filled(b"head", 256), 256, PacketMeta::default())

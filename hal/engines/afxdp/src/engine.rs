@@ -775,6 +775,23 @@ fn open_group<'a, const N: usize>(
         }
         if is_owner {
             if let Err(e) = bind_retrying(&s, f.ifindex, nic, bind_flags) {
+                if f.multi_buffer
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(EOPNOTSUPP) | Some(EINVAL) | Some(ENOTSUPP)
+                    )
+                {
+                    return Err(AfxdpError::Socket {
+                        key: key.clone(),
+                        detail: format!(
+                            "binding the AF_XDP socket with XDP_USE_SG (multi-buffer: the MTU of {} does not fit one frame of engine.afxdp.frame_size = {}) failed ({e}): multi-buffer needs Linux >= 6.6 and, in zero-copy mode, a driver with multi-buffer zero-copy (one with zero-copy alone refuses it); set zero_copy = \"off\" (or \"auto\"), or lower the device MTU to {} or less",
+                            f.ifname,
+                            f.x.frame_size,
+                            f.x.frame_size.saturating_sub(XDP_HEADROOM + L2_OVERHEAD)
+                        ),
+                        source: e,
+                    });
+                }
                 if matches!(x.zero_copy, ZeroCopy::On)
                     && matches!(
                         e.raw_os_error(),
@@ -783,18 +800,6 @@ fn open_group<'a, const N: usize>(
                 {
                     return Err(AfxdpError::ZeroCopy {
                         ifname: f.ifname.clone(),
-                        source: e,
-                    });
-                }
-                if f.multi_buffer && matches!(e.raw_os_error(), Some(EOPNOTSUPP) | Some(EINVAL)) {
-                    return Err(AfxdpError::Socket {
-                        key: key.clone(),
-                        detail: format!(
-                            "binding the AF_XDP socket with XDP_USE_SG (multi-buffer: the MTU of {} does not fit one frame of engine.afxdp.frame_size = {}) failed ({e}): multi-buffer needs Linux >= 6.6 and, in zero-copy mode, a driver that has it; set zero_copy = \"off\", or lower the device MTU to {} or less",
-                            f.ifname,
-                            f.x.frame_size,
-                            f.x.frame_size.saturating_sub(XDP_HEADROOM + L2_OVERHEAD)
-                        ),
                         source: e,
                     });
                 }
@@ -868,6 +873,11 @@ fn open_group<'a, const N: usize>(
                     timeout: Duration::from_micros(u64::from(q.timeout_us)),
                     key: rxkey(j),
                     ifname: f.ifname.clone(),
+                    max_extra: if f.multi_buffer {
+                        ((mtu + L2_OVERHEAD).div_ceil(x.frame_size - XDP_HEADROOM) - 1) as usize
+                    } else {
+                        0
+                    },
                 });
                 // The first poll finds the fill ring full.
                 r.prime();
@@ -955,7 +965,7 @@ impl<'a, const N: usize> RxQueue for AfxdpRx<'a, N> {
     type Burst = XdpBurst<'a, N>;
 
     fn new_burst(&self) -> XdpBurst<'a, N> {
-        XdpBurst::new(QueueId(self.queue() as u16))
+        XdpBurst::with_rest(QueueId(self.queue() as u16), self.rest_per_burst())
     }
 
     #[inline]

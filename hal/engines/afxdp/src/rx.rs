@@ -58,6 +58,8 @@ pub(crate) struct RxSetup<'a> {
     pub(crate) timeout: Duration,
     pub(crate) key: String,
     pub(crate) ifname: String,
+    /// Further UMEM frames the largest frame takes (multi-buffer; 0 otherwise).
+    pub(crate) max_extra: usize,
 }
 
 /// One RX queue of the AF_XDP engine: an AF_XDP socket bound to one NIC queue. `Send`;
@@ -83,6 +85,7 @@ pub struct AfxdpRx<'a, const N: usize = { crate::MAX_BATCH }> {
     stats: RxStats,
     key: String,
     ifname: String,
+    max_extra: usize,
 }
 
 impl<'a, const N: usize> AfxdpRx<'a, N> {
@@ -108,7 +111,13 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
             stats: RxStats::default(),
             key: s.key,
             ifname: s.ifname,
+            max_extra: s.max_extra,
         }
+    }
+
+    /// Further segments a burst of this queue holds: `batch` frames of the largest size.
+    pub(crate) fn rest_per_burst(&self) -> usize {
+        self.batch * self.max_extra
     }
 
     /// Fills the UMEM's fill ring before the first poll. Cold path.
@@ -259,7 +268,9 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
         if room == 0 {
             return 0;
         }
-        let n = self.ring.available(room + burst.rest_room() as u32);
+        // Everything published: a multi-buffer frame's end must be visible to take it whole
+        // (frames are still taken only up to the room).
+        let n = self.ring.available(u32::MAX);
         if n == 0 {
             return 0;
         }
@@ -269,7 +280,7 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
         let (mut packets, mut bytes) = (0u64, 0u64);
         let mut frags: heapless::Vec<(rtdaq_core::Buf<'a>, u16), { XDP_MAX_FRAGS as usize }> =
             heapless::Vec::new();
-        // Descriptors consumed (whole frames only).
+        // Descriptors consumed (whole frames only), frames looked at.
         let mut i = 0u32;
         let mut taken = 0u32;
         while i < n && taken < room {
@@ -286,9 +297,10 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
             }
             let extra = (end - i - 1) as usize;
             // Not all of it published to us yet, or no room for its further segments (the
-            // next poll takes it) — unless even an empty burst could not hold it (a burst of
-            // fewer than XDP_MAX_FRAGS frames): then it is dropped, counted, not stuck.
-            let never_fits = whole && extra > N;
+            // next poll takes it) — unless even an empty burst could not hold it (more
+            // further segments than the burst was made for): then it is dropped, counted,
+            // not stuck.
+            let never_fits = whole && extra > burst.rest_capacity();
             if !whole || (extra > burst.rest_room() && !never_fits) {
                 break;
             }
@@ -341,9 +353,12 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
                 .unwrap_or_default();
             let verdict = if frags.is_empty() {
                 self.flows.classify(first_bytes)
-            } else {
-                // Only the headers are in the first segment of a multi-buffer frame.
+            } else if ip_fits(first_bytes, len) {
+                // Only the headers are in the first segment of a multi-buffer frame; the IPv4
+                // total length was checked against the whole frame's.
                 self.flows.classify_head(first_bytes)
+            } else {
+                Classified::Malformed
             };
             let flow = match verdict {
                 Classified::Deliver { queue, flow } => {
@@ -395,7 +410,8 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
         self.ring.release(i);
         self.counters.record_rx_burst(packets, bytes);
         self.maybe_sync(now);
-        taken as usize
+        // Frames appended (the RxQueue contract); dropped ones are counted already.
+        packets as usize
     }
 
     /// Syncs the drop counters when [`SYNC_INTERVAL_NS`] passed since the last sync.
@@ -405,6 +421,36 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
             self.last_sync_ns = now;
             self.sync_drops();
         }
+    }
+}
+
+/// True when the IPv4 packet the first segment's headers announce (total length) fits the
+/// `len` bytes of the whole multi-buffer frame (what `parse_frame` checks for a one-buffer
+/// frame); a frame that is not IPv4 passes (the flow table decides). Never allocates.
+#[inline]
+fn ip_fits(head: &[u8], len: usize) -> bool {
+    let mut l3 = 14;
+    let mut ethertype = match head.get(12..14) {
+        Some(b) => u16::from_be_bytes([b[0], b[1]]),
+        None => return false,
+    };
+    // Up to two VLAN tags (802.1Q / 802.1ad), as the parser.
+    for _ in 0..2 {
+        if ethertype != 0x8100 && ethertype != 0x88a8 {
+            break;
+        }
+        ethertype = match head.get(l3 + 2..l3 + 4) {
+            Some(b) => u16::from_be_bytes([b[0], b[1]]),
+            None => return false,
+        };
+        l3 += 4;
+    }
+    if ethertype != 0x0800 {
+        return true;
+    }
+    match head.get(l3 + 2..l3 + 4) {
+        Some(b) => l3 + usize::from(u16::from_be_bytes([b[0], b[1]])) <= len,
+        None => false,
     }
 }
 

@@ -48,10 +48,17 @@ impl DpdkRxBurst {
         }
     }
 
-    /// The same burst for a queue whose segments lie in GPU memory as `device` says.
+    /// The same burst for a queue whose segments lie in GPU memory as `device` says (the
+    /// queue sets it again on every poll, so a burst made elsewhere is right too).
     pub fn in_gpu(mut self, device: InGpu) -> Self {
         self.device = device;
         self
+    }
+
+    /// Sets which segments lie in GPU memory (the polling queue's).
+    #[inline]
+    pub(crate) fn set_in_gpu(&mut self, device: InGpu) {
+        self.device = device;
     }
 
     /// The queue the frames came from.

@@ -193,6 +193,7 @@ impl<'a> DpdkRx<'a> {
     /// One `rx_burst`: classify, deliver or drop. Returns the frames delivered.
     #[inline]
     fn recv(&mut self, burst: &mut DpdkRxBurst) -> usize {
+        burst.set_in_gpu(self.device);
         let room = burst.room().min(self.scratch.len());
         if room == 0 {
             return 0;

@@ -245,7 +245,8 @@ fn a_device_region_is_received_into_untouched_and_handed_up_as_device_segments()
     assert!(ext.is_device() && !ext.iova_known());
     assert_eq!(ext.page_size(), rtdaq_dpdk_sys::GPU_PAGE);
     let range = region_range(&s, 0);
-    let mut burst = rx.new_burst();
+    // A burst made without the queue's flags is set right by the poll.
+    let mut burst = rtdaq_engine_dpdk::DpdkRxBurst::with_capacity(rtdaq_core::QueueId(0), 64);
     let mut seen = 0u64;
     for _ in 0..20 {
         rx.poll(&mut burst);
@@ -256,6 +257,10 @@ fn a_device_region_is_received_into_untouched_and_handed_up_as_device_segments()
             };
             assert!(range.contains(&ptr), "{ptr:#x} outside {range:x?}");
             assert_eq!((len, burst.meta(i).len), (64, 64));
+            // The safe byte accessors know the pool is GPU memory: no slice over it.
+            let m = burst.mbuf(i).unwrap();
+            assert!(m.segment_in_gpu(0) && m.data().is_empty());
+            assert_eq!(m.segment_data(0), Some(&[][..]));
             seen += 1;
         }
         burst.clear();

@@ -116,6 +116,11 @@ int rtdaq_link_get(uint16_t port, uint32_t *speed_mbps, int *full_duplex, int *u
 	return 0;
 }
 
+struct rte_mempool *rtdaq_mbuf_pool(const struct rte_mbuf *m)
+{
+	return m->pool;
+}
+
 struct rte_mbuf *rtdaq_mbuf_next(const struct rte_mbuf *m)
 {
 	return m->next;

@@ -51,6 +51,8 @@ unsigned int rtdaq_lcore_id(void);
 int rtdaq_link_get(uint16_t port, uint32_t *speed_mbps, int *full_duplex, int *up, int *autoneg);
 /* m->next: the next segment of a chained mbuf, or NULL. */
 struct rte_mbuf *rtdaq_mbuf_next(const struct rte_mbuf *m);
+/* m->pool: the mempool the segment's buffer came from. */
+struct rte_mempool *rtdaq_mbuf_pool(const struct rte_mbuf *m);
 /* The rte_device behind an ethdev port (rte_eth_dev_info.device), or NULL. */
 struct rte_device *rtdaq_port_device(uint16_t port);
 /* The values of DPDK macros the Rust side needs (RTE_BIT64 expressions bindgen cannot

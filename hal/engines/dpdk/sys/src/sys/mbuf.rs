@@ -81,35 +81,22 @@ impl Mbuf {
         usize::from(unsafe { raw::rtdaq_mbuf_room(self.0.as_ptr()) })
     }
 
-    /// The first segment's data.
+    /// The first segment's data; empty when its buffer is GPU memory (a mempool over a
+    /// device [`ExtMem`](crate::ExtMem)): reach that through [`segment_addr`](Self::segment_addr).
     pub fn data(&self) -> &[u8] {
-        // SAFETY: the shim returns the data start of a valid mbuf, followed by data_len
-        // initialised bytes inside the mbuf's buffer, owned by self for the borrow.
-        unsafe {
-            let p = raw::rtdaq_mbuf_data(self.0.as_ptr()).cast::<u8>();
-            std::slice::from_raw_parts(p, self.len())
-        }
+        self.segment_data(0).unwrap_or_default()
     }
 
-    /// Data of segment `k` of the chain (`k = 0` is [`data`](Self::data)), `None` past the
-    /// last segment. With buffer split, segment 0 holds the headers and segment 1 the rest.
-    /// Never allocates.
-    ///
-    /// Only for segments in CPU memory: a segment whose buffer is GPU memory (a device
-    /// region's pool) is reached through [`segment_addr`](Self::segment_addr) instead.
-    pub fn segment_data(&self, k: usize) -> Option<&[u8]> {
-        let (addr, len) = self.segment_addr(k)?;
-        // SAFETY: the address is the data start of a valid segment of self's chain (owned
-        // by self for the borrow), in CPU memory (this method's contract, kept by the
-        // engine, which asks GPU segments through segment_addr), followed by data_len
-        // initialised bytes.
-        Some(unsafe { std::slice::from_raw_parts(addr as usize as *const u8, usize::from(len)) })
+    /// True when segment `k`'s buffer is GPU memory (`false` past the last segment).
+    pub fn segment_in_gpu(&self, k: usize) -> bool {
+        self.segment_ptr(k).is_some_and(|p| {
+            // SAFETY: p is a valid segment of self's chain; the shim reads its pool field.
+            super::mempool::is_device_pool(unsafe { raw::rtdaq_mbuf_pool(p) })
+        })
     }
 
-    /// Address and length of segment `k`'s data (`None` past the last segment), without
-    /// making a slice: for mbufs whose data buffers are GPU memory, which the CPU must not
-    /// read. Never allocates.
-    pub fn segment_addr(&self, k: usize) -> Option<(u64, u16)> {
+    /// Segment `k` of the chain, `None` past the last.
+    fn segment_ptr(&self, k: usize) -> Option<*mut raw::rte_mbuf> {
         let mut p = self.0.as_ptr();
         for _ in 0..k {
             // SAFETY: p is a valid segment of the chain self owns.
@@ -118,6 +105,39 @@ impl Mbuf {
                 return None;
             }
         }
+        Some(p)
+    }
+
+    /// Data of segment `k` of the chain (`k = 0` is [`data`](Self::data)), `None` past the
+    /// last segment. With buffer split, segment 0 holds the headers and segment 1 the rest.
+    /// Never allocates.
+    ///
+    /// A segment whose buffer is GPU memory (its mempool is over a device `ExtMem`) is
+    /// `Some(&[])`: the CPU cannot read it; [`segment_addr`](Self::segment_addr) gives its
+    /// address and length.
+    pub fn segment_data(&self, k: usize) -> Option<&[u8]> {
+        let p = self.segment_ptr(k)?;
+        // SAFETY: p is a valid segment of self's chain; the shim reads its pool field.
+        if super::mempool::is_device_pool(unsafe { raw::rtdaq_mbuf_pool(p) }) {
+            return Some(&[]);
+        }
+        // SAFETY: p is a valid segment of self's chain (owned by self for the borrow) whose
+        // buffer is CPU memory (checked above: pools over GPU memory are registered); its
+        // data start is followed by data_len initialised bytes.
+        unsafe {
+            let d = raw::rtdaq_mbuf_data(p).cast::<u8>();
+            Some(std::slice::from_raw_parts(
+                d,
+                usize::from(raw::rtdaq_mbuf_data_len(p)),
+            ))
+        }
+    }
+
+    /// Address and length of segment `k`'s data (`None` past the last segment), without
+    /// making a slice: for mbufs whose data buffers are GPU memory, which the CPU must not
+    /// read. Never allocates.
+    pub fn segment_addr(&self, k: usize) -> Option<(u64, u16)> {
+        let p = self.segment_ptr(k)?;
         // SAFETY: p is a valid segment of self's chain; the shims read its header fields
         // only (buf_addr + data_off, data_len), never the data.
         unsafe {
@@ -129,8 +149,15 @@ impl Mbuf {
     }
 
     /// The first segment's data, writable.
+    ///
+    /// Empty when the buffer is GPU memory (see [`data`](Self::data)).
     pub fn data_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in data(); &mut self gives exclusive access to the buffer.
+        // SAFETY: the shim reads the pool field of a valid mbuf.
+        if super::mempool::is_device_pool(unsafe { raw::rtdaq_mbuf_pool(self.0.as_ptr()) }) {
+            return &mut [];
+        }
+        // SAFETY: as in segment_data (CPU memory, checked above); &mut self gives exclusive
+        // access to the buffer.
         unsafe {
             let p = raw::rtdaq_mbuf_data(self.0.as_ptr()).cast::<u8>();
             std::slice::from_raw_parts_mut(p, self.len())
@@ -158,8 +185,15 @@ impl Mbuf {
     /// Sets the length to `bytes.len()` and copies `bytes` in.
     ///
     /// # Errors
-    /// As [`Mbuf::set_len`].
+    /// As [`Mbuf::set_len`]; [`DpdkError::MbufTooSmall`] with `room` 0 for a buffer in GPU
+    /// memory (the CPU cannot write it).
     pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        if self.segment_in_gpu(0) {
+            return Err(DpdkError::MbufTooSmall {
+                len: bytes.len(),
+                room: 0,
+            });
+        }
         self.set_len(bytes.len())?;
         self.data_mut().copy_from_slice(bytes);
         Ok(())

@@ -1,6 +1,7 @@
 //! [`Mempool`]: a DPDK mbuf pool, freed on drop.
 use std::ffi::CString;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::extmem::ExtMem;
@@ -11,6 +12,46 @@ use crate::Eal;
 
 /// `RTE_MEMPOOL_NAMESIZE` (a macro expression bindgen cannot evaluate): 32 - 4 - 4 + 2.
 const MEMPOOL_NAMESIZE: usize = 26;
+
+/// The mempools whose data buffers are GPU memory (over a device [`ExtMem`]), as addresses:
+/// [`Mbuf`]'s byte accessors look a segment's pool up here and never make a slice over
+/// such a buffer. Registered by [`Mempool::new_external`], removed when the pool is freed.
+static DEVICE_POOLS: [AtomicUsize; 16] = [const { AtomicUsize::new(0) }; 16];
+/// Entries of [`DEVICE_POOLS`] in use (0: the lookup is one load).
+static DEVICE_POOL_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// True when `pool` (an `rte_mempool *`) keeps its data buffers in GPU memory. Never
+/// allocates; one load when no such pool exists.
+#[inline]
+pub(crate) fn is_device_pool(pool: *const raw::rte_mempool) -> bool {
+    if DEVICE_POOL_COUNT.load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    let p = pool as usize;
+    DEVICE_POOLS.iter().any(|e| e.load(Ordering::Acquire) == p)
+}
+
+fn register_device_pool(pool: *const raw::rte_mempool) -> bool {
+    for e in &DEVICE_POOLS {
+        if e.compare_exchange(0, pool as usize, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            DEVICE_POOL_COUNT.fetch_add(1, Ordering::AcqRel);
+            return true;
+        }
+    }
+    false
+}
+
+fn unregister_device_pool(pool: *const raw::rte_mempool) {
+    for e in &DEVICE_POOLS {
+        if e.compare_exchange(pool as usize, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            DEVICE_POOL_COUNT.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
 
 /// Parameters of an mbuf pool (`rte_pktmbuf_pool_create`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,13 +287,22 @@ impl Mempool {
             )
         };
         let ptr = result::null_rte_errno(p).map_err(mk_err)?;
-        Ok(Arc::new(Mempool {
+        let pool = Arc::new(Mempool {
             ptr,
             name: name.to_owned(),
             size: n,
             data_room: cfg.data_room,
             ext: Some(Arc::clone(ext)),
-        }))
+        });
+        if ext.is_device() && !register_device_pool(ptr.as_ptr()) {
+            // Dropping `pool` frees it (no mbuf of it exists yet).
+            return Err(DpdkError::InvalidArgument {
+                what: "mempool over GPU memory",
+                value: name.to_owned(),
+                why: "more than 16 pools over GPU memory in one process",
+            });
+        }
+        Ok(pool)
     }
 
     /// Number of mbufs.
@@ -433,6 +483,7 @@ impl Drop for Mempool {
             }
             return;
         }
+        unregister_device_pool(self.ptr.as_ptr());
         // SAFETY: no mbuf of the pool is in use and no Port references it (ports hold an
         // Arc), so nothing can touch it after this.
         unsafe { raw::rte_mempool_free(self.ptr.as_ptr()) };
