@@ -456,7 +456,7 @@ fn rx_only(duration: &str) -> (Child, u16, PathBuf) {
             ("gro = true", "gro = false".into()),
         ],
     );
-    let child = rtdaq()
+    let mut child = rtdaq()
         .args([
             "run",
             "--config",
@@ -468,12 +468,21 @@ fn rx_only(duration: &str) -> (Child, u16, PathBuf) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until the socket is bound (a second bind on the port fails).
+    // Wait until the socket is bound (a second bind on the port fails). Start-up (locking,
+    // prefaulting) is slow on a loaded 2-core host: a generous limit, and a run that ended
+    // before binding says why instead of timing out.
     let t0 = Instant::now();
     while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "rtdaq ended ({status}) before binding port {port}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "rtdaq never bound its port"
+            t0.elapsed() < Duration::from_secs(30),
+            "rtdaq never bound port {port} in 30 s"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
