@@ -95,7 +95,10 @@ fn two_receivers_on_one_group_each_get_every_datagram() {
     let r2 = receiver(&pair, 0, "", "mc-rx2");
     let (sent, results) = run_receivers(&pair, &[(&r1, "mc-rx1"), (&r2, "mc-rx2")]);
     let n = u(&sent, "/tx/totals/packets");
-    assert!(n > 20_000, "2 s at 20 000 pps: sent {n}");
+    assert!(
+        n > 10_000,
+        "2 s at 20 000 pps (a quarter will do): sent {n}"
+    );
     assert_eq!(u(&sent, "/tx/totals/drops_total"), 0);
     for (out, r) in &results {
         assert_eq!(out.status.code(), Some(0), "{}", show(out));
@@ -233,7 +236,10 @@ fn afpacket_receiver_holds_the_kernel_membership_and_gets_every_datagram() {
         String::from_utf8_lossy(&report.stderr)
     );
     let n = u(&sent, "/tx/totals/packets");
-    assert!(n > 20_000, "2 s at 20 000 pps: sent {n}");
+    assert!(
+        n > 10_000,
+        "2 s at 20 000 pps (a quarter will do): sent {n}"
+    );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert_eq!(
         u(&r, "/rx/totals/packets"),
@@ -323,7 +329,10 @@ fn afpacket_generator_sends_to_a_group_with_its_mac() {
         "tcpdump -e on B: {seen}"
     );
     let n = u(&sent, "/tx/totals/packets");
-    assert!(n > 20_000, "2 s at 20 000 pps: sent {n}");
+    assert!(
+        n > 10_000,
+        "2 s at 20 000 pps (a quarter will do): sent {n}"
+    );
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     assert_eq!(
         u(&r, "/rx/totals/packets"),

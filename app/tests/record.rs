@@ -217,7 +217,7 @@ fn pcap_and_dada_read_by_real_readers_and_the_pcap_replays_lossless() {
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let received = u(&r, "/rx/totals/packets");
     let bytes = u(&r, "/rx/totals/bytes");
-    assert!(received > 100_000, "{}", show(&out));
+    assert!(received > 40_000, "{}", show(&out));
     assert_eq!(u(&r, "/lost"), 0);
     assert_eq!(
         u(&r, "/io_thread_allocations"),
@@ -359,7 +359,7 @@ fn shared_sinks_hold_every_queue_in_arrival_order() {
     let (out, r) = record_run(&d, &cfg, "3", &out_dir);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let received = u(&r, "/rx/totals/packets");
-    assert!(received > 50_000, "{}", show(&out));
+    assert!(received > 35_000, "{}", show(&out));
     assert_eq!(u(&r, "/lost"), 0);
     assert_eq!(u(&r, "/io_thread_allocations"), 0);
     let queues = r.pointer("/rx/queues").unwrap().as_array().unwrap();
