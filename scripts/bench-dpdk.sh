@@ -43,7 +43,11 @@
 #   packet (io_cpu_s / packets), testpmd's sent Mpps; ratios dpdk-afpacket / afpacket and
 #   dpdk-afxdp / afxdp, paired by repeat, median over repeats.
 # Environment: BENCH_REPEATS (3), BENCH_SECONDS (3), BENCH_SIZES ("64 1500", bytes per packet),
-# BENCH_PARTS ("null veth"), BENCH_VETH_RECEIVERS ("dpdk-afpacket afpacket dpdk-afxdp afxdp"),
+# BENCH_PARTS ("null veth"; "perf" adds a profile of rtdaq's RX core per size: perf record
+# -C RX_CPU for BENCH_PERF_SECONDS (3) at BENCH_PERF_FREQ (4999) Hz, perf report by thread,
+# library and symbol into perf-SIZE.txt), BENCH_BASELINE_BIN (another rtdaq-dpdk binary, e.g.
+# an earlier commit's, sampled as "rtdaq-base" right after rtdaq in every repeat of the null
+# part: a same-run baseline of a change), BENCH_VETH_RECEIVERS ("dpdk-afpacket afpacket dpdk-afxdp afxdp"),
 # BENCH_TX_CPU (0, veth sender), BENCH_TESTPMD_MODES ("rxonly csum"),
 # BENCH_RX_CPU (1), BENCH_MAIN_CPU (0), BENCH_OUT (target/bench-dpdk/<timestamp>),
 # BENCH_AFXDP_ARGS (",start_queue=0,queue_count=1": dpdk-afxdp's net_af_xdp devargs after iface=),
@@ -62,6 +66,8 @@ RX_CPU=${BENCH_RX_CPU:-1}
 MAIN_CPU=${BENCH_MAIN_CPU:-0}
 TX_CPU=${BENCH_TX_CPU:-0}
 PARTS=${BENCH_PARTS:-"null veth"}
+BASE_BIN=${BENCH_BASELINE_BIN:-}
+PERF_SECS=${BENCH_PERF_SECONDS:-3}
 VETH_RECEIVERS=${BENCH_VETH_RECEIVERS:-"dpdk-afpacket afpacket dpdk-afxdp afxdp"}
 OUT=${BENCH_OUT:-$ROOT/target/bench-dpdk/$(date -u +%Y%m%dT%H%M%SZ)}
 log() { printf '[bench-dpdk %s] %s\n' "$(date -u +%T)" "$*" >&2; }
@@ -160,6 +166,7 @@ BIN=$ROOT/target/engines/rtdaq-dpdk
   echo "dpdk: $(dpkg-query -W -f '${Version}' dpdk 2>/dev/null || echo unknown)"
   echo "rtdaq: $("$BIN" version | head -2 | tr '\n' ' ')"
   echo "RX core: $RX_CPU, EAL main core: $MAIN_CPU"
+  [ -z "$BASE_BIN" ] || echo "rtdaq-base: $BASE_BIN: $("$BASE_BIN" version | head -2 | tr '\n' ' ')"
   echo "repeats: $REPEATS seconds: $SECS sizes: $SIZES parts: $PARTS testpmd modes: $MODES"
   echo "veth: sender core $TX_CPU, receivers: $VETH_RECEIVERS"
 } > "$OUT/host.txt"
@@ -186,17 +193,43 @@ failed() { # tag why
   log "FAILED $1: $2"
 }
 
-sample_rtdaq() { # size rep
-  local size=$1 rep=$2 tag=rtdaq-$1-$2
+sample_rtdaq() { # size rep [who bin]
+  local size=$1 rep=$2 who=${3:-rtdaq} bin=${4:-$BIN}
+  local tag=$who-$1-$2
   rtdaq_config "$size" "$OUT/$tag.toml"
   local rc=0 vals
-  "$BIN" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
+  "$bin" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
       > "$OUT/$tag.log" 2>&1 || rc=$?
   if [ "$rc" -ne 0 ]; then failed "$tag" "rtdaq exit $rc"; return; fi
   vals=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); t=r["rx"]["totals"]
 print(t["packets"], r["duration_s"], t["io_cpu_s"])' "$OUT/$tag.json")
   # shellcheck disable=SC2086 # three numbers
-  record rtdaq "$size" "$rep" "$tag" $vals
+  record "$who" "$size" "$rep" "$tag" $vals
+}
+
+# perf_rtdaq size: one rtdaq run of PERF_SECS + 2 s, `perf record` of the RX core for PERF_SECS
+# once its queue runs; the profile by thread, library and symbol goes to perf-SIZE.txt.
+perf_rtdaq() {
+  local size=$1 tag=perf-$1 pid
+  rtdaq_config "$size" "$OUT/$tag.toml"
+  "$BIN" run --config "$OUT/$tag.toml" --duration "$((PERF_SECS + 2))" \
+      --report-json "$OUT/$tag.json" > "$OUT/$tag.log" 2>&1 &
+  pid=$!
+  if ! wait_log "$OUT/$tag.log" 'queues running' 1 30; then
+    kill "$pid" 2>/dev/null || true; wait "$pid" || true
+    failed "$tag" "rtdaq never logged 'queues running'"; return
+  fi
+  perf record -q -C "$RX_CPU" -F "${BENCH_PERF_FREQ:-4999}" -o "$OUT/$tag.data" -- sleep "$PERF_SECS" \
+      > "$OUT/$tag.perf.log" 2>&1
+  wait "$pid" || { failed "$tag" "rtdaq exit $?"; return; }
+  {
+    echo "# perf record -C $RX_CPU -F ${BENCH_PERF_FREQ:-4999}, ${PERF_SECS} s of the RX core; net_null size=$size"
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); t=r["rx"]["totals"]
+print(f"# rtdaq: {t[\"packets\"]} packets, RX thread {t[\"io_cpu_s\"]:.2f} CPU s, {t[\"io_cpu_s\"] * 1e9 / t[\"packets\"]:.1f} ns CPU / packet")' "$OUT/$tag.json"
+    perf report -i "$OUT/$tag.data" --stdio --no-children --sort comm,dso,symbol \
+        --percent-limit 0.3 2>/dev/null | grep -v '^$'
+  } > "$OUT/perf-$size.txt"
+  log "profile: $OUT/perf-$size.txt"
 }
 
 thread_ticks() { # pid comm: utime+stime (clock ticks) of the thread named comm
@@ -264,12 +297,24 @@ for rep in $(seq 1 "$REPEATS"); do
   for size in $SIZES; do
     log "rep=$rep size=$size rtdaq"
     sample_rtdaq "$size" "$rep"
+    if [ -n "$BASE_BIN" ]; then
+      log "rep=$rep size=$size rtdaq-base ($BASE_BIN)"
+      sample_rtdaq "$size" "$rep" rtdaq-base "$BASE_BIN"
+    fi
     for mode in $MODES; do
       log "rep=$rep size=$size testpmd $mode"
       sample_testpmd "$mode" "$size" "$rep"
     done
   done
 done
+fi
+
+if has_part perf; then
+  command -v perf >/dev/null || { echo "part perf needs perf: apt-get install linux-perf" >&2; exit 2; }
+  for size in $SIZES; do
+    log "size=$size perf record of the RX core"
+    perf_rtdaq "$size"
+  done
 fi
 
 # ---- part "veth" ----------------------------------------------------------------------------

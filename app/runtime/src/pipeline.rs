@@ -119,6 +119,15 @@ impl Pipeline {
         }
     }
 
+    /// True when no stage reads a packet's bytes: `validate = "count"` and no recorder.
+    /// The consumer then counts each packet from its descriptor and never touches its data
+    /// (a raw engine's frame is not even parsed for its UDP payload).
+    pub fn counts_only(&self) -> bool {
+        self.validate.mode() == rtdaq_config::model::Validation::Count
+            && self.record.is_empty()
+            && self.taps.is_empty()
+    }
+
     /// Every stage takes the packet, in order.
     #[inline]
     pub fn on_packet(&mut self, p: &PacketView<'_>) {

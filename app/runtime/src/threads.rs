@@ -87,6 +87,8 @@ pub(crate) struct Unwrap {
     /// Where the segments of a multi-segment packet (header-data split) are gathered before
     /// the check: a copy, sized for the largest frame (64 KiB). Allocated before the hot path.
     pub gather: Box<[u8]>,
+    /// No stage reads packet bytes ([`Pipeline::counts_only`]): count from descriptors.
+    pub counts_only: bool,
 }
 
 impl Unwrap {
@@ -95,7 +97,14 @@ impl Unwrap {
         Unwrap {
             frames,
             gather: vec![0u8; if frames { 1 << 16 } else { 0 }].into_boxed_slice(),
+            counts_only: false,
         }
+    }
+
+    /// Counts from descriptors when `pipe` reads no packet bytes ([`Pipeline::counts_only`]).
+    pub(crate) fn feeding(mut self, pipe: &Pipeline) -> Self {
+        self.counts_only = pipe.counts_only();
+        self
     }
 }
 
@@ -147,6 +156,19 @@ pub(crate) fn consume<B: RxBurst>(
     stats: &QueueStats,
     u: &mut Unwrap,
 ) {
+    if u.counts_only {
+        // Nothing reads the packets: count them from their descriptors, touch no data.
+        for i in 0..burst.len() {
+            let len = u64::from(burst.meta(i).len);
+            match burst.segment(i, 0) {
+                Segment::Host(_) => pipe.validate.count(len),
+                Segment::Device { .. } => pipe.validate.count_in_gpu(len),
+            }
+        }
+        pipe.end_burst(stats);
+        burst.clear();
+        return;
+    }
     let mut now = 0;
     for i in 0..burst.len() {
         let meta = burst.meta(i);
@@ -515,7 +537,73 @@ pub(crate) fn tx_generator<Q: TxQueue>(
 
 #[cfg(test)]
 mod tests {
-    use super::burst_slots;
+    use super::{burst_slots, consume, Unwrap};
+    use crate::memory::QueueStats;
+    use crate::pipeline::Pipeline;
+    use crate::validator::Validator;
+    use rtdaq_config::model::Validation;
+    use rtdaq_core::traits::{RxBurst, Segment};
+    use rtdaq_core::PacketMeta;
+
+    /// Frames whose descriptors say 1000 B (GPU memory for every third) but whose host
+    /// segments hold no byte: what the consumer counts shows whether it read the frames.
+    struct Descriptors(usize);
+
+    impl RxBurst for Descriptors {
+        fn len(&self) -> usize {
+            self.0
+        }
+        fn segments(&self, _pkt: usize) -> usize {
+            1
+        }
+        fn segment(&self, pkt: usize, _seg: usize) -> Segment<'_> {
+            if pkt % 3 == 2 {
+                Segment::Device {
+                    ptr: 0x1000,
+                    len: 1000,
+                }
+            } else {
+                Segment::Host(&[])
+            }
+        }
+        fn meta(&self, _pkt: usize) -> PacketMeta {
+            PacketMeta {
+                len: 1000,
+                ..PacketMeta::default()
+            }
+        }
+        fn clear(&mut self) {
+            self.0 = 0;
+        }
+    }
+
+    fn consumed(mode: Validation) -> (bool, crate::validator::ValidatorStats) {
+        let stats = QueueStats::new_for_tests();
+        let mut pipe = Pipeline::new(Validator::with_mode(mode));
+        let mut u = Unwrap::new(true).feeding(&pipe);
+        let mut burst = Descriptors(9);
+        consume(&mut burst, &mut pipe, &stats, &mut u);
+        assert_eq!(burst.len(), 0, "the burst was emptied");
+        (u.counts_only, pipe.validate.finish())
+    }
+
+    /// `validate = "count"` with no recorder counts every frame from its descriptor (its
+    /// length, GPU memory apart) and parses none; any other mode reads each frame (here:
+    /// finds no IPv4/UDP payload in it and calls it malformed).
+    #[test]
+    fn count_mode_counts_descriptors_and_reads_no_frame() {
+        let (only, s) = consumed(Validation::Count);
+        assert!(only);
+        assert_eq!((s.received, s.bytes, s.in_gpu_memory), (9, 9000, 3));
+        assert_eq!(s.malformed, 0);
+        let (only, s) = consumed(Validation::Sequence);
+        assert!(!only);
+        assert_eq!((s.received, s.in_gpu_memory, s.malformed), (9, 3, 6));
+        assert_eq!(
+            s.bytes, 3000,
+            "host frames: payload bytes (none found), GPU: length"
+        );
+    }
 
     /// Half the slots full of `batch_size` bursts hold `ring_depth` packets.
     #[test]

@@ -115,7 +115,9 @@ pub enum HeapPiece {
 pub struct ValidatorStats {
     /// Payloads checked (every call to `check`, malformed ones included).
     pub received: u64,
-    /// Application payload (UDP payload) bytes checked.
+    /// Application payload (UDP payload) bytes checked. With `validate = "count"` on a frame
+    /// engine and no stage that reads payloads ([`Pipeline::counts_only`]
+    /// (crate::pipeline::Pipeline::counts_only)), the frames' bytes: nothing parsed them.
     pub bytes: u64,
     /// Sequence numbers missing now (net of late arrivals); at the end of a run, lost.
     pub seq_gaps: u64,
@@ -675,6 +677,21 @@ impl Validator {
     /// ([`HeapPiece::None`] for the other formats). The GPU stage assembles heaps by it.
     pub const fn last_piece(&self) -> HeapPiece {
         self.last_piece
+    }
+
+    /// The validation mode.
+    pub const fn mode(&self) -> Validation {
+        self.mode
+    }
+
+    /// Counts a packet of `len` bytes without reading it (`validate = "count"`, nothing
+    /// else reads payloads): what [`check_len`](Self::check_len) does in that mode, minus
+    /// finding the payload. Never allocates.
+    #[inline]
+    pub fn count(&mut self, len: u64) {
+        let st = &mut self.stats;
+        st.received += 1;
+        st.bytes = st.bytes.wrapping_add(len);
     }
 
     /// Counts a packet of `len` bytes that lies in GPU memory: received, but its payload
