@@ -224,8 +224,9 @@ perf_rtdaq() {
   wait "$pid" || { failed "$tag" "rtdaq exit $?"; return; }
   {
     echo "# perf record -C $RX_CPU -F ${BENCH_PERF_FREQ:-4999}, ${PERF_SECS} s of the RX core; net_null size=$size"
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); t=r["rx"]["totals"]
-print(f"# rtdaq: {t[\"packets\"]} packets, RX thread {t[\"io_cpu_s\"]:.2f} CPU s, {t[\"io_cpu_s\"] * 1e9 / t[\"packets\"]:.1f} ns CPU / packet")' "$OUT/$tag.json"
+    python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["rx"]["totals"]
+n, s = t["packets"], t["io_cpu_s"]
+print(f"# rtdaq: {n} packets, RX thread {s:.2f} CPU s, {s * 1e9 / n:.1f} ns CPU / packet")' "$OUT/$tag.json"
     perf report -i "$OUT/$tag.data" --stdio --no-children --sort comm,dso,symbol \
         --percent-limit 0.3 2>/dev/null | grep -v '^$'
   } > "$OUT/perf-$size.txt"

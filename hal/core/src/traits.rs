@@ -49,6 +49,13 @@ pub trait RxBurst {
     fn segments(&self, pkt: usize) -> usize;
     /// Segment `seg` of packet `pkt`. Panics when out of range (a caller bug, not input).
     fn segment(&self, pkt: usize, seg: usize) -> Segment<'_>;
+    /// True when segment 0 of packet `pkt` lies in device (GPU) memory: what
+    /// [`segment`](Self::segment) would say, for a consumer that only counts. An engine that
+    /// knows it without building the segment (a queue's memory is one kind) overrides it.
+    /// Panics when out of range.
+    fn head_in_device(&self, pkt: usize) -> bool {
+        matches!(self.segment(pkt, 0), Segment::Device { .. })
+    }
     /// Metadata of packet `pkt`.
     fn meta(&self, pkt: usize) -> PacketMeta;
     /// Returns every buffer to its pool and empties the burst (it is reused in place).

@@ -142,6 +142,19 @@ impl RxBurst for DpdkRxBurst {
         )
     }
 
+    /// The queue's memory kind (set on every poll): no mbuf is read.
+    ///
+    /// # Panics
+    /// When `pkt` is out of range.
+    #[inline]
+    fn head_in_device(&self, pkt: usize) -> bool {
+        assert!(
+            pkt < self.mbufs.len(),
+            "DpdkRxBurst: packet index out of range"
+        );
+        self.device.head
+    }
+
     /// # Panics
     /// When `pkt` is out of range.
     #[inline]

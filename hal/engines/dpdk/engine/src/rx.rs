@@ -1,7 +1,8 @@
 //! [`DpdkRx`]: one RX queue of a DPDK port.
 //!
 //! Each [`poll`](rtdaq_core::traits::RxQueue::poll) makes one `rte_eth_rx_burst` of up to
-//! `min(burst room, batch_size)` mbufs into a scratch array, reads the clock once, and
+//! `min(burst room, batch_size)` mbufs into a scratch array (the same C call reads each mbuf's
+//! `pkt_len` and `nb_segs`), reads the clock once, and
 //! classifies every frame by the interface's [`FlowTable`] (`rtdaq_core::wire::parse_frame`
 //! inside; skipped when the table has no rules and a queue as default action, so every frame
 //! is delivered untouched): delivered into the burst (zero copy, the mbuf itself) with its flow id, or
@@ -91,6 +92,9 @@ pub struct DpdkRx<'a> {
     segments: u16,
     pool: Arc<Mempool>,
     scratch: Box<[Option<Mbuf>]>,
+    /// `pkt_len` and `nb_segs` of `scratch[k]`, read by the receive call.
+    lens: Box<[u32]>,
+    segs: Box<[u16]>,
     drops: MbufBurst,
     counters: &'a QueueCounters,
     flows: Option<Box<Flows>>,
@@ -114,6 +118,8 @@ impl<'a> DpdkRx<'a> {
             segments: s.segments,
             pool: s.pool,
             scratch: (0..batch).map(|_| None).collect(),
+            lens: vec![0; batch].into_boxed_slice(),
+            segs: vec![0; batch].into_boxed_slice(),
             drops: MbufBurst::with_capacity(batch),
             counters: s.counters,
             interface: s.interface,
@@ -199,7 +205,11 @@ impl<'a> DpdkRx<'a> {
             return 0;
         }
         self.stats.polls += 1;
-        let n = self.q.rx_burst(&mut self.scratch[..room]);
+        let n = self.q.rx_burst_lens(
+            &mut self.scratch[..room],
+            &mut self.lens[..room],
+            &mut self.segs[..room],
+        );
         self.drained = n < room;
         if n == 0 {
             return 0;
@@ -210,8 +220,8 @@ impl<'a> DpdkRx<'a> {
             let Some(m) = self.scratch[k].take() else {
                 continue;
             };
-            let len = m.pkt_len();
-            let verdict = if m.segments() > self.segments {
+            let len = self.lens[k] as usize;
+            let verdict = if self.segs[k] > self.segments {
                 Err(DropReason::Truncated)
             } else {
                 // With header-data split segment 0 holds the headers only.

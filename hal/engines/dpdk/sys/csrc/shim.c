@@ -19,6 +19,18 @@ uint16_t rtdaq_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, u
 	return rte_eth_rx_burst(port, queue, pkts, n);
 }
 
+uint16_t rtdaq_rx_burst_lens(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n,
+			     uint32_t *pkt_len, uint16_t *nb_segs)
+{
+	uint16_t got = rte_eth_rx_burst(port, queue, pkts, n);
+
+	for (uint16_t i = 0; i < got; i++) {
+		pkt_len[i] = pkts[i]->pkt_len;
+		nb_segs[i] = pkts[i]->nb_segs;
+	}
+	return got;
+}
+
 uint16_t rtdaq_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
 {
 	return rte_eth_tx_burst(port, queue, pkts, n);

@@ -113,6 +113,17 @@ fn net_null_tx_rx_and_stats() {
     assert!(n > 0);
     received += n;
     assert!(slots[..n].iter().all(Option::is_some));
+    // With the lengths read in the same call: they are the mbufs' own, at most min(slots,
+    // lens, segs) mbufs come, and the mbufs left in the slots are freed first.
+    let (mut lens, mut segs) = ([0u32; 16], [0u16; 8]);
+    let n = rx[0].rx_burst_lens(&mut slots, &mut lens, &mut segs);
+    assert_eq!(n, 8, "bounded by segs");
+    for k in 0..n {
+        let m = slots[k].as_ref().unwrap();
+        assert_eq!((lens[k] as usize, segs[k]), (m.pkt_len(), m.segments()));
+        assert!(lens[k] > 0);
+    }
+    received += n;
     drop(slots);
     {
         // A burst dropped with mbufs inside frees them.

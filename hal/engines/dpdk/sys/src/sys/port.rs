@@ -695,6 +695,38 @@ impl RxQueue {
         usize::from(got)
     }
 
+    /// [`rx_burst`](Self::rx_burst) that also reads each received mbuf's `pkt_len` into
+    /// `lens[k]` and `nb_segs` into `segs[k]`, in the same C call (the per-mbuf accessors
+    /// are a call each). Receives at most `min(slots, lens, segs)` mbufs.
+    pub fn rx_burst_lens(
+        &mut self,
+        slots: &mut [Option<Mbuf>],
+        lens: &mut [u32],
+        segs: &mut [u16],
+    ) -> usize {
+        for s in slots.iter_mut() {
+            drop(s.take());
+        }
+        let n = slots
+            .len()
+            .min(lens.len())
+            .min(segs.len())
+            .min(usize::from(u16::MAX)) as u16;
+        // SAFETY: as in rx_burst; lens and segs hold at least n elements, and the shim
+        // writes one of each for every mbuf it returns (at most n).
+        let got = unsafe {
+            raw::rtdaq_rx_burst_lens(
+                self.port.id,
+                self.queue,
+                slots.as_mut_ptr().cast(),
+                n,
+                lens.as_mut_ptr(),
+                segs.as_mut_ptr(),
+            )
+        };
+        usize::from(got)
+    }
+
     /// Receives into the free tail of `burst` (as many as fit) and returns how many came.
     /// Never allocates, never blocks.
     pub fn rx_into(&mut self, burst: &mut MbufBurst) -> usize {
