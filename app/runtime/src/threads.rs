@@ -160,9 +160,10 @@ pub(crate) fn consume<B: RxBurst>(
         // Nothing reads the packets: count them from their descriptors, touch no data.
         for i in 0..burst.len() {
             let len = u64::from(burst.meta(i).len);
-            match burst.segment(i, 0) {
-                Segment::Host(_) => pipe.validate.count(len),
-                Segment::Device { .. } => pipe.validate.count_in_gpu(len),
+            if burst.head_in_device(i) {
+                pipe.validate.count_in_gpu(len);
+            } else {
+                pipe.validate.count(len);
             }
         }
         pipe.end_burst(stats);
