@@ -82,6 +82,25 @@ impl DpdkRxBurst {
         self.mbufs.capacity() - self.mbufs.len()
     }
 
+    /// Appends every mbuf of `src` (all `Some`), frame `k` with `meta` of length `lens[k]`;
+    /// false (nothing moved) when one is `None`, `lens` is shorter or the room is short.
+    #[inline]
+    pub(crate) fn append(
+        &mut self,
+        src: &mut [Option<Mbuf>],
+        lens: &[u32],
+        meta: PacketMeta,
+    ) -> bool {
+        let (i, n) = (self.mbufs.len(), src.len());
+        if lens.len() < n || !self.mbufs.append(src) {
+            return false;
+        }
+        for (m, &len) in self.metas[i..i + n].iter_mut().zip(lens) {
+            *m = PacketMeta { len, ..meta };
+        }
+        true
+    }
+
     /// Appends a frame; gives the mbuf back when full.
     #[inline]
     pub(crate) fn push(&mut self, m: Mbuf, meta: PacketMeta) -> Result<(), Mbuf> {

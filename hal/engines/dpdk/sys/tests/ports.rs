@@ -124,7 +124,16 @@ fn net_null_tx_rx_and_stats() {
         assert!(lens[k] > 0);
     }
     received += n;
-    drop(slots);
+    // Appending moves them all into a burst in one go, or nothing: a None among them, or
+    // too little room, is refused.
+    let mut b = MbufBurst::with_capacity(6);
+    assert!(!b.append(&mut slots[..n + 1]), "slot n is None");
+    assert!(slots[..n].iter().all(Option::is_some), "nothing moved");
+    assert!(b.append(&mut slots[..4]));
+    assert!(slots[..4].iter().all(Option::is_none) && b.len() == 4);
+    assert!(!b.append(&mut slots[4..n]), "4 + 4 do not fit in 6");
+    assert!(slots[4..n].iter().all(Option::is_some) && b.len() == 4);
+    drop((slots, b));
     {
         // A burst dropped with mbufs inside frees them.
         let mut b = MbufBurst::with_capacity(8);

@@ -290,6 +290,21 @@ impl MbufBurst {
         Ok(())
     }
 
+    /// Moves every mbuf of `src` (all `Some`) to the end of the burst in one slice swap,
+    /// leaving `src` all `None`. Returns false and moves nothing when `src` holds a `None`
+    /// or the burst has no room for all of them. Never allocates.
+    pub fn append(&mut self, src: &mut [Option<Mbuf>]) -> bool {
+        let n = src.len();
+        self.compact_if_needed(n);
+        if self.slots.len() - self.len < n || !src.iter().all(Option::is_some) {
+            return false;
+        }
+        // The tail slots are None (the invariant), so src gets Nones and the burst Somes.
+        self.slots[self.len..self.len + n].swap_with_slice(src);
+        self.len += n;
+        true
+    }
+
     /// Removes and returns the first mbuf.
     pub fn pop_front(&mut self) -> Option<Mbuf> {
         if self.is_empty() {
