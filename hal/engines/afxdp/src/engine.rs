@@ -807,24 +807,11 @@ fn open_group<'a, const N: usize>(
             }
         } else {
             let first_sock = &socks[0].2;
-            // A multi-buffer socket sharing a UMEM says XDP_USE_SG too (Linux >= 6.10).
-            let sg = if f.multi_buffer { XDP_USE_SG } else { 0 };
-            s.bind(f.ifindex, nic, XDP_SHARED_UMEM | sg, Some(first_sock))
-                .map_err(|e| {
-                    if f.multi_buffer && e.raw_os_error() == Some(EINVAL) {
-                        AfxdpError::Socket {
-                            key: key.clone(),
-                            detail: format!(
-                                "binding a second multi-buffer AF_XDP socket (XDP_SHARED_UMEM | XDP_USE_SG) to {} NIC queue {nic} failed ({e}): sharing a UMEM among multi-buffer sockets needs Linux >= 6.10; with an older kernel use one RX queue on this interface, or an MTU that fits one frame ({} B)",
-                                f.ifname,
-                                f.x.frame_size.saturating_sub(XDP_HEADROOM + L2_OVERHEAD)
-                            ),
-                            source: e,
-                        }
-                    } else {
-                        sock_err(key, "binding the AF_XDP socket to the shared UMEM", e)
-                    }
-                })?;
+            // A socket sharing a UMEM names no other flag: the kernel refuses XDP_USE_SG
+            // (and copy/zero-copy/need-wakeup) with XDP_SHARED_UMEM (EINVAL, xsk_bind); it
+            // takes multi-buffer from the UMEM the first socket bound with XDP_USE_SG.
+            s.bind(f.ifindex, nic, XDP_SHARED_UMEM, Some(first_sock))
+                .map_err(|e| sock_err(key, "binding the AF_XDP socket to the shared UMEM", e))?;
         }
         socks.push((*dir, *j, s, rx, tx));
     }
