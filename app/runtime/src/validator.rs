@@ -116,8 +116,9 @@ pub struct ValidatorStats {
     /// Payloads checked (every call to `check`, malformed ones included).
     pub received: u64,
     /// Application payload (UDP payload) bytes checked. With `validate = "count"` on a frame
-    /// engine and no stage that reads payloads ([`Pipeline::counts_only`]
-    /// (crate::pipeline::Pipeline::counts_only)), the frames' bytes: nothing parsed them.
+    /// engine and no stage that reads payloads
+    /// ([`counts_only`](crate::pipeline::Pipeline::counts_only)), the frames' bytes: nothing
+    /// parsed them.
     pub bytes: u64,
     /// Sequence numbers missing now (net of late arrivals); at the end of a run, lost.
     pub seq_gaps: u64,
