@@ -340,7 +340,7 @@ where
         );
         let mut gpu = gpu_stages[k].take();
         crate::gpu_hook::attach_products(&mut gpu, products);
-        let unwrap = threads::Unwrap::new(E::FRAMES).feeding(&validator);
+        let unwrap = threads::Unwrap::new(E::FRAMES);
         let busy = qc.busy_poll;
         match qc.mode {
             RxMode::Direct => {

@@ -87,8 +87,6 @@ pub(crate) struct Unwrap {
     /// Where the segments of a multi-segment packet (header-data split) are gathered before
     /// the check: a copy, sized for the largest frame (64 KiB). Allocated before the hot path.
     pub gather: Box<[u8]>,
-    /// No stage reads packet bytes ([`Pipeline::counts_only`]): count from descriptors.
-    pub counts_only: bool,
 }
 
 impl Unwrap {
@@ -97,14 +95,7 @@ impl Unwrap {
         Unwrap {
             frames,
             gather: vec![0u8; if frames { 1 << 16 } else { 0 }].into_boxed_slice(),
-            counts_only: false,
         }
-    }
-
-    /// Counts from descriptors when `pipe` reads no packet bytes ([`Pipeline::counts_only`]).
-    pub(crate) fn feeding(mut self, pipe: &Pipeline) -> Self {
-        self.counts_only = pipe.counts_only();
-        self
     }
 }
 
@@ -156,7 +147,7 @@ pub(crate) fn consume<B: RxBurst>(
     stats: &QueueStats,
     u: &mut Unwrap,
 ) {
-    if u.counts_only {
+    if pipe.counts_only() {
         // Nothing reads the packets: count them from their descriptors, touch no data.
         for i in 0..burst.len() {
             let len = u64::from(burst.meta(i).len);
@@ -581,11 +572,11 @@ mod tests {
     fn consumed(mode: Validation) -> (bool, crate::validator::ValidatorStats) {
         let stats = QueueStats::new_for_tests();
         let mut pipe = Pipeline::new(Validator::with_mode(mode));
-        let mut u = Unwrap::new(true).feeding(&pipe);
+        let mut u = Unwrap::new(true);
         let mut burst = Descriptors(9);
         consume(&mut burst, &mut pipe, &stats, &mut u);
         assert_eq!(burst.len(), 0, "the burst was emptied");
-        (u.counts_only, pipe.validate.finish())
+        (pipe.counts_only(), pipe.validate.finish())
     }
 
     /// `validate = "count"` with no recorder counts every frame from its descriptor (its
