@@ -274,10 +274,20 @@ pub(super) fn engine_frames(d: &Draft, errs: &mut Errors) {
                         ),
                     );
                 } else if !iface.rx.is_empty() && max > XDP_MAX_FRAGS * room {
+                    // Unreachable while a raw mtu is at most 9600 (9622 B frames need 6 UMEM
+                    // frames of 2048 B): a guard should that bound rise. The largest mtu these
+                    // frames take; frame_size is 2048 or 4096.
+                    let max_mtu = (XDP_MAX_FRAGS * room).saturating_sub(ETH + VLAN2);
+                    let raise =
+                        if x.frame_size < 4096 && max <= XDP_MAX_FRAGS * (4096 - XDP_HEADROOM) {
+                            "use frame_size = 4096 or "
+                        } else {
+                            ""
+                        };
                     errs.push(
                         "engine.afxdp.frame_size",
                         format!(
-                            "frames of {max} B (mtu {mtu} of interfaces[{i}]) need more than the kernel's {XDP_MAX_FRAGS} UMEM frames of {room} B (frame_size {} − {XDP_HEADROOM} B XDP headroom) per frame; raise frame_size or lower the mtu",
+                            "frames of {max} B (mtu {mtu} of interfaces[{i}]) need more than the kernel's {XDP_MAX_FRAGS} UMEM frames of {room} B (frame_size {} − {XDP_HEADROOM} B XDP headroom) per frame; {raise}lower the mtu to {max_mtu} or less",
                             x.frame_size
                         ),
                     );

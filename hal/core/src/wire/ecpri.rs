@@ -59,7 +59,15 @@ impl EcpriHeader {
     ///
     /// Reserved bits are ignored.
     pub fn parse(buf: &[u8]) -> Result<Self, ParseError> {
-        if buf.len() < Self::LEN {
+        Self::parse_within(buf, buf.len())
+    }
+
+    /// [`parse`](Self::parse) of a message of `total` bytes (header included) of which
+    /// `buf` holds only the first ones (the first segment of a multi-buffer frame, the CPU
+    /// part of a header-data split): the header must lie in `buf`, the payload size is
+    /// checked against `total`.
+    pub fn parse_within(buf: &[u8], total: usize) -> Result<Self, ParseError> {
+        if buf.len() < Self::LEN || total < Self::LEN {
             return Err(ParseError::Truncated);
         }
         let b0 = get_u8(buf, 0)?;
@@ -71,7 +79,7 @@ impl EcpriHeader {
             msg_type: get_u8(buf, 1)?,
             payload_size: get_u16(buf, 2)?,
         };
-        if buf.len() - Self::LEN < usize::from(h.payload_size) {
+        if total - Self::LEN < usize::from(h.payload_size) {
             return Err(ParseError::Truncated);
         }
         Ok(h)
@@ -120,5 +128,28 @@ mod tests {
         assert_eq!(EcpriHeader::parse(&b[..3]), Err(ParseError::Truncated));
         b[0] = 0x20;
         assert_eq!(EcpriHeader::parse(&b), Err(ParseError::Malformed));
+    }
+
+    /// The head of a longer message: the payload size is checked against the message's
+    /// whole length, the header against the bytes at hand.
+    #[test]
+    fn parse_within_checks_the_size_against_the_whole_message() {
+        let h = EcpriHeader {
+            concatenated: false,
+            msg_type: msg_type::IQ_DATA,
+            payload_size: 8000,
+        };
+        let mut b = [0u8; 64];
+        h.emit(&mut b).unwrap();
+        assert_eq!(EcpriHeader::parse(&b), Err(ParseError::Truncated));
+        assert_eq!(EcpriHeader::parse_within(&b, 8004), Ok(h));
+        assert_eq!(
+            EcpriHeader::parse_within(&b, 8003),
+            Err(ParseError::Truncated)
+        );
+        assert_eq!(
+            EcpriHeader::parse_within(&b[..3], 8004),
+            Err(ParseError::Truncated)
+        );
     }
 }

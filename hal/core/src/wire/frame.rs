@@ -179,8 +179,19 @@ fn off16(v: usize) -> Result<u16, ParseError> {
     u16::try_from(v).map_err(|_| ParseError::Malformed)
 }
 
-fn ecpri_info(buf: &[u8], offset: usize, over_udp: bool) -> Result<EcpriInfo, ParseError> {
-    let h = EcpriHeader::parse(buf)?;
+/// `total`: the message's length in the whole frame when known (its UDP payload), else
+/// `None`: the bytes of `buf` (a whole frame), or unchecked for a frame's head alone (the
+/// caller checks the payload size against the whole frame's length).
+fn ecpri_info(
+    buf: &[u8],
+    offset: usize,
+    over_udp: bool,
+    total: Option<usize>,
+) -> Result<EcpriInfo, ParseError> {
+    let h = match total {
+        Some(t) => EcpriHeader::parse_within(buf, t)?,
+        None => EcpriHeader::parse(buf)?,
+    };
     Ok(EcpriInfo {
         msg_type: h.msg_type,
         concatenated: h.concatenated,
@@ -275,11 +286,16 @@ fn parse(frame: &[u8], opts: &ParseOptions, head: bool) -> Result<FrameInfo, Par
                 if opts.ecpri_udp_port == Some(u.dst_port) {
                     let p = within(l4, UdpHeader::LEN, usize::from(u.length), head)
                         .ok_or(ParseError::Truncated)?;
-                    info.ecpri = Some(ecpri_info(p, payload_offset, true)?);
+                    let total = head.then(|| u.payload_len());
+                    info.ecpri = Some(ecpri_info(p, payload_offset, true, total)?);
                 }
             }
         }
-        ETHERTYPE_ECPRI => info.ecpri = Some(ecpri_info(l3, l3_offset, false)?),
+        ETHERTYPE_ECPRI => {
+            // A head alone: its payload size is checked against the whole frame by the caller.
+            let total = head.then_some(usize::from(u16::MAX));
+            info.ecpri = Some(ecpri_info(l3, l3_offset, false, total)?);
+        }
         _ => {}
     }
     Ok(info)
@@ -465,6 +481,59 @@ mod tests {
             parse_frame_head(&buf[..40], &ParseOptions::DEFAULT),
             Err(ParseError::Truncated)
         );
+    }
+
+    /// eCPRI in a frame's head (the first segment of a multi-buffer frame): over UDP its
+    /// payload size is checked against the UDP length, over Ethernet left to the caller.
+    #[test]
+    fn an_ecpri_head_parses_with_the_message_length() {
+        let opts = ParseOptions {
+            ecpri_udp_port: Some(6000),
+        };
+        let spec = UdpFrameSpec {
+            src_ip: [169, 254, 0, 1],
+            dst_ip: [169, 254, 0, 2],
+            src_port: 5000,
+            dst_port: 6000,
+            payload_len: 8004,
+            ..UdpFrameSpec::default()
+        };
+        let mut buf = vec![0u8; 8100];
+        let off = spec.payload_offset();
+        let ec = EcpriHeader {
+            concatenated: false,
+            msg_type: 0,
+            payload_size: 8000,
+        };
+        ec.emit(&mut buf[off..]).unwrap();
+        let n = emit_udp_frame(&mut buf, &spec).unwrap();
+        let whole = parse_frame_with(&buf[..n], &opts).unwrap();
+        let head = parse_frame_head(&buf[..128], &opts).unwrap();
+        assert_eq!(head, whole);
+        assert_eq!(head.ecpri.unwrap().payload_size, 8000);
+        // A payload size beyond the UDP length is wrong whatever the head holds.
+        EcpriHeader {
+            payload_size: 8001,
+            ..ec
+        }
+        .emit(&mut buf[off..])
+        .unwrap();
+        assert_eq!(
+            parse_frame_head(&buf[..128], &opts),
+            Err(ParseError::Truncated)
+        );
+        // Over Ethernet (0xAEFE): the head of a 9000 B frame parses.
+        let mut eth = vec![0u8; 128];
+        eth[12..14].copy_from_slice(&0xAEFEu16.to_be_bytes());
+        EcpriHeader {
+            payload_size: 8900,
+            ..ec
+        }
+        .emit(&mut eth[14..])
+        .unwrap();
+        assert_eq!(parse_frame(&eth), Err(ParseError::Truncated));
+        let e = parse_frame_head(&eth, &opts).unwrap().ecpri.unwrap();
+        assert_eq!((e.payload_size, e.offset, e.over_udp), (8900, 14, false));
     }
 
     #[test]

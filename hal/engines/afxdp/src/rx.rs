@@ -270,7 +270,7 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
         }
         // Everything published: a multi-buffer frame's end must be visible to take it whole
         // (frames are still taken only up to the room).
-        let n = self.ring.available(u32::MAX);
+        let mut n = self.ring.available(u32::MAX);
         if n == 0 {
             return 0;
         }
@@ -293,6 +293,15 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
                 if d.options & XDP_PKT_CONTD == 0 {
                     whole = true;
                     break;
+                }
+            }
+            if !whole && end == n {
+                // The cached producer index ended inside this frame: the kernel publishes
+                // whole frames, so its end may be there already. Look again once.
+                let fresh = self.ring.refresh();
+                if fresh > n {
+                    n = fresh;
+                    continue;
                 }
             }
             let extra = (end - i - 1) as usize;
@@ -342,8 +351,10 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
                 }
             }
             let Some((buf, off)) = head.filter(|_| !bad) else {
-                // Every reclaimed buffer of the frame returns to the pool (dropped here).
+                // Every reclaimed buffer of the frame returns to the pool (dropped here). A
+                // descriptor outside the UMEM: the frame cannot be read, so it is malformed.
                 self.stats.bad_descs += 1;
+                self.counters.record_drop(DropReason::Malformed);
                 frags.clear();
                 continue;
             };
@@ -353,9 +364,9 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
                 .unwrap_or_default();
             let verdict = if frags.is_empty() {
                 self.flows.classify(first_bytes)
-            } else if ip_fits(first_bytes, len) {
+            } else if lengths_fit(first_bytes, len) {
                 // Only the headers are in the first segment of a multi-buffer frame; the IPv4
-                // total length was checked against the whole frame's.
+                // total length (eCPRI payload size) was checked against the whole frame's.
                 self.flows.classify_head(first_bytes)
             } else {
                 Classified::Malformed
@@ -424,11 +435,12 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
     }
 }
 
-/// True when the IPv4 packet the first segment's headers announce (total length) fits the
-/// `len` bytes of the whole multi-buffer frame (what `parse_frame` checks for a one-buffer
-/// frame); a frame that is not IPv4 passes (the flow table decides). Never allocates.
+/// True when the IPv4 packet (total length) or the eCPRI-over-Ethernet message (4 + payload
+/// size) that the first segment's headers announce fits the `len` bytes of the whole
+/// multi-buffer frame (what `parse_frame` checks for a one-buffer frame); another frame
+/// passes (the flow table decides). Never allocates.
 #[inline]
-fn ip_fits(head: &[u8], len: usize) -> bool {
+fn lengths_fit(head: &[u8], len: usize) -> bool {
     let mut l3 = 14;
     let mut ethertype = match head.get(12..14) {
         Some(b) => u16::from_be_bytes([b[0], b[1]]),
@@ -445,12 +457,16 @@ fn ip_fits(head: &[u8], len: usize) -> bool {
         };
         l3 += 4;
     }
-    if ethertype != 0x0800 {
-        return true;
-    }
-    match head.get(l3 + 2..l3 + 4) {
-        Some(b) => l3 + usize::from(u16::from_be_bytes([b[0], b[1]])) <= len,
-        None => false,
+    let field = |at: usize| {
+        head.get(at..at + 2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+    };
+    match ethertype {
+        // IPv4 total length.
+        0x0800 => field(l3 + 2).is_some_and(|total| l3 + total <= len),
+        // eCPRI common header + payload size.
+        0xAEFE => field(l3 + 2).is_some_and(|size| l3 + 4 + size <= len),
+        _ => true,
     }
 }
 
@@ -484,5 +500,46 @@ impl<const N: usize> std::fmt::Debug for AfxdpRx<'_, N> {
             .field("steering", &self.steering)
             .field("zero_copy", &self.umem.zero_copy)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lengths_fit;
+    use rtdaq_core::flow::{Classified, DefaultAction, FlowTable};
+    use rtdaq_core::wire::EcpriHeader;
+
+    /// The head of a 9000 B eCPRI-over-Ethernet frame (the first segment of a multi-buffer
+    /// frame): classified from its headers, its payload size checked against the whole
+    /// frame's length, not against the segment.
+    #[test]
+    fn an_ecpri_jumbo_frame_is_judged_by_its_whole_length() {
+        let mut head = [0u8; 3840];
+        head[12..14].copy_from_slice(&0xAEFEu16.to_be_bytes());
+        let h = EcpriHeader {
+            concatenated: false,
+            msg_type: 0,
+            payload_size: 9000 - 14 - 4,
+        };
+        h.emit(&mut head[14..]).unwrap();
+        assert!(lengths_fit(&head, 9000));
+        assert!(!lengths_fit(&head, 8999), "a payload size past the frame");
+        let t: FlowTable<4> = FlowTable::new(DefaultAction::Queue(rtdaq_core::QueueId(0)));
+        assert!(matches!(t.classify_head(&head), Classified::Deliver { .. }));
+        assert_eq!(
+            t.classify(&head),
+            Classified::Malformed,
+            "whole-frame parse of a head"
+        );
+        // IPv4: the total length against the whole frame.
+        let mut ip = [0u8; 64];
+        ip[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        ip[16..18].copy_from_slice(&8028u16.to_be_bytes());
+        assert!(lengths_fit(&ip, 14 + 8028));
+        assert!(!lengths_fit(&ip, 14 + 8027));
+        // Another EtherType: the flow table decides.
+        ip[12..14].copy_from_slice(&0x86DDu16.to_be_bytes());
+        assert!(lengths_fit(&ip, 64));
+        assert!(!lengths_fit(&ip[..10], 64), "no EtherType");
     }
 }

@@ -239,6 +239,15 @@ impl<T: Entry> ConsRing<T> {
         n.min(max)
     }
 
+    /// Reloads the producer index (`Acquire`) even when entries are known to be published,
+    /// and returns how many are: for a reader that found the last known entry to be part of
+    /// an unfinished frame.
+    #[inline]
+    pub(crate) fn refresh(&mut self) -> u32 {
+        self.prod = self.raw.producer().load(Ordering::Acquire);
+        self.prod.wrapping_sub(self.cons)
+    }
+
     /// Entry `n` past the consumer index, `None` when it is not known to be published
     /// (see [`available`](Self::available)).
     #[inline]
