@@ -43,7 +43,9 @@
 #   packet (io_cpu_s / packets), testpmd's sent Mpps; ratios dpdk-afpacket / afpacket and
 #   dpdk-afxdp / afxdp, paired by repeat, median over repeats.
 # Environment: BENCH_REPEATS (3), BENCH_SECONDS (3), BENCH_SIZES ("64 1500", bytes per packet),
-# BENCH_PARTS ("null veth"; "perf" adds a profile of rtdaq's RX core per size: perf record
+# BENCH_PARTS ("null veth"; "pcap" adds full validation vs testpmd csum on frames with rtdaq's
+# header, replayed by net_pcap from memory (see the part below; BENCH_PCAP_SIZES "128 1500",
+# BENCH_PCAP_FRAMES 1024); "perf" adds a profile of rtdaq's RX core per size: perf record
 # -C RX_CPU for BENCH_PERF_SECONDS (3) at BENCH_PERF_FREQ (4999) Hz, perf report by thread,
 # library and symbol into perf-SIZE.txt), BENCH_BASELINE_BIN (another rtdaq-dpdk binary, e.g.
 # an earlier commit's, sampled as "rtdaq-base" right after rtdaq in every repeat of the null
@@ -112,6 +114,29 @@ print("| tag | packets | seconds | CPU s | Mpps (wall) |")
 print("|---|---:|---:|---:|---:|")
 for r in ok:
     print(f"| {r['tag']} | {r['packets']} | {r['secs']:.3f} | {r['cpu_s']:.2f} | {r['packets'] / r['secs'] / 1e6:.2f} |")
+pc = [r for r in rows if r["part"] == "pcap"]
+if pc:
+    print()
+    print("## pcap: full validation vs testpmd csum, count vs rxonly (net_pcap infinite_rx, one core)")
+    print("min / median / max over repeats; ratio = rtdaq / its testpmd baseline, paired by repeat\n")
+    print("| frame B | receiver | Mpps (wall) | Mpps per CPU s | ns CPU / packet | baseline | ratio (wall) | ratio (per CPU s) |")
+    print("|---:|---|---:|---:|---:|---|---:|---:|")
+    base = {"rtdaq-full": "testpmd-csum", "rtdaq-count": "testpmd-rxonly"}
+    for size in sorted({r["size"] for r in pc}):
+        by = {w: {r["rep"]: r for r in pc if r["who"] == w and r["size"] == size}
+              for w in ("rtdaq-full", "testpmd-csum", "rtdaq-count", "testpmd-rxonly")}
+        wall = lambda r: r["packets"] / r["secs"] / 1e6
+        cpu = lambda r: r["packets"] / r["cpu_s"] / 1e6 if r["cpu_s"] else None
+        for w, rs in by.items():
+            if not rs: continue
+            b = base.get(w)
+            rw = rc = "-"
+            if b and by.get(b):
+                reps = [k for k in rs if k in by[b]]
+                rw = mmm([wall(rs[k]) / wall(by[b][k]) for k in reps], "{:.3f}")
+                rc = mmm([cpu(rs[k]) / cpu(by[b][k]) for k in reps if cpu(rs[k]) and cpu(by[b][k])], "{:.3f}")
+            print(f"| {size} | {w} | {mmm([wall(r) for r in rs.values()])} | {mmm([cpu(r) for r in rs.values()])} | "
+                  f"{mmm([1e3 / cpu(r) for r in rs.values() if cpu(r)], '{:.1f}')} | {b or '-'} | {rw} | {rc} |")
 veth = [r for r in rows if r["part"] == "veth"]
 if veth:
     print()
@@ -172,35 +197,47 @@ BIN=$ROOT/target/engines/rtdaq-dpdk
 } > "$OUT/host.txt"
 cat "$OUT/host.txt" >&2
 
-rtdaq_config() { # size file
-  sed -e "s/\"--vdev\", \"net_ring0\"/\"--vdev\", \"net_null0,size=$1\", \"--file-prefix\", \"bench-dpdk-rtdaq\"/" \
-      -e 's/^address = "net_ring0".*/address = "net_null0"/' \
+rtdaq_config() { # size file [vdev [validate]]: net_null0,size=SIZE and "count" by default
+  local vdev=${3:-net_null0,size=$1} validate=${4:-count}
+  sed -e "s#\"--vdev\", \"net_ring0\"#\"--vdev\", \"$vdev\", \"--file-prefix\", \"bench-dpdk-rtdaq\"#" \
+      -e "s/^address = \"net_ring0\".*/address = \"${vdev%%,*}\"/" \
       -e "s/^main_core = 0 .*/main_core = $MAIN_CPU/" \
       -e "s/^cpu_core = 1$/cpu_core = $RX_CPU/" \
       -e 's/^mode = "direct"$/mode = "direct"\nbusy_poll = true/' \
       -e '/^\[\[interfaces.tx_queues\]\]/,/^\[run\]/{/^\[run\]/!d}' \
-      -e 's/^loss_tolerance = 0$/loss_tolerance = 0\nvalidate = "count"/' \
+      -e "s/^loss_tolerance = 0\$/loss_tolerance = 0\nvalidate = \"$validate\"/" \
       configs/vdev-dpdk-ring.toml > "$2"
   "$BIN" config check "$2" > /dev/null
 }
 
+REC_PART=sample   # "pcap" while part pcap runs
 record() { # who size rep tag packets secs cpu_s
-  printf '{"part":"sample","who":"%s","size":%s,"rep":%s,"tag":"%s","packets":%s,"secs":%s,"cpu_s":%s}\n' \
-    "$@" >> "$RES"
+  printf '{"part":"%s","who":"%s","size":%s,"rep":%s,"tag":"%s","packets":%s,"secs":%s,"cpu_s":%s}\n' \
+    "$REC_PART" "$@" >> "$RES"
 }
 failed() { # tag why
   printf '{"part":"failed","tag":"%s","error":"%s"}\n' "$1" "$2" >> "$RES"
   log "FAILED $1: $2"
 }
 
-sample_rtdaq() { # size rep [who bin]
+sample_rtdaq() { # size rep [who bin [vdev validate]]
   local size=$1 rep=$2 who=${3:-rtdaq} bin=${4:-$BIN}
-  local tag=$who-$1-$2
-  rtdaq_config "$size" "$OUT/$tag.toml"
+  local tag=$REC_PART-$who-$1-$2
+  rtdaq_config "$size" "$OUT/$tag.toml" "${5:-}" "${6:-}"
   local rc=0 vals
   "$bin" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.json" \
       > "$OUT/$tag.log" 2>&1 || rc=$?
-  if [ "$rc" -ne 0 ]; then failed "$tag" "rtdaq exit $rc"; return; fi
+  # A looped pcap repeats its sequence numbers: exit 1 (duplicates beyond loss_tolerance)
+  # is expected there; the report is what counts.
+  if [ "$rc" -ne 0 ] && ! { [ "$REC_PART" = pcap ] && [ "$rc" -eq 1 ] && [ -s "$OUT/$tag.json" ]; }; then
+    failed "$tag" "rtdaq exit $rc"; return
+  fi
+  if [ "$REC_PART" = pcap ]; then
+    python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["rx"]["totals"]
+bad = {k: t.get(k, 0) for k in ("corrupt", "malformed")}
+assert not any(bad.values()), f"{sys.argv[1]}: frames of scripts/lib/rtdaq_frames.py judged invalid: {bad}"' "$OUT/$tag.json" ||
+      { failed "$tag" "corrupt or malformed frames"; return; }
+  fi
   vals=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); t=r["rx"]["totals"]
 print(t["packets"], r["duration_s"], t["io_cpu_s"])' "$OUT/$tag.json")
   # shellcheck disable=SC2086 # three numbers
@@ -255,13 +292,13 @@ wait_log() { # file pattern count timeout_s
   return 1
 }
 
-sample_testpmd() { # mode size rep
-  local mode=$1 size=$2 rep=$3 tag=testpmd-$1-$2-$3 fifo pid t0 t1 c0 c1 hz worker
+sample_testpmd() { # mode size rep [vdev]
+  local mode=$1 size=$2 rep=$3 vdev=${4:-net_null0,size=$2} tag=$REC_PART-testpmd-$1-$2-$3 fifo pid t0 t1 c0 c1 hz worker
   fifo=$OUT/$tag.in
   rm -f "$fifo"; mkfifo "$fifo"
   chrt -f 50 stdbuf -o0 dpdk-testpmd -l "$MAIN_CPU,$RX_CPU" --main-lcore "$MAIN_CPU" \
       --no-huge -m 512 --no-shconf --no-pci --file-prefix bench-dpdk-testpmd \
-      --vdev "net_null0,size=$size" --log-level=lib.eal:notice -- \
+      --vdev "$vdev" --log-level=lib.eal:notice -- \
       -i --no-mlockall --forward-mode="$mode" --nb-cores=1 --burst=64 --total-num-mbufs=8192 \
       < "$fifo" > "$OUT/$tag.log" 2>&1 &
   pid=$!
@@ -310,6 +347,39 @@ for rep in $(seq 1 "$REPEATS"); do
 done
 fi
 
+# ---- part "pcap" ----------------------------------------------------------------------------
+# Full validation on frames that carry rtdaq's header and pattern: net_pcap replays a pcap of
+# PCAP_FRAMES frames (scripts/lib/rtdaq_frames.py, IPv4 and UDP checksums set) from memory
+# forever (infinite_rx=1: each RX allocates an mbuf and copies a stored frame into it; TX
+# drops). rtdaq validate = "full" (header, pattern over every payload byte, sequence) vs
+# testpmd csum (parses L2/L3/L4, recomputes the IPv4 and UDP checksums in software over every
+# payload byte, as no checksum offload is set, and sends the burst to net_pcap's TX, which
+# drops it); rtdaq validate = "count" vs testpmd rxonly. After the first pass the sequence
+# numbers repeat: rtdaq counts them duplicate / too old (the pattern is checked first, so
+# every frame is read whole).
+PCAP_SIZES=${BENCH_PCAP_SIZES:-"128 1500"}
+PCAP_FRAMES=${BENCH_PCAP_FRAMES:-1024}
+if has_part pcap; then
+  REC_PART=pcap
+  for size in $PCAP_SIZES; do
+    python3 scripts/lib/rtdaq_frames.py "$OUT/frames-$size.pcap" "$size" "$PCAP_FRAMES"
+  done
+  for rep in $(seq 1 "$REPEATS"); do
+    for size in $PCAP_SIZES; do
+      vdev="net_pcap0,rx_pcap=$OUT/frames-$size.pcap,infinite_rx=1"
+      for v in full count; do
+        log "pcap rep=$rep size=$size rtdaq validate=$v"
+        sample_rtdaq "$size" "$rep" "rtdaq-$v" "$BIN" "$vdev" "$v"
+      done
+      for mode in csum rxonly; do
+        log "pcap rep=$rep size=$size testpmd $mode"
+        sample_testpmd "$mode" "$size" "$rep" "$vdev"
+      done
+    done
+  done
+  REC_PART=sample
+fi
+
 if has_part perf; then
   command -v perf >/dev/null || { echo "part perf needs perf: apt-get install linux-perf" >&2; exit 2; }
   for size in $SIZES; do
@@ -338,7 +408,7 @@ veth_rx_config() { # receiver file: one RX queue on RX_CPU, udp_dst 5000 -> queu
         -e 's/^default_action = 0$/default_action = "drop"/' \
         -e "/$cut/,/^\\[run\\]/{/^\\[run\\]/!d}" \
         -e 's/^\[run\]$/[[flows]]\ninterface = "ring"\nid = 1\nqueue = 0\n[flows.match]\nudp_dst = 5000\n\n[run]/' \
-        -e 's/^loss_tolerance = 0$/loss_tolerance = 0\nvalidate = "count"/' \
+        -e "s/^loss_tolerance = 0\$/loss_tolerance = 0\nvalidate = \"$validate\"/" \
         configs/vdev-dpdk-ring.toml > "$f" ;;
   afpacket | afxdp)
     sed -e "s/^cpu_core = 1$/cpu_core = $RX_CPU/" \

@@ -9,7 +9,8 @@
 # is one rtdaq RX queue in rtdaq-b on core RX_CPU, direct mode, sequence-only validation:
 #   socket    UDP socket bound to 169.254.90.2:5000 (recvmmsg, rx_timestamps = "batch")
 #   afpacket  TPACKET_V3 ring with the flow rule udp_dst = 5000 compiled to classic BPF
-#   afxdp     AF_XDP socket with the same rule in the XDP program (frames <= 3818 B: not 8000)
+#   afxdp     AF_XDP socket with the same rule in the XDP program; 8000 B payloads (MTU 9000)
+#             arrive in 3 UMEM frames of 4096 B (multi-buffer, XDP_USE_SG)
 # Each sample: receiver starts, sender runs SECS, receiver drains and reports. Figures:
 #   received / sent       the receiver's packets over the sender's: the share delivered (the
 #                         receiver's own rate is the sender's while it keeps up; its run time
@@ -97,6 +98,8 @@ rates_for() {
 }
 mtu_for() { if [ "$1" -gt 1472 ]; then echo 9000; else echo 1500; fi; }
 frame_for() { if [ "$1" -gt 1472 ]; then echo 9216; else echo 2048; fi; }
+# AF_XDP frames are 2048 or 4096 B; a jumbo frame takes several (multi-buffer RX).
+xdp_frame_for() { if [ "$1" -gt 1472 ]; then echo 4096; else echo 2048; fi; }
 
 {
   echo "date_utc: $(date -u +%FT%TZ)"
@@ -162,9 +165,11 @@ validate = "sequence"
 EOF
     ;;
   afpacket | afxdp)
+    local fr
+    if [ "$e" = afxdp ]; then fr=$(xdp_frame_for "$size"); else fr=$(frame_for "$size"); fi
     sed -e "s/^mtu = 1500/mtu = $(mtu_for "$size")/" \
-        -e "s/^frame_size = 2048.*/frame_size = $(frame_for "$size")/" \
-        -e "s/^buf_size = 2048/buf_size = $(frame_for "$size")/" \
+        -e "s/^frame_size = 2048.*/frame_size = $fr/" \
+        -e "s/^buf_size = 2048/buf_size = $fr/" \
         -e "s/^cpu_core = 1/cpu_core = $RX_CPU/" \
         -e 's/^drain_ms = 100.*/drain_ms = 100\nvalidate = "sequence"/' \
         "configs/veth-$e-rx.toml" > "$f"
@@ -204,7 +209,6 @@ for rep in $(seq 1 "$REPEATS"); do
     scripts/netns.sh up --mtu "$(mtu_for "$size")" >/dev/null
     for rate in unpaced $(rates_for "$size"); do
       for e in $ENGINES; do
-        if [ "$e" = afxdp ] && [ "$size" -gt 3700 ]; then continue; fi
         log "rep=$rep size=$size rate=$rate receiver=$e"
         sample "$e" "$size" "$rate" "$rep"
       done

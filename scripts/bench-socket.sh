@@ -83,6 +83,8 @@ cat "$OUT/host.txt" >&2
 cpu_jiffies() {
   awk -v c="cpu$1" '$1 == c { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t }' /proc/stat
 }
+# steal jiffies of one CPU (time the hypervisor ran something else on it), from /proc/stat
+cpu_steal() { awk -v c="cpu$1" '$1 == c { print $9 }' /proc/stat; }
 busy_pct() { # before_busy before_total after_busy after_total
   awk -v a="$1" -v b="$2" -v c="$3" -v d="$4" 'BEGIN { printf "%.1f", (d > b) ? 100 * (c - a) / (d - b) : 0 }'
 }
@@ -153,13 +155,13 @@ loopback_config() { # rate(unpaced|Gb/s) size port file [rx_coalesce_us|read]
 
 # one receive-rate sample: sender on TX_CPU, receiver (c | direct | indirect) on RX_CPU
 udp_sample() { # variant size rep [part]
-  local v=$1 size=$2 rep=$3 part=${4:-udp} port=$((PORT + 1)) b0 t0 b1 t1 rc=0
+  local v=$1 size=$2 rep=$3 part=${4:-udp} port=$((PORT + 1)) b0 t0 b1 t1 s0 s1 rc=0
   local tag=$part-$v-$size-$rep
   "$BIN/sendmmsg_tx" --port "$port" --cpu "$TX_CPU" --size "$size" --seconds $((SECS + 10)) --fifo "$TX_FIFO" \
       > "$OUT/$tag.tx.json" &
   local txpid=$!
   sleep 0.5
-  read -r b0 t0 < <(cpu_jiffies "$RX_CPU")
+  read -r b0 t0 < <(cpu_jiffies "$RX_CPU"); s0=$(cpu_steal "$RX_CPU")
   if [ "$v" = c ]; then
     "$BIN/recvmmsg_rx" --port "$port" --cpu "$RX_CPU" --seconds "$SECS" --batch 64 \
         --bufsize "$(bufsize_for "$size")" --rcvbuf 16777216 --fifo 50 > "$OUT/$tag.rx.json" || rc=$?
@@ -168,14 +170,16 @@ udp_sample() { # variant size rep [part]
     timeout -k 5 $((SECS + 30)) "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.rx.json" \
         > "$OUT/$tag.log" 2>&1 || rc=$?
   fi
-  read -r b1 t1 < <(cpu_jiffies "$RX_CPU")
+  read -r b1 t1 < <(cpu_jiffies "$RX_CPU"); s1=$(cpu_steal "$RX_CPU")
   kill -INT $txpid; wait $txpid || true
   [ -s "$OUT/$tag.rx.json" ] || { log "$tag: no result (rc=$rc), recorded as failed"; echo "{\"part\": \"failed\", \"tag\": \"$tag\", \"rc\": $rc}" >> "$RES"; return 0; }
-  python3 - "$v" "$size" "$rep" "$OUT/$tag.rx.json" "$OUT/$tag.tx.json" "$(busy_pct "$b0" "$t0" "$b1" "$t1")" "$rc" "$part" >> "$RES" <<'EOF'
+  python3 - "$v" "$size" "$rep" "$OUT/$tag.rx.json" "$OUT/$tag.tx.json" "$(busy_pct "$b0" "$t0" "$b1" "$t1")" "$rc" "$part" \
+      "$(awk -v a="$s0" -v b="$s1" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }')" >> "$RES" <<'EOF'
 import json, sys
-v, size, rep, rxf, txf, busy, rc, part = sys.argv[1:]
+v, size, rep, rxf, txf, busy, rc, part, steal = sys.argv[1:]
 rx = json.load(open(rxf)); tx = json.load(open(txf))
 r = {"part": part, "variant": v, "size": int(size), "rep": int(rep), "core1_busy_pct": float(busy),
+     "rx_core_steal_s": float(steal),
      "rc": int(rc), "tx_pps": tx["pps"], "tx_gbps": tx["gbps"]}
 if v == "c":
     r.update(packets=rx["packets"], bytes=rx["bytes"], seconds=rx["seconds"], lost=rx["lost"],
@@ -468,8 +472,8 @@ if udp:
     print("per core = datagrams per CPU-second of the receiving thread(s) (CLOCK_THREAD_CPUTIME_ID: the C "
           "receiver's one thread; rtdaq's I/O thread, plus its consumer thread in indirect mode); "
           "ns/datagram = the same as CPU time per datagram\n")
-    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | thread CPU ns/datagram | M datagrams per CPU-s | ratio rtdaq/C per core | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | rc |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | thread CPU ns/datagram | M datagrams per CPU-s | ratio rtdaq/C per core | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | RX core steal s per sample | rc |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     names = (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("lean", "rtdaq direct, lean"),
              ("coalesce", "rtdaq direct, lean, rx_coalesce_us"), ("indirect", "rtdaq indirect"))
     percore = lambda r: r["packets"] / r["cpu_s"] if r.get("cpu_s") else 0.0
@@ -486,7 +490,7 @@ if udp:
             ratio_pc = "1" if v == "c" else mmm(ratios(pc, cc), "{:.3f}")
             print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {mmm([r['gbps'] for r in rs])} | {ratio} | "
                   f"{mmm([r['core1_busy_pct'] for r in rs], '{:.0f}')} | {mmm([1e9/x for x in pc if x], '{:.0f}')} | {mmm([x/1e6 for x in pc], '{:.3f}')} | {ratio_pc} | {mmm([r['lost'] for r in rs], '{:.0f}')} | "
-                  f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r.get('ring_full') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {','.join(str(r['rc']) for r in rs)} |")
+                  f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r.get('ring_full') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {','.join(f"{r['rx_core_steal_s']:.2f}" if 'rx_core_steal_s' in r else '?' for r in rs)} | {','.join(str(r['rc']) for r in rs)} |")
     print()
 u2 = [r for r in rows if r["part"] == "udp2"]
 if u2:

@@ -121,10 +121,23 @@ fn pattern_seed(stream_id: u16, seq: u64) -> u64 {
 #[inline]
 fn splitmix_next(x: &mut u64) -> u64 {
     *x = x.wrapping_add(GOLDEN);
-    let mut z = *x;
+    splitmix_mix(*x)
+}
+
+/// SplitMix64's output function of state `z`.
+#[inline(always)]
+fn splitmix_mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// The big-endian word in the first 8 bytes of `c` (callers pass exactly 8).
+#[inline(always)]
+fn be_word(c: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&c[..8]);
+    u64::from_be_bytes(w)
 }
 
 /// Fills `buf` with the deterministic pattern of packet (`stream_id`, `seq`).
@@ -147,12 +160,22 @@ pub fn fill_pattern(stream_id: u16, seq: u64, buf: &mut [u8]) {
 /// (`stream_id`, `seq`) and `buf.len()`.
 pub fn check_pattern(stream_id: u16, seq: u64, buf: &[u8]) -> bool {
     let mut x = pattern_seed(stream_id, seq);
-    let mut chunks = buf.chunks_exact(8);
-    let mut diff = 0u64;
+    // Four words per turn, each from its own state (x + k·GOLDEN) into its own accumulator:
+    // no dependency between them, so the multiplies overlap (~20 % less time per byte than
+    // one word per turn, docs/benchmarks/dpdk.md run 8).
+    let mut quads = buf.chunks_exact(32);
+    let mut d = [0u64; 4];
+    for q in &mut quads {
+        for (k, acc) in d.iter_mut().enumerate() {
+            let step = GOLDEN.wrapping_mul(k as u64 + 1);
+            *acc |= be_word(&q[k * 8..k * 8 + 8]) ^ splitmix_mix(x.wrapping_add(step));
+        }
+        x = x.wrapping_add(GOLDEN.wrapping_mul(4));
+    }
+    let mut diff = d[0] | d[1] | d[2] | d[3];
+    let mut chunks = quads.remainder().chunks_exact(8);
     for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        diff |= u64::from_be_bytes(w) ^ splitmix_next(&mut x);
+        diff |= be_word(c) ^ splitmix_next(&mut x);
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
@@ -219,5 +242,21 @@ mod tests {
         fill_pattern(1, 0, &mut w);
         let mut x = PATTERN_SALT ^ 1;
         assert_eq!(u64::from_be_bytes(w), splitmix_next(&mut x));
+    }
+
+    /// The four-lane check agrees with the one-word fill at every length (whole quads,
+    /// words, a partial word) and finds a flipped bit at any byte.
+    #[test]
+    fn pattern_check_at_every_length_and_byte() {
+        let mut b = [0u8; 200];
+        for n in 0..b.len() {
+            fill_pattern(3, 99, &mut b[..n]);
+            assert!(check_pattern(3, 99, &b[..n]), "length {n}");
+            for i in 0..n {
+                b[i] ^= 0x01;
+                assert!(!check_pattern(3, 99, &b[..n]), "length {n}, byte {i}");
+                b[i] ^= 0x01;
+            }
+        }
     }
 }

@@ -82,6 +82,8 @@ fn main() {
         "rte_eal_cleanup",
         "rte_lcore_count",
         "rte_get_main_lcore",
+        "rte_thread_register",
+        "rte_thread_unregister",
         "rte_socket_id",
         "rte_strerror",
         "rte_pktmbuf_pool_create",

@@ -111,6 +111,16 @@ pub enum DpdkError {
         /// What to check.
         fix: &'static str,
     },
+    /// `rte_thread_register` failed: the thread goes on without an lcore id.
+    #[error("rte_thread_register failed: {msg} ({errno_name}) — every lcore id below RTE_MAX_LCORE is taken (EAL lcores and registered threads); the thread goes on without per-lcore mempool caches")]
+    ThreadRegister {
+        /// Positive errno.
+        errno: i32,
+        /// Its symbolic name.
+        errno_name: &'static str,
+        /// `rte_strerror` text.
+        msg: String,
+    },
     /// `rte_pktmbuf_pool_create` failed.
     #[error("mbuf pool {name:?} ({n} mbufs of {data_room} B) could not be created: {msg} ({errno_name}) — {fix}")]
     Mempool {
