@@ -9,6 +9,10 @@
 #            rx_timestamps = "batch", validate = "sequence"), rtdaq "coalesce" (lean +
 #            engine.socket.rx_coalesce_us = BENCH_COALESCE_US) and rtdaq indirect mode
 #            (consumer on core 0), interleaved per size in the order of BENCH_VARIANTS.
+#   udppaced as udp, but the sender paced (BENCH_PACED "size:Gb/s ...", default
+#            "1472:2 8000:8 64000:25"): the same offered load for every receiver, below what
+#            each takes, so the per-core figure compares the receivers' own work at one load
+#            (an unpaced sender lets the faster receiver drain a shorter, warmer socket queue).
 #   udp2     2 RX queues: sendmmsg_tx --sources 8 (core 0) at two SO_REUSEPORT receivers on
 #            cores 0 and 1: two C recvmmsg_rx processes vs one rtdaq with 2 direct queues.
 #   lossfree rtdaq's own generator -> receiver (the default config shape, 1 RX queue, 1472 B):
@@ -22,7 +26,7 @@
 #            one-way latency p50/p99 (generator timestamp -> RX kernel timestamp), also with
 #            rx_coalesce_us = BENCH_COALESCE_US (what coalescing costs in latency).
 #
-# Environment: BENCH_REPEATS (3), BENCH_SECONDS (3), BENCH_SIZES ("1472 8000 64000"),
+# Environment: BENCH_TABLES_ONLY=DIR re-prints the tables of a finished run; BENCH_REPEATS (3), BENCH_SECONDS (3), BENCH_SIZES ("1472 8000 64000"),
 # BENCH_RATES ("0.5 1 2 3 4 5 6"), BENCH_VARIANTS ("c direct lean indirect"; also "coalesce"),
 # BENCH_COALESCE_US (50), BENCH_OUT (target/bench-socket/<timestamp>), BENCH_TX_FIFO (0:
 # SCHED_FIFO priority of the C sender; e.g. 40 keeps concurrent builds off the measured cores).
@@ -48,6 +52,133 @@ TX_FIFO=${BENCH_TX_FIFO:-0}
 PORT=${BENCH_PORT:-5650}
 RX_CPU=${BENCH_RX_CPU:-1}   # receiver core (every generated config's RX queue goes here)
 TX_CPU=${BENCH_TX_CPU:-0}   # sender core (and rtdaq's consumer / TX queue core)
+# the tables of a finished run (BENCH_TABLES_ONLY=DIR re-prints them)
+tables() { # OUT
+python3 - "$1" <<'EOF'
+import json, statistics as st, sys
+out = sys.argv[1]
+rows = [json.loads(l) for l in open(out + "/results.jsonl") if l.strip()]
+def mmm(xs, f="{:.2f}"):
+    xs = [x for x in xs if x is not None]
+    if not xs: return "n/a"
+    return " / ".join(f.format(v) for v in (min(xs), st.median(xs), max(xs)))
+def ratios(a, b):  # pairwise by repeat: a[i] / b[i]
+    return [x / y for x, y in zip(a, b) if y]
+def steal(rs):  # the RX core's hypervisor steal of each sample, in run order
+    return ",".join("%.2f" % r["rx_core_steal_s"] if "rx_core_steal_s" in r else "?" for r in rs)
+print("host:"); print(open(out + "/host.txt").read())
+failed = [r["tag"] for r in rows if r["part"] == "failed"]
+print("failed samples (no report):", ", ".join(failed) if failed else "none"); print()
+for part, title in (("udp", "sender sendmmsg_tx unpaced"), ("udppaced", "sender sendmmsg_tx paced, the same offered load for every receiver")):
+  udp = [r for r in rows if r["part"] == part]
+  if udp:
+    print(f"## UDP receive rate, part {part} ({title} on TX_CPU, receiver on RX_CPU, see host; 127.0.0.1)")
+    print("min / median / max over repeats; Gb/s of UDP payload; ratio = rtdaq / C paired by repeat\n")
+    print("per core = datagrams per CPU-second of the receiving thread(s) (CLOCK_THREAD_CPUTIME_ID: the C "
+          "receiver's one thread; rtdaq's I/O thread, plus its consumer thread in indirect mode); "
+          "ns/datagram = the same as CPU time per datagram\n")
+    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | thread CPU ns/datagram | M datagrams per CPU-s | ratio rtdaq/C per core | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | RX core steal s per sample | rc |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    names = (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("lean", "rtdaq direct, lean"),
+             ("coalesce", "rtdaq direct, lean, rx_coalesce_us"), ("indirect", "rtdaq indirect"))
+    percore = lambda r: r["packets"] / r["cpu_s"] if r.get("cpu_s") else 0.0
+    for size in sorted({r["size"] for r in udp}):
+        by = {v: sorted([r for r in udp if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v, _ in names}
+        cp = [r["pps"] for r in by["c"]]
+        cc = [percore(r) for r in by["c"]]
+        for v, name in names:
+            rs = by[v]
+            if not rs: continue
+            pp = [r["pps"] for r in rs]
+            pc = [percore(r) for r in rs]
+            ratio = "1" if v == "c" else mmm(ratios(pp, cp), "{:.3f}")
+            ratio_pc = "1" if v == "c" else mmm(ratios(pc, cc), "{:.3f}")
+            print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {mmm([r['gbps'] for r in rs])} | {ratio} | "
+                  f"{mmm([r['core1_busy_pct'] for r in rs], '{:.0f}')} | {mmm([1e9/x for x in pc if x], '{:.0f}')} | {mmm([x/1e6 for x in pc], '{:.3f}')} | {ratio_pc} | {mmm([r['lost'] for r in rs], '{:.0f}')} | "
+                  f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r.get('ring_full') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {steal(rs)} | {','.join(str(r['rc']) for r in rs)} |")
+    print()
+u2 = [r for r in rows if r["part"] == "udp2"]
+if u2:
+    print("## UDP, 2 RX queues (SO_REUSEPORT; sender --sources 8 on TX_CPU; receivers on TX_CPU and RX_CPU)")
+    print("min / median / max over repeats; ratio = rtdaq / C paired by repeat\n")
+    print("| size B | receivers | Mdatagrams/s (both) | ratio rtdaq/C | per queue (median split) | TX_CPU busy % | RX_CPU busy % | lost | rc |")
+    print("|---:|---|---:|---:|---|---:|---:|---:|---|")
+    for size in sorted({r["size"] for r in u2}):
+        by = {v: sorted([r for r in u2 if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v in ("c", "direct", "lean")}
+        cp = [r["pps"] for r in by["c"]]
+        for v, name in (("c", "2 x C recvmmsg_rx"), ("direct", "rtdaq 2 direct queues"), ("lean", "rtdaq 2 direct queues, lean")):
+            rs = by[v]
+            if not rs: continue
+            pp = [r["pps"] for r in rs]
+            ratio = "1" if v == "c" else mmm(ratios(pp, cp), "{:.3f}")
+            split = sorted(rs, key=lambda r: r["pps"])[len(rs) // 2]["per_queue"]
+            print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {ratio} | {split} | "
+                  f"{mmm([r['busy_tx_core_pct'] for r in rs], '{:.0f}')} | {mmm([r['busy_rx_core_pct'] for r in rs], '{:.0f}')} | "
+                  f"{mmm([r['lost'] for r in rs], '{:.0f}')} | {','.join(str(r['rc']) for r in rs)} |")
+    print()
+lf = [r for r in rows if r["part"] == "lossfree"]
+if lf:
+    print("## Loss-free rate: rtdaq generator -> rtdaq receiver, 1472 B, 1 RX queue (default config shape)\n")
+    print("| rate | tx Gb/s | rx Gb/s | rx Mpps | lost (min/med/max) | rx pkts == tx pkts in all | loss-free in all repeats |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    rates = []
+    for r in lf:
+        if r["rate"] not in rates: rates.append(r["rate"])
+    best = None
+    for rate in rates:
+        rs = [r for r in lf if r["rate"] == rate]
+        ok = all(r["lost"] == 0 and r["rx_packets"] == r["tx_packets"] and r["tx_drops"] == 0 for r in rs)
+        if ok and rate != "unpaced": best = max(best or 0, float(rate))
+        print(f"| {rate} | {mmm([r['tx_gbps'] for r in rs])} | {mmm([r['rx_gbps'] for r in rs])} | {mmm([r['rx_mpps'] for r in rs], '{:.3f}')} | "
+              f"{mmm([r['lost'] for r in rs], '{:.0f}')} | {all(r['rx_packets'] == r['tx_packets'] for r in rs)} | {ok} |")
+    drain = [r["rx_gbps"] for r in lf if r["rate"] == "unpaced"]
+    if drain and best and best > st.median(drain):
+        print(f"\nhighest loss-free paced rate: {best} Gb/s; the unpaced run delivered only {st.median(drain):.2f} Gb/s "
+              "(median), below that, so it is NOT a valid drain rate here (e.g. an unpaced generator at equal "
+              "SCHED_FIFO priority on the receiver's core starves it); no share is computed\n")
+    elif drain and best:
+        print(f"\nhighest loss-free paced rate: {best} Gb/s = {100*best/st.median(drain):.0f} % of the median unpaced drain rate "
+              f"({st.median(drain):.2f} Gb/s; min {min(drain):.2f}, max {max(drain):.2f})\n")
+    else:
+        print("\nno paced rate was loss-free in all repeats\n")
+ip = [r for r in rows if r["part"] == "iperf_udp"]
+if ip:
+    print("## iperf3 UDP vs rtdaq direct (C sender), paired by repeat\n")
+    print("| size B | iperf3 rx Gb/s | iperf3 rx Mpps | iperf3 loss % | rtdaq direct Gb/s | rtdaq Mpps | ratio rtdaq/iperf3 (pps) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    pr = [r for r in rows if r["part"] == "udp_iperfpair"]
+    for size in sorted({r["size"] for r in ip}):
+        a = sorted([r for r in ip if r["size"] == size], key=lambda r: r["rep"])
+        b = sorted([r for r in pr if r["size"] == size], key=lambda r: r["rep"])
+        print(f"| {size} | {mmm([r['gbps'] for r in a])} | {mmm([r['pps']/1e6 for r in a], '{:.3f}')} | {mmm([r['lost_percent'] for r in a], '{:.1f}')} | "
+              f"{mmm([r['gbps'] for r in b])} | {mmm([r['pps']/1e6 for r in b], '{:.3f}')} | {mmm(ratios([r['pps'] for r in b], [r['pps'] for r in a]), '{:.3f}')} |")
+    print()
+it = sorted([r for r in rows if r["part"] == "iperf_tcp"], key=lambda r: r["rep"])
+rt = sorted([r for r in rows if r["part"] == "rtdaq_tcp"], key=lambda r: r["rep"])
+if it or rt:
+    print("## TCP, 1 connection, 8000 B writes/records, sender TX_CPU, receiver RX_CPU (see host)\n")
+    print("| | Gb/s (min/med/max) | notes |\n|---|---:|---|")
+    print(f"| iperf3 TCP | {mmm([r['gbps'] for r in it])} | receiver-side bits/s |")
+    print(f"| rtdaq TCP | {mmm([r['gbps'] for r in rt])} | lost {mmm([r['lost'] for r in rt], '{:.0f}')}, rc {','.join(str(r['rc']) for r in rt)} |")
+    if it and rt: print(f"| ratio rtdaq/iperf3 | {mmm(ratios([r['gbps'] for r in rt], [r['gbps'] for r in it]), '{:.3f}')} | paired by repeat |")
+    print()
+sp = sorted([r for r in rows if r["part"] == "sockperf"], key=lambda r: r["rep"])
+la = sorted([r for r in rows if r["part"] == "latency"], key=lambda r: r["rep"])
+lr = sorted([r for r in rows if r["part"] == "latency_read"], key=lambda r: r["rep"])
+lc = sorted([r for r in rows if r["part"] == "latency_co"], key=lambda r: r["rep"])
+if sp or la:
+    print("## Latency (different quantities, see the page)\n")
+    print("| | p50 µs | p99 µs | p99.9 µs | max µs |\n|---|---:|---:|---:|---:|")
+    print(f"| sockperf UDP ping-pong 1472 B (half round trip) | {mmm([r['p50_us'] for r in sp])} | {mmm([r['p99_us'] for r in sp])} | {mmm([r['p999_us'] for r in sp])} | {mmm([r['max_us'] for r in sp])} |")
+    print(f"| rtdaq one-way, generator stamp -> RX kernel stamp, 1 Gb/s paced, 1472 B | {mmm([r['lat_ns']['p50']/1e3 for r in la])} | {mmm([r['lat_ns']['p99']/1e3 for r in la])} | {mmm([r['lat_ns']['p999']/1e3 for r in la])} | {mmm([r['lat_ns']['max']/1e3 for r in la])} |")
+    for rs, what in ((lr, "rtdaq one-way, generator stamp -> the queue's read (rx_timestamps = batch)"),
+                     (lc, "the same with rx_coalesce_us")):
+        if rs:
+            print(f"| {what} (lost {mmm([r['lost'] for r in rs], '{:.0f}')}) | {mmm([r['lat_ns']['p50']/1e3 for r in rs])} | {mmm([r['lat_ns']['p99']/1e3 for r in rs])} | {mmm([r['lat_ns']['p999']/1e3 for r in rs])} | {mmm([r['lat_ns']['max']/1e3 for r in rs])} |")
+EOF
+}
+if [ -n "${BENCH_TABLES_ONLY:-}" ]; then tables "$BENCH_TABLES_ONLY"; exit 0; fi
+
 mkdir -p "$OUT" "$BIN"
 RES=$OUT/results.jsonl
 : > "$RES"
@@ -154,10 +285,11 @@ loopback_config() { # rate(unpaced|Gb/s) size port file [rx_coalesce_us|read]
 }
 
 # one receive-rate sample: sender on TX_CPU, receiver (c | direct | indirect) on RX_CPU
-udp_sample() { # variant size rep [part]
-  local v=$1 size=$2 rep=$3 part=${4:-udp} port=$((PORT + 1)) b0 t0 b1 t1 s0 s1 rc=0
+udp_sample() { # variant size rep [part [rate_gbps]]
+  local v=$1 size=$2 rep=$3 part=${4:-udp} rate=${5:-0} port=$((PORT + 1)) b0 t0 b1 t1 s0 s1 rc=0
   local tag=$part-$v-$size-$rep
   "$BIN/sendmmsg_tx" --port "$port" --cpu "$TX_CPU" --size "$size" --seconds $((SECS + 10)) --fifo "$TX_FIFO" \
+      --rate-gbps "$rate" \
       > "$OUT/$tag.tx.json" &
   local txpid=$!
   sleep 0.5
@@ -395,6 +527,14 @@ print(json.dumps({"part": "sockperf", "rep": int(rep), "avg_half_rtt_us": float(
 EOF
 }
 
+# the paced rate of part udppaced for a size (BENCH_PACED "size:Gb/s ..."; default 1 Gb/s)
+PACED=${BENCH_PACED:-"1472:2 8000:8 64000:25"}
+paced_rate() {
+  local e
+  for e in $PACED; do [ "${e%%:*}" = "$1" ] && { echo "${e#*:}"; return; }; done
+  echo 1
+}
+
 # ---------------------------------------------------------------- runs
 for part in $PARTS; do
   case $part in
@@ -403,6 +543,16 @@ for part in $PARTS; do
       for rep in $(seq 1 "$REPEATS"); do
         for v in $VARIANTS; do
           log "udp size=$size rep=$rep receiver=$v"; udp_sample "$v" "$size" "$rep"
+        done
+      done
+    done ;;
+  udppaced)
+    for size in $SIZES; do
+      rate=$(paced_rate "$size")
+      for rep in $(seq 1 "$REPEATS"); do
+        for v in $VARIANTS; do
+          log "udppaced size=$size rate=${rate}Gb/s rep=$rep receiver=$v"
+          udp_sample "$v" "$size" "$rep" udppaced "$rate"
         done
       done
     done ;;
@@ -452,123 +602,5 @@ echo "other busy processes at end: $(ps -eo pid,cls,rtprio,pcpu,comm --sort=-pcp
 log "loadavg_end: $(cat /proc/loadavg)"
 
 # ---------------------------------------------------------------- tables
-python3 - "$OUT" <<'EOF' | tee "$OUT/tables.md"
-import json, statistics as st, sys
-out = sys.argv[1]
-rows = [json.loads(l) for l in open(out + "/results.jsonl") if l.strip()]
-def mmm(xs, f="{:.2f}"):
-    xs = [x for x in xs if x is not None]
-    if not xs: return "n/a"
-    return " / ".join(f.format(v) for v in (min(xs), st.median(xs), max(xs)))
-def ratios(a, b):  # pairwise by repeat: a[i] / b[i]
-    return [x / y for x, y in zip(a, b) if y]
-print("host:"); print(open(out + "/host.txt").read())
-failed = [r["tag"] for r in rows if r["part"] == "failed"]
-print("failed samples (no report):", ", ".join(failed) if failed else "none"); print()
-udp = [r for r in rows if r["part"] == "udp"]
-if udp:
-    print("## UDP receive rate (sender sendmmsg_tx unpaced on TX_CPU, receiver on RX_CPU, see host; 127.0.0.1)")
-    print("min / median / max over repeats; Gb/s of UDP payload; ratio = rtdaq / C paired by repeat\n")
-    print("per core = datagrams per CPU-second of the receiving thread(s) (CLOCK_THREAD_CPUTIME_ID: the C "
-          "receiver's one thread; rtdaq's I/O thread, plus its consumer thread in indirect mode); "
-          "ns/datagram = the same as CPU time per datagram\n")
-    print("| size B | receiver | Mdatagrams/s | Gb/s | ratio rtdaq/C (pps) | RX core busy % | thread CPU ns/datagram | M datagrams per CPU-s | ratio rtdaq/C per core | loss in window (seq) | rtdaq drops: kernel | rtdaq drops: ring_full | sender Gb/s | RX core steal s per sample | rc |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
-    names = (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("lean", "rtdaq direct, lean"),
-             ("coalesce", "rtdaq direct, lean, rx_coalesce_us"), ("indirect", "rtdaq indirect"))
-    percore = lambda r: r["packets"] / r["cpu_s"] if r.get("cpu_s") else 0.0
-    for size in sorted({r["size"] for r in udp}):
-        by = {v: sorted([r for r in udp if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v, _ in names}
-        cp = [r["pps"] for r in by["c"]]
-        cc = [percore(r) for r in by["c"]]
-        for v, name in names:
-            rs = by[v]
-            if not rs: continue
-            pp = [r["pps"] for r in rs]
-            pc = [percore(r) for r in rs]
-            ratio = "1" if v == "c" else mmm(ratios(pp, cp), "{:.3f}")
-            ratio_pc = "1" if v == "c" else mmm(ratios(pc, cc), "{:.3f}")
-            print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {mmm([r['gbps'] for r in rs])} | {ratio} | "
-                  f"{mmm([r['core1_busy_pct'] for r in rs], '{:.0f}')} | {mmm([1e9/x for x in pc if x], '{:.0f}')} | {mmm([x/1e6 for x in pc], '{:.3f}')} | {ratio_pc} | {mmm([r['lost'] for r in rs], '{:.0f}')} | "
-                  f"{mmm([r.get('kernel_drops') for r in rs], '{:.0f}')} | {mmm([r.get('ring_full') for r in rs], '{:.0f}')} | {mmm([r['tx_gbps'] for r in rs])} | {','.join(f"{r['rx_core_steal_s']:.2f}" if 'rx_core_steal_s' in r else '?' for r in rs)} | {','.join(str(r['rc']) for r in rs)} |")
-    print()
-u2 = [r for r in rows if r["part"] == "udp2"]
-if u2:
-    print("## UDP, 2 RX queues (SO_REUSEPORT; sender --sources 8 on TX_CPU; receivers on TX_CPU and RX_CPU)")
-    print("min / median / max over repeats; ratio = rtdaq / C paired by repeat\n")
-    print("| size B | receivers | Mdatagrams/s (both) | ratio rtdaq/C | per queue (median split) | TX_CPU busy % | RX_CPU busy % | lost | rc |")
-    print("|---:|---|---:|---:|---|---:|---:|---:|---|")
-    for size in sorted({r["size"] for r in u2}):
-        by = {v: sorted([r for r in u2 if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v in ("c", "direct", "lean")}
-        cp = [r["pps"] for r in by["c"]]
-        for v, name in (("c", "2 x C recvmmsg_rx"), ("direct", "rtdaq 2 direct queues"), ("lean", "rtdaq 2 direct queues, lean")):
-            rs = by[v]
-            if not rs: continue
-            pp = [r["pps"] for r in rs]
-            ratio = "1" if v == "c" else mmm(ratios(pp, cp), "{:.3f}")
-            split = sorted(rs, key=lambda r: r["pps"])[len(rs) // 2]["per_queue"]
-            print(f"| {size} | {name} | {mmm([x/1e6 for x in pp], '{:.3f}')} | {ratio} | {split} | "
-                  f"{mmm([r['busy_tx_core_pct'] for r in rs], '{:.0f}')} | {mmm([r['busy_rx_core_pct'] for r in rs], '{:.0f}')} | "
-                  f"{mmm([r['lost'] for r in rs], '{:.0f}')} | {','.join(str(r['rc']) for r in rs)} |")
-    print()
-lf = [r for r in rows if r["part"] == "lossfree"]
-if lf:
-    print("## Loss-free rate: rtdaq generator -> rtdaq receiver, 1472 B, 1 RX queue (default config shape)\n")
-    print("| rate | tx Gb/s | rx Gb/s | rx Mpps | lost (min/med/max) | rx pkts == tx pkts in all | loss-free in all repeats |")
-    print("|---|---:|---:|---:|---:|---|---|")
-    rates = []
-    for r in lf:
-        if r["rate"] not in rates: rates.append(r["rate"])
-    best = None
-    for rate in rates:
-        rs = [r for r in lf if r["rate"] == rate]
-        ok = all(r["lost"] == 0 and r["rx_packets"] == r["tx_packets"] and r["tx_drops"] == 0 for r in rs)
-        if ok and rate != "unpaced": best = max(best or 0, float(rate))
-        print(f"| {rate} | {mmm([r['tx_gbps'] for r in rs])} | {mmm([r['rx_gbps'] for r in rs])} | {mmm([r['rx_mpps'] for r in rs], '{:.3f}')} | "
-              f"{mmm([r['lost'] for r in rs], '{:.0f}')} | {all(r['rx_packets'] == r['tx_packets'] for r in rs)} | {ok} |")
-    drain = [r["rx_gbps"] for r in lf if r["rate"] == "unpaced"]
-    if drain and best and best > st.median(drain):
-        print(f"\nhighest loss-free paced rate: {best} Gb/s; the unpaced run delivered only {st.median(drain):.2f} Gb/s "
-              "(median), below that, so it is NOT a valid drain rate here (e.g. an unpaced generator at equal "
-              "SCHED_FIFO priority on the receiver's core starves it); no share is computed\n")
-    elif drain and best:
-        print(f"\nhighest loss-free paced rate: {best} Gb/s = {100*best/st.median(drain):.0f} % of the median unpaced drain rate "
-              f"({st.median(drain):.2f} Gb/s; min {min(drain):.2f}, max {max(drain):.2f})\n")
-    else:
-        print("\nno paced rate was loss-free in all repeats\n")
-ip = [r for r in rows if r["part"] == "iperf_udp"]
-if ip:
-    print("## iperf3 UDP vs rtdaq direct (C sender), paired by repeat\n")
-    print("| size B | iperf3 rx Gb/s | iperf3 rx Mpps | iperf3 loss % | rtdaq direct Gb/s | rtdaq Mpps | ratio rtdaq/iperf3 (pps) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    pr = [r for r in rows if r["part"] == "udp_iperfpair"]
-    for size in sorted({r["size"] for r in ip}):
-        a = sorted([r for r in ip if r["size"] == size], key=lambda r: r["rep"])
-        b = sorted([r for r in pr if r["size"] == size], key=lambda r: r["rep"])
-        print(f"| {size} | {mmm([r['gbps'] for r in a])} | {mmm([r['pps']/1e6 for r in a], '{:.3f}')} | {mmm([r['lost_percent'] for r in a], '{:.1f}')} | "
-              f"{mmm([r['gbps'] for r in b])} | {mmm([r['pps']/1e6 for r in b], '{:.3f}')} | {mmm(ratios([r['pps'] for r in b], [r['pps'] for r in a]), '{:.3f}')} |")
-    print()
-it = sorted([r for r in rows if r["part"] == "iperf_tcp"], key=lambda r: r["rep"])
-rt = sorted([r for r in rows if r["part"] == "rtdaq_tcp"], key=lambda r: r["rep"])
-if it or rt:
-    print("## TCP, 1 connection, 8000 B writes/records, sender TX_CPU, receiver RX_CPU (see host)\n")
-    print("| | Gb/s (min/med/max) | notes |\n|---|---:|---|")
-    print(f"| iperf3 TCP | {mmm([r['gbps'] for r in it])} | receiver-side bits/s |")
-    print(f"| rtdaq TCP | {mmm([r['gbps'] for r in rt])} | lost {mmm([r['lost'] for r in rt], '{:.0f}')}, rc {','.join(str(r['rc']) for r in rt)} |")
-    if it and rt: print(f"| ratio rtdaq/iperf3 | {mmm(ratios([r['gbps'] for r in rt], [r['gbps'] for r in it]), '{:.3f}')} | paired by repeat |")
-    print()
-sp = sorted([r for r in rows if r["part"] == "sockperf"], key=lambda r: r["rep"])
-la = sorted([r for r in rows if r["part"] == "latency"], key=lambda r: r["rep"])
-lr = sorted([r for r in rows if r["part"] == "latency_read"], key=lambda r: r["rep"])
-lc = sorted([r for r in rows if r["part"] == "latency_co"], key=lambda r: r["rep"])
-if sp or la:
-    print("## Latency (different quantities, see the page)\n")
-    print("| | p50 µs | p99 µs | p99.9 µs | max µs |\n|---|---:|---:|---:|---:|")
-    print(f"| sockperf UDP ping-pong 1472 B (half round trip) | {mmm([r['p50_us'] for r in sp])} | {mmm([r['p99_us'] for r in sp])} | {mmm([r['p999_us'] for r in sp])} | {mmm([r['max_us'] for r in sp])} |")
-    print(f"| rtdaq one-way, generator stamp -> RX kernel stamp, 1 Gb/s paced, 1472 B | {mmm([r['lat_ns']['p50']/1e3 for r in la])} | {mmm([r['lat_ns']['p99']/1e3 for r in la])} | {mmm([r['lat_ns']['p999']/1e3 for r in la])} | {mmm([r['lat_ns']['max']/1e3 for r in la])} |")
-    for rs, what in ((lr, "rtdaq one-way, generator stamp -> the queue's read (rx_timestamps = batch)"),
-                     (lc, "the same with rx_coalesce_us")):
-        if rs:
-            print(f"| {what} (lost {mmm([r['lost'] for r in rs], '{:.0f}')}) | {mmm([r['lat_ns']['p50']/1e3 for r in rs])} | {mmm([r['lat_ns']['p99']/1e3 for r in rs])} | {mmm([r['lat_ns']['p999']/1e3 for r in rs])} | {mmm([r['lat_ns']['max']/1e3 for r in rs])} |")
-EOF
+tables "$OUT" | tee "$OUT/tables.md"
 log "raw results: $RES"

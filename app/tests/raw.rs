@@ -255,6 +255,77 @@ fn afxdp_jumbo_frames_lossless() {
     assert!(log.contains("multi-buffer"), "the engine says it: {log}");
 }
 
+/// Two RX queues with flow rules on one jumbo interface: both sockets on NIC queue 0 share one
+/// multi-buffer UMEM (the second binds with `XDP_SHARED_UMEM` alone: the kernel refuses
+/// `XDP_USE_SG` beside it), and the steering program sends each stream's jumbo frames to its
+/// queue by UDP source port: every frame delivered once, intact, on the queue of its stream.
+#[test]
+#[ignore = "needs root and scripts/build-engines.sh; scripts/test.sh runs it"]
+fn afxdp_jumbo_frames_on_two_queues_sharing_one_umem() {
+    let p = pair("e2e-xjumbo2", 9000);
+    let second_queue_and_rules = "[[interfaces.rx_queues]]
+id = 1
+cpu_core = 0
+rt_priority = 50
+batch_size = 64
+timeout_us = 100
+ring_depth = 1024
+memory_regions = [\"umem\"]
+mode = \"direct\"
+
+[[flows]]
+interface = \"veth_b\"
+id = 1
+queue = 0
+[flows.match]
+udp_src = 4000
+
+[[flows]]
+interface = \"veth_b\"
+id = 2
+queue = 1
+[flows.match]
+udp_src = 4001
+";
+    let rx_edits = [
+        ("mtu = 1500", "mtu = 9000".to_string()),
+        ("frame_size = 2048", "frame_size = 4096".to_string()),
+        ("buf_size = 2048", "buf_size = 4096".to_string()),
+        (
+            "[[flows]]\ninterface = \"veth_b\"\nid = 1\nqueue = 0\n[flows.match]\nudp_dst = 5000\n",
+            second_queue_and_rules.to_string(),
+        ),
+    ];
+    let rx = config("veth-afxdp-rx.toml", &p, &rx_edits, "xj2-rx");
+    let mut t = tx_edits(5_000, 8000);
+    t.extend([
+        ("mtu = 1500", "mtu = 9000".to_string()),
+        ("buf_size = 2048", "buf_size = 9216".to_string()),
+        ("frame_size = 2048", "frame_size = 9216".to_string()),
+        (
+            "payload_size = 8000",
+            "payload_size = 8000\nstreams = 2".to_string(),
+        ),
+    ]);
+    let tx = config("veth-afpacket-tx.toml", &p, &t, "xj2-tx");
+    let (r, t, log) = lossless_as(&p, ("afxdp", rx), ("afpacket", tx), 2.0, "xj2", &[]);
+    let sent = u(&t, "/tx/totals/packets");
+    let queues = r["rx"]["queues"].as_array().expect("rx queues");
+    assert_eq!(queues.len(), 2, "{r}");
+    let per: Vec<u64> = queues
+        .iter()
+        .map(|q| q["packets"].as_u64().unwrap())
+        .collect();
+    // The generator alternates its two lanes (source ports 4000, 4001).
+    assert_eq!(
+        per,
+        vec![sent.div_ceil(2), sent / 2],
+        "each stream on its queue: {r}"
+    );
+    assert_eq!(u(&r, "/rx/totals/bytes"), sent * 8042);
+    assert!(log.contains("multi-buffer"), "the engine says it: {log}");
+}
+
 #[test]
 #[ignore = "needs root and scripts/build-engines.sh; scripts/test.sh runs it"]
 fn afpacket_tx_into_afxdp_rx_and_back() {

@@ -16,6 +16,9 @@ pub struct RxStats {
     pub reads: u64,
     /// UDP: sleeps of `engine.socket.rx_coalesce_us` before a read.
     pub coalesce_waits: u64,
+    /// UDP: times coalescing stopped for a while because its waits gathered too few
+    /// datagrams (adaptive moderation, see the `udp_rx` module docs).
+    pub coalesce_backoffs: u64,
     /// UDP: coalesced GRO reads split back into datagrams.
     pub gro_reads: u64,
     /// UDP: datagrams copied out of a GRO read into further pool buffers.

@@ -21,7 +21,9 @@
 //!      whose last read emptied the socket first sleeps that long and reads with
 //!      `MSG_DONTWAIT`, so datagrams gather into larger reads (fewer system calls and
 //!      wake-ups per datagram, for the sender too; up to that much more latency); only when
-//!      nothing came does it block as above;
+//!      nothing came does it block as above. Adaptive: after 4 waits in a row that gathered
+//!      fewer than 8 datagrams (a slow stream, or datagrams so large that a few fill the
+//!      wait) it stops waiting for 1024 turns, then tries again;
 //!    - a busy-polling queue always reads with `MSG_DONTWAIT`;
 //! 4. per datagram: `SO_RXQ_OVFL` delta → `kernel` drops, `MSG_TRUNC` → `too_large`, GRO
 //!    reads split into datagrams (copies into further slots), flow rules → flow id or
@@ -68,6 +70,15 @@ const BUSY_DROP_SYNC: u32 = 1024;
 /// Reads with datagrams between two `SO_MEMINFO` reads (besides the one after each full read).
 const DROP_SYNC_READS: u32 = 64;
 
+/// A coalescing wait that gathers fewer datagrams than this did not pay for its timer (a
+/// sleep costs a timer and a wake-up, about what a wake-up by a datagram costs: worth it when
+/// it saves several).
+const COALESCE_MIN_GATHER: usize = 8;
+/// Coalescing waits in a row that gather too little before the queue stops waiting...
+const COALESCE_MISSES: u32 = 4;
+/// ...for this many turns that would have waited; then it tries again.
+const COALESCE_BACKOFF: u32 = 1024;
+
 /// One UDP RX queue.
 pub(crate) struct UdpRx<'a, const N: usize> {
     sock: Socket,
@@ -86,6 +97,10 @@ pub(crate) struct UdpRx<'a, const N: usize> {
     coalesce: Duration,
     /// The last read drained the socket (took fewer datagrams than asked for).
     drained: bool,
+    /// Coalescing waits in a row that gathered fewer than [`COALESCE_MIN_GATHER`].
+    coalesce_misses: u32,
+    /// Turns left in which the queue does not wait to coalesce (backed off).
+    coalesce_off: u32,
     gro: bool,
     flows: Option<Box<Flows>>,
     /// Posted receive buffers and their `recvmmsg` entries.
@@ -266,6 +281,8 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             batch_clock: stamps == RxTimestamps::Batch,
             coalesce: Duration::from_micros(u64::from(ctx.sock.rx_coalesce_us)),
             drained: false,
+            coalesce_misses: 0,
+            coalesce_off: 0,
             gro,
             flows,
             ring,
@@ -322,11 +339,18 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         }
         if self.block && burst.is_empty() {
             if self.drained && !self.coalesce.is_zero() {
-                // Interrupt moderation: let datagrams gather instead of waking for each few.
-                std::thread::sleep(self.coalesce);
-                self.stats.coalesce_waits += 1;
-                if self.recv_once(burst, MSG_DONTWAIT | MSG_TRUNC) > 0 {
-                    return burst.len() - before;
+                if self.coalesce_off > 0 {
+                    self.coalesce_off -= 1;
+                } else {
+                    // Interrupt moderation: let datagrams gather instead of waking for each
+                    // few.
+                    std::thread::sleep(self.coalesce);
+                    self.stats.coalesce_waits += 1;
+                    let got = self.recv_once(burst, MSG_DONTWAIT | MSG_TRUNC);
+                    self.judge_coalesce(got);
+                    if got > 0 {
+                        return burst.len() - before;
+                    }
                 }
             }
             if self.recv_once(burst, MSG_WAITFORONE | MSG_TRUNC) == 0 {
@@ -350,6 +374,24 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             }
         }
         burst.len() - before
+    }
+
+    /// Adaptive moderation: a coalescing wait that gathered `got` datagrams. After
+    /// [`COALESCE_MISSES`] waits in a row that gathered fewer than [`COALESCE_MIN_GATHER`]
+    /// (the stream is too slow, or its datagrams too large, for the wait to save wake-ups),
+    /// the queue reads as without coalescing for [`COALESCE_BACKOFF`] turns, then tries again.
+    #[inline]
+    fn judge_coalesce(&mut self, got: usize) {
+        if got >= COALESCE_MIN_GATHER {
+            self.coalesce_misses = 0;
+            return;
+        }
+        self.coalesce_misses += 1;
+        if self.coalesce_misses >= COALESCE_MISSES {
+            self.coalesce_misses = 0;
+            self.coalesce_off = COALESCE_BACKOFF;
+            self.stats.coalesce_backoffs += 1;
+        }
     }
 
     /// One `recvmmsg`; returns datagrams taken from the socket (delivered or dropped).

@@ -736,6 +736,16 @@ fn tx_queues_without_the_generator_have_one_lane() {
 /// queue; returns (datagrams received in order, receive calls that returned data, coalescing
 /// sleeps).
 fn steady_stream(coalesce_us: u32, n: usize, gap: Duration) -> (usize, u64, u64) {
+    let (in_order, st) = steady_stream_stats(coalesce_us, n, gap);
+    (in_order, st.reads, st.coalesce_waits)
+}
+
+/// [`steady_stream`] with the queue's whole statistics.
+fn steady_stream_stats(
+    coalesce_us: u32,
+    n: usize,
+    gap: Duration,
+) -> (usize, rtdaq_engine_socket::RxStats) {
     let port = free_udp_port();
     let setup = Setup::new(
         &rx_config(
@@ -770,8 +780,26 @@ fn steady_stream(coalesce_us: u32, n: usize, gap: Duration) -> (usize, u64, u64)
         .enumerate()
         .filter(|(i, (d, _))| d == &pattern(200, *i as u64))
         .count();
-    let st = rx[0].stats();
-    (in_order, st.reads, st.coalesce_waits)
+    (in_order, rx[0].stats())
+}
+
+#[test]
+fn rx_coalesce_us_backs_off_when_its_waits_gather_too_little() {
+    // 300 datagrams 1 ms apart with 100 µs waits: each wait gathers nothing, so after 4 such
+    // waits the queue stops waiting (for 1024 turns, longer than this stream) and reads as
+    // without coalescing.
+    let n = 300;
+    let (got, st) = steady_stream_stats(100, n, Duration::from_millis(1));
+    assert_eq!(got, n, "every datagram, in order");
+    assert!(st.coalesce_backoffs >= 1, "{st:?}");
+    assert!(
+        st.coalesce_waits <= 8,
+        "backed off after 4 fruitless waits, not one wait per datagram: {st:?}"
+    );
+    // A stream that fills the waits keeps them (the gathering test above): no back-off there.
+    let (got, st) = steady_stream_stats(2000, 1000, Duration::from_micros(100));
+    assert_eq!(got, 1000);
+    assert_eq!(st.coalesce_backoffs, 0, "{st:?}");
 }
 
 #[test]
