@@ -27,7 +27,9 @@
 #            rx_coalesce_us = BENCH_COALESCE_US (what coalescing costs in latency).
 #
 # Environment: BENCH_TABLES_ONLY=DIR re-prints the tables of a finished run; BENCH_REPEATS (3), BENCH_SECONDS (3), BENCH_SIZES ("1472 8000 64000"),
-# BENCH_RATES ("0.5 1 2 3 4 5 6"), BENCH_VARIANTS ("c direct lean indirect"; also "coalesce"),
+# BENCH_RATES ("0.5 1 2 3 4 5 6"), BENCH_VARIANTS ("c direct lean indirect"; also "coalesce";
+# any rtdaq variant + "-base", e.g. "coalesce-base", runs it with BENCH_BASELINE_BIN, an earlier
+# build, in the same interleaved run),
 # BENCH_COALESCE_US (50), BENCH_OUT (target/bench-socket/<timestamp>), BENCH_TX_FIFO (0:
 # SCHED_FIFO priority of the C sender; e.g. 40 keeps concurrent builds off the measured cores).
 # Needs root for SCHED_FIFO / SO_RCVBUFFORCE (it runs without, with other numbers), and
@@ -81,6 +83,7 @@ for part, title in (("udp", "sender sendmmsg_tx unpaced"), ("udppaced", "sender 
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     names = (("c", "C recvmmsg_rx"), ("direct", "rtdaq direct"), ("lean", "rtdaq direct, lean"),
              ("coalesce", "rtdaq direct, lean, rx_coalesce_us"), ("indirect", "rtdaq indirect"))
+    names = names + tuple((v + "-base", n + " (BENCH_BASELINE_BIN)") for v, n in names[1:])
     percore = lambda r: r["packets"] / r["cpu_s"] if r.get("cpu_s") else 0.0
     for size in sorted({r["size"] for r in udp}):
         by = {v: sorted([r for r in udp if r["size"] == size and r["variant"] == v], key=lambda r: r["rep"]) for v, _ in names}
@@ -298,8 +301,11 @@ udp_sample() { # variant size rep [part [rate_gbps]]
     "$BIN/recvmmsg_rx" --port "$port" --cpu "$RX_CPU" --seconds "$SECS" --batch 64 \
         --bufsize "$(bufsize_for "$size")" --rcvbuf 16777216 --fifo 50 > "$OUT/$tag.rx.json" || rc=$?
   else
-    rx_only_config "$size" "$v" "$port" "$OUT/$tag.toml"
-    timeout -k 5 $((SECS + 30)) "$RTDAQ" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.rx.json" \
+    # VARIANT-base: the same variant run by BENCH_BASELINE_BIN (a same-run baseline of a change)
+    local bin=$RTDAQ
+    case $v in *-base) bin=${BENCH_BASELINE_BIN:?"variant $v needs BENCH_BASELINE_BIN"} ;; esac
+    rx_only_config "$size" "${v%-base}" "$port" "$OUT/$tag.toml"
+    timeout -k 5 $((SECS + 30)) "$bin" run --config "$OUT/$tag.toml" --duration "$SECS" --report-json "$OUT/$tag.rx.json" \
         > "$OUT/$tag.log" 2>&1 || rc=$?
   fi
   read -r b1 t1 < <(cpu_jiffies "$RX_CPU"); s1=$(cpu_steal "$RX_CPU")

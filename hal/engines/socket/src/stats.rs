@@ -19,6 +19,16 @@ pub struct RxStats {
     /// UDP: times coalescing stopped for a while because its waits gathered too few
     /// datagrams (adaptive moderation, see the `udp_rx` module docs).
     pub coalesce_backoffs: u64,
+    /// UDP, adaptive moderation: measured periods after which the queue kept waiting
+    /// `rx_coalesce_us` (it cost less CPU per datagram than plain reads)...
+    pub moderation_chose_waits: u64,
+    /// ...and after which it read without waiting.
+    pub moderation_chose_reads: u64,
+    /// UDP: the last comparison's thread CPU per datagram with waits and without, in
+    /// picoseconds (ns × 1000; 0 before the first).
+    pub moderation_on_ppd: u64,
+    /// See [`moderation_on_ppd`](Self::moderation_on_ppd).
+    pub moderation_off_ppd: u64,
     /// UDP: coalesced GRO reads split back into datagrams.
     pub gro_reads: u64,
     /// UDP: datagrams copied out of a GRO read into further pool buffers.

@@ -79,6 +79,105 @@ const COALESCE_MISSES: u32 = 4;
 /// ...for this many turns that would have waited; then it tries again.
 const COALESCE_BACKOFF: u32 = 1024;
 
+/// Datagrams per measuring period of [`Moderation`].
+const MODERATION_PERIOD: u64 = 4096;
+/// Periods the cheaper read mode is kept before both are measured again.
+const MODERATION_SETTLE: u32 = 30;
+
+/// Adaptive receive moderation by measurement: whether waiting `rx_coalesce_us` before a read
+/// costs this thread less CPU per datagram than reading as soon as datagrams come. It measures
+/// one period with waits (as configured) and one without, keeps the cheaper mode for
+/// [`MODERATION_SETTLE`] periods, and measures again (load, datagram size and the host's timer
+/// cost all change the answer: in a VM a timer is a hypervisor exit). Checked once a turn:
+/// one compare; a period's end reads the thread's CPU clock once.
+#[derive(Debug)]
+struct Moderation {
+    /// Waits are in use now.
+    on: bool,
+    /// 0: settled (periods left in `settle`); 1: measuring with waits; 2: without.
+    phase: u8,
+    settle: u32,
+    /// The first turn (on the queue's thread) has set the start.
+    started: bool,
+    /// Datagrams taken and thread CPU time at the start of this period.
+    start_datagrams: u64,
+    start_cpu_ns: u64,
+    /// CPU ns per datagram (× 1000) of the last period with waits.
+    cost_on: u64,
+}
+
+impl Moderation {
+    /// Waits on, the first period to be measured from the first turn.
+    const fn new() -> Self {
+        Moderation {
+            on: true,
+            phase: 1,
+            settle: 0,
+            started: false,
+            start_datagrams: 0,
+            start_cpu_ns: 0,
+            cost_on: 0,
+        }
+    }
+
+    /// `datagrams` taken so far; ends a period when it is full. Returns whether waits are
+    /// in use.
+    #[inline]
+    fn turn(&mut self, datagrams: u64, stats: &mut RxStats) -> bool {
+        let n = datagrams.wrapping_sub(self.start_datagrams);
+        if !self.started || n >= MODERATION_PERIOD {
+            self.end_period(datagrams, n, rtdaq_platform::rt::thread_cpu_ns(), stats);
+        }
+        self.on
+    }
+
+    /// A period of `n` datagrams ended at `datagrams` taken and `cpu` ns of thread CPU.
+    #[cold]
+    fn end_period(&mut self, datagrams: u64, n: u64, cpu: Option<u64>, stats: &mut RxStats) {
+        let Some(cpu) = cpu else {
+            // No CPU clock: keep waiting, as configured.
+            self.on = true;
+            self.phase = 0;
+            self.settle = u32::MAX;
+            self.started = true;
+            self.start_datagrams = datagrams;
+            return;
+        };
+        if self.started {
+            let cost = cpu.saturating_sub(self.start_cpu_ns).saturating_mul(1000) / n.max(1);
+            match self.phase {
+                1 => {
+                    self.cost_on = cost;
+                    self.phase = 2;
+                    self.on = false;
+                }
+                2 => {
+                    self.on = self.cost_on < cost;
+                    stats.moderation_on_ppd = self.cost_on;
+                    stats.moderation_off_ppd = cost;
+                    if self.on {
+                        stats.moderation_chose_waits += 1;
+                    } else {
+                        stats.moderation_chose_reads += 1;
+                    }
+                    self.phase = 0;
+                    self.settle = MODERATION_SETTLE;
+                }
+                _ => {
+                    self.settle = self.settle.saturating_sub(1);
+                    if self.settle == 0 {
+                        self.phase = 1;
+                        self.on = true;
+                    }
+                }
+            }
+        }
+        self.started = true;
+        self.start_datagrams = datagrams;
+        self.start_cpu_ns = cpu;
+    }
+}
+
 /// One UDP RX queue.
 pub(crate) struct UdpRx<'a, const N: usize> {
     sock: Socket,
@@ -101,6 +200,10 @@ pub(crate) struct UdpRx<'a, const N: usize> {
     coalesce_misses: u32,
     /// Turns left in which the queue does not wait to coalesce (backed off).
     coalesce_off: u32,
+    /// Measures whether the waits pay (with `coalesce` set).
+    moderation: Moderation,
+    /// Datagrams taken from the socket so far (delivered or dropped).
+    datagrams: u64,
     gro: bool,
     flows: Option<Box<Flows>>,
     /// Posted receive buffers and their `recvmmsg` entries.
@@ -283,6 +386,8 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             drained: false,
             coalesce_misses: 0,
             coalesce_off: 0,
+            moderation: Moderation::new(),
+            datagrams: 0,
             gro,
             flows,
             ring,
@@ -338,7 +443,10 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             return burst.len() - before;
         }
         if self.block && burst.is_empty() {
-            if self.drained && !self.coalesce.is_zero() {
+            if self.drained
+                && !self.coalesce.is_zero()
+                && self.moderation.turn(self.datagrams, &mut self.stats)
+            {
                 if self.coalesce_off > 0 {
                     self.coalesce_off -= 1;
                 } else {
@@ -414,6 +522,7 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         };
         let k = want.min(self.ring.posted());
         self.drained = n < k;
+        self.datagrams = self.datagrams.wrapping_add(n as u64);
         if n > 0 {
             self.stats.reads += 1;
         }
@@ -534,6 +643,23 @@ impl<const N: usize> Drop for UdpRx<'_, N> {
     fn drop(&mut self) {
         // Drops since the last read of the counter still count.
         self.sync_kernel_drops();
+        if !self.coalesce.is_zero() {
+            let packets = self.counters.snapshot().packets;
+            log::info!(
+                "{} ({}): rx_coalesce_us {}: {} reads ({:.1} datagrams each), {} coalescing waits, {} back-offs; measured periods chose waits {} times, plain reads {} (last: {:.0} vs {:.0} ns CPU per datagram)",
+                self.key,
+                self.local,
+                self.coalesce.as_micros(),
+                self.stats.reads,
+                packets as f64 / self.stats.reads.max(1) as f64,
+                self.stats.coalesce_waits,
+                self.stats.coalesce_backoffs,
+                self.stats.moderation_chose_waits,
+                self.stats.moderation_chose_reads,
+                self.stats.moderation_on_ppd as f64 / 1000.0,
+                self.stats.moderation_off_ppd as f64 / 1000.0,
+            );
+        }
         if self.stats.errors > 0 {
             log::warn!(
                 "{} ({}): {} receive errors, last errno {}",
@@ -646,6 +772,52 @@ impl<'a, const N: usize> Out<'_, 'a, N> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs one measured period of `MODERATION_PERIOD` datagrams costing `ns` each.
+    fn period(m: &mut Moderation, taken: &mut u64, cpu: &mut u64, ns: u64, st: &mut RxStats) {
+        *taken += MODERATION_PERIOD;
+        *cpu += ns * MODERATION_PERIOD;
+        m.end_period(*taken, MODERATION_PERIOD, Some(*cpu), st);
+    }
+
+    /// Measures with waits, then without, keeps the cheaper for the settling periods, then
+    /// measures again (waits first); no CPU clock: waits as configured.
+    #[test]
+    fn moderation_keeps_the_mode_that_costs_less_cpu_per_datagram() {
+        let mut st = RxStats::default();
+        let (mut taken, mut cpu) = (0, 1_000);
+        let mut m = Moderation::new();
+        assert!(m.on, "configured: waits");
+        m.end_period(0, 0, Some(cpu), &mut st); // the first turn sets the start
+        assert!(m.on);
+        period(&mut m, &mut taken, &mut cpu, 3000, &mut st); // with waits: 3 µs
+        assert!(!m.on, "now measuring plain reads");
+        period(&mut m, &mut taken, &mut cpu, 2000, &mut st); // without: 2 µs
+        assert!(!m.on, "plain reads were cheaper");
+        assert_eq!(
+            (st.moderation_chose_reads, st.moderation_chose_waits),
+            (1, 0)
+        );
+        assert_eq!(
+            (st.moderation_on_ppd, st.moderation_off_ppd),
+            (3_000_000, 2_000_000)
+        );
+        for _ in 0..MODERATION_SETTLE - 1 {
+            period(&mut m, &mut taken, &mut cpu, 2000, &mut st);
+            assert!(!m.on, "settled");
+        }
+        period(&mut m, &mut taken, &mut cpu, 2000, &mut st);
+        assert!(m.on, "measuring again, waits first");
+        period(&mut m, &mut taken, &mut cpu, 1000, &mut st); // with waits: 1 µs
+        period(&mut m, &mut taken, &mut cpu, 2000, &mut st); // without: 2 µs
+        assert!(m.on, "waits were cheaper");
+        assert_eq!(st.moderation_chose_waits, 1);
+        let mut m = Moderation::new();
+        m.end_period(0, 0, None, &mut st);
+        assert!(m.on);
+        m.end_period(MODERATION_PERIOD, MODERATION_PERIOD, None, &mut st);
+        assert!(m.on, "still waiting without a CPU clock");
+    }
 
     #[test]
     fn kernel_drop_counter_counts_forward_steps_only_and_wraps() {
