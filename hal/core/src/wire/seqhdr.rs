@@ -161,8 +161,8 @@ pub fn fill_pattern(stream_id: u16, seq: u64, buf: &mut [u8]) {
 pub fn check_pattern(stream_id: u16, seq: u64, buf: &[u8]) -> bool {
     let mut x = pattern_seed(stream_id, seq);
     // Four words per turn, each from its own state (x + k·GOLDEN) into its own accumulator:
-    // no dependency between them, so the multiplies overlap (~20 % less time per byte than
-    // one word per turn, docs/benchmarks/dpdk.md run 8).
+    // no dependency between them, so the multiplies of neighbouring words overlap (the check
+    // is most of full validation's cost on large payloads: docs/benchmarks/dpdk.md run 8).
     let mut quads = buf.chunks_exact(32);
     let mut d = [0u64; 4];
     for q in &mut quads {
