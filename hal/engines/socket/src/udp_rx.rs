@@ -21,9 +21,11 @@
 //!      whose last read emptied the socket first sleeps that long and reads with
 //!      `MSG_DONTWAIT`, so datagrams gather into larger reads (fewer system calls and
 //!      wake-ups per datagram, for the sender too; up to that much more latency); only when
-//!      nothing came does it block as above. Adaptive: after 4 waits in a row that gathered
-//!      fewer than 8 datagrams (a slow stream, or datagrams so large that a few fill the
-//!      wait) it stops waiting for 1024 turns, then tries again;
+//!      nothing came does it block as above. Adaptive: the queue measures its thread's CPU
+//!      per datagram over 4096 datagrams with the waits and 4096 without and keeps the
+//!      cheaper for 30 such periods (`Moderation`); and after 4 waits in a row that
+//!      gathered fewer than 8 datagrams (a slow stream, or datagrams so large that a few
+//!      fill the wait) it stops waiting for 1024 turns at once;
 //!    - a busy-polling queue always reads with `MSG_DONTWAIT`;
 //! 4. per datagram: `SO_RXQ_OVFL` delta → `kernel` drops, `MSG_TRUNC` → `too_large`, GRO
 //!    reads split into datagrams (copies into further slots), flow rules → flow id or
