@@ -578,7 +578,8 @@ fn enter_eal(port: &str) {
 impl RxQueue for DpdkRx<'_> {
     type Burst = DpdkRxBurst;
 
-    /// Also registers the calling thread (the queue's) with the EAL: see [`enter_eal`].
+    /// Also registers the calling thread (the queue's) with the EAL
+    /// ([`Eal::register_thread`](rtdaq_dpdk_sys::Eal::register_thread)), once per thread.
     fn new_burst(&self) -> DpdkRxBurst {
         enter_eal(self.port_name());
         DpdkRxBurst::with_capacity(QueueId(self.queue() as u16), self.batch()).in_gpu(self.in_gpu())
@@ -593,7 +594,8 @@ impl RxQueue for DpdkRx<'_> {
 impl TxQueue for DpdkTx<'_> {
     type Burst = DpdkTxBurst;
 
-    /// Also registers the calling thread (the queue's) with the EAL: see [`enter_eal`].
+    /// Also registers the calling thread (the queue's) with the EAL
+    /// ([`Eal::register_thread`](rtdaq_dpdk_sys::Eal::register_thread)), once per thread.
     fn new_burst(&self) -> DpdkTxBurst {
         enter_eal(self.port_name());
         DpdkTxBurst::with_capacity(QueueId(self.queue() as u16), self.batch())
