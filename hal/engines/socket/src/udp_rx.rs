@@ -646,14 +646,13 @@ impl<const N: usize> Drop for UdpRx<'_, N> {
         // Drops since the last read of the counter still count.
         self.sync_kernel_drops();
         if !self.coalesce.is_zero() {
-            let packets = self.counters.snapshot().packets;
             log::info!(
                 "{} ({}): rx_coalesce_us {}: {} reads ({:.1} datagrams each), {} coalescing waits, {} back-offs; measured periods chose waits {} times, plain reads {} (last: {:.0} vs {:.0} ns CPU per datagram)",
                 self.key,
                 self.local,
                 self.coalesce.as_micros(),
                 self.stats.reads,
-                packets as f64 / self.stats.reads.max(1) as f64,
+                self.datagrams as f64 / self.stats.reads.max(1) as f64,
                 self.stats.coalesce_waits,
                 self.stats.coalesce_backoffs,
                 self.stats.moderation_chose_waits,
