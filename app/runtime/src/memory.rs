@@ -29,6 +29,9 @@ pub struct QueueStats {
     pub gpu: crate::gpu_report::GpuCounters,
     /// The longest loop turn of the I/O thread ([`crate::stall`]).
     pub stall: crate::stall::StallWatch,
+    /// RX (indirect, a queue that [holds a backlog](rtdaq_core::traits::RxQueue::holds_backlog)):
+    /// ns the I/O thread waited for a free ring slot, its packets left in the queue's buffer.
+    pub ring_wait_ns: AtomicU64,
     /// RX: the validator's streams, for the live line ([`crate::live_streams`]).
     pub streams: crate::live_streams::LiveStreams,
     /// RX: the validator's latency histogram in coarse buckets, for `/metrics`.
@@ -50,6 +53,7 @@ impl QueueStats {
             consumer_cpu_ns: AtomicU64::new(0),
             gpu: crate::gpu_report::GpuCounters::default(),
             stall: crate::stall::StallWatch::new(),
+            ring_wait_ns: AtomicU64::new(0),
             streams: crate::live_streams::LiveStreams::new(),
             latency: crate::latency::LiveLatency::default(),
         }

@@ -20,6 +20,8 @@
 //!       longest_stall_us, longest_stall_at_s (the I/O thread's longest loop turn and when
 //!                                      it ended, s into the run: crate::stall; null without
 //!                                      a thread)
+//!       ring_wait_s (RX only: the I/O thread waited for a free ring slot, packets left in
+//!                    a socket's buffer; RxQueue::holds_backlog)
 //!       drops: { ring_full, pool_empty, too_large, malformed, no_flow, flow_drop,
 //!                kernel, truncated, gpu_busy } (every DropReason, always all keys)
 //!       rx only: seq_gaps, reordered, duplicates, corrupt, malformed, too_old,
@@ -305,6 +307,11 @@ pub struct QueueReport {
     pub longest_stall_us: Option<f64>,
     /// When that turn ended, seconds into the run (`null` with `longest_stall_us`).
     pub longest_stall_at_s: Option<f64>,
+    /// RX only: seconds the I/O thread waited for a free ring slot because the consumer was
+    /// behind, the packets left in the queue's own buffer (a socket: see
+    /// `RxQueue::holds_backlog`); other queues drain and count `ring_full` instead (0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring_wait_s: Option<f64>,
     /// Drops by [`DropReason::as_str`]; every reason is present, 0 included.
     pub drops: BTreeMap<String, u64>,
     /// RX only: sequence, integrity and latency checks.
@@ -427,6 +434,7 @@ impl QueueReport {
             consumer_cpu_s: None,
             longest_stall_us: None,
             longest_stall_at_s: None,
+            ring_wait_s: None,
             rx: None,
             gpu: None,
             record: Vec::new(),
@@ -460,6 +468,14 @@ impl QueueReport {
         self
     }
 
+    /// Sets an RX queue's time waiting for a free ring slot (ns).
+    pub fn with_ring_wait(mut self, ns: u64) -> Self {
+        if self.ring_wait_s.is_some() {
+            self.ring_wait_s = Some(ns as f64 / 1e9);
+        }
+        self
+    }
+
     /// Sets the I/O thread's longest loop turn (`(µs, seconds into the run)`, see
     /// [`crate::stall::StallWatch::summary`]).
     pub fn with_stall(mut self, stall: Option<(f64, f64)>) -> Self {
@@ -480,6 +496,7 @@ impl QueueReport {
         checks: Option<&ValidatorStats>,
     ) -> Self {
         let mut q = Self::tx(interface, queue, core, snap, elapsed_s);
+        q.ring_wait_s = Some(0.0);
         q.rx = Some(checks.map_or(
             RxChecks {
                 seq_gaps: snap.seq_gaps,
@@ -566,6 +583,11 @@ impl QueueReport {
             consumer_cpu_s: sum(|q| q.consumer_cpu_s),
             longest_stall_us: worst.and_then(|q| q.longest_stall_us),
             longest_stall_at_s: worst.and_then(|q| q.longest_stall_at_s),
+            ring_wait_s: if rx.is_some() {
+                Some(sum(|q| q.ring_wait_s).unwrap_or(0.0))
+            } else {
+                None
+            },
             rx,
             gpu: None,
             record: Vec::new(),
@@ -849,6 +871,22 @@ impl fmt::Display for RunReport {
                 if steal.is_empty() { "not reported".to_owned() } else { steal.join(", ") }
             )?;
         }
+        let waits: Vec<String> = self
+            .rx
+            .queues
+            .iter()
+            .filter_map(|q| {
+                let s = q.ring_wait_s.filter(|&s| s > 0.0)?;
+                Some(format!("{} {:.1} ms", q.label(), s * 1e3))
+            })
+            .collect();
+        if !waits.is_empty() {
+            writeln!(
+                f,
+                "consumer behind: the RX I/O thread waited for a free ring slot, packets held in the socket buffer: {}",
+                waits.join(", ")
+            )?;
+        }
         for t in &self.failed_threads {
             writeln!(
                 f,
@@ -1055,8 +1093,8 @@ mod tests {
                        longest_stall_at_s longest_stall_us mpps packets queue";
         let rx_keys = "bytes consumer_cpu_s core corrupt drops drops_total duplicates gbps \
                        in_gpu_memory interface invalid io_cpu_s latency_ns longest_stall_at_s \
-                       longest_stall_us malformed mpps packets queue rejects reordered seq_gaps \
-                       too_old";
+                       longest_stall_us malformed mpps packets queue rejects reordered \
+                       ring_wait_s seq_gaps too_old";
         let mut drop_keys: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
         drop_keys.sort_unstable();
         for (dir, want) in [("rx", rx_keys), ("tx", tx_keys)] {

@@ -14,7 +14,7 @@ use rtdaq_core::wire::{emit_udp_frame, UdpFrameSpec};
 use rtdaq_core::{DropReason, SlotConsumer, SlotProducer};
 use rtdaq_platform::alloc_audit;
 use rtdaq_platform::rt::{self, RtRequest};
-use std::sync::atomic::{AtomicBool, Ordering::Acquire};
+use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -253,10 +253,16 @@ pub(crate) struct Batching {
     pub timeout_ns: u64,
 }
 
+/// How long a sleeping RX I/O thread waits before it looks at a full ring again (a few
+/// packets' time at 10 Gb/s; what arrives meanwhile waits in the queue's own buffer).
+const RING_FULL_WAIT: Duration = Duration::from_micros(20);
+
 /// RX I/O thread in indirect mode: fills the free ring slot in place until the burst is full
-/// or its timeout passed, then commits it. When the ring is full it still drains the queue
-/// (into `spare`) and counts those packets as `ring_full` drops, so the kernel/NIC queue never
-/// overflows silently.
+/// or its timeout passed, then commits it. When the ring is full, a queue that
+/// [holds a backlog](RxQueue::holds_backlog) (a socket) is not polled until a slot frees:
+/// its own buffer keeps what arrives meanwhile and counts what overflows it (the time waited
+/// goes to `ring_wait_ns`). Any other queue is still drained (into `spare`) and those packets
+/// are counted as `ring_full` drops, so the NIC queue never overflows silently.
 pub(crate) fn rx_indirect<Q: RxQueue>(
     queue: &mut Q,
     mut ring: SlotProducer<'static, Q::Burst>,
@@ -267,6 +273,8 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
 ) {
     let mut spare = queue.new_burst();
     let mut first_ns = 0u64;
+    let hold = queue.holds_backlog();
+    let mut waited_ns = 0u64;
     let mut turns = StallClock::start(&stats.stall, now_ns());
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
@@ -297,6 +305,19 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
                     // A sleeping queue already waited up to its timeout inside `poll`.
                     std::hint::spin_loop();
                 }
+            }
+            None if hold => {
+                // The consumer is behind: leave the packets in the queue's own buffer.
+                let t0 = now_ns();
+                if busy {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(RING_FULL_WAIT);
+                }
+                let t1 = now_ns();
+                turns.tick(t1);
+                waited_ns += t1 - t0;
+                stats.ring_wait_ns.store(waited_ns, Relaxed);
             }
             None => {
                 let n = queue.poll(&mut spare);

@@ -76,6 +76,15 @@ pub trait RxQueue: Send {
     /// Never allocates or logs; drops are counted in the queue's counters. A queue configured
     /// to sleep (not busy-poll) may wait up to its `timeout_us` for the first packet.
     fn poll(&mut self, burst: &mut Self::Burst) -> usize;
+    /// True when packets this queue is not polled for wait in a buffer of its own (a kernel
+    /// socket buffer; a TCP window, which stops the sender) that counts per packet whatever
+    /// overflows it. While the ring to its consumer is full the RX thread then stops polling,
+    /// and that buffer absorbs the consumer's stall. False (the default): the RX thread keeps
+    /// draining the queue and counts the packets it cannot hand over as `ring_full`, because
+    /// a NIC ring that overflowed would count them, if at all, per port. Read once per run.
+    fn holds_backlog(&self) -> bool {
+        false
+    }
 }
 
 /// A transmit burst being filled.

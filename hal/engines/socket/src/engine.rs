@@ -317,6 +317,12 @@ impl<'a, const N: usize> RxQueue for SocketRx<'a, N> {
             RxKind::Tcp(t) => t.poll(burst),
         }
     }
+
+    /// Both kinds: a UDP socket's receive buffer holds datagrams (its overflow is read
+    /// back from `SO_MEMINFO` as `kernel` drops), a TCP connection's window stops its peer.
+    fn holds_backlog(&self) -> bool {
+        true
+    }
 }
 
 impl<const N: usize> SocketTx<'_, N> {
