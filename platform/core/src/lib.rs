@@ -26,9 +26,9 @@
 //!   Call it at start and at the top of each I/O thread, never from the packet loop.
 //! - No other crate touches affinity, scheduling policy or memory locking; engines ask
 //!   through [`rt`] (DAQIRI repeated `pthread_setaffinity_np` in four engine files).
-//! - No `unsafe` outside the private `sys` module (raw `libc` → `io::Result` → safe RAII
-//!   types), and no C dependency besides libc (NUMA binding is the raw `mbind` call, not
-//!   libnuma).
+//! - No `unsafe` outside the private `sys` module (`nix` where it wraps the system call, raw
+//!   `libc` for the rest → `io::Result` → safe RAII types), and no C dependency besides libc
+//!   (NUMA binding is the raw `mbind` call, not libnuma).
 //! - It does not change system settings on its own: hugepages are reserved by the
 //!   administrator (the errors say how); [`hugepages::set_total`] exists for tools and tests.
 //!

@@ -5,6 +5,7 @@ use rtdaq_config::model::{AfpacketEngine as AfpacketConfig, Engine};
 use rtdaq_config::Config;
 use rtdaq_core::traits::{EngineArgs, QueueResources};
 use rtdaq_core::{BufferPool, QueueCounters};
+use rtdaq_netsys::KeyError;
 
 use crate::error::{AfpacketError, Result};
 use crate::options::AfpacketOptions;
@@ -56,14 +57,11 @@ impl<'c, 'a> OpenCtx<'c, 'a> {
         opts: &'c AfpacketOptions,
     ) -> Result<Self> {
         let Engine::Afpacket(af) = &cfg.engine else {
-            return Err(AfpacketError::Config {
-                key: "engine.kind".to_owned(),
-                detail: format!(
+            return Err(AfpacketError::Config(KeyError::new("engine.kind".to_owned(), format!(
                     "the config is for engine \"{}\" but this is the afpacket engine; set engine.kind = \"afpacket\" or build the binary with --features engine-{}",
                     cfg.engine.kind(),
                     cfg.engine.kind()
-                ),
-            });
+                ))));
         };
         Ok(OpenCtx {
             cfg,
@@ -95,31 +93,22 @@ impl<'c, 'a> OpenCtx<'c, 'a> {
         let r = list
             .iter()
             .find(|r| r.interface == i && r.queue == j)
-            .ok_or_else(|| AfpacketError::Resources {
-                key: key.clone(),
-                detail: "the runtime passed no QueueResources for this queue (EngineArgs must list every queue of the config)".to_owned(),
-            })?;
+            .ok_or_else(|| AfpacketError::Resources(KeyError::new(key.clone(), "the runtime passed no QueueResources for this queue (EngineArgs must list every queue of the config)".to_owned())))?;
         let split = match (dir, hds, r.pools) {
             (Dir::Tx, _, _) | (Dir::Rx, None, _) => None,
             (Dir::Rx, Some(_), [hdr, data]) => {
                 for (n, p) in [(0, hdr), (1, data)] {
                     if !p.is_cpu_accessible() {
-                        return Err(AfpacketError::Resources {
-                            key: format!("{key}.memory_regions[{n}]"),
-                            detail: "AF_PACKET header-data split copies each frame out of the kernel ring with the CPU, so both regions must be CPU-accessible (host, huge or host_pinned), not GPU device memory".to_owned(),
-                        });
+                        return Err(AfpacketError::Resources(KeyError::new(format!("{key}.memory_regions[{n}]"), "AF_PACKET header-data split copies each frame out of the kernel ring with the CPU, so both regions must be CPU-accessible (host, huge or host_pinned), not GPU device memory".to_owned())));
                     }
                 }
                 Some((*hdr, *data))
             }
             (Dir::Rx, Some(_), pools) => {
-                return Err(AfpacketError::Resources {
-                    key: format!("{key}.memory_regions"),
-                    detail: format!(
+                return Err(AfpacketError::Resources(KeyError::new(format!("{key}.memory_regions"), format!(
                         "hds_split needs exactly two regions on the afpacket engine (header, data), got {}",
                         pools.len()
-                    ),
-                })
+                    ))))
             }
         };
         Ok(QueueRes {

@@ -5,6 +5,7 @@ use rtdaq_config::Config;
 use rtdaq_core::flow::DefaultAction;
 use rtdaq_core::traits::{Engine, EngineArgs};
 use rtdaq_core::QueueId;
+use rtdaq_netsys::KeyError;
 
 use crate::bpf::{compile_rx_filter, AsmError};
 use crate::ctx::{Dir, OpenCtx};
@@ -73,10 +74,10 @@ impl<'a, const N: usize> AfpacketEngine<'a, N> {
         let cfg: &'a Config = args.config;
         let ctx = OpenCtx::new(args, cfg, opts)?;
         if N == 0 {
-            return Err(AfpacketError::Config {
-                key: "interfaces[].rx_queues[].batch_size".to_owned(),
-                detail: "the engine was built with a burst capacity of 0".to_owned(),
-            });
+            return Err(AfpacketError::Config(KeyError::new(
+                "interfaces[].rx_queues[].batch_size".to_owned(),
+                "the engine was built with a burst capacity of 0".to_owned(),
+            )));
         }
         let mut engine = AfpacketEngine {
             rx: Vec::new(),
@@ -95,12 +96,9 @@ impl<'a, const N: usize> AfpacketEngine<'a, N> {
             let steer = steering(n_rx, &table, ctx.af.fanout);
             let mut group = match steer {
                 Steering::Fanout(FanoutMode::None) => {
-                    return Err(AfpacketError::Config {
-                        key: "engine.afpacket.fanout".to_owned(),
-                        detail: format!(
+                    return Err(AfpacketError::Config(KeyError::new("engine.afpacket.fanout".to_owned(), format!(
                             "fanout = \"none\" but interfaces[{i}] has {n_rx} RX queues and no flow rules; use \"hash\""
-                        ),
-                    })
+                        ))))
                 }
                 Steering::Fanout(mode) => Some(FanoutGroup { mode, id: None }),
                 _ => None,
@@ -170,13 +168,10 @@ fn check_frame_size(ctx: &OpenCtx<'_, '_>, i: usize) -> Result<()> {
     let fs = ctx.af.frame_size;
     let need = largest + TX_SLOT_OVERHEAD as u32;
     if fs < need {
-        return Err(AfpacketError::Config {
-            key: "engine.afpacket.frame_size".to_owned(),
-            detail: format!(
+        return Err(AfpacketError::Config(KeyError::new("engine.afpacket.frame_size".to_owned(), format!(
                 "frame_size {fs} cannot hold the largest frame of interfaces[{i}] (mtu {mtu} + {L2_MAX} B of Ethernet and VLAN headers = {largest} B) plus the {TX_SLOT_OVERHEAD} B tpacket header; set engine.afpacket.frame_size ≥ {} or lower interfaces[{i}].mtu",
                 need.div_ceil(16) * 16
-            ),
-        });
+            ))));
     }
     Ok(())
 }

@@ -9,6 +9,8 @@
 
 use std::io;
 
+use rtdaq_netsys::{KeyError, OsError};
+
 use crate::sys::consts::{EACCES, EINVAL, ENOBUFS, ENODEV, ENOMEM, ENXIO, EPERM};
 
 /// `Result` with [`AfpacketError`].
@@ -24,21 +26,11 @@ pub const CAP_NET_RAW_FIX: &str =
 pub enum AfpacketError {
     /// The config cannot run on this engine (another engine kind, a socket address, a frame
     /// size too small for the MTU, ...).
-    #[error("{key}: {detail}")]
-    Config {
-        /// Config key to change.
-        key: String,
-        /// What is wrong and how to fix it.
-        detail: String,
-    },
+    #[error(transparent)]
+    Config(KeyError),
     /// The runtime handed over no (or unusable) buffers or counters for a queue.
-    #[error("{key}: {detail}")]
-    Resources {
-        /// Config key of the queue or region.
-        key: String,
-        /// What is missing.
-        detail: String,
-    },
+    #[error(transparent)]
+    Resources(KeyError),
     /// `socket(AF_PACKET)` was refused: the process lacks `CAP_NET_RAW`.
     #[error("{key}: AF_PACKET socket refused ({source}): the afpacket engine {CAP_NET_RAW_FIX}")]
     Privilege {
@@ -93,16 +85,8 @@ pub enum AfpacketError {
         source: io::Error,
     },
     /// A socket option was refused.
-    #[error("{key}: {detail}")]
-    SetOption {
-        /// Config key that asked for the option.
-        key: String,
-        /// The option and what went wrong.
-        detail: String,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    SetOption(OsError),
     /// The flow rules could not become a socket filter (too many instructions), or the
     /// kernel refused the filter.
     #[error("{key}: {detail}")]
@@ -135,16 +119,8 @@ pub enum AfpacketError {
         source: io::Error,
     },
     /// Reading device state (MTU, flags) failed.
-    #[error("{key}: {detail}")]
-    Query {
-        /// Config key of the interface.
-        key: String,
-        /// What was read.
-        detail: String,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Query(OsError),
 }
 
 impl AfpacketError {
@@ -152,17 +128,17 @@ impl AfpacketError {
     /// `engine.afpacket.block_size`, ...).
     pub fn key(&self) -> &str {
         match self {
-            AfpacketError::Config { key, .. }
-            | AfpacketError::Resources { key, .. }
+            AfpacketError::Config(KeyError { key, .. })
+            | AfpacketError::Resources(KeyError { key, .. })
             | AfpacketError::Privilege { key, .. }
             | AfpacketError::Socket { key, .. }
             | AfpacketError::NoSuchInterface { key, .. }
             | AfpacketError::NoNetdevForPci { key, .. }
             | AfpacketError::Ring { key, .. }
-            | AfpacketError::SetOption { key, .. }
+            | AfpacketError::SetOption(OsError { key, .. })
             | AfpacketError::Filter { key, .. }
             | AfpacketError::Bind { key, .. }
-            | AfpacketError::Query { key, .. } => key,
+            | AfpacketError::Query(OsError { key, .. }) => key,
             AfpacketError::Fanout { .. } => "engine.afpacket.fanout",
         }
     }
@@ -174,12 +150,12 @@ impl AfpacketError {
             | AfpacketError::Socket { source, .. }
             | AfpacketError::NoSuchInterface { source, .. }
             | AfpacketError::Ring { source, .. }
-            | AfpacketError::SetOption { source, .. }
+            | AfpacketError::SetOption(OsError { source, .. })
             | AfpacketError::Bind { source, .. }
             | AfpacketError::Fanout { source, .. }
-            | AfpacketError::Query { source, .. } => Some(source),
-            AfpacketError::Config { .. }
-            | AfpacketError::Resources { .. }
+            | AfpacketError::Query(OsError { source, .. }) => Some(source),
+            AfpacketError::Config(..)
+            | AfpacketError::Resources(..)
             | AfpacketError::NoNetdevForPci { .. }
             | AfpacketError::Filter { .. } => None,
         }
@@ -210,11 +186,11 @@ pub(crate) fn lookup_error(key: &str, netdev: &str, e: io::Error) -> AfpacketErr
             netdev: netdev.to_owned(),
             source: e,
         },
-        _ => AfpacketError::Query {
-            key: key.to_owned(),
-            detail: format!("cannot look up network device \"{netdev}\" ({e})"),
-            source: e,
-        },
+        _ => AfpacketError::Query(OsError::new(
+            key.to_owned(),
+            format!("cannot look up network device \"{netdev}\" ({e})"),
+            e,
+        )),
     }
 }
 

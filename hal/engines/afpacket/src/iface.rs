@@ -1,6 +1,7 @@
 //! Interfaces: from `interfaces[i].address` to a network device (name, index, MTU, MAC), and
 //! which receive timestamps it gives. Cold path only.
 
+use rtdaq_netsys::{KeyError, OsError};
 use std::path::Path;
 
 use rtdaq_config::model::Address;
@@ -41,12 +42,9 @@ pub(crate) struct NetDev {
 pub(crate) fn netdev_name(address: &Address, key: &str, sysfs: &Path) -> Result<String> {
     match address {
         Address::Netdev(n) => Ok(n.clone()),
-        Address::Socket(u) => Err(AfpacketError::Config {
-            key: key.to_owned(),
-            detail: format!(
+        Address::Socket(u) => Err(AfpacketError::Config(KeyError::new(key.to_owned(), format!(
                 "\"{u}\" is a socket address; the afpacket engine needs a network device name (\"eth0\") or a PCI address (\"0000:17:00.0\"), or use engine.kind = \"socket\""
-            ),
-        }),
+            )))),
         Address::Pci(p) => {
             let pci = p.to_string();
             let dev = sysfs.join("bus/pci/devices").join(&pci);
@@ -115,10 +113,12 @@ pub(crate) fn probe(
     let ifindex = sock
         .if_index(name)
         .map_err(|e| lookup_error(key, name, e))?;
-    let mtu = sock.if_mtu(name).map_err(|source| AfpacketError::Query {
-        key: key.to_owned(),
-        detail: format!("cannot read the MTU of \"{name}\" ({source})"),
-        source,
+    let mtu = sock.if_mtu(name).map_err(|source| {
+        AfpacketError::Query(OsError::new(
+            key.to_owned(),
+            format!("cannot read the MTU of \"{name}\" ({source})"),
+            source,
+        ))
     })?;
     let up = sock.if_flags(name).is_ok_and(|f| f & IFF_UP != 0);
     let mac = sock.if_hwaddr(name).unwrap_or_default();

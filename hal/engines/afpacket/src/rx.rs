@@ -20,6 +20,7 @@
 //! Latency: the kernel hands over a block when it is full or when `block_timeout_ms` passed
 //! since its first frame, so at low rates a frame waits up to `block_timeout_ms`.
 
+use rtdaq_netsys::{KeyError, OsError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -179,12 +180,13 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
         let af = &ctx.af;
         let sock = PacketSocket::new().map_err(|e| socket_error(&addr_key, e))?;
         let opt = |name: &str, option: i32, value: i32, why: &str| {
-            sock.set_packet(option, value)
-                .map_err(|source| AfpacketError::SetOption {
-                    key: key.clone(),
-                    detail: format!("setsockopt({name}) failed ({source}): {why}"),
+            sock.set_packet(option, value).map_err(|source| {
+                AfpacketError::SetOption(OsError::new(
+                    key.clone(),
+                    format!("setsockopt({name}) failed ({source}): {why}"),
                     source,
-                })
+                ))
+            })
         };
         opt(
             "PACKET_VERSION",
@@ -216,22 +218,21 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
                     ),
                 })?;
             sock.set_int(SOL_SOCKET, SO_LOCK_FILTER, 1)
-                .map_err(|source| AfpacketError::SetOption {
-                    key: key.clone(),
-                    detail: format!("setsockopt(SO_LOCK_FILTER) failed ({source})"),
-                    source,
+                .map_err(|source| {
+                    AfpacketError::SetOption(OsError::new(
+                        key.clone(),
+                        format!("setsockopt(SO_LOCK_FILTER) failed ({source})"),
+                        source,
+                    ))
                 })?;
         }
         let (bs, bn, fs) = (af.block_size, af.block_count, af.frame_size);
         let frames = u64::from(bs / fs) * u64::from(bn);
         let Ok(frame_nr) = u32::try_from(frames) else {
-            return Err(AfpacketError::Config {
-                key: "engine.afpacket.block_count".to_owned(),
-                detail: format!(
+            return Err(AfpacketError::Config(KeyError::new("engine.afpacket.block_count".to_owned(), format!(
                     "{bn} blocks × {} frame slots of {fs} B per {bs} B block = {frames} slots, more than the kernel's 2^32 − 1; lower engine.afpacket.block_count or block_size, or raise frame_size"
                     , bs / fs
-                ),
-            });
+                ))));
         };
         let req = tpacket_req3 {
             tp_block_size: bs,

@@ -16,6 +16,7 @@
 //! `PACKET_LOSS` is on, so a frame the kernel refuses anyway is skipped instead of stalling
 //! the ring.
 
+use rtdaq_netsys::OsError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,12 +84,13 @@ impl<'a, const N: usize> AfpacketTx<'a, N> {
         let af = &ctx.af;
         let sock = PacketSocket::new().map_err(|e| socket_error(&addr_key, e))?;
         let opt = |name: &str, option: i32, value: i32, k: &str| {
-            sock.set_packet(option, value)
-                .map_err(|source| AfpacketError::SetOption {
-                    key: k.to_owned(),
-                    detail: format!("setsockopt({name}) failed ({source})"),
+            sock.set_packet(option, value).map_err(|source| {
+                AfpacketError::SetOption(OsError::new(
+                    k.to_owned(),
+                    format!("setsockopt({name}) failed ({source})"),
                     source,
-                })
+                ))
+            })
         };
         opt("PACKET_VERSION", PACKET_VERSION, TPACKET_V2, &key)?;
         opt("PACKET_LOSS", PACKET_LOSS, 1, &key)?;

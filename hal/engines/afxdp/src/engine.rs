@@ -13,6 +13,7 @@
 //! - **TX** queue `j` binds NIC queue `j`. Sockets on one NIC queue share one UMEM: a TX
 //!   queue on a NIC queue that also has RX sockets must use the same pool.
 
+use rtdaq_netsys::KeyError;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -153,14 +154,11 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
     pub fn open_with(args: EngineArgs<'a, Config>, opts: &AfxdpOptions) -> Result<Self> {
         let cfg: &'a Config = args.config;
         let EngineConfig::Afxdp(x) = &cfg.engine else {
-            return Err(AfxdpError::Config {
-                key: "engine.kind".to_owned(),
-                detail: format!(
+            return Err(AfxdpError::Config(KeyError::new("engine.kind".to_owned(), format!(
                     "the config is for engine \"{}\" but this is the AF_XDP engine; set engine.kind = \"afxdp\" or build the binary with --features engine-{}",
                     cfg.engine.kind(),
                     cfg.engine.kind()
-                ),
-            });
+                ))));
         };
         let missing = caps::missing();
         if !missing.is_empty() {
@@ -169,10 +167,10 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
             });
         }
         if N == 0 {
-            return Err(AfxdpError::Config {
-                key: "interfaces[].rx_queues[].batch_size".to_owned(),
-                detail: "the engine was built with a burst capacity of 0".to_owned(),
-            });
+            return Err(AfxdpError::Config(KeyError::new(
+                "interfaces[].rx_queues[].batch_size".to_owned(),
+                "the engine was built with a burst capacity of 0".to_owned(),
+            )));
         }
         let netdev = NetDev::new().map_err(|source| AfxdpError::Socket {
             key: "interfaces".to_owned(),
@@ -227,13 +225,13 @@ impl<'a, const N: usize> AfxdpEngine<'a, N> {
                 Steering::Xdp
             };
             if iface.rx_queues.len() > MAX_QUEUES {
-                return Err(AfxdpError::Config {
-                    key: format!("interfaces[{i}].rx_queues"),
-                    detail: format!(
+                return Err(AfxdpError::Config(KeyError::new(
+                    format!("interfaces[{i}].rx_queues"),
+                    format!(
                         "{} RX queues; the AF_XDP engine serves at most {MAX_QUEUES} per interface",
                         iface.rx_queues.len()
                     ),
-                });
+                )));
             }
             let mut rx_res = Vec::new();
             for j in 0..iface.rx_queues.len() {
@@ -422,19 +420,13 @@ fn resolve_netdev(addr: &Address, key: &str) -> Result<String> {
                 .and_then(|mut d| d.next())
                 .and_then(|e| e.ok())
                 .and_then(|e| e.file_name().into_string().ok())
-                .ok_or_else(|| AfxdpError::Config {
-                    key: key.to_owned(),
-                    detail: format!(
+                .ok_or_else(|| AfxdpError::Config(KeyError::new(key.to_owned(), format!(
                         "PCI device {p} has no network interface ({dir} is empty or missing: the device is absent, or bound to vfio-pci/DPDK); bind it to its kernel driver or name the netdev in {key}"
-                    ),
-                })
+                    ))))
         }
-        Address::Socket(u) => Err(AfxdpError::Config {
-            key: key.to_owned(),
-            detail: format!(
+        Address::Socket(u) => Err(AfxdpError::Config(KeyError::new(key.to_owned(), format!(
                 "\"{u}\" is a socket address; the AF_XDP engine needs a network interface name such as \"eth0\" (or a PCI address)"
-            ),
-        }),
+            )))),
     }
 }
 
@@ -521,10 +513,7 @@ fn resources<'a>(
     let regions = match dir {
         Dir::Rx => {
             if iface.rx_queues[j].hds_split.is_some() {
-                return Err(AfxdpError::Config {
-                    key: format!("{key}.hds_split"),
-                    detail: "AF_XDP receives each frame whole into one UMEM frame; header-data split is not supported by engine afxdp: remove hds_split and list one region".to_owned(),
-                });
+                return Err(AfxdpError::Config(KeyError::new(format!("{key}.hds_split"), "AF_XDP receives each frame whole into one UMEM frame; header-data split is not supported by engine afxdp: remove hds_split and list one region".to_owned())));
             }
             &iface.rx_queues[j].memory_regions
         }
@@ -533,55 +522,39 @@ fn resources<'a>(
     let r = list
         .iter()
         .find(|r| r.interface == i && r.queue == j)
-        .ok_or_else(|| AfxdpError::Resources {
-            key: key.clone(),
-            detail: "the runtime passed no QueueResources for this queue (EngineArgs must list every queue of the config)".to_owned(),
-        })?;
+        .ok_or_else(|| AfxdpError::Resources(KeyError::new(key.clone(), "the runtime passed no QueueResources for this queue (EngineArgs must list every queue of the config)".to_owned())))?;
     let pool = match r.pools {
         [one] => *one,
         [] => {
-            return Err(AfxdpError::Resources {
-                key: format!("{key}.memory_regions"),
-                detail: "no buffer pool for this queue".to_owned(),
-            })
+            return Err(AfxdpError::Resources(KeyError::new(format!("{key}.memory_regions"), "no buffer pool for this queue".to_owned())))
         }
         _ => {
-            return Err(AfxdpError::Resources {
-                key: format!("{key}.memory_regions"),
-                detail: "the AF_XDP engine takes exactly one region per queue (a UMEM is one pool); list one region".to_owned(),
-            })
+            return Err(AfxdpError::Resources(KeyError::new(format!("{key}.memory_regions"), "the AF_XDP engine takes exactly one region per queue (a UMEM is one pool); list one region".to_owned())))
         }
     };
     let region = regions.first().map_or(0, |r| r.0);
     let rkey = format!("memory_regions[{region}]");
     if !pool.is_cpu_accessible() {
-        return Err(AfxdpError::Resources {
-            key: format!("{key}.memory_regions[0]"),
-            detail: "AF_XDP needs CPU memory (host or huge) for its UMEM, not GPU device memory"
-                .to_owned(),
-        });
+        return Err(AfxdpError::Resources(KeyError::new(
+            format!("{key}.memory_regions[0]"),
+            "AF_XDP needs CPU memory (host or huge) for its UMEM, not GPU device memory".to_owned(),
+        )));
     }
     if pool.slot_size() != x.frame_size as usize {
-        return Err(AfxdpError::Resources {
-            key: format!("{rkey}.buf_size"),
-            detail: format!(
+        return Err(AfxdpError::Resources(KeyError::new(format!("{rkey}.buf_size"), format!(
                 "region \"{}\" has buffers of {} B but engine.afxdp.frame_size = {}: the pool's buffers are the UMEM frames, so they must be exactly one frame; set {rkey}.buf_size = {} (or engine.afxdp.frame_size to the buffer size, 2048 or 4096)",
                 cfg.memory_regions.get(region).map_or("?", |r| r.name.as_str()),
                 pool.slot_size(),
                 x.frame_size,
                 x.frame_size
-            ),
-        });
+            ))));
     }
     if pool.base_addr() % page_size() != 0 {
-        return Err(AfxdpError::Resources {
-            key: rkey,
-            detail: format!(
+        return Err(AfxdpError::Resources(KeyError::new(rkey, format!(
                 "the region's memory starts at {:#x}, not on a page boundary (pages of {} B); AF_XDP registers whole pages (the runtime allocates regions page aligned)",
                 pool.base_addr(),
                 page_size()
-            ),
-        });
+            ))));
     }
     Ok(QueueRes {
         pool,
@@ -635,13 +608,10 @@ fn open_group<'a, const N: usize>(
                 Dir::Rx => "with flow rules every RX queue of the interface binds NIC queue 0 and they share one UMEM (an XDP program can only redirect a frame to sockets bound to the NIC queue it arrived on)",
                 Dir::Tx => "TX queue j binds NIC queue j, and every socket of one NIC queue shares its UMEM",
             };
-            return Err(AfxdpError::Resources {
-                key: format!("{k}.memory_regions"),
-                detail: format!(
+            return Err(AfxdpError::Resources(KeyError::new(format!("{k}.memory_regions"), format!(
                     "uses memory_regions[{}] but {first_key}, on the same NIC queue {nic} of {}, uses memory_regions[{}]; {why}: list the same region for both",
                     r.region, f.ifname, first.region
-                ),
-            });
+                ))));
         }
     }
     let share = (pool.slot_count()

@@ -8,6 +8,8 @@
 
 use std::io;
 
+use rtdaq_netsys::KeyError;
+
 /// `Result` with [`AfxdpError`].
 pub type Result<T, E = AfxdpError> = std::result::Result<T, E>;
 
@@ -17,22 +19,12 @@ pub type Result<T, E = AfxdpError> = std::result::Result<T, E>;
 pub enum AfxdpError {
     /// The config cannot run on this engine (another engine kind, a socket address, header
     /// data split, too many queues, ...).
-    #[error("{key}: {detail}")]
-    Config {
-        /// Config key to change.
-        key: String,
-        /// What is wrong and how to fix it.
-        detail: String,
-    },
+    #[error(transparent)]
+    Config(KeyError),
     /// The runtime handed over no or unusable buffers for a queue (wrong slot size, GPU
     /// memory, memory not page aligned, two pools where one UMEM needs one).
-    #[error("{key}: {detail}")]
-    Resources {
-        /// Config key of the queue or region.
-        key: String,
-        /// What is wrong and how to fix it.
-        detail: String,
-    },
+    #[error(transparent)]
+    Resources(KeyError),
     /// The process lacks a capability AF_XDP and XDP need.
     #[error("engine.kind = \"afxdp\": the AF_XDP engine needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF (or CAP_SYS_ADMIN), but the process lacks {missing}; run as root, or grant them: `setcap cap_net_admin,cap_net_raw,cap_bpf,cap_ipc_lock+ep <binary>` (or use engine.kind = \"socket\", which needs no privilege)")]
     Privileges {
@@ -114,8 +106,8 @@ impl AfxdpError {
     /// `engine.kind` for privileges, ...).
     pub fn key(&self) -> &str {
         match self {
-            AfxdpError::Config { key, .. }
-            | AfxdpError::Resources { key, .. }
+            AfxdpError::Config(KeyError { key, .. })
+            | AfxdpError::Resources(KeyError { key, .. })
             | AfxdpError::NoSuchInterface { key, .. }
             | AfxdpError::QueueRange { key, .. }
             | AfxdpError::Mtu { key, .. }

@@ -5,6 +5,7 @@ use rtdaq_config::model::{Address, Engine, SocketEngine as SocketConfig, SocketU
 use rtdaq_config::Config;
 use rtdaq_core::traits::{EngineArgs, QueueResources};
 use rtdaq_core::{BufferPool, QueueCounters};
+use rtdaq_netsys::KeyError;
 
 use crate::error::{Result, SocketError};
 use crate::options::SocketOptions;
@@ -59,14 +60,11 @@ impl<'c, 'a> OpenCtx<'c, 'a> {
         opts: &'c SocketOptions,
     ) -> Result<Self> {
         let Engine::Socket(sock) = &cfg.engine else {
-            return Err(SocketError::Config {
-                key: "engine.kind".to_owned(),
-                detail: format!(
+            return Err(SocketError::Config(KeyError::new("engine.kind".to_owned(), format!(
                     "the config is for engine \"{}\" but this is the socket engine; set engine.kind = \"socket\" or build the binary with --features engine-{}",
                     cfg.engine.kind(),
                     cfg.engine.kind()
-                ),
-            });
+                ))));
         };
         Ok(OpenCtx {
             cfg,
@@ -87,12 +85,9 @@ impl<'c, 'a> OpenCtx<'c, 'a> {
     pub(crate) fn uri(&self, i: usize) -> Result<SocketUri> {
         match &self.cfg.interfaces[i].address {
             Address::Socket(u) => Ok(*u),
-            other => Err(SocketError::Config {
-                key: Self::addr_key(i),
-                detail: format!(
+            other => Err(SocketError::Config(KeyError::new(Self::addr_key(i), format!(
                     "\"{other}\" is not a socket address; the socket engine needs udp://a.b.c.d:port or tcp://a.b.c.d:port"
-                ),
-            }),
+                )))),
         }
     }
 
@@ -106,30 +101,18 @@ impl<'c, 'a> OpenCtx<'c, 'a> {
         let r = list
             .iter()
             .find(|r| r.interface == i && r.queue == j)
-            .ok_or_else(|| SocketError::Resources {
-                key: key.clone(),
-                detail: "the runtime passed no QueueResources for this queue (EngineArgs must list every queue of the config)".to_owned(),
-            })?;
+            .ok_or_else(|| SocketError::Resources(KeyError::new(key.clone(), "the runtime passed no QueueResources for this queue (EngineArgs must list every queue of the config)".to_owned())))?;
         let pool = match r.pools {
             [one] => *one,
             [] => {
-                return Err(SocketError::Resources {
-                    key: format!("{key}.memory_regions"),
-                    detail: "no buffer pool for this queue".to_owned(),
-                })
+                return Err(SocketError::Resources(KeyError::new(format!("{key}.memory_regions"), "no buffer pool for this queue".to_owned())))
             }
             _ => {
-                return Err(SocketError::Resources {
-                    key: format!("{key}.memory_regions"),
-                    detail: "the socket engine takes exactly one region per queue (no header-data split); list one region".to_owned(),
-                })
+                return Err(SocketError::Resources(KeyError::new(format!("{key}.memory_regions"), "the socket engine takes exactly one region per queue (no header-data split); list one region".to_owned())))
             }
         };
         if !pool.is_cpu_accessible() {
-            return Err(SocketError::Resources {
-                key: format!("{key}.memory_regions[0]"),
-                detail: "the socket engine needs CPU-accessible memory (host, huge or host_pinned), not GPU device memory".to_owned(),
-            });
+            return Err(SocketError::Resources(KeyError::new(format!("{key}.memory_regions[0]"), "the socket engine needs CPU-accessible memory (host, huge or host_pinned), not GPU device memory".to_owned())));
         }
         Ok(QueueRes {
             pool,

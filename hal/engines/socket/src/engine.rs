@@ -1,5 +1,6 @@
 //! [`SocketEngine`] and its queue types [`SocketRx`] / [`SocketTx`].
 
+use rtdaq_netsys::KeyError;
 use std::io;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
@@ -69,10 +70,10 @@ impl<'a, const N: usize> SocketEngine<'a, N> {
         let cfg: &'a Config = args.config;
         let mut ctx = OpenCtx::new(args, cfg, opts)?;
         if N == 0 {
-            return Err(SocketError::Config {
-                key: "interfaces[].rx_queues[].batch_size".to_owned(),
-                detail: "the engine was built with a burst capacity of 0".to_owned(),
-            });
+            return Err(SocketError::Config(KeyError::new(
+                "interfaces[].rx_queues[].batch_size".to_owned(),
+                "the engine was built with a burst capacity of 0".to_owned(),
+            )));
         }
         let mut listeners: Vec<Option<Socket>> = Vec::with_capacity(cfg.interfaces.len());
         for (i, iface) in cfg.interfaces.iter().enumerate() {
@@ -83,16 +84,16 @@ impl<'a, const N: usize> SocketEngine<'a, N> {
                     Some(tcp_conn::listen(&mut ctx, i, uri)?)
                 }
                 (Transport::Rdma, _) => {
-                    return Err(SocketError::Config {
-                        key: format!("interfaces[{i}].address"),
-                        detail: "rdma:// is for engine.kind = \"ibverbs\"".to_owned(),
-                    })
+                    return Err(SocketError::Config(KeyError::new(
+                        format!("interfaces[{i}].address"),
+                        "rdma:// is for engine.kind = \"ibverbs\"".to_owned(),
+                    )))
                 }
                 (Transport::Tcp, None) => {
-                    return Err(SocketError::Config {
-                        key: format!("interfaces[{i}].role"),
-                        detail: "tcp:// interfaces need role = \"server\" or \"client\"".to_owned(),
-                    })
+                    return Err(SocketError::Config(KeyError::new(
+                        format!("interfaces[{i}].role"),
+                        "tcp:// interfaces need role = \"server\" or \"client\"".to_owned(),
+                    )))
                 }
             };
             listeners.push(l);
@@ -144,13 +145,10 @@ impl<'a, const N: usize> SocketEngine<'a, N> {
                     for (j, q) in iface.rx_queues.iter().enumerate() {
                         let res = ctx.resources(Dir::Rx, i, j)?;
                         if res.pool.slot_size() < message {
-                            return Err(SocketError::Resources {
-                                key: format!("interfaces[{i}].rx_queues[{j}].memory_regions[0]"),
-                                detail: format!(
+                            return Err(SocketError::Resources(KeyError::new(format!("interfaces[{i}].rx_queues[{j}].memory_regions[0]"), format!(
                                     "buffers of {} B cannot hold a TCP record of {message} B ({why}); use a region with buf_size ≥ {message}",
                                     res.pool.slot_size()
-                                ),
-                            });
+                                ))));
                         }
                         let setup = TcpRxSetup {
                             table: Arc::clone(&table),
@@ -363,11 +361,10 @@ impl<const N: usize> SocketTx<'_, N> {
                 u.set_destination(dest);
                 Ok(())
             }
-            TxKind::Tcp(_) => Err(SocketError::Config {
-                key: format!("interfaces[{}].address", self.interface),
-                detail: "a TCP TX queue writes to its connections; it has no destination"
-                    .to_owned(),
-            }),
+            TxKind::Tcp(_) => Err(SocketError::Config(KeyError::new(
+                format!("interfaces[{}].address", self.interface),
+                "a TCP TX queue writes to its connections; it has no destination".to_owned(),
+            ))),
         }
     }
 

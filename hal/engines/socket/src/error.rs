@@ -7,6 +7,8 @@
 //! [`TxStats`](crate::TxStats).
 
 use std::io;
+
+use rtdaq_netsys::{KeyError, OsError};
 use std::time::Duration;
 
 use rtdaq_config::model::{SocketUri, Transport};
@@ -24,21 +26,11 @@ pub type Result<T, E = SocketError> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum SocketError {
     /// The config cannot run on this engine (another engine kind, a non-socket address).
-    #[error("{key}: {detail}")]
-    Config {
-        /// Config key to change.
-        key: String,
-        /// What is wrong and how to fix it.
-        detail: String,
-    },
+    #[error(transparent)]
+    Config(KeyError),
     /// The runtime handed over no (or unusable) buffers or counters for a queue.
-    #[error("{key}: {detail}")]
-    Resources {
-        /// Config key of the queue or region.
-        key: String,
-        /// What is missing.
-        detail: String,
-    },
+    #[error(transparent)]
+    Resources(KeyError),
     /// `socket()` failed (e.g. the file-descriptor limit).
     #[error("{key} = \"{uri}\": cannot create a socket ({source}); raise the file-descriptor limit (`ulimit -n`) or use fewer queues/connections")]
     Create {
@@ -51,16 +43,8 @@ pub enum SocketError {
         source: io::Error,
     },
     /// A `setsockopt` failed.
-    #[error("{key}: {detail}")]
-    SetOption {
-        /// Config key that asked for the option (`engine.socket.sockopts[2]`, ...).
-        key: String,
-        /// The option and what went wrong.
-        detail: String,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    SetOption(OsError),
     /// `bind()` failed: address in use, permission denied, no such local address, ...
     #[error("{key} = \"{uri}\": {detail}")]
     Bind {
@@ -103,30 +87,22 @@ pub enum SocketError {
         source: io::Error,
     },
     /// Reading socket state back (`getsockname`, `getsockopt`) failed.
-    #[error("{key}: {detail}")]
-    Query {
-        /// Config key of the socket's interface.
-        key: String,
-        /// What was read.
-        detail: String,
-        /// The OS error.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Query(OsError),
 }
 
 impl SocketError {
     /// The config key the message names (`interfaces[0].address`, `engine.socket.rcvbuf`, ...).
     pub fn key(&self) -> &str {
         match self {
-            SocketError::Config { key, .. }
-            | SocketError::Resources { key, .. }
+            SocketError::Config(KeyError { key, .. })
+            | SocketError::Resources(KeyError { key, .. })
             | SocketError::Create { key, .. }
-            | SocketError::SetOption { key, .. }
+            | SocketError::SetOption(OsError { key, .. })
             | SocketError::Bind { key, .. }
             | SocketError::Listen { key, .. }
             | SocketError::Connect { key, .. }
-            | SocketError::Query { key, .. } => key,
+            | SocketError::Query(OsError { key, .. }) => key,
         }
     }
 
@@ -134,12 +110,12 @@ impl SocketError {
     pub fn os_error(&self) -> Option<&io::Error> {
         match self {
             SocketError::Create { source, .. }
-            | SocketError::SetOption { source, .. }
+            | SocketError::SetOption(OsError { source, .. })
             | SocketError::Bind { source, .. }
             | SocketError::Listen { source, .. }
             | SocketError::Connect { source, .. }
-            | SocketError::Query { source, .. } => Some(source),
-            SocketError::Config { .. } | SocketError::Resources { .. } => None,
+            | SocketError::Query(OsError { source, .. }) => Some(source),
+            SocketError::Config(..) | SocketError::Resources(..) => None,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! - Feature options (`SO_TIMESTAMPNS`, `SO_RXQ_OVFL`, `UDP_GRO`, `UDP_SEGMENT`): probed;
 //!   when the kernel lacks one the engine logs it and works without.
 
+use rtdaq_netsys::OsError;
 use std::io;
 
 use rtdaq_config::model::Sockopt;
@@ -62,37 +63,40 @@ pub(crate) fn set_buffer(
             Ok(()) => done = true,
             Err(e) if e.raw_os_error() == Some(EPERM) => {}
             Err(source) => {
-                return Err(SocketError::SetOption {
-                    detail: format!(
+                return Err(SocketError::SetOption(OsError::new(
+                    key,
+                    format!(
                         "setsockopt(SO_{}FORCE, {bytes}) failed ({source})",
                         key_name.to_uppercase()
                     ),
-                    key,
                     source,
-                })
+                )))
             }
         }
     }
     if !done {
-        sock.set_int(SOL_SOCKET, plain, value)
-            .map_err(|source| SocketError::SetOption {
-                detail: format!(
+        sock.set_int(SOL_SOCKET, plain, value).map_err(|source| {
+            SocketError::SetOption(OsError::new(
+                key.clone(),
+                format!(
                     "setsockopt(SO_{}, {bytes}) failed ({source}); use a value in 1024..=2^30",
                     key_name.to_uppercase()
                 ),
-                key: key.clone(),
                 source,
-            })?;
+            ))
+        })?;
     }
     let eff = sock
         .get_int(SOL_SOCKET, plain)
-        .map_err(|source| SocketError::Query {
-            detail: format!(
-                "reading SO_{} back failed ({source})",
-                key_name.to_uppercase()
-            ),
-            key: key.clone(),
-            source,
+        .map_err(|source| {
+            SocketError::Query(OsError::new(
+                key.clone(),
+                format!(
+                    "reading SO_{} back failed ({source})",
+                    key_name.to_uppercase()
+                ),
+                source,
+            ))
         })?
         .max(0) as usize;
     let want = 2 * bytes as usize;
@@ -111,14 +115,10 @@ pub(crate) fn set_buffer(
 pub(crate) fn apply_sockopts(sock: &Socket, list: &[Sockopt]) -> Result<()> {
     for (k, o) in list.iter().enumerate() {
         sock.set_int(o.level, o.option, o.value)
-            .map_err(|source| SocketError::SetOption {
-                key: format!("engine.socket.sockopts[{k}]"),
-                detail: format!(
+            .map_err(|source| SocketError::SetOption(OsError::new(format!("engine.socket.sockopts[{k}]"), format!(
                     "setsockopt(level {}, option {}, value {}) failed ({source}); fix or remove this entry",
                     o.level, o.option, o.value
-                ),
-                source,
-            })?;
+                ), source)))?;
     }
     Ok(())
 }
@@ -147,11 +147,11 @@ pub(crate) fn enable_feature(
             log::warn!("{key}: this kernel does not support {what} ({e}); continuing without it");
             Ok(false)
         }
-        Err(source) => Err(SocketError::SetOption {
-            key: key.to_owned(),
-            detail: format!("enabling {what} failed ({source})"),
+        Err(source) => Err(SocketError::SetOption(OsError::new(
+            key.to_owned(),
+            format!("enabling {what} failed ({source})"),
             source,
-        }),
+        ))),
     }
 }
 

@@ -20,6 +20,7 @@
 //!   `connections` slots are busy is accepted and closed at once (counted in
 //!   `RxStats::rejected`), so it sees end-of-stream instead of hanging in the backlog.
 
+use rtdaq_netsys::OsError;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -254,10 +255,12 @@ fn tcp_options(ctx: &mut OpenCtx<'_, '_>, sock: &Socket, key: &str) -> Result<()
         )?;
     }
     sock.set_int(IPPROTO_TCP, TCP_NODELAY, 1)
-        .map_err(|source| SocketError::SetOption {
-            key: key.to_owned(),
-            detail: format!("setsockopt(TCP_NODELAY) failed ({source})"),
-            source,
+        .map_err(|source| {
+            SocketError::SetOption(OsError::new(
+                key.to_owned(),
+                format!("setsockopt(TCP_NODELAY) failed ({source})"),
+                source,
+            ))
         })?;
     apply_sockopts(sock, &ctx.sock.sockopts)
 }
@@ -271,10 +274,12 @@ pub(crate) fn listen(ctx: &mut OpenCtx<'_, '_>, i: usize, uri: SocketUri) -> Res
         source,
     })?;
     sock.set_int(SOL_SOCKET, SO_REUSEADDR, 1)
-        .map_err(|source| SocketError::SetOption {
-            key: key.clone(),
-            detail: format!("setsockopt(SO_REUSEADDR) failed ({source})"),
-            source,
+        .map_err(|source| {
+            SocketError::SetOption(OsError::new(
+                key.clone(),
+                format!("setsockopt(SO_REUSEADDR) failed ({source})"),
+                source,
+            ))
         })?;
     tcp_options(ctx, &sock, &key)?;
     let bind_err = |source: std::io::Error| SocketError::Bind {

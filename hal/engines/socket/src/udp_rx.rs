@@ -36,6 +36,7 @@
 //! With no free buffer at all, the queue still drains the socket into a scratch buffer and
 //! counts every datagram as `pool_empty`, so no loss goes uncounted.
 
+use rtdaq_netsys::OsError;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
@@ -246,10 +247,12 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         })?;
         if multi && ctx.sock.reuseport {
             sock.set_int(SOL_SOCKET, SO_REUSEPORT, 1)
-                .map_err(|source| SocketError::SetOption {
-                    key: "engine.socket.reuseport".to_owned(),
-                    detail: format!("setsockopt(SO_REUSEPORT) failed ({source})"),
-                    source,
+                .map_err(|source| {
+                    SocketError::SetOption(OsError::new(
+                        "engine.socket.reuseport".to_owned(),
+                        format!("setsockopt(SO_REUSEPORT) failed ({source})"),
+                        source,
+                    ))
                 })?;
         }
         let rcvbuf = match ctx.sock.rcvbuf {
@@ -269,12 +272,13 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         let timeout = Duration::from_micros(u64::from(q.timeout_us));
         let block = !q.busy_poll && !timeout.is_zero();
         if block {
-            sock.set_recv_timeout(timeout)
-                .map_err(|source| SocketError::SetOption {
-                    key: format!("interfaces[{i}].rx_queues[{j}].timeout_us"),
-                    detail: format!("setsockopt(SO_RCVTIMEO) failed ({source})"),
+            sock.set_recv_timeout(timeout).map_err(|source| {
+                SocketError::SetOption(OsError::new(
+                    format!("interfaces[{i}].rx_queues[{j}].timeout_us"),
+                    format!("setsockopt(SO_RCVTIMEO) failed ({source})"),
                     source,
-                })?;
+                ))
+            })?;
         }
         let gro = if !ctx.sock.gro {
             false
@@ -317,10 +321,12 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             // Several processes (and tcpdump-like readers) may receive one group: each
             // socket bound to group:port gets its own copy.
             sock.set_int(SOL_SOCKET, SO_REUSEADDR, 1)
-                .map_err(|source| SocketError::SetOption {
-                    key: key.clone(),
-                    detail: format!("setsockopt(SO_REUSEADDR) failed ({source})"),
-                    source,
+                .map_err(|source| {
+                    SocketError::SetOption(OsError::new(
+                        key.clone(),
+                        format!("setsockopt(SO_REUSEADDR) failed ({source})"),
+                        source,
+                    ))
                 })?;
         }
         let addr = SocketAddrV4::new(uri.ip, uri.port);
@@ -332,21 +338,17 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         })?;
         if let Some(m) = &iface.multicast {
             sock.join_multicast(m.group, m.interface, &m.sources)
-                .map_err(|source| SocketError::SetOption {
-                    key: if m.sources.is_empty() {
+                .map_err(|source| SocketError::SetOption(OsError::new(if m.sources.is_empty() {
                         format!("interfaces[{i}].multicast_interface")
                     } else {
                         format!("interfaces[{i}].multicast_interface / multicast_sources")
-                    },
-                    detail: format!(
+                    }, format!(
                         "joining multicast group {} on {} ({}) failed ({source}); multicast_interface must be the IPv4 address of a local network interface (ip -4 addr), with a route or interface for the group{}",
                         m.group,
                         if m.interface.is_unspecified() { "the interface the route picks".to_owned() } else { m.interface.to_string() },
                         if m.sources.is_empty() { "any source".to_owned() } else { format!("sources {:?}", m.sources) },
                         if m.sources.is_empty() { "" } else { "; multicast_sources must be unicast IPv4 addresses of the senders (a source-specific join needs IGMPv3: net.ipv4.conf.<if>.force_igmp_version 0 or 3)" },
-                    ),
-                    source,
-                })?;
+                    ), source)))?;
             log::info!(
                 "interfaces[{i}]: joined multicast group {} on {} ({})",
                 m.group,
@@ -358,10 +360,12 @@ impl<'a, const N: usize> UdpRx<'a, N> {
                 }
             );
         }
-        let local = sock.local_addr().map_err(|source| SocketError::Query {
-            key: key.clone(),
-            detail: format!("getsockname failed ({source})"),
-            source,
+        let local = sock.local_addr().map_err(|source| {
+            SocketError::Query(OsError::new(
+                key.clone(),
+                format!("getsockname failed ({source})"),
+                source,
+            ))
         })?;
         let last_drops = sock.kernel_drops().unwrap_or(0);
         let batch = (q.batch_size as usize).clamp(1, N.max(1));

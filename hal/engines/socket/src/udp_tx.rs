@@ -23,6 +23,7 @@
 //! kernel's transmit queue is the ring that was full). `EMSGSIZE` → `too_large`; any other
 //! error → `kernel`.
 
+use rtdaq_netsys::OsError;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
@@ -72,10 +73,12 @@ pub(crate) struct UdpTx<'a, const N: usize> {
 fn multicast_sender(sock: &Socket, m: &rtdaq_config::model::Multicast, i: usize) -> Result<()> {
     let err = |what: &str, key: &str| {
         let (what, key) = (what.to_owned(), format!("interfaces[{i}].{key}"));
-        move |source: std::io::Error| SocketError::SetOption {
-            key,
-            detail: format!("setsockopt({what}) failed ({source})"),
-            source,
+        move |source: std::io::Error| {
+            SocketError::SetOption(OsError::new(
+                key,
+                format!("setsockopt({what}) failed ({source})"),
+                source,
+            ))
         }
     };
     if !m.interface.is_unspecified() {
@@ -154,10 +157,12 @@ impl<'a, const N: usize> UdpTx<'a, N> {
                 uri: uri.to_string(),
                 source,
             })?;
-            let local = sock.local_addr().map_err(|source| SocketError::Query {
-                key: key.clone(),
-                detail: format!("getsockname failed ({source})"),
-                source,
+            let local = sock.local_addr().map_err(|source| {
+                SocketError::Query(OsError::new(
+                    key.clone(),
+                    format!("getsockname failed ({source})"),
+                    source,
+                ))
             })?;
             socks.push(sock);
             locals.push(local);

@@ -2,9 +2,10 @@
 //! and pause settings through `SIOCETHTOOL` (what `ethtool -i`, `-S` and `-a` print).
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use libc::c_void;
+use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
 
 use super::raw;
 use super::result;
@@ -46,21 +47,27 @@ fn c_str(bytes: &[u8]) -> String {
 }
 
 impl Ethtool {
-    /// Opens the socket.
+    /// Opens the socket (`socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)`).
     pub(crate) fn open() -> io::Result<Self> {
-        Ok(Self {
-            fd: result::inet_dgram_socket()?,
-        })
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )?;
+        Ok(Self { fd })
     }
 
     /// Driver name, bus address and statistics count of device `name`.
     pub(crate) fn driver_info(&self, name: &str) -> io::Result<DriverInfo> {
-        // SAFETY: `ethtool_drvinfo` is plain old data; all zero is a valid value.
-        let mut info: raw::ethtool_drvinfo = unsafe { std::mem::zeroed() };
-        info.cmd = raw::ETHTOOL_GDRVINFO;
-        // SAFETY: `info` is a writable `ethtool_drvinfo`, the struct `ETHTOOL_GDRVINFO` fills.
+        let mut info = raw::ethtool_drvinfo {
+            cmd: raw::ETHTOOL_GDRVINFO,
+            ..Default::default()
+        };
+        // SAFETY: `self.fd` is a socket; `info` is a writable `ethtool_drvinfo`, the struct
+        // `ETHTOOL_GDRVINFO` fills.
         unsafe {
-            result::ethtool(self.fd.as_raw_fd(), name, (&raw mut info).cast::<c_void>())?;
+            result::ethtool(self.fd.as_fd(), name, (&raw mut info).cast::<c_void>())?;
         }
         Ok(DriverInfo {
             driver: c_str(&info.driver),
@@ -82,12 +89,12 @@ impl Ethtool {
         buf[0..4].copy_from_slice(&raw::ETHTOOL_GSTRINGS.to_ne_bytes());
         buf[4..8].copy_from_slice(&raw::ETH_SS_STATS.to_ne_bytes());
         buf[8..12].copy_from_slice(&n.to_ne_bytes());
-        // SAFETY: `buf` is a writable `ethtool_gstrings` header followed by room for `room`
-        // names; the kernel writes as many names as the driver has now, which is `n` unless
-        // the device changed in between, and `room` leaves space for such growth (checked
-        // below).
+        // SAFETY: `self.fd` is a socket; `buf` is a writable `ethtool_gstrings` header followed
+        // by room for `room` names; the kernel writes as many names as the driver has now,
+        // which is `n` unless the device changed in between, and `room` leaves space for such
+        // growth (checked below).
         unsafe {
-            result::ethtool(self.fd.as_raw_fd(), name, buf.as_mut_ptr().cast())?;
+            result::ethtool(self.fd.as_fd(), name, buf.as_mut_ptr().cast())?;
         }
         let len = u32::from_ne_bytes([buf[8], buf[9], buf[10], buf[11]]);
         if len != n || len as usize > room {
@@ -115,11 +122,12 @@ impl Ethtool {
         head[0..4].copy_from_slice(&raw::ETHTOOL_GSTATS.to_ne_bytes());
         head[4..8].copy_from_slice(&n.to_ne_bytes());
         buf[0] = u64::from_ne_bytes(head);
-        // SAFETY: `buf` is a writable, 8-byte aligned `ethtool_stats` header with room for
-        // `room` values; the kernel writes the driver's current count, `n` unless the
-        // device changed, and `room` leaves space for such growth (checked below).
+        // SAFETY: `self.fd` is a socket; `buf` is a writable, 8-byte aligned `ethtool_stats`
+        // header with room for `room` values; the kernel writes the driver's current count,
+        // `n` unless the device changed, and `room` leaves space for such growth (checked
+        // below).
         unsafe {
-            result::ethtool(self.fd.as_raw_fd(), name, buf.as_mut_ptr().cast())?;
+            result::ethtool(self.fd.as_fd(), name, buf.as_mut_ptr().cast())?;
         }
         let head = buf[0].to_ne_bytes();
         let len = u32::from_ne_bytes([head[4], head[5], head[6], head[7]]);
@@ -145,14 +153,50 @@ impl Ethtool {
             rx_pause: 0,
             tx_pause: 0,
         };
-        // SAFETY: `p` is a writable `ethtool_pauseparam`, the struct the command fills.
+        // SAFETY: `self.fd` is a socket; `p` is a writable `ethtool_pauseparam`, the struct the
+        // command fills.
         unsafe {
-            result::ethtool(self.fd.as_raw_fd(), name, (&raw mut p).cast::<c_void>())?;
+            result::ethtool(self.fd.as_fd(), name, (&raw mut p).cast::<c_void>())?;
         }
         Ok(Pause {
             autoneg: p.autoneg != 0,
             rx: p.rx_pause != 0,
             tx: p.tx_pause != 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_do_not_fit_are_refused_before_the_ioctl() {
+        let et = Ethtool::open().expect("an AF_INET datagram socket");
+        for bad in ["0123456789abcdef", "a\0b"] {
+            let e = et.driver_info(bad).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_missing_device_is_the_ioctls_enodev() {
+        let et = Ethtool::open().expect("an AF_INET datagram socket");
+        let e = et.driver_info("rtdaq-nodev0").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENODEV), "{e}");
+        let e = et.pause("rtdaq-nodev0").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENODEV), "{e}");
+    }
+
+    #[test]
+    fn loopback_answers_with_data_or_an_os_error() {
+        let et = Ethtool::open().expect("an AF_INET datagram socket");
+        // `lo` has no driver behind it: most kernels answer EOPNOTSUPP, none may crash us.
+        if let Err(e) = et.driver_info("lo") {
+            assert!(e.raw_os_error().is_some(), "{e}");
+        }
+        if let Err(e) = et.pause("lo") {
+            assert!(e.raw_os_error().is_some(), "{e}");
+        }
     }
 }

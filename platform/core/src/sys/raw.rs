@@ -1,20 +1,21 @@
-//! Layer 1: raw foreign declarations. `libc` provides almost everything; this file names what
-//! we use and adds the `mbind(2)` system call.
+//! Layer 1: raw foreign declarations, only for what `nix` does not wrap. `libc` is our
+//! bindgen; this file names what we still call through it, adds the `mbind(2)` system call,
+//! and declares the `SIOCETHTOOL` ioctl with `nix`'s ioctl macro.
 
 use libc::{c_long, c_ulong, c_void};
 
+// Kept raw, each because nix 0.30 lacks the call:
+// - sched_setscheduler / sched_getscheduler / sched_getparam: nix has no scheduling-policy calls;
+// - pthread_getattr_np / pthread_attr_getstack / pthread_attr_destroy: nix has no pthread
+//   attribute queries (its `pthread` feature is `pthread_self` and `pthread_kill` only).
 pub(super) use libc::{
-    clock_gettime, cpu_set_t, madvise, mlock, mlockall, mmap, munlockall, munmap,
     pthread_attr_destroy, pthread_attr_getstack, pthread_attr_t, pthread_getattr_np, pthread_self,
-    rlimit, sched_getaffinity, sched_getparam, sched_getscheduler, sched_param, sched_setaffinity,
-    sched_setscheduler, sysconf, timespec, _SC_PAGESIZE, CLOCK_THREAD_CPUTIME_ID, CPU_ISSET,
-    CPU_SET, CPU_SETSIZE, MADV_POPULATE_WRITE, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_HUGETLB,
-    MAP_HUGE_1GB, MAP_HUGE_2MB, MAP_NORESERVE, MAP_PRIVATE, MCL_CURRENT, MCL_FUTURE, MPOL_BIND,
-    PROT_NONE, PROT_READ, PROT_WRITE, RLIMIT_MEMLOCK, RLIMIT_RTPRIO, RLIM_INFINITY, SCHED_BATCH,
+    sched_getparam, sched_getscheduler, sched_param, sched_setscheduler, MPOL_BIND, SCHED_BATCH,
     SCHED_DEADLINE, SCHED_FIFO, SCHED_IDLE, SCHED_OTHER, SCHED_RESET_ON_FORK, SCHED_RR,
 };
 
-/// `mbind(2)`: sets the NUMA memory policy of `[addr, addr + len)`.
+/// `mbind(2)`: sets the NUMA memory policy of `[addr, addr + len)`. Raw because neither
+/// glibc nor nix wraps it (and we do not link libnuma).
 ///
 /// Every argument is passed as a full machine word, as the kernel reads them
 /// (`unsigned long mode`, `unsigned int flags`); a narrower integer through the variadic
@@ -38,11 +39,22 @@ pub(super) unsafe fn mbind(
 }
 
 // --- ethtool (`SIOCETHTOOL`, linux/ethtool.h): `libc` has the ioctl number and `ifreq`, not
-// the command structs.
+// the command structs; nix has neither, but its `ioctl_readwrite_bad!` declares the call.
 
-pub(super) use libc::{
-    ifreq, ioctl, socket, AF_INET, IFNAMSIZ, SIOCETHTOOL, SOCK_CLOEXEC, SOCK_DGRAM,
-};
+pub(super) use libc::{ifreq, IFNAMSIZ};
+
+nix::ioctl_readwrite_bad!(
+    /// `ioctl(fd, SIOCETHTOOL, ifr)`: the command struct that `ifr.ifr_ifru.ifru_data`
+    /// points to says what is read or written. Returns `nix::Result` (the `errno`).
+    ///
+    /// # Safety
+    /// `fd` must be an open socket; `ifr` must point to a valid, writable `ifreq` whose
+    /// `ifru_data` points to a writable ethtool command struct as large as the kernel fills
+    /// for that command.
+    siocethtool,
+    libc::SIOCETHTOOL,
+    ifreq
+);
 
 /// Driver name, bus address and string-set sizes.
 pub(super) const ETHTOOL_GDRVINFO: u32 = 0x03;
@@ -59,6 +71,7 @@ pub(super) const ETH_GSTRING_LEN: usize = 32;
 
 /// `struct ethtool_drvinfo`.
 #[repr(C)]
+#[derive(Default)]
 #[allow(non_camel_case_types)]
 pub(super) struct ethtool_drvinfo {
     pub cmd: u32,

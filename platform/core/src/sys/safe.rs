@@ -1,14 +1,23 @@
-//! Layer 3: safe types and functions over [`result`](super::result), used by `rt` and
-//! `memory`.
+//! Layer 3: safe types and functions used by `rt` and `memory`, over `nix` where it wraps
+//! the call (affinity, memory locking and mapping, resource limits, clocks, `sysconf`) and
+//! over [`result`] for the rest. A `nix` `Errno` becomes an [`io::Error`] through
+//! `io::Error::from` (`from_raw_os_error`), so the errors are the OS errno as before.
 
 use std::io;
+use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 
-use libc::{c_int, c_ulong, c_void};
+use libc::{c_int, c_ulong};
+use nix::errno::Errno;
+use nix::sched::CpuSet;
+use nix::sys::mman::{self, MapFlags, MlockAllFlags, MmapAdvise, ProtFlags};
+use nix::sys::resource::{self, Resource};
+use nix::time::ClockId;
+use nix::unistd::{Pid, SysconfVar};
 use rtdaq_core::traits::{DmaTarget, MemKind, MemoryRegion};
 
 use super::raw;
-use super::result::{self, Rlimit};
+use super::result;
 use crate::cpulist::CpuList;
 use crate::hugepages::HugePageSize;
 use crate::memory::Region;
@@ -17,40 +26,38 @@ use crate::rt::SchedPolicy;
 // ---------------------------------------------------------------------------------------------
 // CPU masks, affinity, scheduling
 
-/// A fixed-size CPU mask (`cpu_set_t`, CPUs `0..CpuMask::CAPACITY`).
+/// A fixed-size CPU mask (nix's [`CpuSet`], a `cpu_set_t`; CPUs `0..CpuMask::CAPACITY`).
 #[derive(Clone, Copy)]
-pub(crate) struct CpuMask(raw::cpu_set_t);
+pub(crate) struct CpuMask(CpuSet);
 
 impl CpuMask {
-    /// Highest CPU number + 1 a mask can hold (`CPU_SETSIZE`, 1024 with glibc).
-    pub(crate) const CAPACITY: usize = raw::CPU_SETSIZE as usize;
+    /// Highest CPU number + 1 a mask can hold (the bits of a `cpu_set_t`: `CPU_SETSIZE`,
+    /// 1024 with glibc).
+    pub(crate) const CAPACITY: usize = CpuSet::count();
 
     /// The mask holding only `cpu`; `None` when `cpu >= CAPACITY`.
     pub(crate) fn single(cpu: usize) -> Option<Self> {
-        if cpu >= Self::CAPACITY {
-            return None;
-        }
-        let mut set = result::cpu_set_zeroed();
-        // SAFETY: `cpu < CPU_SETSIZE`, so the bit lies inside `set` (CPU_SET does not check).
-        unsafe { raw::CPU_SET(cpu, &mut set) };
+        let mut set = CpuSet::new();
+        // `set` refuses (EINVAL) a CPU at or above `CAPACITY`.
+        set.set(cpu).ok()?;
         Some(Self(set))
     }
 
     /// The mask holding the CPUs of `cpus` below [`CAPACITY`](Self::CAPACITY) (others are
     /// left out).
     pub(crate) fn from_cpus(cpus: impl IntoIterator<Item = usize>) -> Self {
-        let mut set = result::cpu_set_zeroed();
-        for cpu in cpus.into_iter().filter(|&c| c < Self::CAPACITY) {
-            // SAFETY: `cpu < CPU_SETSIZE`, so the bit lies inside `set` (CPU_SET does not check).
-            unsafe { raw::CPU_SET(cpu, &mut set) };
+        let mut set = CpuSet::new();
+        for cpu in cpus {
+            // `set` refuses (EINVAL) a CPU at or above `CAPACITY`: it is left out.
+            let _ = set.set(cpu);
         }
         Self(set)
     }
 
     /// True when `cpu` is in the mask.
     pub(crate) fn contains(&self, cpu: usize) -> bool {
-        // SAFETY: `cpu < CPU_SETSIZE` is checked first, so the bit lies inside the set.
-        cpu < Self::CAPACITY && unsafe { raw::CPU_ISSET(cpu, &self.0) }
+        // `is_set` refuses (EINVAL) a CPU at or above `CAPACITY`: not in the mask.
+        self.0.is_set(cpu).unwrap_or(false)
     }
 
     /// The members as a [`CpuList`].
@@ -59,14 +66,15 @@ impl CpuMask {
     }
 }
 
-/// Restricts the calling thread to the CPUs of `mask` (`sched_setaffinity`).
+/// Restricts the calling thread to the CPUs of `mask` (`sched_setaffinity(0, ...)`; pid 0
+/// is the calling thread).
 pub(crate) fn set_thread_affinity(mask: &CpuMask) -> io::Result<()> {
-    result::sched_setaffinity_self(&mask.0)
+    Ok(nix::sched::sched_setaffinity(Pid::from_raw(0), &mask.0)?)
 }
 
-/// The calling thread's CPU mask (`sched_getaffinity`).
+/// The calling thread's CPU mask (`sched_getaffinity(0, ...)`).
 pub(crate) fn thread_affinity() -> io::Result<CpuMask> {
-    result::sched_getaffinity_self().map(CpuMask)
+    Ok(CpuMask(nix::sched::sched_getaffinity(Pid::from_raw(0))?))
 }
 
 /// Switches the calling thread to `SCHED_FIFO` at `priority`.
@@ -74,10 +82,11 @@ pub(crate) fn set_thread_fifo(priority: u8) -> io::Result<()> {
     result::sched_setscheduler_self(raw::SCHED_FIFO, c_int::from(priority))
 }
 
-/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), in ns.
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), in ns. Never
+/// allocates: nix's `clock_gettime` is the one libc (vDSO) call into a stack `timespec`.
 pub(crate) fn thread_cpu_ns() -> io::Result<u64> {
-    let ts = result::clock_gettime(raw::CLOCK_THREAD_CPUTIME_ID)?;
-    Ok((ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64)
+    let ts = ClockId::CLOCK_THREAD_CPUTIME_ID.now()?;
+    Ok((ts.tv_sec() as u64).saturating_mul(1_000_000_000) + ts.tv_nsec() as u64)
 }
 
 /// The calling thread's scheduling policy and priority.
@@ -102,27 +111,41 @@ pub(crate) fn thread_policy() -> io::Result<SchedPolicy> {
 
 /// `mlockall(MCL_CURRENT | MCL_FUTURE)`.
 pub(crate) fn lock_all_memory() -> io::Result<()> {
-    result::mlockall(raw::MCL_CURRENT | raw::MCL_FUTURE)
+    Ok(mman::mlockall(
+        MlockAllFlags::MCL_CURRENT | MlockAllFlags::MCL_FUTURE,
+    )?)
 }
 
 /// `munlockall()`.
 pub(crate) fn unlock_all_memory() -> io::Result<()> {
-    result::munlockall()
+    Ok(mman::munlockall()?)
+}
+
+/// The soft limit of `resource` (`None`: unlimited, `RLIM_INFINITY`).
+fn soft_rlimit(resource: Resource) -> io::Result<Option<u64>> {
+    let (soft, _hard) = resource::getrlimit(resource)?;
+    // `rlim_t` is `u32` on some 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    Ok((soft != resource::RLIM_INFINITY).then_some(soft as u64))
 }
 
 /// Soft `RLIMIT_MEMLOCK` in bytes (`None`: unlimited).
 pub(crate) fn rlimit_memlock() -> io::Result<Option<u64>> {
-    result::getrlimit(Rlimit::Memlock).map(|(soft, _)| soft)
+    soft_rlimit(Resource::RLIMIT_MEMLOCK)
 }
 
 /// Soft `RLIMIT_RTPRIO` (`None`: unlimited).
 pub(crate) fn rlimit_rtprio() -> io::Result<Option<u64>> {
-    result::getrlimit(Rlimit::Rtprio).map(|(soft, _)| soft)
+    soft_rlimit(Resource::RLIMIT_RTPRIO)
 }
 
-/// The base page size.
+/// The base page size (`sysconf(_SC_PAGESIZE)`), 4096 if the call fails (it cannot on
+/// Linux).
 pub(crate) fn page_size() -> usize {
-    result::page_size()
+    match nix::unistd::sysconf(SysconfVar::PAGE_SIZE) {
+        Ok(Some(v)) if v > 0 => v as usize,
+        _ => 4096,
+    }
 }
 
 /// The calling thread's stack as `(lowest address, size)`.
@@ -163,68 +186,76 @@ impl Mapping {
         let len = len
             .checked_next_multiple_of(page)
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-        let mut flags = raw::MAP_PRIVATE;
+        // The kernel refuses an empty mapping with EINVAL; nix takes the length as non-zero.
+        let nz_len =
+            NonZeroUsize::new(len).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let mut flags = MapFlags::MAP_PRIVATE;
         if let Some(size) = huge {
-            flags |= raw::MAP_HUGETLB
+            flags |= MapFlags::MAP_HUGETLB
                 | match size {
-                    HugePageSize::Size2M => raw::MAP_HUGE_2MB,
-                    HugePageSize::Size1G => raw::MAP_HUGE_1GB,
+                    HugePageSize::Size2M => MapFlags::MAP_HUGE_2MB,
+                    HugePageSize::Size1G => MapFlags::MAP_HUGE_1GB,
                 };
         }
-        let prot = raw::PROT_READ | raw::PROT_WRITE;
+        let prot = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
         if align <= page {
             // SAFETY: no MAP_FIXED: the kernel picks a fresh range.
-            let ptr = unsafe { result::mmap_anonymous(std::ptr::null_mut(), len, prot, flags)? };
-            return Ok(Self { ptr, len });
+            let ptr = unsafe { mman::mmap_anonymous(None, nz_len, prot, flags)? };
+            return Ok(Self {
+                ptr: ptr.cast(),
+                len,
+            });
         }
         // Over-aligned: reserve `len + align` of address space, map the aligned part over it
         // with MAP_FIXED, give back the head and the tail.
-        let span = len
+        let span = nz_len
             .checked_add(align)
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
         // SAFETY: no MAP_FIXED; PROT_NONE + MAP_NORESERVE only reserves address space.
         let base = unsafe {
-            result::mmap_anonymous(
-                std::ptr::null_mut(),
+            mman::mmap_anonymous(
+                None,
                 span,
-                raw::PROT_NONE,
-                raw::MAP_PRIVATE | raw::MAP_NORESERVE,
+                ProtFlags::PROT_NONE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
             )?
         };
-        let base_addr = base.as_ptr() as usize;
-        let start = base_addr.next_multiple_of(align);
-        let head = start - base_addr;
-        let tail = span - head - len;
+        let base_addr = base.addr().get();
+        let head = base_addr.next_multiple_of(align) - base_addr;
+        let tail = span.get() - head - len;
+        // Inside the reservation, so it cannot saturate.
+        let start = base.addr().saturating_add(head);
         // SAFETY: `[start, start + len)` lies inside the reservation we just made and nobody
         // else references, so MAP_FIXED replaces only our own PROT_NONE pages.
-        let mapped = unsafe {
-            result::mmap_anonymous(
-                base.as_ptr().add(head).cast::<c_void>(),
-                len,
-                prot,
-                flags | raw::MAP_FIXED,
-            )
-        };
+        let mapped =
+            unsafe { mman::mmap_anonymous(Some(start), nz_len, prot, flags | MapFlags::MAP_FIXED) };
         let ptr = match mapped {
             Ok(p) => p,
             Err(e) => {
                 // SAFETY: the whole reservation is ours and unused.
-                unsafe { result::munmap(base.as_ptr().cast(), span) }
+                unsafe { mman::munmap(base, span.get()) }
+                    .map_err(io::Error::from)
                     .unwrap_or_else(|e2| panic!("munmap of an unused reservation failed: {e2}"));
-                return Err(e);
+                return Err(e.into());
             }
         };
         if head > 0 {
             // SAFETY: the head `[base, start)` is part of our reservation, not of the mapping.
-            unsafe { result::munmap(base.as_ptr().cast(), head) }
+            unsafe { mman::munmap(base, head) }
+                .map_err(io::Error::from)
                 .unwrap_or_else(|e| panic!("munmap of a reservation head failed: {e}"));
         }
         if tail > 0 {
-            // SAFETY: the tail `[start + len, base + span)` is part of our reservation only.
-            unsafe { result::munmap(base.as_ptr().add(head + len).cast(), tail) }
+            // SAFETY: the tail `[start + len, base + span)` is part of our reservation only
+            // (so the offset stays inside it).
+            unsafe { mman::munmap(base.byte_add(head + len), tail) }
+                .map_err(io::Error::from)
                 .unwrap_or_else(|e| panic!("munmap of a reservation tail failed: {e}"));
         }
-        Ok(Self { ptr, len })
+        Ok(Self {
+            ptr: ptr.cast(),
+            len,
+        })
     }
 
     /// Binds the mapping's pages to NUMA node `node` (`mbind(MPOL_BIND)`); call before the
@@ -248,24 +279,22 @@ impl Mapping {
     /// (`EINVAL`) it writes one byte per 4 KiB, keeping the contents.
     pub(crate) fn populate_write(&mut self) -> io::Result<()> {
         // SAFETY: the range is exactly our mapping; populating does not change contents.
-        match unsafe {
-            result::madvise(self.ptr.as_ptr().cast(), self.len, raw::MADV_POPULATE_WRITE)
-        } {
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+        match unsafe { mman::madvise(self.ptr.cast(), self.len, MmapAdvise::MADV_POPULATE_WRITE) } {
+            Err(Errno::EINVAL) => {
                 let slice = self.as_mut_slice();
                 for i in (0..slice.len()).step_by(4096) {
                     slice[i] = std::hint::black_box(slice[i]);
                 }
                 Ok(())
             }
-            other => other,
+            other => Ok(other?),
         }
     }
 
     /// Locks the mapping's pages in RAM (`mlock`).
     pub(crate) fn lock(&self) -> io::Result<()> {
         // SAFETY: the range is exactly our mapping; mlock does not change contents.
-        unsafe { result::mlock(self.ptr.as_ptr().cast(), self.len) }
+        Ok(unsafe { mman::mlock(self.ptr.cast(), self.len) }?)
     }
 
     /// Start address.
@@ -299,7 +328,8 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: we own `[ptr, ptr + len)`; `&mut self` in drop means no reference into it
         // remains.
-        if let Err(e) = unsafe { result::munmap(self.ptr.as_ptr().cast(), self.len) } {
+        let unmapped = unsafe { mman::munmap(self.ptr.cast(), self.len) };
+        if let Err(e) = unmapped.map_err(io::Error::from) {
             panic!(
                 "munmap({:p}, {}) failed: {e} (errno {})",
                 self.ptr,
@@ -327,5 +357,54 @@ unsafe impl MemoryRegion for Region {
 
     fn dma(&self) -> DmaTarget {
         DmaTarget::VirtAddr(self.mapping().as_ptr())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_masks_hold_cpus_below_capacity_only() {
+        assert_eq!(CpuMask::CAPACITY, libc::CPU_SETSIZE as usize);
+        let one = CpuMask::single(3).unwrap();
+        assert!(one.contains(3) && !one.contains(2) && !one.contains(CpuMask::CAPACITY));
+        assert!(CpuMask::single(CpuMask::CAPACITY).is_none());
+        let some = CpuMask::from_cpus([0, 5, CpuMask::CAPACITY, usize::MAX]);
+        assert_eq!(some.to_list().to_string(), "0,5");
+    }
+
+    #[test]
+    fn the_thread_affinity_round_trips() {
+        let before = thread_affinity().unwrap();
+        set_thread_affinity(&before).unwrap();
+        assert_eq!(thread_affinity().unwrap().to_list(), before.to_list());
+        let e = set_thread_affinity(&CpuMask::from_cpus([])).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    }
+
+    #[test]
+    fn an_empty_mapping_is_einval_as_from_the_kernel() {
+        let e = Mapping::anonymous(0, 1, None).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    }
+
+    #[test]
+    fn over_aligned_mappings_are_aligned_and_zeroed() {
+        let align = 1 << 21;
+        let mut m = Mapping::anonymous(3 * page_size(), align, None).unwrap();
+        assert_eq!(m.as_ptr() as usize % align, 0);
+        assert_eq!(m.len(), 3 * page_size());
+        m.populate_write().unwrap();
+        assert!(m.as_slice().iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn clocks_limits_and_page_size_answer() {
+        assert!(page_size().is_power_of_two() && page_size() >= 4096);
+        let t0 = thread_cpu_ns().unwrap();
+        assert!(thread_cpu_ns().unwrap() >= t0);
+        rlimit_memlock().unwrap();
+        rlimit_rtprio().unwrap();
     }
 }

@@ -1,5 +1,5 @@
 //! Safe layer over the memory a packet socket shares with the kernel: [`MmapRing`], one
-//! `MAP_SHARED` mapping of a socket's ring, unmapped on drop.
+//! `MAP_SHARED` mapping of a socket's ring ([`SharedMap`], unmapped on drop).
 //!
 //! The kernel and user space hand parts of the mapping back and forth through status words
 //! (`tp_status`, `block_status`), which [`MmapRing::u32_at`] exposes as `AtomicU32`s. Every
@@ -9,40 +9,31 @@
 
 use std::io;
 use std::os::fd::AsFd;
-use std::ptr::NonNull;
 use std::sync::atomic::AtomicU32;
 
-use super::ffi;
+use rtdaq_netsys::map::SharedMap;
+
 use super::socket::PacketSocket;
 
 /// One mapping of a packet socket's ring(s). `Send + Sync`: it is only a window on kernel
 /// memory; who may touch which bytes is decided by the ring protocol above it.
 #[derive(Debug)]
 pub(crate) struct MmapRing {
-    ptr: NonNull<u8>,
-    len: usize,
+    map: SharedMap,
 }
-
-// SAFETY: the mapping is plain shared memory owned by this value; moving the owner to another
-// thread moves nothing. Concurrent access is governed by the status-word protocol (atomics)
-// implemented by the ring module.
-unsafe impl Send for MmapRing {}
-// SAFETY: `&MmapRing` only hands out atomics (`u32_at`) safely; byte access needs `unsafe`
-// calls whose callers prove exclusive or read-only ownership.
-unsafe impl Sync for MmapRing {}
 
 impl MmapRing {
     /// Maps `len` bytes of `sock`'s ring(s) (set up with `PACKET_RX_RING`/`PACKET_TX_RING`
     /// first). Cold path.
     pub(crate) fn map(sock: &PacketSocket, len: usize) -> io::Result<MmapRing> {
-        let ptr = ffi::mmap_shared(sock.as_fd(), len)?;
-        Ok(MmapRing { ptr, len })
+        let map = SharedMap::new(sock.as_fd(), len, 0, false)?;
+        Ok(MmapRing { map })
     }
 
     /// Mapped bytes.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     /// The 32-bit word at byte offset `off` (a status word) as an atomic.
@@ -53,23 +44,23 @@ impl MmapRing {
     #[inline]
     pub(crate) fn u32_at(&self, off: usize) -> &AtomicU32 {
         assert!(
-            off % 4 == 0 && off.checked_add(4).is_some_and(|e| e <= self.len),
+            off % 4 == 0 && off.checked_add(4).is_some_and(|e| e <= self.map.len()),
             "MmapRing::u32_at({off}) outside the {} B mapping",
-            self.len
+            self.map.len()
         );
         // SAFETY: in bounds and aligned (the mapping is page-aligned and `off % 4 == 0`);
         // the memory lives as long as `self`; `AtomicU32` has the layout of `u32` and
         // concurrent kernel accesses to status words are what atomics are for.
-        unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU32>() }
+        unsafe { &*self.map.ptr().as_ptr().add(off).cast::<AtomicU32>() }
     }
 
     /// Asserts that `off..off + len` lies inside the mapping.
     #[inline]
     fn check(&self, off: usize, len: usize) {
         assert!(
-            off.checked_add(len).is_some_and(|e| e <= self.len),
+            off.checked_add(len).is_some_and(|e| e <= self.map.len()),
             "MmapRing: {off}+{len} outside the {} B mapping",
-            self.len
+            self.map.len()
         );
     }
 
@@ -85,7 +76,7 @@ impl MmapRing {
     pub(crate) unsafe fn bytes(&self, off: usize, len: usize) -> &[u8] {
         self.check(off, len);
         // SAFETY: in bounds (checked); no concurrent writer by the caller's contract.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(off), len) }
+        unsafe { std::slice::from_raw_parts(self.map.ptr().as_ptr().add(off), len) }
     }
 
     /// `len` bytes at `off`, exclusively.
@@ -100,7 +91,7 @@ impl MmapRing {
     pub(crate) unsafe fn bytes_mut(&self, off: usize, len: usize) -> &mut [u8] {
         self.check(off, len);
         // SAFETY: in bounds (checked); exclusive by the caller's contract.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(off), len) }
+        unsafe { std::slice::from_raw_parts_mut(self.map.ptr().as_ptr().add(off), len) }
     }
 
     /// Copies `len` bytes from `src` to `dst` (ranges may overlap, like `memmove`).
@@ -117,7 +108,13 @@ impl MmapRing {
         self.check(dst, len);
         // SAFETY: both ranges in bounds (checked); exclusive by the caller's contract;
         // `copy` allows overlap.
-        unsafe { std::ptr::copy(self.ptr.as_ptr().add(src), self.ptr.as_ptr().add(dst), len) }
+        unsafe {
+            std::ptr::copy(
+                self.map.ptr().as_ptr().add(src),
+                self.map.ptr().as_ptr().add(dst),
+                len,
+            )
+        }
     }
 
     /// Reads a `T` at `off` (unaligned read).
@@ -133,7 +130,7 @@ impl MmapRing {
         self.check(off, std::mem::size_of::<T>());
         // SAFETY: in bounds (checked); no concurrent writer and any bit pattern valid by the
         // caller's contract.
-        unsafe { std::ptr::read_unaligned(self.ptr.as_ptr().add(off).cast::<T>()) }
+        unsafe { std::ptr::read_unaligned(self.map.ptr().as_ptr().add(off).cast::<T>()) }
     }
 
     /// Writes a `u32` at `off` (unaligned write).
@@ -147,21 +144,6 @@ impl MmapRing {
     pub(crate) unsafe fn write_u32(&self, off: usize, value: u32) {
         self.check(off, 4);
         // SAFETY: in bounds (checked); exclusive by the caller's contract.
-        unsafe { std::ptr::write_unaligned(self.ptr.as_ptr().add(off).cast::<u32>(), value) }
-    }
-}
-
-impl Drop for MmapRing {
-    /// # Panics
-    /// When `munmap` fails (a bug: the arguments are the ones `mmap` returned), unless the
-    /// thread is already panicking.
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are the whole mapping made in `map`; `&mut self` proves no
-        // reference into it is alive (references handed out borrow `self`); never used again.
-        if let Err(e) = unsafe { ffi::munmap(self.ptr, self.len) } {
-            if !std::thread::panicking() {
-                panic!("munmap of a {} B packet ring failed: {e}", self.len);
-            }
-        }
+        unsafe { std::ptr::write_unaligned(self.map.ptr().as_ptr().add(off).cast::<u32>(), value) }
     }
 }

@@ -1,13 +1,15 @@
 //! Everything that calls Linux directly: the packet socket, its ring mapping and device
 //! queries.
 //!
-//! Three layers (style guide §3.5):
+//! Three layers (style guide §3.5), the lower two shared with the other socket engines:
 //!
-//! | layer | module | what |
+//! | layer | where | what |
 //! |---|---|---|
-//! | raw | `libc` | the C functions and structs, used only inside this module |
-//! | result | [`ffi`] | one thin function per call returning `io::Result`; the **only** place that reads `errno` |
-//! | safe | [`socket`], [`mmap`] | RAII types: [`PacketSocket`] (an `OwnedFd`), [`MmapRing`] (a `MAP_SHARED` ring mapping, unmapped on drop) |
+//! | raw + result | `rtdaq-netsys` (nix where it covers the call, libc for the rest) | packet socket, bind to a device, socket options (`PACKET_*_RING`, `PACKET_STATISTICS`, BPF filter), device queries, `ppoll`, the shared mapping |
+//! | safe | [`socket`], [`mmap`] | RAII types: [`PacketSocket`] (an `OwnedFd`), [`MmapRing`] (the ring mapping, a `SharedMap`, with the accessors the ring protocol needs) |
+//!
+//! The TX kick is nix's `send` of nothing with `MSG_DONTWAIT`. The only `unsafe` left here is
+//! [`MmapRing`]'s byte and status-word access into the kernel's ring.
 //!
 //! Constructors are cold-path; the per-burst calls ([`PacketSocket::kick`],
 //! [`PacketSocket::wait_readable`], [`PacketSocket::packet_stats`]) never allocate.
@@ -15,7 +17,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub(crate) mod ffi;
 pub(crate) mod mmap;
 pub(crate) mod socket;
 

@@ -2,10 +2,13 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use nix::sys::socket::MsgFlags;
 use std::time::Duration;
 
-use super::ffi;
-pub(crate) use super::ffi::TsInfo;
+use rtdaq_netsys::{netdev, packet, poll, sockopt};
+
+pub(crate) use rtdaq_netsys::netdev::TsInfo;
 
 /// An owned, non-blocking, close-on-exec `AF_PACKET`/`SOCK_RAW` socket. Closed on drop.
 ///
@@ -27,17 +30,17 @@ impl PacketSocket {
     /// # Errors
     /// `EPERM` without `CAP_NET_RAW`; `EAFNOSUPPORT` without `AF_PACKET` support.
     pub(crate) fn new() -> io::Result<PacketSocket> {
-        ffi::packet_socket().map(|fd| PacketSocket { fd })
+        packet::socket().map(|fd| PacketSocket { fd })
     }
 
     /// Sets an integer option.
     pub(crate) fn set_int(&self, level: i32, option: i32, value: i32) -> io::Result<()> {
-        ffi::setsockopt_int(self.fd.as_fd(), level, option, value)
+        sockopt::set_int(self.fd.as_fd(), level, option, value)
     }
 
     /// Reads an integer option.
     pub(crate) fn get_int(&self, level: i32, option: i32) -> io::Result<i32> {
-        ffi::getsockopt_int(self.fd.as_fd(), level, option)
+        sockopt::get_int(self.fd.as_fd(), level, option)
     }
 
     /// Sets an integer `SOL_PACKET` option.
@@ -47,12 +50,12 @@ impl PacketSocket {
 
     /// `PACKET_RX_RING` with `TPACKET_V3` geometry (the version must be set first).
     pub(crate) fn set_rx_ring(&self, req: &libc::tpacket_req3) -> io::Result<()> {
-        ffi::set_rx_ring(self.fd.as_fd(), req)
+        sockopt::set(self.fd.as_fd(), libc::SOL_PACKET, libc::PACKET_RX_RING, req)
     }
 
     /// `PACKET_TX_RING` with `TPACKET_V2` geometry (the version must be set first).
     pub(crate) fn set_tx_ring(&self, req: &libc::tpacket_req) -> io::Result<()> {
-        ffi::set_tx_ring(self.fd.as_fd(), req)
+        sockopt::set(self.fd.as_fd(), libc::SOL_PACKET, libc::PACKET_TX_RING, req)
     }
 
     /// Attaches a classic BPF program (`SO_ATTACH_FILTER`) given as `(code, jt, jf, k)`
@@ -65,51 +68,56 @@ impl PacketSocket {
             .into_iter()
             .map(|(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
             .collect();
-        ffi::attach_filter(self.fd.as_fd(), &prog)
+        sockopt::attach_filter(self.fd.as_fd(), &prog)
     }
 
     /// Kernel receive statistics since the previous call (`PACKET_STATISTICS`, reset on
     /// read): `(packets, drops, freezes)`. Never allocates.
     #[inline]
     pub(crate) fn packet_stats(&self) -> io::Result<(u32, u32, u32)> {
-        ffi::packet_stats_v3(self.fd.as_fd()).map(|s| (s.tp_packets, s.tp_drops, s.tp_freeze_q_cnt))
+        sockopt::get::<libc::tpacket_stats_v3>(
+            self.fd.as_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+        )
+        .map(|(s, _)| (s.tp_packets, s.tp_drops, s.tp_freeze_q_cnt))
     }
 
     /// Binds to device `ifindex`; `protocol` (host order) `ETH_P_ALL` receives every frame,
     /// 0 receives nothing (a send-only socket).
     pub(crate) fn bind(&self, ifindex: i32, protocol: u16) -> io::Result<()> {
-        ffi::bind_ll(self.fd.as_fd(), ifindex, protocol)
+        packet::bind(self.fd.as_fd(), ifindex, protocol)
     }
 
     /// Index of device `name` (in this socket's network namespace).
     pub(crate) fn if_index(&self, name: &str) -> io::Result<i32> {
-        ffi::if_index(self.fd.as_fd(), name)
+        netdev::index(self.fd.as_fd(), name)
     }
 
     /// MTU of device `name`.
     pub(crate) fn if_mtu(&self, name: &str) -> io::Result<u32> {
-        ffi::if_mtu(self.fd.as_fd(), name)
+        netdev::mtu(self.fd.as_fd(), name)
     }
 
     /// Flags (`IFF_*`) of device `name`.
     pub(crate) fn if_flags(&self, name: &str) -> io::Result<i32> {
-        ffi::if_flags(self.fd.as_fd(), name)
+        netdev::flags(self.fd.as_fd(), name)
     }
 
     /// MAC address of device `name`.
     pub(crate) fn if_hwaddr(&self, name: &str) -> io::Result<[u8; 6]> {
-        ffi::if_hwaddr(self.fd.as_fd(), name)
+        netdev::hwaddr(self.fd.as_fd(), name)
     }
 
     /// Timestamping capabilities of device `name` (`ETHTOOL_GET_TS_INFO`).
     pub(crate) fn ts_info(&self, name: &str) -> io::Result<TsInfo> {
-        ffi::ts_info(self.fd.as_fd(), name)
+        netdev::ts_info(self.fd.as_fd(), name)
     }
 
     /// The device's current hardware timestamping config (`SIOCGHWTSTAMP`):
     /// `(tx_type, rx_filter)`.
     pub(crate) fn get_hwtstamp(&self, name: &str) -> io::Result<(i32, i32)> {
-        ffi::hwtstamp(self.fd.as_fd(), name, None).map(|c| (c.tx_type, c.rx_filter))
+        netdev::hwtstamp(self.fd.as_fd(), name, None).map(|c| (c.tx_type, c.rx_filter))
     }
 
     /// Sets the device's hardware RX timestamp filter, keeping its TX timestamp type
@@ -125,14 +133,17 @@ impl PacketSocket {
             tx_type,
             rx_filter,
         };
-        ffi::hwtstamp(self.fd.as_fd(), name, Some(cfg)).map(|c| c.rx_filter)
+        netdev::hwtstamp(self.fd.as_fd(), name, Some(cfg)).map(|c| c.rx_filter)
     }
 
     /// Transmits every frame of the TX ring marked "send request", without waiting; returns
     /// the bytes sent by this call. Never allocates.
     #[inline]
     pub(crate) fn kick(&self) -> io::Result<usize> {
-        ffi::kick(self.fd.as_fd())
+        // `send(fd, "", 0, MSG_DONTWAIT)` = `sendto(.., NULL, 0)`: the kernel takes the frames
+        // from the ring, not from the (empty) buffer. nix's `send` is one call, no work added.
+        nix::sys::socket::send(self.fd.as_raw_fd(), &[], MsgFlags::MSG_DONTWAIT)
+            .map_err(io::Error::from)
     }
 
     /// Waits up to `timeout` until the socket is readable (an RX ring block is ready);
@@ -149,16 +160,7 @@ impl PacketSocket {
     }
 
     fn wait(&self, events: i16, timeout: Duration) -> io::Result<bool> {
-        let mut fds = [libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events,
-            revents: 0,
-        }];
-        match ffi::ppoll(&mut fds, Some(timeout)) {
-            Ok(n) => Ok(n > 0),
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(false),
-            Err(e) => Err(e),
-        }
+        poll::poll_one(self.fd.as_fd(), events, timeout)
     }
 }
 

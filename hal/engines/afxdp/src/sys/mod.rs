@@ -29,7 +29,6 @@ pub(crate) use xsk::{XskSocket, XskStats};
 /// An RX / TX ring descriptor (`struct xdp_desc`: UMEM address, length, options).
 pub(crate) type XdpDesc = libc::xdp_desc;
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -43,26 +42,22 @@ pub(crate) struct NetDev {
 impl NetDev {
     /// A handle for interface queries. Cold path.
     pub(crate) fn new() -> io::Result<NetDev> {
-        ffi::inet_socket().map(|sock| NetDev { sock })
+        rtdaq_netsys::inet::socket(rtdaq_netsys::inet::Kind::Datagram).map(|sock| NetDev { sock })
     }
 
     /// The interface index of `name`, `None` when there is no such interface here.
     pub(crate) fn ifindex(&self, name: &str) -> Option<u32> {
-        let c = CString::new(name).ok()?;
-        match ffi::if_nametoindex(&c) {
-            0 => None,
-            i => Some(i),
-        }
+        nix::net::if_::if_nametoindex(name).ok().filter(|&i| i != 0)
     }
 
     /// The MTU of `name`.
     pub(crate) fn mtu(&self, name: &str) -> io::Result<u32> {
-        ffi::if_mtu(self.sock.as_fd(), name)
+        rtdaq_netsys::netdev::mtu(self.sock.as_fd(), name)
     }
 
     /// (RX, TX) queue counts of `name` (`ETHTOOL_GCHANNELS`: separate + combined channels).
     pub(crate) fn channels(&self, name: &str) -> io::Result<(u32, u32)> {
-        let c = ffi::if_channels(self.sock.as_fd(), name)?;
+        let c = rtdaq_netsys::netdev::channels(self.sock.as_fd(), name)?;
         Ok((c.rx_count + c.combined_count, c.tx_count + c.combined_count))
     }
 }

@@ -16,28 +16,7 @@ use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::ffi;
-
-/// A shared mapping of one ring, unmapped on drop.
-#[derive(Debug)]
-pub(crate) struct RingMap {
-    base: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain shared memory; who may touch which part of it is decided by
-// the ring types that own it (one owner each).
-unsafe impl Send for RingMap {}
-
-impl Drop for RingMap {
-    fn drop(&mut self) {
-        // SAFETY: `base..base + len` was mapped by `ffi::mmap_ring` and the owning ring is
-        // being dropped, so nothing uses it any more.
-        if let Err(e) = unsafe { ffi::munmap(self.base, self.len) } {
-            panic!("munmap of an AF_XDP ring failed: {e}");
-        }
-    }
-}
+use rtdaq_netsys::map::SharedMap;
 
 /// An entry type of a ring: `u64` frame addresses (fill, completion) or descriptors (RX, TX).
 pub(crate) trait Entry: Copy {}
@@ -48,7 +27,7 @@ impl Entry for libc::xdp_desc {}
 #[derive(Debug)]
 struct Raw<T: Entry> {
     /// Kept for its `Drop` (unmaps the ring).
-    _map: RingMap,
+    _map: SharedMap,
     producer: NonNull<AtomicU32>,
     consumer: NonNull<AtomicU32>,
     flags: NonNull<AtomicU32>,
@@ -57,7 +36,9 @@ struct Raw<T: Entry> {
     size: u32,
 }
 
-// SAFETY: see `RingMap`; the pointers all point into `map`, which the ring owns.
+// SAFETY: the mapping is plain shared memory (`SharedMap` is `Send`); the pointers all
+// point into it, the ring owns it, and who may touch which part is decided by the ring
+// protocol (one owner per ring).
 unsafe impl<T: Entry> Send for Raw<T> {}
 
 impl<T: Entry> Raw<T> {
@@ -73,8 +54,8 @@ impl<T: Entry> Raw<T> {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         }
         let len = off.desc as usize + size as usize * std::mem::size_of::<T>();
-        let base = ffi::mmap_ring(fd, len, pgoff)?;
-        let map = RingMap { base, len };
+        let map = SharedMap::new(fd, len, pgoff, true)?;
+        let base = map.ptr();
         let at = |o: u64| -> io::Result<NonNull<u8>> {
             if o as usize + 4 > len {
                 return Err(io::Error::from(io::ErrorKind::InvalidData));

@@ -3,10 +3,13 @@
 
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use rtdaq_core::BufferPool;
+
+use nix::sys::socket::MsgFlags;
+use rtdaq_netsys::{poll, sockopt};
 
 use super::ffi;
 use super::ring::{ConsRing, ProdRing};
@@ -71,18 +74,18 @@ impl<'a> XskSocket<'a> {
 
     /// Sets a ring size option (`XDP_UMEM_FILL_RING`, `XDP_RX_RING`, ...). Cold path.
     pub(crate) fn set_ring_size(&self, opt: i32, size: u32) -> io::Result<()> {
-        ffi::setsockopt(self.fd.as_fd(), libc::SOL_XDP, opt, &size)
+        sockopt::set(self.fd.as_fd(), libc::SOL_XDP, opt, &size)
     }
 
     /// Sets an integer socket option (busy polling). Cold path.
     pub(crate) fn set_int(&self, level: i32, opt: i32, value: i32) -> io::Result<()> {
-        ffi::setsockopt(self.fd.as_fd(), level, opt, &value)
+        sockopt::set(self.fd.as_fd(), level, opt, &value)
     }
 
     /// The ring offsets. Cold path.
     pub(crate) fn offsets(&self) -> io::Result<Offsets> {
         let (off, len) =
-            ffi::getsockopt::<Offsets>(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)?;
+            sockopt::get::<Offsets>(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_MMAP_OFFSETS)?;
         if len != std::mem::size_of::<Offsets>() {
             // Kernels before 5.4 report offsets without the flags word.
             return Err(io::Error::from(io::ErrorKind::Unsupported));
@@ -141,18 +144,15 @@ impl<'a> XskSocket<'a> {
 
     /// True when the socket runs in zero-copy mode (`XDP_OPTIONS`). Cold path.
     pub(crate) fn zero_copy(&self) -> io::Result<bool> {
-        let (o, _) = ffi::getsockopt::<libc::xdp_options>(
-            self.fd.as_fd(),
-            libc::SOL_XDP,
-            libc::XDP_OPTIONS,
-        )?;
+        let (o, _) =
+            sockopt::get::<libc::xdp_options>(self.fd.as_fd(), libc::SOL_XDP, libc::XDP_OPTIONS)?;
         Ok(o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
     }
 
     /// The kernel's counters (`XDP_STATISTICS`). One syscall; never allocates.
     #[inline]
     pub(crate) fn stats(&self) -> io::Result<XskStats> {
-        let (s, _) = ffi::getsockopt::<libc::xdp_statistics>(
+        let (s, _) = sockopt::get::<libc::xdp_statistics>(
             self.fd.as_fd(),
             libc::SOL_XDP,
             libc::XDP_STATISTICS,
@@ -170,33 +170,33 @@ impl<'a> XskSocket<'a> {
     /// Asks the kernel to send the TX ring (`sendto`, non-blocking). Never allocates.
     #[inline]
     pub(crate) fn kick_tx(&self) -> io::Result<()> {
-        ffi::kick_tx(self.fd.as_fd())
+        // `sendto(fd, NULL, 0, MSG_DONTWAIT)`: nix's `send` of nothing, one call.
+        nix::sys::socket::send(self.fd.as_raw_fd(), &[], MsgFlags::MSG_DONTWAIT)
+            .map(drop)
+            .map_err(io::Error::from)
     }
 
     /// Wakes the kernel's receive processing (`recvfrom`, non-blocking). Never allocates.
     #[inline]
     pub(crate) fn kick_rx(&self) -> io::Result<()> {
-        ffi::kick_rx(self.fd.as_fd())
+        // `recvfrom(fd, NULL, 0, MSG_DONTWAIT)`: nix's `recv` into nothing, one call.
+        nix::sys::socket::recv(self.fd.as_raw_fd(), &mut [], MsgFlags::MSG_DONTWAIT)
+            .map(drop)
+            .map_err(io::Error::from)
     }
 
     /// Waits up to `timeout` for the RX ring to hold a frame (`ppoll` `POLLIN`; this also
     /// wakes the kernel when the fill ring asks for it). Never allocates.
     #[inline]
     pub(crate) fn wait_readable(&self, timeout: Duration) -> io::Result<bool> {
-        match ffi::poll_one(self.fd.as_fd(), libc::POLLIN, timeout) {
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(false),
-            r => r,
-        }
+        poll::poll_one(self.fd.as_fd(), libc::POLLIN, timeout)
     }
 
     /// Waits up to `timeout` for room in the TX ring (`ppoll` `POLLOUT`; in copy mode this
     /// also makes the kernel send). Never allocates.
     #[inline]
     pub(crate) fn wait_writable(&self, timeout: Duration) -> io::Result<bool> {
-        match ffi::poll_one(self.fd.as_fd(), libc::POLLOUT, timeout) {
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(false),
-            r => r,
-        }
+        poll::poll_one(self.fd.as_fd(), libc::POLLOUT, timeout)
     }
 
     /// The descriptor, for the XSKMAP.

@@ -7,7 +7,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawF
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use super::ffi;
+use nix::sys::socket::{setsockopt, sockopt as nix_opt, IpMembershipRequest};
+use nix::sys::time::TimeVal;
+use rtdaq_netsys::{inet, poll, sockopt};
 
 /// An owned, non-blocking, close-on-exec IPv4 socket. Closed on drop.
 #[derive(Debug)]
@@ -18,17 +20,17 @@ pub(crate) struct Socket {
 impl Socket {
     /// A new UDP socket. Cold path.
     pub(crate) fn udp() -> io::Result<Socket> {
-        ffi::socket(libc::SOCK_DGRAM).map(|fd| Socket { fd })
+        inet::socket(inet::Kind::Datagram).map(|fd| Socket { fd })
     }
 
     /// A new TCP socket. Cold path.
     pub(crate) fn tcp() -> io::Result<Socket> {
-        ffi::socket(libc::SOCK_STREAM).map(|fd| Socket { fd })
+        inet::socket(inet::Kind::Stream).map(|fd| Socket { fd })
     }
 
     /// Sets an integer option.
     pub(crate) fn set_int(&self, level: i32, option: i32, value: i32) -> io::Result<()> {
-        ffi::setsockopt_int(self.fd.as_fd(), level, option, value)
+        sockopt::set_int(self.fd.as_fd(), level, option, value)
     }
 
     /// Joins multicast `group` on the interface with address `local` (`0.0.0.0`: by route),
@@ -40,58 +42,75 @@ impl Socket {
         sources: &[std::net::Ipv4Addr],
     ) -> io::Result<()> {
         if sources.is_empty() {
-            return ffi::join_group(self.fd.as_fd(), group, local);
+            let m = IpMembershipRequest::new(group, Some(local));
+            return setsockopt(&self.fd, nix_opt::IpAddMembership, &m).map_err(io::Error::from);
         }
         for &s in sources {
-            ffi::join_source_group(self.fd.as_fd(), group, s, local)?;
+            // IP_ADD_SOURCE_MEMBERSHIP: nix has no wrapper for it.
+            let m = libc::ip_mreq_source {
+                imr_multiaddr: in_addr(group),
+                imr_interface: in_addr(local),
+                imr_sourceaddr: in_addr(s),
+            };
+            sockopt::set(
+                self.fd.as_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_ADD_SOURCE_MEMBERSHIP,
+                &m,
+            )?;
         }
         Ok(())
     }
 
     /// Sends multicast out of the interface with address `local` (`IP_MULTICAST_IF`).
     pub(crate) fn set_multicast_if(&self, local: std::net::Ipv4Addr) -> io::Result<()> {
-        ffi::set_multicast_if(self.fd.as_fd(), local)
+        sockopt::set(
+            self.fd.as_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_IF,
+            &in_addr(local),
+        )
     }
 
     /// Makes receives without `MSG_DONTWAIT` block for at most `timeout` (`SO_RCVTIMEO`,
     /// which the kernel rounds up to a jiffy) by clearing `O_NONBLOCK`. Sends and reads
     /// that pass `MSG_DONTWAIT` stay non-blocking.
     pub(crate) fn set_recv_timeout(&self, timeout: Duration) -> io::Result<()> {
-        ffi::setsockopt_timeval(
-            self.fd.as_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            timeout,
-        )?;
-        ffi::set_nonblocking(self.fd.as_fd(), false)
+        setsockopt(
+            &self.fd,
+            nix_opt::ReceiveTimeout,
+            &TimeVal::from(timeout_tv(timeout)),
+        )
+        .map_err(io::Error::from)?;
+        inet::set_nonblocking(self.fd.as_fd(), false)
     }
 
     /// Reads an integer option.
     pub(crate) fn get_int(&self, level: i32, option: i32) -> io::Result<i32> {
-        ffi::getsockopt_int(self.fd.as_fd(), level, option)
+        sockopt::get_int(self.fd.as_fd(), level, option)
     }
 
     /// The kernel's drop counter for this socket (`SO_MEMINFO`); never allocates.
     #[inline]
     pub(crate) fn kernel_drops(&self) -> io::Result<u32> {
-        ffi::meminfo_drops(self.fd.as_fd())
+        sockopt::meminfo_drops(self.fd.as_fd())
     }
 
     /// `bind`.
     pub(crate) fn bind(&self, addr: &SocketAddrV4) -> io::Result<()> {
-        ffi::bind(self.fd.as_fd(), addr)
+        inet::bind(self.fd.as_fd(), *addr)
     }
 
     /// `listen`.
     pub(crate) fn listen(&self, backlog: i32) -> io::Result<()> {
-        ffi::listen(self.fd.as_fd(), backlog)
+        inet::listen(self.fd.as_fd(), backlog)
     }
 
     /// Accepts one pending connection without waiting; `Ok(None)` when there is none.
     /// Never allocates.
     #[inline]
     pub(crate) fn accept(&self) -> io::Result<Option<(Socket, SocketAddrV4)>> {
-        match ffi::accept(self.fd.as_fd()) {
+        match inet::accept(self.fd.as_fd()) {
             Ok((fd, peer)) => Ok(Some((Socket { fd }, peer))),
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Ok(None),
             Err(e) => Err(e),
@@ -100,7 +119,7 @@ impl Socket {
 
     /// Connects, waiting at most `timeout` for the handshake. Cold path.
     pub(crate) fn connect_timeout(&self, addr: &SocketAddrV4, timeout: Duration) -> io::Result<()> {
-        match ffi::connect(self.fd.as_fd(), addr) {
+        match inet::connect(self.fd.as_fd(), *addr) {
             Ok(()) => return Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(e),
@@ -113,7 +132,7 @@ impl Socket {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match ffi::ppoll(&mut fds, Some(left)) {
+            match poll::ppoll(&mut fds, Some(left)) {
                 Ok(0) => return Err(io::Error::from_raw_os_error(libc::ETIMEDOUT)),
                 Ok(_) => break,
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
@@ -128,7 +147,7 @@ impl Socket {
 
     /// The local address.
     pub(crate) fn local_addr(&self) -> io::Result<SocketAddrV4> {
-        ffi::local_addr(self.fd.as_fd())
+        inet::local_addr(self.fd.as_fd())
     }
 
     /// A second descriptor for the same socket (`F_DUPFD_CLOEXEC`). Never allocates.
@@ -202,7 +221,7 @@ impl PollSet {
     /// returns how many are. `EINTR` counts as none. Never allocates.
     #[inline]
     pub(crate) fn wait(&mut self, timeout: Duration) -> io::Result<usize> {
-        match ffi::ppoll(&mut self.fds, Some(timeout)) {
+        match poll::ppoll(&mut self.fds, Some(timeout)) {
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => Ok(0),
             r => r,
         }
@@ -256,5 +275,20 @@ impl FdSlot {
 impl Drop for FdSlot {
     fn drop(&mut self) {
         drop(self.take());
+    }
+}
+
+/// An `in_addr` (network byte order).
+fn in_addr(ip: std::net::Ipv4Addr) -> libc::in_addr {
+    libc::in_addr {
+        s_addr: u32::from_ne_bytes(ip.octets()),
+    }
+}
+
+/// `timeout` as a `timeval` (whole microseconds).
+fn timeout_tv(timeout: Duration) -> libc::timeval {
+    libc::timeval {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
     }
 }

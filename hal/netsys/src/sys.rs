@@ -1,0 +1,438 @@
+//! Every `unsafe` block of the crate: the calls `nix` does not wrap (or wraps with work per
+//! call that a hot path should not pay), each as one thin function returning `io::Result`.
+//! This is the only module that reads `errno` (`io::Error::last_os_error`, no allocation).
+#![allow(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+use std::io;
+use std::mem::{size_of, MaybeUninit};
+use std::num::NonZeroUsize;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+use std::time::Duration;
+
+use libc::{c_int, c_void, socklen_t};
+
+/// `-1` → the thread's `errno` as an `io::Error` (for the engines' own raw hot-path calls).
+#[inline]
+pub fn cvt(r: c_int) -> io::Result<c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// `setsockopt(fd, level, option, value, sizeof(T))`.
+pub(crate) fn setsockopt<T: PlainOption>(
+    fd: BorrowedFd<'_>,
+    level: c_int,
+    option: c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `T: PlainOption` holds no address, so there is none for the kernel to misuse.
+    unsafe { setsockopt_unchecked(fd, level, option, value) }
+}
+
+/// `setsockopt(fd, level, option, value, sizeof(T))` for a value that carries an address
+/// the kernel uses (`XDP_UMEM_REG`).
+///
+/// # Safety
+/// Every address inside `value` is valid for what the kernel does with it for as long as
+/// it does it (for a UMEM: mapped until every socket bound to it is closed).
+pub unsafe fn setsockopt_unchecked<T: Copy>(
+    fd: BorrowedFd<'_>,
+    level: c_int,
+    option: c_int,
+    value: &T,
+) -> io::Result<()> {
+    // SAFETY: `value` is borrowed across the call and its size is passed; the addresses it
+    // carries are the caller's contract.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            option,
+            (value as *const T).cast::<c_void>(),
+            size_of::<T>() as socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// `getsockopt(fd, level, option)` into a zeroed `T`; returns it and the length the kernel
+/// wrote. Never allocates.
+pub(crate) fn getsockopt<T: PlainOption>(
+    fd: BorrowedFd<'_>,
+    level: c_int,
+    option: c_int,
+) -> io::Result<(T, usize)> {
+    let mut v = MaybeUninit::<T>::zeroed();
+    let mut len = size_of::<T>() as socklen_t;
+    // SAFETY: `v` and `len` are valid for writes and `len` holds `v`'s size: the kernel
+    // writes at most that many bytes.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            option,
+            v.as_mut_ptr().cast::<c_void>(),
+            &mut len,
+        )
+    })?;
+    // SAFETY: zero-initialised, and all-zero (like any bytes the kernel wrote) is a valid
+    // `T` (`PlainOption`'s contract).
+    Ok((unsafe { v.assume_init() }, len as usize))
+}
+
+/// `setsockopt(SOL_SOCKET, SO_ATTACH_FILTER, {len, insns})`: a classic BPF program; the
+/// kernel copies and checks it during the call.
+pub(crate) fn attach_filter(fd: BorrowedFd<'_>, insns: &[libc::sock_filter]) -> io::Result<()> {
+    let prog = libc::sock_fprog {
+        len: u16::try_from(insns.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?,
+        filter: insns.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` lives across the call and its size is passed; `prog.filter` points to
+    // `insns.len()` instructions borrowed across the call, which the kernel only reads.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&prog as *const libc::sock_fprog).cast::<c_void>(),
+            size_of::<libc::sock_fprog>() as socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// `ppoll(fds, timeout)`; `None` waits forever. Kept raw: nix's `ppoll` takes `PollFd`s that
+/// borrow their descriptors, which a preallocated set reused across calls cannot hold.
+#[inline]
+pub(crate) fn ppoll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> io::Result<usize> {
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `fds` is a valid, exclusively borrowed array of `len` entries; `tsp` is null or
+    // points to `ts`, alive across the call; a null signal mask keeps the current one.
+    let n = cvt(unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    })?;
+    Ok(n as usize)
+}
+
+/// An `ifreq` naming `name` (1..=15 bytes, no NUL; otherwise `ENODEV`, as the kernel answers
+/// for an unknown device).
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+        return Err(io::Error::from_raw_os_error(libc::ENODEV));
+    }
+    // SAFETY: all-zero is a valid `ifreq` (an empty NUL-terminated name, a zero union).
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    Ok(ifr)
+}
+
+/// Which union member of an `ifreq` a device query reads back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IfQuery {
+    /// `SIOCGIFINDEX`: `ifru_ifindex`.
+    Index,
+    /// `SIOCGIFMTU`: `ifru_mtu`.
+    Mtu,
+    /// `SIOCGIFFLAGS`: `ifru_flags`.
+    Flags,
+}
+
+/// `ioctl(fd, SIOCGIF*, ifreq{name})` for an integer answer.
+pub(crate) fn if_query(fd: BorrowedFd<'_>, name: &str, q: IfQuery) -> io::Result<i32> {
+    let mut ifr = ifreq(name)?;
+    let req = match q {
+        IfQuery::Index => libc::SIOCGIFINDEX,
+        IfQuery::Mtu => libc::SIOCGIFMTU,
+        IfQuery::Flags => libc::SIOCGIFFLAGS,
+    };
+    // SAFETY: `ifr` is a valid, exclusively borrowed `ifreq`; these requests read its name
+    // and write one integer union member.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), req, &mut ifr as *mut libc::ifreq) })?;
+    // SAFETY: the request just wrote the member read here.
+    Ok(unsafe {
+        match q {
+            IfQuery::Index => ifr.ifr_ifru.ifru_ifindex,
+            IfQuery::Mtu => ifr.ifr_ifru.ifru_mtu,
+            IfQuery::Flags => i32::from(ifr.ifr_ifru.ifru_flags),
+        }
+    })
+}
+
+/// `SIOCGIFHWADDR`: the device's MAC address.
+pub(crate) fn if_hwaddr(fd: BorrowedFd<'_>, name: &str) -> io::Result<[u8; 6]> {
+    let mut ifr = ifreq(name)?;
+    // SAFETY: as in `if_query`: SIOCGIFHWADDR writes `ifru_hwaddr`.
+    cvt(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::SIOCGIFHWADDR,
+            &mut ifr as *mut libc::ifreq,
+        )
+    })?;
+    // SAFETY: SIOCGIFHWADDR wrote `ifru_hwaddr`.
+    let sa = unsafe { ifr.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (d, s) in mac.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    Ok(mac)
+}
+
+/// `ioctl(fd, request, ifreq{name, ifru_data = data})`: the device requests that read and
+/// write a structure through `ifru_data` (`SIOCETHTOOL`, `SIOC[GS]HWTSTAMP`).
+///
+/// # Safety
+/// `data` is the structure the kernel expects for `request` (and, for `SIOCETHTOOL`, for the
+/// command in its first word): the kernel reads and writes that many bytes through it.
+pub(crate) unsafe fn if_data_ioctl<T>(
+    fd: BorrowedFd<'_>,
+    name: &str,
+    request: libc::Ioctl,
+    data: &mut T,
+) -> io::Result<()> {
+    let mut ifr = ifreq(name)?;
+    ifr.ifr_ifru.ifru_data = (data as *mut T).cast::<libc::c_char>();
+    // SAFETY: `ifr` is exclusively borrowed for the call; `ifru_data` points at `data`,
+    // exclusively borrowed across it, of the type the caller's contract ties to `request`.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), request, &mut ifr as *mut libc::ifreq) }).map(drop)
+}
+
+/// `bind(fd, sockaddr_ll { ifindex, protocol })` (nix builds no `sockaddr_ll`); `protocol`
+/// in host order (`ETH_P_ALL`, or 0 for a socket that only sends).
+pub(crate) fn bind_ll(fd: BorrowedFd<'_>, ifindex: i32, protocol: u16) -> io::Result<()> {
+    // SAFETY: all-zero is a valid `sockaddr_ll`.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = protocol.to_be();
+    sll.sll_ifindex = ifindex;
+    // SAFETY: `sll` is a valid `sockaddr_ll` living across the call; its size is passed.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast::<libc::sockaddr>(),
+            size_of::<libc::sockaddr_ll>() as socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+/// `mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED [| MAP_POPULATE], fd, offset)`
+/// through nix: a kernel ring of a socket. The caller owns it and unmaps it once
+/// ([`munmap`]).
+pub(crate) fn mmap_shared(
+    fd: BorrowedFd<'_>,
+    len: NonZeroUsize,
+    offset: i64,
+    populate: bool,
+) -> io::Result<NonNull<u8>> {
+    use nix::sys::mman::{MapFlags, ProtFlags};
+    let flags = if populate {
+        MapFlags::MAP_SHARED | MapFlags::MAP_POPULATE
+    } else {
+        MapFlags::MAP_SHARED
+    };
+    // SAFETY: a fresh mapping placed by the kernel (no address hint) aliases no Rust memory.
+    let p = unsafe {
+        nix::sys::mman::mmap(
+            None,
+            len,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            flags,
+            fd,
+            offset,
+        )
+    }?;
+    Ok(p.cast::<u8>())
+}
+
+/// `munmap(ptr, len)` through nix.
+///
+/// # Safety
+/// `ptr`/`len` are one whole mapping made by [`mmap_shared`], no reference into it is alive
+/// and it is not used afterwards.
+pub(crate) unsafe fn munmap(ptr: NonNull<u8>, len: usize) -> io::Result<()> {
+    // SAFETY: forwarded to the caller's contract.
+    unsafe { nix::sys::mman::munmap(ptr.cast::<c_void>(), len) }.map_err(io::Error::from)
+}
+
+/// `ETHTOOL_GET_TS_INFO` (`linux/ethtool.h`).
+const ETHTOOL_GET_TS_INFO: u32 = 0x41;
+/// `ETHTOOL_GCHANNELS` (`linux/ethtool.h`).
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+
+/// `struct ethtool_ts_info` (`linux/ethtool.h`), not in the `libc` crate.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct EthtoolTsInfo {
+    cmd: u32,
+    so_timestamping: u32,
+    phc_index: i32,
+    tx_types: u32,
+    tx_reserved: [u32; 3],
+    rx_filters: u32,
+    rx_reserved: [u32; 3],
+}
+
+/// `SIOCETHTOOL(ETHTOOL_GET_TS_INFO)`: `(so_timestamping, phc_index, rx_filters)`.
+pub(crate) fn ts_info(fd: BorrowedFd<'_>, name: &str) -> io::Result<(u32, i32, u32)> {
+    let mut info = EthtoolTsInfo {
+        cmd: ETHTOOL_GET_TS_INFO,
+        ..EthtoolTsInfo::default()
+    };
+    // SAFETY: `EthtoolTsInfo` is the structure of ETHTOOL_GET_TS_INFO, its first word.
+    unsafe { if_data_ioctl(fd, name, libc::SIOCETHTOOL, &mut info) }?;
+    Ok((info.so_timestamping, info.phc_index, info.rx_filters))
+}
+
+/// `SIOCETHTOOL(ETHTOOL_GCHANNELS)`: `[max_rx, max_combined, rx_count, tx_count,
+/// combined_count]`.
+pub(crate) fn channels(fd: BorrowedFd<'_>, name: &str) -> io::Result<[u32; 5]> {
+    // `struct ethtool_channels`: cmd, max_rx, max_tx, max_other, max_combined, rx_count,
+    // tx_count, other_count, combined_count.
+    let mut ch = [0u32; 9];
+    ch[0] = ETHTOOL_GCHANNELS;
+    // SAFETY: nine `u32`s are `struct ethtool_channels`, the structure of ETHTOOL_GCHANNELS.
+    unsafe { if_data_ioctl(fd, name, libc::SIOCETHTOOL, &mut ch) }?;
+    Ok([ch[1], ch[4], ch[5], ch[6], ch[8]])
+}
+
+/// `SIOCGHWTSTAMP` (`set = None`) or `SIOCSHWTSTAMP`: the device's hardware timestamping
+/// configuration as it stands after the call.
+pub(crate) fn hwtstamp(
+    fd: BorrowedFd<'_>,
+    name: &str,
+    set: Option<libc::hwtstamp_config>,
+) -> io::Result<libc::hwtstamp_config> {
+    let mut cfg = set.unwrap_or(libc::hwtstamp_config {
+        flags: 0,
+        tx_type: 0,
+        rx_filter: 0,
+    });
+    let req = if set.is_some() {
+        libc::SIOCSHWTSTAMP
+    } else {
+        libc::SIOCGHWTSTAMP
+    };
+    // SAFETY: `hwtstamp_config` is the structure of SIOC[GS]HWTSTAMP.
+    unsafe { if_data_ioctl(fd, name, req as libc::Ioctl, &mut cfg) }?;
+    Ok(cfg)
+}
+
+/// Owns a descriptor a system call just returned (nix's `accept4` hands it back raw).
+pub(crate) fn own_fd(raw: std::os::fd::RawFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `raw` was just created by the kernel for this process and nobody else owns it.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) }
+}
+
+/// A read-write shared mapping of `len` bytes of a socket at `offset`, unmapped on drop. It
+/// hands out its base address only: what the bytes mean, and who may touch which, is the
+/// ring's business.
+#[derive(Debug)]
+pub struct SharedMap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is process memory, valid from any thread; `SharedMap` itself only
+// holds its address and unmaps it once.
+unsafe impl Send for SharedMap {}
+// SAFETY: `&SharedMap` gives out the address only; accesses through it are the user's
+// `unsafe` code, which synchronises them.
+unsafe impl Sync for SharedMap {}
+
+impl SharedMap {
+    /// Maps `len` bytes of `fd` at `offset` (the kernel's ring offset, e.g.
+    /// `XDP_PGOFF_RX_RING`); `populate` prefaults the pages (`MAP_POPULATE`). `EINVAL` for
+    /// `len == 0`.
+    pub fn new(fd: BorrowedFd<'_>, len: usize, offset: i64, populate: bool) -> io::Result<Self> {
+        let n = NonZeroUsize::new(len).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let ptr = mmap_shared(fd, n, offset, populate)?;
+        Ok(SharedMap { ptr, len })
+    }
+
+    /// The first byte.
+    #[inline]
+    pub fn ptr(&self) -> NonNull<u8> {
+        self.ptr
+    }
+
+    /// Bytes mapped.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false (a mapping has at least one byte).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for SharedMap {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are the whole mapping `new` made; it is dropped once, and the
+        // references its users made borrow them from `self`, so none outlives it.
+        if let Err(e) = unsafe { munmap(self.ptr, self.len) } {
+            // Cold path: an munmap that fails leaks address space, it corrupts nothing.
+            debug_assert!(false, "munmap: {e}");
+        }
+    }
+}
+
+/// A value a socket option passes by bytes.
+///
+/// # Safety
+/// The type is plain data: it holds no pointer (the kernel would follow it), and every bit
+/// pattern, all-zero included, is a valid value (`sockopt::get` reads it back from a zeroed buffer
+/// the kernel may fill partly).
+pub unsafe trait PlainOption: Copy {}
+
+// SAFETY: a C integer: no pointer, every bit pattern valid. The impls below: C integers and
+// kernel structs of integers only, likewise.
+unsafe impl PlainOption for c_int {}
+// SAFETY: see above.
+unsafe impl PlainOption for u32 {}
+// SAFETY: see above.
+unsafe impl<const N: usize> PlainOption for [u32; N] {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::in_addr {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::ip_mreqn {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::ip_mreq_source {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::timeval {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::tpacket_req {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::tpacket_req3 {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::tpacket_stats_v3 {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::xdp_statistics {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::xdp_options {}
+// SAFETY: see above.
+unsafe impl PlainOption for libc::xdp_mmap_offsets {}
