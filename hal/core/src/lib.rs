@@ -48,6 +48,7 @@ pub mod format;
 pub mod meta;
 pub mod pool;
 pub mod ring;
+mod ring_index;
 pub mod seq;
 pub mod slot_ring;
 pub mod traits;

@@ -23,7 +23,10 @@
 //! # Design
 //! - `head` (next slot to read, written only by the consumer) and `tail` (next slot to write,
 //!   written only by the producer) are free-running `usize` counters, each on its own cache line
-//!   ([`CachePadded`]); a slot index is `counter & mask`; `len = tail - head` (wrapping).
+//!   ([`CachePadded`](crossbeam_utils::CachePadded)); a slot index is `counter & mask`;
+//!   `len = tail - head` (wrapping). This index bookkeeping (counters, cached copies, their
+//!   `Acquire`/`Release`) is the crate-private `ring_index` core, shared with
+//!   [`SlotRing`](crate::slot_ring::SlotRing); this module only moves items in and out of slots.
 //! - Each half keeps its own index locally and a *cached* copy of the other side's index; it
 //!   reloads the shared atomic only when the cached value says "full" (producer) or "empty"
 //!   (consumer). In steady state each side touches the other's cache line once per lap, not per
@@ -48,11 +51,8 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::{self, NonNull};
 
-use crossbeam_utils::CachePadded;
-
 use crate::error::RingError;
-use sync::AtomicUsize;
-use sync::Ordering::{Acquire, Release};
+use crate::ring_index::{half_queries, ring_queries, ConsumerIndex, ProducerIndex, RingIndex};
 
 /// Atomics shim: `core` atomics normally, `loom` atomics under `cfg(loom)` (ring and pool).
 pub(crate) mod sync {
@@ -88,14 +88,10 @@ impl Shadow {
 /// Use [`split`](Ring::split) to get the [`Producer`] and [`Consumer`] halves. The ring itself
 /// only offers cold-path queries and [`clear`](Ring::clear).
 pub struct Ring<'s, T> {
-    /// Next counter to read. Written only by the consumer (`Release`), read by the producer.
-    head: CachePadded<AtomicUsize>,
-    /// Next counter to write. Written only by the producer (`Release`), read by the consumer.
-    tail: CachePadded<AtomicUsize>,
-    /// Start of the caller's storage (`mask + 1` slots).
+    /// The `head`/`tail` counters and the mask.
+    index: RingIndex,
+    /// Start of the caller's storage (`capacity` slots).
     buf: NonNull<MaybeUninit<T>>,
-    /// `capacity - 1`.
-    mask: usize,
     #[cfg(loom)]
     shadow: Shadow,
     _storage: PhantomData<&'s mut [MaybeUninit<T>]>,
@@ -112,46 +108,15 @@ impl<'s, T> Ring<'s, T> {
     /// Returns [`RingError::BadCapacity`] unless `storage.len()` is a non-zero power of two.
     /// Cold path (under `cfg(loom)` only, it allocates a shadow for the model checker).
     pub fn new(storage: &'s mut [MaybeUninit<T>]) -> Result<Self, RingError> {
-        let cap = storage.len();
-        if !cap.is_power_of_two() {
-            return Err(RingError::BadCapacity);
-        }
+        let index = RingIndex::new(storage.len())?;
         Ok(Ring {
-            head: CachePadded::new(AtomicUsize::new(0)),
-            tail: CachePadded::new(AtomicUsize::new(0)),
-            buf: NonNull::from(storage).cast(),
-            mask: cap - 1,
             #[cfg(loom)]
-            shadow: Shadow::new(cap),
+            shadow: Shadow::new(index.capacity()),
+            index,
+            buf: NonNull::from(storage).cast(),
             _storage: PhantomData,
             _owns: PhantomData,
         })
-    }
-
-    /// Number of slots (a power of two).
-    #[inline]
-    pub fn capacity(&self) -> usize {
-        self.mask + 1
-    }
-
-    /// Number of items in the ring.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.tail
-            .load(Acquire)
-            .wrapping_sub(self.head.load(Acquire))
-    }
-
-    /// True when the ring holds no item.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// True when every slot is used.
-    #[inline]
-    pub fn is_full(&self) -> bool {
-        self.len() == self.capacity()
     }
 
     /// Splits the ring into its producer and consumer halves.
@@ -159,33 +124,29 @@ impl<'s, T> Ring<'s, T> {
     /// The `&mut` borrow guarantees there is only ever one producer and one consumer. After both
     /// halves are dropped the ring may be split again; items in flight stay in the ring.
     pub fn split(&mut self) -> (Producer<'_, T>, Consumer<'_, T>) {
-        let head = self.head.load(Acquire);
-        let tail = self.tail.load(Acquire);
-        let this: &Ring<'_, T> = self;
+        let (pidx, cidx) = self.index.split();
         (
             Producer {
-                ring: this,
+                idx: pidx,
                 buf: self.buf,
-                mask: self.mask,
-                tail,
-                head_cache: head,
+                #[cfg(loom)]
+                shadow: &self.shadow,
+                _ring: PhantomData,
             },
             Consumer {
-                ring: this,
+                idx: cidx,
                 buf: self.buf,
-                mask: self.mask,
-                head,
-                tail_cache: tail,
+                #[cfg(loom)]
+                shadow: &self.shadow,
+                _ring: PhantomData,
             },
         )
     }
 
     /// Drops every item in the ring and leaves it empty. Cold path.
     pub fn clear(&mut self) {
-        let head = self.head.load(Acquire);
-        let tail = self.tail.load(Acquire);
         // Mark empty first: if a `T::drop` panics the rest leak instead of dropping twice.
-        self.head.store(tail, Release);
+        let (head, tail) = self.index.empty_out();
         self.drop_range(head, tail);
     }
 
@@ -194,12 +155,13 @@ impl<'s, T> Ring<'s, T> {
         if !core::mem::needs_drop::<T>() {
             return;
         }
+        let mask = self.index.mask();
         let n = tail.wrapping_sub(head);
-        let start = head & self.mask;
+        let start = head & mask;
         let first = n.min(self.capacity() - start);
         #[cfg(loom)]
         for i in 0..n {
-            self.shadow.write((start + i) & self.mask);
+            self.shadow.write((start + i) & mask);
         }
         // SAFETY: `&mut self` means no half is alive; slots `head..tail` (mod capacity) hold
         // initialised items that nobody else owns (the producer wrote them and published `tail`,
@@ -216,26 +178,10 @@ impl<'s, T> Ring<'s, T> {
 
 impl<T> Drop for Ring<'_, T> {
     fn drop(&mut self) {
-        let head = self.head.load(Acquire);
-        let tail = self.tail.load(Acquire);
+        let (head, tail) = self.index.bounds();
         self.drop_range(head, tail);
     }
 }
-
-/// `Debug` shows capacity and current length.
-macro_rules! debug_len {
-    ($($ty:ident),+) => {$(
-        impl<T> fmt::Debug for $ty<'_, T> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($ty))
-                    .field("capacity", &self.capacity())
-                    .field("len", &self.len())
-                    .finish()
-            }
-        }
-    )+};
-}
-debug_len!(Ring, Producer, Consumer);
 
 /// Copies `n` items between `ring` slots starting at counter `pos` and a linear buffer,
 /// splitting at the wrap point. `to_ring` selects the direction.
@@ -270,13 +216,13 @@ unsafe fn copy_wrapping<T>(
 
 /// The producing half of a [`Ring`]. `Send` when `T: Send`; not `Clone`.
 pub struct Producer<'r, T> {
-    ring: &'r Ring<'r, T>,
+    /// Our `tail` and cached copy of the consumer's `head`.
+    idx: ProducerIndex<'r>,
     buf: NonNull<MaybeUninit<T>>,
-    mask: usize,
-    /// Our own counter (the shared `tail` always equals it between calls).
-    tail: usize,
-    /// Last value of the consumer's `head` we loaded.
-    head_cache: usize,
+    #[cfg(loom)]
+    shadow: &'r Shadow,
+    /// Borrows the ring (its `T`s and storage).
+    _ring: PhantomData<&'r Ring<'r, T>>,
 }
 
 // SAFETY: the producer only writes slots it owns (free ones) and publishes them with `Release`;
@@ -285,55 +231,30 @@ pub struct Producer<'r, T> {
 unsafe impl<T: Send> Send for Producer<'_, T> {}
 
 impl<T> Producer<'_, T> {
-    /// Free slots, reloading the consumer's `head` only when fewer than `want` look free.
-    #[inline(always)]
-    fn free(&mut self, want: usize) -> usize {
-        let cap = self.mask + 1;
-        let free = cap - self.tail.wrapping_sub(self.head_cache);
-        if free >= want {
-            return free;
-        }
-        // Acquire: the consumer moved items out of these slots before its `Release` of `head`;
-        // we must not overwrite them before that.
-        self.head_cache = self.ring.head.load(Acquire);
-        cap - self.tail.wrapping_sub(self.head_cache)
-    }
-
-    /// Makes `n` written slots visible to the consumer (one `Release` store).
-    #[inline(always)]
-    fn publish(&mut self, n: usize) {
-        self.tail = self.tail.wrapping_add(n);
-        self.ring.tail.store(self.tail, Release);
-    }
-
     /// Moves `item` into the slot of counter `pos`.
     ///
     /// # Safety
     /// `pos` must be in `tail..tail + free` (a free slot, not yet published).
     #[inline(always)]
     unsafe fn write_at(&self, pos: usize, item: T) {
+        let i = pos & self.idx.mask();
         #[cfg(loom)]
-        self.ring.shadow.write(pos & self.mask);
+        self.shadow.write(i);
         // SAFETY: by the contract `pos` is a free slot only the producer touches; it holds no
         // initialised item (moved out or never written), so nothing is overwritten or leaked.
-        unsafe {
-            self.buf
-                .as_ptr()
-                .add(pos & self.mask)
-                .write(MaybeUninit::new(item))
-        }
+        unsafe { self.buf.as_ptr().add(i).write(MaybeUninit::new(item)) }
     }
 
     /// Appends one item; gives it back when the ring is full.
     /// Never blocks, never allocates.
     #[inline]
     pub fn push(&mut self, item: T) -> Result<(), T> {
-        if self.free(1) == 0 {
+        if self.idx.claim(1) == 0 {
             return Err(item);
         }
         // SAFETY: one slot is free, `tail` is the first free one.
-        unsafe { self.write_at(self.tail, item) };
-        self.publish(1);
+        unsafe { self.write_at(self.idx.pos(), item) };
+        self.idx.publish(1);
         Ok(())
     }
 
@@ -349,15 +270,15 @@ impl<T> Producer<'_, T> {
         let iter = items.into_iter();
         // Reload the consumer's index only when the cached one may not cover every item.
         let want = iter.size_hint().1.unwrap_or(usize::MAX).max(1);
-        let free = self.free(want);
+        let free = self.idx.claim(want);
         let mut n = 0;
         for item in iter.take(free) {
             // SAFETY: `n < free`, so `tail + n` is a free, unpublished slot.
-            unsafe { self.write_at(self.tail.wrapping_add(n), item) };
+            unsafe { self.write_at(self.idx.pos().wrapping_add(n), item) };
             n += 1;
         }
         if n > 0 {
-            self.publish(n);
+            self.idx.publish(n);
         }
         n
     }
@@ -376,17 +297,17 @@ impl<T> Producer<'_, T> {
     {
         let iter = items.into_iter();
         let want = iter.len();
-        if self.free(want) < want {
+        if self.idx.claim(want) < want {
             return Err(iter);
         }
         let mut n = 0;
         for item in iter.take(want) {
             // SAFETY: `n < want <= free`, so `tail + n` is a free, unpublished slot.
-            unsafe { self.write_at(self.tail.wrapping_add(n), item) };
+            unsafe { self.write_at(self.idx.pos().wrapping_add(n), item) };
             n += 1;
         }
         if n > 0 {
-            self.publish(n);
+            self.idx.publish(n);
         }
         Ok(())
     }
@@ -398,7 +319,7 @@ impl<T> Producer<'_, T> {
     where
         T: Copy,
     {
-        let n = items.len().min(self.free(items.len()));
+        let n = items.len().min(self.idx.claim(items.len()));
         self.copy_in(items, n);
         n
     }
@@ -410,7 +331,7 @@ impl<T> Producer<'_, T> {
     where
         T: Copy,
     {
-        if self.free(items.len()) < items.len() {
+        if self.idx.claim(items.len()) < items.len() {
             return Err(RingError::Full);
         }
         self.copy_in(items, items.len());
@@ -425,68 +346,28 @@ impl<T> Producer<'_, T> {
         if n == 0 {
             return;
         }
+        let (tail, mask) = (self.idx.pos(), self.idx.mask());
         #[cfg(loom)]
         for i in 0..n {
-            self.ring
-                .shadow
-                .write(self.tail.wrapping_add(i) & self.mask);
+            self.shadow.write(tail.wrapping_add(i) & mask);
         }
         // SAFETY: `n <= free`, so slots `tail..tail + n` are free and owned by the producer;
         // `items` is valid for reading `n <= items.len()` items and lies outside the ring storage
         // (which we borrow exclusively). `T: Copy`, so a bitwise copy is a valid copy.
-        unsafe {
-            copy_wrapping(
-                self.buf,
-                self.mask,
-                self.tail,
-                items.as_ptr().cast_mut(),
-                n,
-                true,
-            )
-        };
-        self.publish(n);
-    }
-
-    /// Items in the ring (exact for the producer's own pushes; pops may be in flight).
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.tail.wrapping_sub(self.ring.head.load(Acquire))
-    }
-
-    /// True when the ring holds nothing right now.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Free slots right now (reloads the consumer's index).
-    #[inline]
-    pub fn free_slots(&mut self) -> usize {
-        self.free(usize::MAX)
-    }
-
-    /// True when no slot is free (reloads the consumer's index).
-    #[inline]
-    pub fn is_full(&mut self) -> bool {
-        self.free(1) == 0
-    }
-
-    /// Number of slots.
-    #[inline]
-    pub fn capacity(&self) -> usize {
-        self.mask + 1
+        unsafe { copy_wrapping(self.buf, mask, tail, items.as_ptr().cast_mut(), n, true) };
+        self.idx.publish(n);
     }
 }
 
 /// The consuming half of a [`Ring`]. `Send` when `T: Send`; not `Clone`.
 pub struct Consumer<'r, T> {
-    ring: &'r Ring<'r, T>,
+    /// Our `head` and cached copy of the producer's `tail`.
+    idx: ConsumerIndex<'r>,
     buf: NonNull<MaybeUninit<T>>,
-    mask: usize,
-    /// Our own counter (the shared `head` always equals it between calls).
-    head: usize,
-    /// Last value of the producer's `tail` we loaded.
-    tail_cache: usize,
+    #[cfg(loom)]
+    shadow: &'r Shadow,
+    /// Borrows the ring (its `T`s and storage).
+    _ring: PhantomData<&'r Ring<'r, T>>,
 }
 
 // SAFETY: the consumer only reads slots the producer published (`Acquire` of `tail`) and frees
@@ -495,58 +376,38 @@ pub struct Consumer<'r, T> {
 unsafe impl<T: Send> Send for Consumer<'_, T> {}
 
 impl<T> Consumer<'_, T> {
-    /// Filled slots, reloading the producer's `tail` only when fewer than `want` look filled.
+    /// Slot index of the oldest item, if any (reloads the producer's `tail` when the cached
+    /// copy says empty; `Acquire`, so the producer's slot writes are visible).
     #[inline(always)]
-    fn available(&mut self, want: usize) -> usize {
-        let avail = self.tail_cache.wrapping_sub(self.head);
-        if avail >= want {
-            return avail;
+    fn front_index(&mut self) -> Option<usize> {
+        if self.idx.claim(1) == 0 {
+            return None;
         }
-        // Acquire: pairs with the producer's `Release` of `tail`, so the slot writes are visible.
-        self.tail_cache = self.ring.tail.load(Acquire);
-        self.tail_cache.wrapping_sub(self.head)
-    }
-
-    /// Hands `n` read slots back to the producer (one `Release` store).
-    #[inline(always)]
-    fn release(&mut self, n: usize) {
-        self.head = self.head.wrapping_add(n);
-        self.ring.head.store(self.head, Release);
+        let i = self.idx.pos() & self.idx.mask();
+        #[cfg(loom)]
+        self.shadow.read(i);
+        Some(i)
     }
 
     /// Removes the oldest item. Never blocks, never allocates.
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
-        if self.available(1) == 0 {
-            return None;
-        }
-        #[cfg(loom)]
-        self.ring.shadow.read(self.head & self.mask);
+        let i = self.front_index()?;
         // SAFETY: `head < tail_cache <= tail`: the producer initialised this slot and published
         // it (our `Acquire` saw it); we move the item out and then release the slot, so it is
         // read exactly once and never dropped by the ring.
-        let item = unsafe {
-            self.buf
-                .as_ptr()
-                .add(self.head & self.mask)
-                .read()
-                .assume_init()
-        };
-        self.release(1);
+        let item = unsafe { self.buf.as_ptr().add(i).read().assume_init() };
+        self.idx.publish(1);
         Some(item)
     }
 
     /// The oldest item, without removing it. Never blocks, never allocates.
     #[inline]
     pub fn peek(&mut self) -> Option<&T> {
-        if self.available(1) == 0 {
-            return None;
-        }
-        #[cfg(loom)]
-        self.ring.shadow.read(self.head & self.mask);
+        let i = self.front_index()?;
         // SAFETY: as in `pop`, the slot is initialised and published; the producer cannot reuse
         // it until we move `head`, which needs `&mut self`, which the returned borrow blocks.
-        Some(unsafe { (*self.buf.as_ptr().add(self.head & self.mask)).assume_init_ref() })
+        Some(unsafe { (*self.buf.as_ptr().add(i)).assume_init_ref() })
     }
 
     /// Best-effort bulk pop into uninitialised memory: moves up to `out.len()` items (at most two
@@ -555,28 +416,20 @@ impl<T> Consumer<'_, T> {
     /// Never blocks, never allocates.
     #[inline]
     pub fn pop_into(&mut self, out: &mut [MaybeUninit<T>]) -> usize {
-        let n = out.len().min(self.available(out.len()));
+        let n = out.len().min(self.idx.claim(out.len()));
         if n == 0 {
             return 0;
         }
+        let (head, mask) = (self.idx.pos(), self.idx.mask());
         #[cfg(loom)]
         for i in 0..n {
-            self.ring.shadow.read(self.head.wrapping_add(i) & self.mask);
+            self.shadow.read(head.wrapping_add(i) & mask);
         }
         // SAFETY: `n <= available`, so slots `head..head + n` are initialised and published; we
         // move them (bitwise) into `out`, which is valid for `n` writes and outside the ring
         // storage, then release the slots so they are never read or dropped again by the ring.
-        unsafe {
-            copy_wrapping(
-                self.buf,
-                self.mask,
-                self.head,
-                out.as_mut_ptr().cast::<T>(),
-                n,
-                false,
-            )
-        };
-        self.release(n);
+        unsafe { copy_wrapping(self.buf, mask, head, out.as_mut_ptr().cast::<T>(), n, false) };
+        self.idx.publish(n);
         n
     }
 
@@ -612,31 +465,34 @@ impl<T> Consumer<'_, T> {
     where
         T: Copy,
     {
-        if self.available(out.len()) < out.len() {
+        if self.idx.claim(out.len()) < out.len() {
             return Err(RingError::Empty);
         }
         self.pop_slice(out);
         Ok(())
     }
-
-    /// Items in the ring right now (reloads the producer's index).
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.ring.tail.load(Acquire).wrapping_sub(self.head)
-    }
-
-    /// True when the ring holds nothing right now.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Number of slots.
-    #[inline]
-    pub fn capacity(&self) -> usize {
-        self.mask + 1
-    }
 }
+
+// The index-derived queries (`len`, `capacity`, ...) and `Debug`, shared with
+// `slot_ring` through the `ring_index` macros.
+ring_queries!(
+    Ring,
+    len = "Number of items in the ring.",
+    is_empty = "True when the ring holds no item.",
+    is_full = "True when every slot is used."
+);
+
+half_queries!(
+    producer Producer,
+    len = "Items in the ring (exact for the producer's own pushes; pops may be in flight).",
+    is_empty = "True when the ring holds nothing right now."
+);
+
+half_queries!(
+    consumer Consumer,
+    len = "Items in the ring right now (reloads the producer's index).",
+    is_empty = "True when the ring holds nothing right now."
+);
 
 /// Owned, const-constructible storage of `N` slots for a [`Ring`] (`N` must be a non-zero power
 /// of two; checked at compile time).

@@ -64,14 +64,16 @@
 //! borrow-and-publish step in a closure.
 //!
 //! # Design
-//! As in [`ring`](crate::ring): `head` (next slot to consume, written only by the consumer) and
+//! As in [`ring`](crate::ring), whose index code this module shares (the crate-private
+//! `ring_index` core): `head` (next slot to consume, written only by the consumer) and
 //! `tail` (next slot to fill, written only by the producer) are free-running `usize` counters
-//! on their own cache lines ([`CachePadded`]); slot index = `counter & mask`. Each half keeps a
-//! cached copy of the other side's counter and reloads it (`Acquire`) only when the cache says
-//! "full" (producer) or "empty" (consumer). The producer's writes into a slot happen-before its
-//! `Release` of `tail`, which the consumer loads with `Acquire` before borrowing the slot; the
-//! consumer's writes (clearing) happen-before its `Release` of `head`, which the producer loads
-//! with `Acquire` before borrowing the slot again.
+//! on their own cache lines ([`CachePadded`](crossbeam_utils::CachePadded)); slot index =
+//! `counter & mask`. Each half keeps a cached copy of the other side's counter and reloads it
+//! (`Acquire`) only when the cache says "full" (producer) or "empty" (consumer). The
+//! producer's writes into a slot happen-before its `Release` of `tail`, which the consumer
+//! loads with `Acquire` before borrowing the slot; the consumer's writes (clearing)
+//! happen-before its `Release` of `head`, which the producer loads with `Acquire` before
+//! borrowing the slot again.
 //!
 //! The ring never drops a `T`: the caller owns the storage, and its `T`s are dropped with it.
 //! Every method of the halves never blocks, never allocates, never logs and never panics
@@ -81,15 +83,11 @@
 //! to a loom `UnsafeCell` shadow, so `tests/slot_ring_loom.rs` checks the real code.
 #![allow(unsafe_code)]
 
-use core::fmt;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 
-use crossbeam_utils::CachePadded;
-
 use crate::error::RingError;
-use crate::ring::sync::AtomicUsize;
-use crate::ring::sync::Ordering::{Acquire, Release};
+use crate::ring_index::{half_queries, ring_queries, ConsumerIndex, ProducerIndex, RingIndex};
 
 #[cfg(loom)]
 extern crate std;
@@ -120,14 +118,10 @@ impl Shadow {
 /// Use [`split`](SlotRing::split) to get the [`SlotProducer`] and [`SlotConsumer`] halves; the
 /// ring itself only offers cold-path queries. See the [module docs](self) for the protocol.
 pub struct SlotRing<'s, T> {
-    /// Next counter to consume. Written only by the consumer (`Release`).
-    head: CachePadded<AtomicUsize>,
-    /// Next counter to fill. Written only by the producer (`Release`).
-    tail: CachePadded<AtomicUsize>,
-    /// Start of the caller's storage (`mask + 1` initialised slots).
+    /// The `head`/`tail` counters and the mask.
+    index: RingIndex,
+    /// Start of the caller's storage (`capacity` initialised slots).
     buf: NonNull<T>,
-    /// `capacity - 1`.
-    mask: usize,
     #[cfg(loom)]
     shadow: Shadow,
     /// The exclusive borrow of the storage (also makes the ring, and through `&SlotRing` its
@@ -145,45 +139,14 @@ impl<'s, T> SlotRing<'s, T> {
     /// Returns [`RingError::BadCapacity`] unless `storage.len()` is a non-zero power of two.
     /// Cold path (under `cfg(loom)` only, it allocates a shadow for the model checker).
     pub fn new(storage: &'s mut [T]) -> Result<Self, RingError> {
-        let cap = storage.len();
-        if !cap.is_power_of_two() {
-            return Err(RingError::BadCapacity);
-        }
+        let index = RingIndex::new(storage.len())?;
         Ok(SlotRing {
-            head: CachePadded::new(AtomicUsize::new(0)),
-            tail: CachePadded::new(AtomicUsize::new(0)),
-            buf: NonNull::from(storage).cast(),
-            mask: cap - 1,
             #[cfg(loom)]
-            shadow: Shadow::new(cap),
+            shadow: Shadow::new(index.capacity()),
+            index,
+            buf: NonNull::from(storage).cast(),
             _storage: PhantomData,
         })
-    }
-
-    /// Number of slots (a power of two).
-    #[inline]
-    pub fn capacity(&self) -> usize {
-        self.mask + 1
-    }
-
-    /// Number of full (committed, not yet released) slots.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.tail
-            .load(Acquire)
-            .wrapping_sub(self.head.load(Acquire))
-    }
-
-    /// True when no slot is full.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// True when every slot is full.
-    #[inline]
-    pub fn is_full(&self) -> bool {
-        self.len() == self.capacity()
     }
 
     /// Splits the ring into its producer and consumer halves.
@@ -191,42 +154,25 @@ impl<'s, T> SlotRing<'s, T> {
     /// The `&mut` borrow guarantees one producer and one consumer. After both halves are
     /// dropped the ring may be split again; full slots stay full (the next consumer sees them).
     pub fn split(&mut self) -> (SlotProducer<'_, T>, SlotConsumer<'_, T>) {
-        let head = self.head.load(Acquire);
-        let tail = self.tail.load(Acquire);
-        let this: &SlotRing<'_, T> = self;
+        let (pidx, cidx) = self.index.split();
         (
             SlotProducer {
-                ring: this,
+                idx: pidx,
                 buf: self.buf,
-                mask: self.mask,
-                tail,
-                head_cache: head,
+                #[cfg(loom)]
+                shadow: &self.shadow,
+                _ring: PhantomData,
             },
             SlotConsumer {
-                ring: this,
+                idx: cidx,
                 buf: self.buf,
-                mask: self.mask,
-                head,
-                tail_cache: tail,
+                #[cfg(loom)]
+                shadow: &self.shadow,
+                _ring: PhantomData,
             },
         )
     }
 }
-
-/// `Debug` shows capacity and current length.
-macro_rules! debug_len {
-    ($($ty:ident),+) => {$(
-        impl<T> fmt::Debug for $ty<'_, T> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($ty))
-                    .field("capacity", &self.capacity())
-                    .field("len", &self.len())
-                    .finish()
-            }
-        }
-    )+};
-}
-debug_len!(SlotRing, SlotProducer, SlotConsumer);
 
 /// Borrows the slots of counters `pos..pos + n` as (up to) two slices, split at the wrap point.
 ///
@@ -257,13 +203,13 @@ unsafe fn slices_at<'a, T>(
 /// The producing half of a [`SlotRing`]: fills free slots in place and commits them.
 /// `Send` when `T: Send`; not `Clone`.
 pub struct SlotProducer<'r, T> {
-    ring: &'r SlotRing<'r, T>,
+    /// Our `tail` and cached copy of the consumer's `head`.
+    idx: ProducerIndex<'r>,
     buf: NonNull<T>,
-    mask: usize,
-    /// Our own counter (the shared `tail` always equals it between calls).
-    tail: usize,
-    /// Last value of the consumer's `head` we loaded.
-    head_cache: usize,
+    #[cfg(loom)]
+    shadow: &'r Shadow,
+    /// Borrows the ring (and keeps the half invariant in `T`, see [`SlotRing`]).
+    _ring: PhantomData<&'r SlotRing<'r, T>>,
 }
 
 // SAFETY: the producer only borrows slots it owns (free ones: `tail..head + capacity`) and
@@ -272,35 +218,24 @@ pub struct SlotProducer<'r, T> {
 unsafe impl<T: Send> Send for SlotProducer<'_, T> {}
 
 impl<T> SlotProducer<'_, T> {
-    /// Free slots, reloading the consumer's `head` only when fewer than `want` look free.
-    #[inline(always)]
-    fn free(&mut self, want: usize) -> usize {
-        let cap = self.mask + 1;
-        let free = cap - self.tail.wrapping_sub(self.head_cache);
-        if free >= want {
-            return free;
-        }
-        // Acquire: pairs with the consumer's `Release` of `head`, so its last accesses to the
-        // released slots (clearing them) happen-before we borrow them again.
-        self.head_cache = self.ring.head.load(Acquire);
-        cap - self.tail.wrapping_sub(self.head_cache)
-    }
-
     /// Borrows the next free slot in place, to fill it before [`commit`](Self::commit); `None`
     /// when every slot is full. Calling it again before `commit` returns the same slot.
     /// Never blocks, never allocates.
     #[inline]
     pub fn slot(&mut self) -> Option<&mut T> {
-        if self.free(1) == 0 {
+        // Reloads the consumer's `head` (`Acquire`) only when the cache says full: its last
+        // accesses to the released slots (clearing them) happen-before we borrow them again.
+        if self.idx.claim(1) == 0 {
             return None;
         }
+        let tail = self.idx.pos();
         #[cfg(loom)]
-        self.ring.shadow.access(self.tail, 1, self.mask);
+        self.shadow.access(tail, 1, self.idx.mask());
         // SAFETY: one slot is free, so the slot of `tail` is owned by the producer: the consumer
         // released it (our `Acquire` of `head` saw that) or never had it, and it cannot get it
         // before we move `tail`, which needs `&mut self`, which the returned borrow blocks. The
         // slot is an initialised `T` inside the storage borrowed for longer than `self`.
-        Some(unsafe { &mut *self.buf.as_ptr().add(self.tail & self.mask) })
+        Some(unsafe { &mut *self.buf.as_ptr().add(tail & self.idx.mask()) })
     }
 
     /// Borrows every free slot in place, in ring order, as two slices (the second one non-empty
@@ -308,12 +243,13 @@ impl<T> SlotProducer<'_, T> {
     /// Reloads the consumer's index. Never blocks, never allocates.
     #[inline]
     pub fn free_slices(&mut self) -> (&mut [T], &mut [T]) {
-        let n = self.free(usize::MAX);
+        let n = self.idx.claim(usize::MAX);
+        let (tail, mask) = (self.idx.pos(), self.idx.mask());
         #[cfg(loom)]
-        self.ring.shadow.access(self.tail, n, self.mask);
+        self.shadow.access(tail, n, mask);
         // SAFETY: slots `tail..tail + n` are free, hence the producer's (see `slot`), and stay so
         // while the returned borrows (of `self`) live; `n <= capacity`.
-        unsafe { slices_at(self.buf, self.mask, self.tail, n) }
+        unsafe { slices_at(self.buf, mask, tail, n) }
     }
 
     /// Publishes the next free slot (the one [`slot`](Self::slot) returned) to the consumer
@@ -332,7 +268,7 @@ impl<T> SlotProducer<'_, T> {
     /// `commit_n(0)` does nothing. Never blocks, never allocates.
     #[inline]
     pub fn commit_n(&mut self, n: usize) -> Result<(), RingError> {
-        if self.free(n) < n {
+        if self.idx.claim(n) < n {
             return Err(RingError::Full);
         }
         self.publish(n);
@@ -343,11 +279,10 @@ impl<T> SlotProducer<'_, T> {
     #[inline(always)]
     fn publish(&mut self, n: usize) {
         #[cfg(loom)]
-        self.ring.shadow.access(self.tail, n, self.mask);
-        self.tail = self.tail.wrapping_add(n);
+        self.shadow.access(self.idx.pos(), n, self.idx.mask());
         // Release: every write into the committed slots happens-before the consumer's
         // `Acquire` load that makes them visible to it.
-        self.ring.tail.store(self.tail, Release);
+        self.idx.publish(n);
     }
 
     /// Borrows the next free slot, runs `fill` on it and commits it; `None` (and `fill` not
@@ -360,48 +295,18 @@ impl<T> SlotProducer<'_, T> {
         self.publish(1);
         Some(r)
     }
-
-    /// Full slots right now (exact for the producer's own commits; releases may be in flight).
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.tail.wrapping_sub(self.ring.head.load(Acquire))
-    }
-
-    /// True when no slot is full right now.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Free slots right now (reloads the consumer's index).
-    #[inline]
-    pub fn free_slots(&mut self) -> usize {
-        self.free(usize::MAX)
-    }
-
-    /// True when no slot is free (reloads the consumer's index).
-    #[inline]
-    pub fn is_full(&mut self) -> bool {
-        self.free(1) == 0
-    }
-
-    /// Number of slots.
-    #[inline]
-    pub fn capacity(&self) -> usize {
-        self.mask + 1
-    }
 }
 
 /// The consuming half of a [`SlotRing`]: processes full slots in place and releases them.
 /// `Send` when `T: Send`; not `Clone`.
 pub struct SlotConsumer<'r, T> {
-    ring: &'r SlotRing<'r, T>,
+    /// Our `head` and cached copy of the producer's `tail`.
+    idx: ConsumerIndex<'r>,
     buf: NonNull<T>,
-    mask: usize,
-    /// Our own counter (the shared `head` always equals it between calls).
-    head: usize,
-    /// Last value of the producer's `tail` we loaded.
-    tail_cache: usize,
+    #[cfg(loom)]
+    shadow: &'r Shadow,
+    /// Borrows the ring (and keeps the half invariant in `T`, see [`SlotRing`]).
+    _ring: PhantomData<&'r SlotRing<'r, T>>,
 }
 
 // SAFETY: the consumer only borrows slots the producer published (`Acquire` of `tail`) and
@@ -410,34 +315,24 @@ pub struct SlotConsumer<'r, T> {
 unsafe impl<T: Send> Send for SlotConsumer<'_, T> {}
 
 impl<T> SlotConsumer<'_, T> {
-    /// Full slots, reloading the producer's `tail` only when fewer than `want` look full.
-    #[inline(always)]
-    fn available(&mut self, want: usize) -> usize {
-        let avail = self.tail_cache.wrapping_sub(self.head);
-        if avail >= want {
-            return avail;
-        }
-        // Acquire: pairs with the producer's `Release` of `tail`, so its writes into the
-        // committed slots are visible.
-        self.tail_cache = self.ring.tail.load(Acquire);
-        self.tail_cache.wrapping_sub(self.head)
-    }
-
     /// Borrows the oldest full slot in place, to process it before [`release`](Self::release);
     /// `None` when the ring is empty. Calling it again before `release` returns the same slot.
     /// Never blocks, never allocates.
     #[inline]
     pub fn front(&mut self) -> Option<&mut T> {
-        if self.available(1) == 0 {
+        // Reloads the producer's `tail` (`Acquire`) only when the cache says empty: its writes
+        // into the committed slots are then visible.
+        if self.idx.claim(1) == 0 {
             return None;
         }
+        let head = self.idx.pos();
         #[cfg(loom)]
-        self.ring.shadow.access(self.head, 1, self.mask);
+        self.shadow.access(head, 1, self.idx.mask());
         // SAFETY: `head < tail_cache <= tail`: the producer committed this slot (our `Acquire`
         // of `tail` saw it) and will not borrow it again before we move `head`, which needs
         // `&mut self`, which the returned borrow blocks. The slot is an initialised `T` inside
         // the storage borrowed for longer than `self`.
-        Some(unsafe { &mut *self.buf.as_ptr().add(self.head & self.mask) })
+        Some(unsafe { &mut *self.buf.as_ptr().add(head & self.idx.mask()) })
     }
 
     /// Borrows every full slot in place, oldest first, as two slices (the second one non-empty
@@ -446,12 +341,13 @@ impl<T> SlotConsumer<'_, T> {
     /// Never blocks, never allocates.
     #[inline]
     pub fn full_slices(&mut self) -> (&mut [T], &mut [T]) {
-        let n = self.available(usize::MAX);
+        let n = self.idx.claim(usize::MAX);
+        let (head, mask) = (self.idx.pos(), self.idx.mask());
         #[cfg(loom)]
-        self.ring.shadow.access(self.head, n, self.mask);
+        self.shadow.access(head, n, mask);
         // SAFETY: slots `head..head + n` are committed, hence the consumer's (see `front`), and
         // stay so while the returned borrows (of `self`) live; `n <= capacity`.
-        unsafe { slices_at(self.buf, self.mask, self.head, n) }
+        unsafe { slices_at(self.buf, mask, head, n) }
     }
 
     /// Hands the oldest full slot (the one [`front`](Self::front) returned) back to the
@@ -470,7 +366,7 @@ impl<T> SlotConsumer<'_, T> {
     /// `release_n(0)` does nothing. Never blocks, never allocates.
     #[inline]
     pub fn release_n(&mut self, n: usize) -> Result<(), RingError> {
-        if self.available(n) < n {
+        if self.idx.claim(n) < n {
             return Err(RingError::Empty);
         }
         self.hand_back(n);
@@ -482,11 +378,10 @@ impl<T> SlotConsumer<'_, T> {
     #[inline(always)]
     fn hand_back(&mut self, n: usize) {
         #[cfg(loom)]
-        self.ring.shadow.access(self.head, n, self.mask);
-        self.head = self.head.wrapping_add(n);
+        self.shadow.access(self.idx.pos(), n, self.idx.mask());
         // Release: every access to the released slots happens-before the producer's `Acquire`
         // load that lets it borrow them again.
-        self.ring.head.store(self.head, Release);
+        self.idx.publish(n);
     }
 
     /// Borrows the oldest full slot, runs `consume` on it and releases it; `None` (and
@@ -499,25 +394,28 @@ impl<T> SlotConsumer<'_, T> {
         self.hand_back(1);
         Some(r)
     }
-
-    /// Full slots right now (reloads the producer's index).
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.ring.tail.load(Acquire).wrapping_sub(self.head)
-    }
-
-    /// True when no slot is full right now.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Number of slots.
-    #[inline]
-    pub fn capacity(&self) -> usize {
-        self.mask + 1
-    }
 }
+
+// The index-derived queries (`len`, `capacity`, ...) and `Debug`, shared with
+// `ring` through the `ring_index` macros.
+ring_queries!(
+    SlotRing,
+    len = "Number of full (committed, not yet released) slots.",
+    is_empty = "True when no slot is full.",
+    is_full = "True when every slot is full."
+);
+
+half_queries!(
+    producer SlotProducer,
+    len = "Full slots right now (exact for the producer's own commits; releases may be in flight).",
+    is_empty = "True when no slot is full right now."
+);
+
+half_queries!(
+    consumer SlotConsumer,
+    len = "Full slots right now (reloads the producer's index).",
+    is_empty = "True when no slot is full right now."
+);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -5,8 +5,8 @@
 //!
 //! | layer | module | what |
 //! |---|---|---|
-//! | raw | `libc` | the C functions and structs, used only inside this module |
-//! | result | [`ffi`] | one thin function per call returning `io::Result`; the **only** place that reads `errno` |
+//! | raw + result, shared | `rtdaq-netsys` (nix where it covers the call, libc for the rest) | socket creation, bind/listen/connect/accept, socket options by number (`PlainOption`), `SO_MEMINFO`, `ppoll`; multicast joins use nix's `IpAddMembership`, receive timeouts nix's `ReceiveTimeout` |
+//! | raw + result, hot path | [`ffi`] | `recvmmsg`/`sendmmsg`/`recvmsg`/`sendmsg` over headers kept posted between calls (nix's wrappers rebuild them per call) |
 //! | safe | [`socket`], [`mmsg`], [`iov`] | RAII and preallocated types: [`Socket`] (an `OwnedFd`), [`PollSet`], [`FdSlot`], [`RecvRing`] (posted `recvmmsg` entries, each with its pool buffer, like a NIC RX ring) / [`SendBatch`] (`sendmmsg` arrays with their `iovec`s and control buffers), [`IoVecs`] (vectored stream I/O) |
 //!
 //! The safe types allocate only in their constructors (cold path). Their per-burst methods
