@@ -190,7 +190,8 @@ struct Counters {
     rx_reordered: IntCounterVec,
     rx_duplicates: IntCounterVec,
     rx_corrupt: IntCounterVec,
-    rx_ring_wait: IntCounterVec,
+    /// Seconds (a float counter: Prometheus's base unit).
+    rx_ring_wait: prometheus::CounterVec,
     stream_packets: IntCounterVec,
     tx_packets: IntCounterVec,
     tx_bytes: IntCounterVec,
@@ -248,7 +249,13 @@ impl Exporter {
             rx_reordered: counter("rtdaq_rx_reordered_total", "Packets that arrived after a later one and filled a gap.", Q),
             rx_duplicates: counter("rtdaq_rx_duplicates_total", "Packets seen twice within the sequence window.", Q),
             rx_corrupt: counter("rtdaq_rx_corrupt_total", "Packets whose payload did not match the sender's pattern.", Q),
-            rx_ring_wait: counter("rtdaq_rx_ring_wait_microseconds_total", "Time the RX I/O thread waited for a free slot of the ring to its consumer, the datagrams held in the socket buffer (socket queues; NIC queues count ring_full drops instead).", Q),
+            rx_ring_wait: registered(
+                &registry,
+                prometheus::CounterVec::new(
+                    Opts::new("rtdaq_rx_ring_wait_seconds_total", "Time the RX I/O thread waited for a free slot of the ring to its consumer, the datagrams held in the socket buffer (socket queues; NIC queues count ring_full drops instead)."),
+                    Q,
+                ),
+            ),
             stream_packets: counter("rtdaq_rx_stream_packets_total", "Packets of one stream (VDIF/CODIF thread, SPEAD sender, counter or eCPRI stream id).", QS),
             tx_packets: counter("rtdaq_tx_packets_total", "Packets the TX queue sent.", Q),
             tx_bytes: counter("rtdaq_tx_bytes_total", "Bytes the TX queue sent.", Q),
@@ -386,7 +393,11 @@ impl Exporter {
             set(&c.rx_reordered, &lq, cons.reordered);
             set(&c.rx_duplicates, &lq, cons.duplicates);
             set(&c.rx_corrupt, &lq, cons.corrupt);
-            set(&c.rx_ring_wait, &lq, st.ring_wait_ns.load(Relaxed) / 1000);
+            let waited = c.rx_ring_wait.with_label_values(&lq);
+            let secs = st.ring_wait_ns.load(Relaxed) as f64 / 1e9;
+            if secs > waited.get() {
+                waited.inc_by(secs - waited.get());
+            }
             let streams = st.streams.entries();
             self.g
                 .streams
@@ -759,7 +770,7 @@ mod tests {
         for want in [
             "rtdaq_rx_packets_total{interface=\"lo_udp\",queue=\"0\"} 10",
             "rtdaq_rx_seq_gaps_total{interface=\"lo_udp\",queue=\"0\"} 3",
-            "rtdaq_rx_ring_wait_microseconds_total{interface=\"lo_udp\",queue=\"0\"} 2500",
+            "rtdaq_rx_ring_wait_seconds_total{interface=\"lo_udp\",queue=\"0\"} 0.0025",
             "rtdaq_rx_drops_total{interface=\"lo_udp\",queue=\"0\",reason=\"ring_full\"} 2",
             "rtdaq_rx_stream_missing{interface=\"lo_udp\",queue=\"0\",stream=\"0x105c800\"} 3",
             "rtdaq_tx_packets_total{interface=\"lo_udp\",queue=\"0\"} 12",

@@ -55,7 +55,9 @@ pub fn attach_filter(fd: BorrowedFd<'_>, insns: &[libc::sock_filter]) -> io::Res
 const SK_MEMINFO_VARS: usize = 9;
 
 /// The socket's drop counter (`sk_drops`, what `SO_RXQ_OVFL` reports), read with
-/// `getsockopt(SO_MEMINFO)`; `ENOPROTOOPT` from a kernel whose array lacks it.
+/// `getsockopt(SO_MEMINFO)`; `ENOPROTOOPT` from a kernel whose array lacks it. Never
+/// allocates (the socket engine reads it on its receive path).
+#[inline]
 pub fn meminfo_drops(fd: BorrowedFd<'_>) -> io::Result<u32> {
     let (info, len) = get::<[u32; SK_MEMINFO_VARS]>(fd, libc::SOL_SOCKET, libc::SO_MEMINFO)?;
     let idx = libc::SK_MEMINFO_DROPS as usize;
