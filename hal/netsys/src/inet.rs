@@ -58,7 +58,7 @@ pub fn accept(fd: BorrowedFd<'_>) -> io::Result<(OwnedFd, SocketAddrV4)> {
     )
     .map_err(io::Error::from)?;
     // nix returns the new descriptor raw: own it at once so that it closes on every path.
-    let owned = from_new_fd(raw);
+    let owned = crate::sys::own_fd(raw);
     let peer: SockaddrIn = s::getpeername(owned.as_raw_fd()).map_err(io::Error::from)?;
     Ok((owned, SocketAddrV4::from(peer)))
 }
@@ -81,9 +81,4 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     fcntl(fd, FcntlArg::F_SETFL(want))
         .map(drop)
         .map_err(io::Error::from)
-}
-
-/// A descriptor `accept4` just returned, owned.
-fn from_new_fd(raw: std::os::fd::RawFd) -> OwnedFd {
-    crate::sys::own_fd(raw)
 }
