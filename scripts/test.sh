@@ -3,19 +3,54 @@
 # Usage: scripts/test.sh            (as root on Debian/Ubuntu; CI calls exactly this)
 # Env:   RTDAQ_TEST_SKIP_INSTALL=1  skip the apt/rustup step
 #        RTDAQ_TEST_QUICK=1         skip the loom model and the feature-matrix build checks
+# Every test whose peer or privilege is missing fails (RTDAQ_TEST_REQUIRE=1); the last line is
+# `N passed, N failed, N skipped` (tests; a step without cargo tests counts as one), after the
+# list of every skip with its reason (GPU tests off the GPU host, parts this kernel cannot do)
+# and every step left out. Each step's output: target/test-logs/NN.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 
 step() { printf '\n==== %s\n' "$*"; }
+
+# Required mode (tests/testbed/src/require.rs): a test whose peer or privilege is missing
+# fails here instead of passing; every skip (the GPU tests off the GPU host, and parts of a
+# test this host's kernel cannot do) is appended to the skip log, which the summary lists.
+export RTDAQ_TEST_REQUIRE=1
+LOGS=$PWD/target/test-logs
+mkdir -p "$LOGS"
+rm -f "$LOGS"/*.log
+export RTDAQ_TEST_SKIP_LOG=$LOGS/skips.log
+: > "$RTDAQ_TEST_SKIP_LOG"
+
 fail=0
 failed_steps=()
 passed_steps=0
+left_out=()      # steps not run, each with why (RTDAQ_TEST_QUICK, RTDAQ_TEST_SKIP_INSTALL)
+tests_passed=0
+tests_failed=0
+n_steps=0
+# Runs one step, its output also kept in target/test-logs/NN.log. A step that runs cargo
+# tests counts each test (its "test result:" lines); any other step counts as one test.
 run() {
     local name=$1; shift
     step "$name"
-    if "$@"; then passed_steps=$((passed_steps + 1)); else fail=1; failed_steps+=("$name"); fi
+    n_steps=$((n_steps + 1))
+    local log ok=1 p f
+    log=$(printf '%s/%02d.log' "$LOGS" "$n_steps")
+    if "$@" 2>&1 | tee "$log"; then passed_steps=$((passed_steps + 1)); else ok=0; fail=1; failed_steps+=("$name"); fi
+    read -r p f < <(awk '/^test result: /{ for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) pp += $i; if ($(i+1) ~ /^failed/) ff += $i } }
+                        END { print pp + 0, ff + 0 }' "$log")
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+        if [ $ok = 1 ]; then p=1; else f=1; fi
+    elif [ $ok = 0 ] && [ "$f" -eq 0 ]; then
+        f=1  # the step failed outside its tests (a build error after some passed)
+    fi
+    tests_passed=$((tests_passed + p))
+    tests_failed=$((tests_failed + f))
 }
+# A step left out on purpose: named in the summary with why.
+leave_out() { left_out+=("$1: $2"); echo "left out: $1 ($2)"; }
 
 # ---- 1. what the tests need -------------------------------------------------------------
 # Debian packages (the list and why each is needed: scripts/install-test-deps.sh), the
@@ -24,6 +59,9 @@ run() {
 if [ "${RTDAQ_TEST_SKIP_INSTALL:-0}" != 1 ]; then
     step "install test dependencies (scripts/install-test-deps.sh)"
     scripts/install-test-deps.sh
+else
+    leave_out "install test dependencies (scripts/install-test-deps.sh)" \
+        "RTDAQ_TEST_SKIP_INSTALL=1: a missing package fails the test that needs it"
 fi
 
 # ---- 2. static checks ---------------------------------------------------------------------
@@ -46,6 +84,9 @@ if [ "${RTDAQ_TEST_QUICK:-0}" != 1 ]; then
     run "loom models of the SPSC rings and the pool" env RUSTFLAGS="--cfg loom" \
         cargo test -p rtdaq-core --test ring_loom --test slot_ring_loom --release --target-dir target/loom
     run "feature matrix and build-time config validation" scripts/check-build-rules.sh
+else
+    leave_out "loom models of the SPSC rings and the pool" "RTDAQ_TEST_QUICK=1"
+    leave_out "feature matrix and build-time config validation (scripts/check-build-rules.sh)" "RTDAQ_TEST_QUICK=1"
 fi
 
 # ---- 4. the release binary ------------------------------------------------------------------
@@ -252,9 +293,15 @@ run "docs build without warnings" env RUSTDOCFLAGS="-D warnings" cargo doc --wor
 
 # ---- summary --------------------------------------------------------------------------------
 echo
-if [ $fail -ne 0 ]; then
-    echo "FAILED steps: ${failed_steps[*]}"
-    echo "steps: ${passed_steps} passed, ${#failed_steps[@]} failed"
-    exit 1
+skipped=0
+if [ -s "$RTDAQ_TEST_SKIP_LOG" ]; then
+    echo "skipped tests and parts (target/test-logs/skips.log):"
+    sed 's/^/  /' "$RTDAQ_TEST_SKIP_LOG"
+    # Whole tests skipped (counted by cargo as passed); a part not run is not a whole test.
+    skipped=$(grep -vc '^PART NOT RUN' "$RTDAQ_TEST_SKIP_LOG" || true)
 fi
-echo "steps: ${passed_steps} passed, 0 failed"
+for l in "${left_out[@]}"; do echo "left out: $l"; done
+[ $fail -eq 0 ] || echo "FAILED steps: ${failed_steps[*]}"
+echo "steps: ${passed_steps} passed, ${#failed_steps[@]} failed, ${#left_out[@]} left out (logs: target/test-logs/)"
+echo "$((tests_passed - skipped)) passed, ${tests_failed} failed, $((skipped + ${#left_out[@]})) skipped"
+[ $fail -eq 0 ]

@@ -1,8 +1,8 @@
 //! The main job on a busy host: one busy loop per online CPU at normal priority (what any
 //! ordinary work does to a small box), and the shipped loopback deployments must still lose
 //! nothing, run after run. This is what `SCHED_FIFO` queue threads are for; it needs root
-//! (or `CAP_SYS_NICE` and `CAP_IPC_LOCK`) to get them, so without root each test prints why
-//! it skipped and passes.
+//! (or `CAP_SYS_NICE` and `CAP_IPC_LOCK`) to get them, so without root each test fails in `scripts/test.sh` (`RTDAQ_TEST_REQUIRE=1`) and skips, recorded, elsewhere
+//! (`rtdaq_testbed::require`).
 //!
 //! `scripts/test.sh` runs it with the release binary:
 //! `cargo test --release -p rtdaq --test busy_host -- --ignored --test-threads 1`.
@@ -127,17 +127,14 @@ fn zero_loss_beside_busy_loops(label: &str, config: Option<&Path>) {
 
 /// As [`zero_loss_beside_busy_loops`] with the binary `bin`.
 fn zero_loss_with(bin: &Path, label: &str, config: Option<&Path>) {
-    if !rtdaq_testbed::is_root() {
-        eprintln!(
-            "skipped: {label} on a busy host needs root (SCHED_FIFO queue threads and locked \
-             memory); run as root: cargo test --release -p rtdaq --test busy_host -- --ignored"
-        );
+    if !rtdaq_testbed::require::need_root(&format!(
+        "{label} on a busy host: SCHED_FIFO queue threads and locked memory; run as root: cargo test --release -p rtdaq --test busy_host -- --ignored"
+    )) {
         return;
     }
     let runs = env_u32("RTDAQ_BUSY_RUNS", 5);
     let secs = env_u32("RTDAQ_BUSY_SECS", 10);
-    let dir = std::env::temp_dir().join(format!("rtdaq-busy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = rtdaq_testbed::test_dir();
     let mut busy = BusyLoops::start();
     let before = busy.cpu_seconds();
     for k in 1..=runs {
@@ -186,7 +183,6 @@ fn zero_loss_with(bin: &Path, label: &str, config: Option<&Path>) {
             a - b
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -213,11 +209,7 @@ fn four_queue_deployment_loses_nothing_on_a_busy_host() {
 #[ignore = "needs root, DPDK and target/engines/rtdaq-dpdk; scripts/test.sh runs it"]
 fn dpdk_ring_loopback_loses_nothing_on_a_busy_host() {
     let bin = root().join("target/engines/rtdaq-dpdk");
-    if !bin.is_file() {
-        eprintln!(
-            "skipped: {} is missing (scripts/build-engines.sh dpdk builds it)",
-            bin.display()
-        );
+    if !rtdaq_testbed::require::need_file(&bin, "scripts/build-engines.sh dpdk builds it") {
         return;
     }
     zero_loss_with(&bin, "vdev-dpdk-ring", None);

@@ -169,7 +169,6 @@ fn unknown_key_gets_a_suggestion() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("run.duraton_s"), "{stderr}");
     assert!(stderr.contains("did you mean `duration_s`"), "{stderr}");
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -310,7 +309,6 @@ fn status_file_follows_the_run() {
     );
     assert!(a > 0 && b > a, "during {a}, after {b}");
     assert!(after["elapsed_s"].as_f64().unwrap() >= 3.0, "{after}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -319,8 +317,7 @@ fn bad_command_line_exits_2() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// This test's own temporary directory (removed when the test ends).
 fn tempdir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rtdaq-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    rtdaq_testbed::test_dir()
 }

@@ -265,7 +265,7 @@ fn usage_and_config_errors_exit_2() {
 /// mlx5 PMD registers the GPU address with `ibv_reg_mr`, which only nvidia-peermem pins.
 #[test]
 fn gpu_direct_needs_peermem_for_dpdk_and_dma_buf_serves_ibverbs() {
-    let tree = std::env::temp_dir().join(format!("rtdaq-doctor-nopeer-{}", std::process::id()));
+    let tree = rtdaq_testbed::test_path("rtdaq-doctor-nopeer");
     let _ = std::fs::remove_dir_all(&tree);
     let src = root().join("tests/fixtures/igx-thor-tuned");
     let st = Command::new("cp")

@@ -551,7 +551,7 @@ fn no_hugepages_is_a_clear_error() {
         .map(|s| s.trim().parse().unwrap_or(0))
         .unwrap_or(0);
     if reserved > 0 {
-        eprintln!("SKIPPED: {reserved} hugepages of 2 MiB are reserved ({nr}), so EAL init without --no-huge would succeed");
+        rtdaq_testbed::require::skip(format!("{reserved} hugepages of 2 MiB are reserved ({nr}), so EAL init without --no-huge would succeed"));
         return;
     }
     let (code, err, out) = run_misconfigured(
@@ -595,7 +595,7 @@ fn testpmd_txonly_into_dpdk_af_xdp_rx() {
     // from the port's mempool; libxdp loads its default XDP program (without /sys/fs/bpf it
     // says "Falling back to loading single prog without dispatcher", which works).
     let Some(pmd) = af_xdp_pmd() else {
-        eprintln!("SKIPPED: this DPDK has no net_af_xdp PMD (librte_net_af_xdp.so; built only with libxdp + libbpf)");
+        rtdaq_testbed::require::skip("this DPDK has no net_af_xdp PMD (librte_net_af_xdp.so; built only with libxdp + libbpf)");
         return;
     };
     eprintln!("net_af_xdp PMD: {}", pmd.display());
@@ -664,7 +664,7 @@ fn testpmd_txonly_flood_into_dpdk_af_xdp_rx_keeps_receiving() {
     // port stalled within it), the second must still be received; every frame testpmd sent is
     // received or in a kernel counter.
     let Some(pmd) = af_xdp_pmd() else {
-        eprintln!("SKIPPED: this DPDK has no net_af_xdp PMD (librte_net_af_xdp.so; built only with libxdp + libbpf)");
+        rtdaq_testbed::require::skip("this DPDK has no net_af_xdp PMD (librte_net_af_xdp.so; built only with libxdp + libbpf)");
         return;
     };
     eprintln!("net_af_xdp PMD: {}", pmd.display());
@@ -831,8 +831,8 @@ fn huge_ring_config(tag: &str) -> Option<PathBuf> {
             std::env::var_os("RTDAQ_TEST_HUGEPAGES").is_none(),
             "RTDAQ_TEST_HUGEPAGES is set but no 2 MiB hugepage is reserved"
         );
-        eprintln!(
-            "SKIPPED: no 2 MiB hugepages reserved (scripts/test.sh reserves 256 for this test)"
+        rtdaq_testbed::require::skip(
+            "no 2 MiB hugepages reserved (scripts/test.sh reserves 256 for this test)",
         );
         return None;
     }
@@ -904,7 +904,7 @@ fn with_hugepages_ring_pmd_runs_with_only_the_units_privileges() {
         return;
     };
     // The report goes where user nobody may write.
-    let dir = std::env::temp_dir().join(format!("rtdaq-dpdk-unit-{}", std::process::id()));
+    let dir = rtdaq_testbed::test_path("rtdaq-dpdk-unit");
     std::fs::create_dir_all(&dir).unwrap();
     std::process::Command::new("chmod")
         .args(["777", dir.to_str().unwrap()])

@@ -20,8 +20,9 @@
 //!
 //! Needs root (namespaces, nftables), `nft`, the repository's Python venv with baseband and
 //! spead2 (`scripts/install-test-deps.sh` makes `target/pyenv`) and
-//! `target/engines/rtdaq-socket` (`scripts/build-engines.sh`); without them each test prints
-//! SKIPPED and passes.
+//! `target/engines/rtdaq-socket` (`scripts/build-engines.sh`); without them each test
+//! fails in `scripts/test.sh` (`RTDAQ_TEST_REQUIRE=1`) and skips, recorded, elsewhere
+//! (`rtdaq_testbed::require`).
 
 mod e2e;
 
@@ -74,11 +75,12 @@ fn skip_reason() -> Option<String> {
     None
 }
 
-fn skipped(test: &str) -> bool {
+/// True when the test cannot run here: a failure in `scripts/test.sh`
+/// (`rtdaq_testbed::require`), a recorded skip elsewhere.
+fn skipped(_test: &str) -> bool {
     match skip_reason() {
         Some(why) => {
-            let bar = "!".repeat(78);
-            eprintln!("{bar}\n!! SKIPPED {test}: {why}\n{bar}");
+            rtdaq_testbed::require::skip(why);
             true
         }
         None => false,
@@ -589,7 +591,9 @@ fn scapy_ecpri_over_ethernet_replayed_into_afpacket_tracks_seq_ids_per_pc_id() {
         return;
     }
     if !root().join("target/engines/rtdaq-afpacket").exists() {
-        eprintln!("SKIPPED: no target/engines/rtdaq-afpacket (scripts/build-engines.sh afpacket)");
+        rtdaq_testbed::require::skip(
+            "no target/engines/rtdaq-afpacket (scripts/build-engines.sh afpacket)",
+        );
         return;
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

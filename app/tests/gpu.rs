@@ -6,7 +6,7 @@
 //! `configs/host-loopback-udp-gpu.toml` end to end: socket loopback -> host_pinned buffers
 //! -> GPU reorder + int16le->fp32 -> every batch's GPU checksum equals the CPU reference of
 //! the same received bytes (which the validator checked against the sender's pattern), no
-//! loss, no allocation on the data path. GPU-only tests print "skipped: no CUDA driver".
+//! loss, no allocation on the data path. GPU-only tests skip (recorded, `rtdaq_testbed::require::skip_gpu`) without a CUDA driver.
 //!
 //! Carried to the GPU host as a binary (scripts/gpu-host.sh): `RTDAQ_BIN` names the rtdaq
 //! binary and `RTDAQ_ROOT` the repository root there.
@@ -113,7 +113,7 @@ fn gpu_build_runs_a_cpu_config() {
     let text_cfg = std::fs::read_to_string(cfg)
         .unwrap()
         .replace("127.0.0.1:5000", &format!("127.0.0.1:{port}"));
-    let path = std::env::temp_dir().join(format!("rtdaq-gpu-cpu-{port}.toml"));
+    let path = rtdaq_testbed::test_path(format!("rtdaq-gpu-cpu-{port}.toml"));
     std::fs::write(&path, text_cfg).unwrap();
     let out = rtdaq(&["run", "--config", path.to_str().unwrap(), "--duration", "2"]);
     assert_eq!(
@@ -129,7 +129,9 @@ fn gpu_build_runs_a_cpu_config() {
 #[test]
 fn without_a_driver_the_gpu_config_exits_2() {
     if rtdaq_gpu::driver_present() {
-        eprintln!("skipped: a CUDA driver is present (this test is for hosts without one)");
+        rtdaq_testbed::require::skip_gpu(
+            "a CUDA driver is present (this test is for hosts without one)",
+        );
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -143,11 +145,11 @@ fn without_a_driver_the_gpu_config_exits_2() {
 #[test]
 fn loopback_to_gpu_reorder_checksums_match() {
     if !rtdaq_gpu::driver_present() {
-        eprintln!("skipped: no CUDA driver");
+        rtdaq_testbed::require::skip_gpu("no CUDA driver");
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let json = std::env::temp_dir().join(format!("rtdaq-gpu-e2e-{}.json", std::process::id()));
+    let json = rtdaq_testbed::test_path("rtdaq-gpu-e2e.json");
     let r = run_passed(&gpu_config(), "5", None, &json);
     let q = &r["rx"]["queues"][0];
     let g = &q["gpu"];
@@ -172,7 +174,7 @@ fn loopback_to_gpu_reorder_checksums_match() {
 #[test]
 fn vdif_frames_reorder_on_the_gpu_by_frame_number() {
     if !rtdaq_gpu::driver_present() {
-        eprintln!("skipped: no CUDA driver");
+        rtdaq_testbed::require::skip_gpu("no CUDA driver");
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -189,9 +191,9 @@ fn vdif_frames_reorder_on_the_gpu_by_frame_number() {
         assert!(cfg.contains(from), "{from}");
         cfg = cfg.replacen(from, to, 1);
     }
-    let path = std::env::temp_dir().join(format!("rtdaq-gpu-vdif-{}.toml", std::process::id()));
+    let path = rtdaq_testbed::test_path("rtdaq-gpu-vdif.toml");
     std::fs::write(&path, cfg).unwrap();
-    let json = std::env::temp_dir().join(format!("rtdaq-gpu-vdif-{}.json", std::process::id()));
+    let json = rtdaq_testbed::test_path("rtdaq-gpu-vdif.json");
     let r = run_passed(path.to_str().unwrap(), "4", None, &json);
     let q = &r["rx"]["queues"][0];
     let g = &q["gpu"];
@@ -231,11 +233,11 @@ fn gpu_spectra_are_recorded_and_equal_the_cpu_reference() {
     use rtdaq_gpu::reference::{self, RefPacket, FFT_LEN};
     use rtdaq_gpu::{BatchLayout, Conversion, FloatFormat, IntFormat, Mode, SlotMode};
     if !rtdaq_gpu::driver_present() {
-        eprintln!("skipped: no CUDA driver");
+        rtdaq_testbed::require::skip_gpu("no CUDA driver");
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("rtdaq-gpu-record-{}", std::process::id()));
+    let dir = rtdaq_testbed::test_path("rtdaq-gpu-record");
     let _ = std::fs::remove_dir_all(&dir);
     let json = dir.join("report.json");
     std::fs::create_dir_all(&dir).unwrap();
@@ -390,13 +392,13 @@ fn gpu_spectra_are_recorded_and_equal_the_cpu_reference() {
 #[test]
 fn spead_heaps_assemble_on_the_gpu_by_heap_counter_and_offset() {
     if !rtdaq_gpu::driver_present() {
-        eprintln!("skipped: no CUDA driver");
+        rtdaq_testbed::require::skip_gpu("no CUDA driver");
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     const HEAP: usize = 65536;
     const SLOTS: usize = 16;
-    let dir = std::env::temp_dir().join(format!("rtdaq-gpu-spead-{}", std::process::id()));
+    let dir = rtdaq_testbed::test_path("rtdaq-gpu-spead");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("report.json");

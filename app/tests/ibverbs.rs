@@ -29,7 +29,7 @@ fn run(config: &str) -> (i32, String) {
 #[ignore = "needs target/engines/rtdaq-ibverbs (scripts/build-engines.sh ibverbs)"]
 fn no_rdma_device_is_exit_2_with_the_docs_pointer() {
     if host_has_rdma() {
-        eprintln!("this host has RDMA devices (/sys/class/infiniband): the no-device case cannot be shown here");
+        rtdaq_testbed::require::skip("this host has RDMA devices (/sys/class/infiniband): the no-device case cannot be shown here");
         return;
     }
     for config in ["configs/vm-roce-server.toml", "configs/vm-roce-client.toml"] {
@@ -43,7 +43,7 @@ fn no_rdma_device_is_exit_2_with_the_docs_pointer() {
         assert!(!text.contains("panicked"), "{config}: {text}");
     }
     // Raw mode: ibv_get_device_list fails (ENOSYS) or is empty.
-    let dir = std::env::temp_dir().join(format!("rtdaq-ibv-{}", std::process::id()));
+    let dir = rtdaq_testbed::test_path("rtdaq-ibv");
     std::fs::create_dir_all(&dir).unwrap();
     let raw = dir.join("raw.toml");
     std::fs::write(

@@ -10,7 +10,8 @@
 //!   AF_PACKET generator sends to the group with the group's MAC.
 //!
 //! Needs root (namespaces) and `target/engines/rtdaq-socket` (`scripts/build-engines.sh`);
-//! without them each test prints SKIPPED and passes.
+//! without them each test fails in `scripts/test.sh` (`RTDAQ_TEST_REQUIRE=1`) and skips, recorded, elsewhere
+//! (`rtdaq_testbed::require`).
 
 mod e2e;
 
@@ -22,17 +23,14 @@ use std::sync::Mutex;
 /// One at a time: each pins rtdaq's threads to cores 0 and 1.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn skipped(test: &str) -> bool {
-    let why = if !rtdaq_testbed::is_root() {
-        "not root (network namespaces need it)"
-    } else if !root().join("target/engines/rtdaq-socket").exists() {
-        "no target/engines/rtdaq-socket (scripts/build-engines.sh)"
-    } else {
-        return false;
-    };
-    let bar = "!".repeat(78);
-    eprintln!("{bar}\n!! SKIPPED {test}: {why}\n{bar}");
-    true
+/// True when the test cannot run here: a failure in `scripts/test.sh`
+/// (`rtdaq_testbed::require`), a recorded skip elsewhere.
+fn skipped(_test: &str) -> bool {
+    !(rtdaq_testbed::require::need_root("network namespaces")
+        && rtdaq_testbed::require::need_file(
+            &root().join("target/engines/rtdaq-socket"),
+            "scripts/build-engines.sh",
+        ))
 }
 
 /// A receiver config on B's address, its queue on `core`, `extra` lines after the
@@ -188,7 +186,9 @@ fn afpacket_receiver_holds_the_kernel_membership_and_gets_every_datagram() {
         return;
     }
     if !root().join("target/engines/rtdaq-afpacket").exists() {
-        eprintln!("SKIPPED: no target/engines/rtdaq-afpacket (scripts/build-engines.sh afpacket)");
+        rtdaq_testbed::require::skip(
+            "no target/engines/rtdaq-afpacket (scripts/build-engines.sh afpacket)",
+        );
         return;
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -269,7 +269,9 @@ fn afpacket_generator_sends_to_a_group_with_its_mac() {
         return;
     }
     if !root().join("target/engines/rtdaq-afpacket").exists() {
-        eprintln!("SKIPPED: no target/engines/rtdaq-afpacket (scripts/build-engines.sh afpacket)");
+        rtdaq_testbed::require::skip(
+            "no target/engines/rtdaq-afpacket (scripts/build-engines.sh afpacket)",
+        );
         return;
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

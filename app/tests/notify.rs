@@ -24,7 +24,7 @@ struct Socket {
 
 impl Socket {
     fn new(tag: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("rtdaq-notify-{}-{tag}", std::process::id()));
+        let path = rtdaq_testbed::test_path(format!("rtdaq-notify-{tag}"));
         let _ = std::fs::remove_file(&path);
         let sock = UnixDatagram::bind(&path).unwrap();
         sock.set_read_timeout(Some(Duration::from_millis(100)))

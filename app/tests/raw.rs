@@ -47,7 +47,7 @@ fn config(file: &str, pair: &VethPair, edits: &[(&str, String)], tag: &str) -> P
         assert!(text.contains(from), "{file}: no {from:?} to replace");
         text = text.replace(from, to);
     }
-    let path = std::env::temp_dir().join(format!("rtdaq-raw-{}-{tag}.toml", std::process::id()));
+    let path = rtdaq_testbed::test_path(format!("rtdaq-raw-{tag}.toml"));
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -379,7 +379,7 @@ drain_ms = 0
         a = p.ip(Side::A),
         b = p.ip(Side::B)
     );
-    let path = std::env::temp_dir().join(format!("rtdaq-raw-{}-{tag}.toml", std::process::id()));
+    let path = rtdaq_testbed::test_path(format!("rtdaq-raw-{tag}.toml"));
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -568,7 +568,7 @@ fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
 fn tcpreplay_jumbo_frames_into_afxdp_multi_buffer() {
     let p = pair("e2e-xreplay", 9000);
     let (frames, bad) = replay_frames_of(&p, 2000, 5, 8000);
-    let pcap = std::env::temp_dir().join(format!("rtdaq-raw-{}-jumbo.pcap", std::process::id()));
+    let pcap = rtdaq_testbed::test_path("rtdaq-raw-jumbo.pcap");
     write_pcap(&pcap, &frames);
     let rx = config(
         "veth-afxdp-rx.toml",
@@ -618,7 +618,7 @@ fn tcpreplay_good_and_malformed_frames_into_each_raw_rx() {
     );
     let p = pair("e2e-replay", 1500);
     let (frames, bad) = replay_frames(&p, 2000, 5);
-    let pcap = std::env::temp_dir().join(format!("rtdaq-raw-{}.pcap", std::process::id()));
+    let pcap = rtdaq_testbed::test_path("rtdaq-raw.pcap");
     write_pcap(&pcap, &frames);
     for engine in ["afpacket", "afxdp"] {
         // No flow rules: every frame reaches queue 0, where the engine parses it.
@@ -671,10 +671,7 @@ fn missing_interface_is_a_clear_error_for_each_raw_engine() {
         let text = std::fs::read_to_string(root().join(format!("configs/veth-{engine}-rx.toml")))
             .unwrap()
             .replace("rtdaq0b", "nosuchdev0");
-        let cfg = std::env::temp_dir().join(format!(
-            "rtdaq-raw-{}-nodev-{engine}.toml",
-            std::process::id()
-        ));
+        let cfg = rtdaq_testbed::test_path(format!("rtdaq-raw-nodev-{engine}.toml"));
         std::fs::write(&cfg, text).unwrap();
         let out = std::process::Command::new(bin(engine))
             .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "1"])

@@ -25,25 +25,25 @@ fn root() -> PathBuf {
 
 /// A fresh directory of this test, removed again when the test ends (passed or failed:
 /// recordings are hundreds of MB).
-struct TestDir(PathBuf);
+/// (The `tempfile` crate; mode 0755, as tcpdump writes there after dropping privileges.)
+struct TestDir(tempfile::TempDir);
 
 impl std::ops::Deref for TestDir {
     type Target = Path;
     fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 
 fn dir(name: &str) -> TestDir {
-    let d = std::env::temp_dir().join(format!("rtdaq-record-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    TestDir(d)
+    use std::os::unix::fs::PermissionsExt;
+    TestDir(
+        tempfile::Builder::new()
+            .prefix(&format!("rtdaq-record-{name}-"))
+            .permissions(std::fs::Permissions::from_mode(0o755))
+            .tempdir()
+            .unwrap(),
+    )
 }
 
 /// A tmpfs mounted for a test, unmounted when it ends.

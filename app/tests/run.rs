@@ -19,10 +19,9 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
+/// `name` in this test's own temporary directory (removed when the test ends).
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rtdaq-run-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+    rtdaq_testbed::test_path(name)
 }
 
 fn free_udp_port() -> u16 {
@@ -561,15 +560,17 @@ fn run_unprivileged(cfg_text: &str, args: &[&str]) -> Option<Output> {
         .ok()
         .is_some_and(|o| o.stdout.starts_with(b"0\n"));
     if !is_root || Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: needs root and setpriv (util-linux) to drop privileges");
+        rtdaq_testbed::require::skip("needs root and setpriv (util-linux) to drop privileges");
         return None;
     }
-    let dir = std::env::temp_dir().join(format!(
-        "rtdaq-nopriv-{}-{}",
-        std::process::id(),
-        free_udp_port()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    // A directory of its own that the unprivileged user can enter (tempfile makes 0700 ones).
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::Builder::new()
+        .prefix("rtdaq-nopriv-")
+        .permissions(std::fs::Permissions::from_mode(0o755))
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
     let (bin, cfg) = (dir.join("rtdaq"), dir.join("cfg.toml"));
     std::fs::copy(env!("CARGO_BIN_EXE_rtdaq"), &bin).unwrap();
     std::fs::write(&cfg, cfg_text).unwrap();
@@ -591,7 +592,6 @@ fn run_unprivileged(cfg_text: &str, args: &[&str]) -> Option<Output> {
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
-    std::fs::remove_dir_all(&dir).ok();
     Some(out)
 }
 

@@ -1187,7 +1187,7 @@ mod tests {
         use rtdaq_core::traits::DmaTarget;
         use rtdaq_core::{Burst, ConnId, PacketMeta, QueueId};
         if !rtdaq_gpu::driver_present() {
-            println!("skipped: no CUDA driver");
+            rtdaq_testbed::require::skip_gpu("no CUDA driver");
             return;
         }
         let c = rtdaq_config::load_file(&shipped_config("host-roce-gpudirect.toml")).unwrap();
@@ -1281,7 +1281,7 @@ mod tests {
         use rtdaq_core::{BufferPool, Burst, PacketMeta, QueueId};
         use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
         if !rtdaq_gpu::driver_present() {
-            println!("skipped: no CUDA driver");
+            rtdaq_testbed::require::skip_gpu("no CUDA driver");
             return;
         }
         let c = rtdaq_config::load_file(&shipped_config("host-loopback-udp-gpu.toml")).unwrap();

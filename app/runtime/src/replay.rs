@@ -372,9 +372,14 @@ mod tests {
         v
     }
 
-    fn write(name: &str, bytes: &[u8]) -> std::path::PathBuf {
-        let p =
-            std::env::temp_dir().join(format!("rtdaq-replay-{}-{name}.pcap", std::process::id()));
+    /// A pcap file of the test's own (removed on drop).
+    fn write(name: &str, bytes: &[u8]) -> tempfile::TempPath {
+        let p = tempfile::Builder::new()
+            .prefix(&format!("rtdaq-replay-{name}-"))
+            .suffix(".pcap")
+            .tempfile()
+            .unwrap()
+            .into_temp_path();
         std::fs::write(&p, bytes).unwrap();
         p
     }
@@ -408,7 +413,6 @@ mod tests {
             e.contains("record 1 is 142 bytes") && e.contains("buf_size"),
             "{e}"
         );
-        std::fs::remove_file(&f).unwrap();
     }
 
     #[test]
@@ -451,8 +455,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("cannot read"));
-        for p in [f, raw, empty, c] {
-            std::fs::remove_file(p).unwrap();
-        }
     }
 }

@@ -1148,13 +1148,12 @@ mod tests {
         for want in "RX |TX |lo:0|lo:1|total|ring_full=2|FAIL|3 lost|p99.9".split('|') {
             assert!(text.contains(want), "{want} missing in\n{text}");
         }
-        let dir = std::env::temp_dir().join(format!("rtdaq-report-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let path = dir.join("run.json");
         r.write_json(&path).unwrap();
         let back: RunReport = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(back, r);
-        std::fs::remove_dir_all(&dir).unwrap();
         assert!(r.write_json(dir.join("missing/run.json")).is_err());
     }
 

@@ -35,9 +35,9 @@ pub fn mac(m: [u8; 6]) -> String {
         .join(":")
 }
 
-/// A file of this test process in the temp directory.
+/// A file in this test's own temporary directory (removed when the test ends).
 pub fn tmp(tag: &str, ext: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("rtdaq-e2e-{}-{tag}.{ext}", std::process::id()))
+    rtdaq_testbed::test_path(format!("{tag}.{ext}"))
 }
 
 /// Where the run tagged `tag` writes its JSON report.

@@ -74,7 +74,8 @@
 //!
 //! ## What ran where
 //! Everything builds and the CPU-reference tests run on any host. The GPU tests
-//! (`tests/gpu.rs`) print `skipped: no CUDA driver` and pass where `libcuda.so` is missing; on
+//! (`tests/gpu.rs`) skip where `libcuda.so` is missing, each skip recorded and named in
+//! `scripts/test.sh`'s summary; on
 //! the GPU host (H200, CUDA 13.0) they ran and their results are in `docs/gpu.md`.
 //!
 //! ## Thread safety and cleanup

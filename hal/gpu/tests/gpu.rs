@@ -1,5 +1,5 @@
-//! GPU tests: each needs the CUDA driver and prints "skipped: no CUDA driver" (and passes)
-//! without it. On a GPU host they check every kernel against the CPU reference byte for byte,
+//! GPU tests: each needs the CUDA driver and, without it, skips (recorded by
+//! `rtdaq_testbed::require::skip_gpu`: the one skip `scripts/test.sh` expects off the GPU host). On a GPU host they check every kernel against the CPU reference byte for byte,
 //! the pipeline's drop-when-behind, the FFT/GEMM workloads against CPU results and the
 //! dma-buf export.
 
@@ -13,7 +13,7 @@ use rtdaq_gpu::{
 
 fn gpu() -> Option<Gpu> {
     if !rtdaq_gpu::driver_present() {
-        println!("skipped: no CUDA driver");
+        rtdaq_testbed::require::skip_gpu("no CUDA driver");
         return None;
     }
     Some(Gpu::open(0).expect("the driver is present, GPU 0 must open"))
@@ -54,7 +54,7 @@ fn open_without_driver_says_so() {
             .starts_with("no CUDA driver found (libcuda.so)"),
         "{e}"
     );
-    println!("skipped: no CUDA driver (checked the error: {e})");
+    println!("no CUDA driver: checked the error ({e})");
 }
 
 /// One batch's packets in pinned memory: returns descriptors; `blob` holds the bytes.

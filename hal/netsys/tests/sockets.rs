@@ -56,14 +56,9 @@ fn udp_options_and_ppoll() {
     assert_ne!(fds[0].revents & poll::POLLIN, 0);
 }
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
-
 #[test]
 fn packet_socket_ring_on_lo_receives_a_datagram() {
-    if !is_root() {
-        eprintln!("skipped: AF_PACKET needs CAP_NET_RAW (scripts/test.sh runs as root)");
+    if !rtdaq_testbed::require::need_root("an AF_PACKET socket (CAP_NET_RAW)") {
         return;
     }
     let p = packet::socket().unwrap();

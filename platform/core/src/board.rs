@@ -385,13 +385,12 @@ mod tests {
 
     #[test]
     fn sysfs_names_override_the_defaults() {
-        let root = std::env::temp_dir().join(format!("rtdaq-board-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         std::fs::create_dir_all(root.join("sys/bus/pci/devices/0005:03:00.1/net/eth1")).unwrap();
         let ports = IGX_ORIN.nic_ports(&root);
         assert_eq!(ports[0].netdev, "enP5p3s0f0np0");
         assert_eq!(ports[1].netdev, "eth1");
         assert_eq!(ports[1].pci, "0005:03:00.1");
-        let _ = std::fs::remove_dir_all(&root);
     }
 }

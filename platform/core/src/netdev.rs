@@ -90,8 +90,12 @@ mod tests {
     use super::*;
     use std::fs;
 
-    fn fixture() -> tempdir::Dir {
-        let d = tempdir::Dir::new("netdev");
+    /// A sysfs tree in a directory of the test's own (the `tempfile` crate), removed on drop.
+    fn fixture() -> tempfile::TempDir {
+        let d = tempfile::Builder::new()
+            .prefix("rtdaq-platform-netdev-")
+            .tempdir()
+            .unwrap();
         let net = d.path().join("sys/class/net/eth7");
         fs::create_dir_all(&net).unwrap();
         fs::write(net.join("address"), "02:AB:cd:00:10:ff\n").unwrap();
@@ -105,32 +109,6 @@ mod tests {
         fs::create_dir_all(pci).unwrap();
         fs::create_dir_all(d.path().join("sys/bus/pci/devices/0000:18:00.0")).unwrap();
         d
-    }
-
-    /// A directory removed on drop (no extra dev-dependency).
-    mod tempdir {
-        use std::path::{Path, PathBuf};
-        pub struct Dir(PathBuf);
-        impl Dir {
-            pub fn new(tag: &str) -> Self {
-                let p = std::env::temp_dir().join(format!(
-                    "rtdaq-platform-{tag}-{}-{:?}",
-                    std::process::id(),
-                    std::thread::current().id()
-                ));
-                let _ = std::fs::remove_dir_all(&p);
-                std::fs::create_dir_all(&p).unwrap();
-                Dir(p)
-            }
-            pub fn path(&self) -> &Path {
-                &self.0
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
     }
 
     #[test]

@@ -1,36 +1,32 @@
 //! `HostPlatform`: the trait constants and the `describe` summary (fixture tree and the
 //! running host).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rtdaq_platform::{GpuDirect, Platform, PlatformExt};
 use rtdaq_platform_host::{describe, describe_at, HostPlatform};
 
 /// A temporary sysfs tree, removed on drop.
-struct Tree(PathBuf);
+/// A fixture tree in a temporary directory of its own, removed on drop.
+struct Tree(tempfile::TempDir);
 
 impl Tree {
     fn new(tag: &str) -> Self {
-        let p =
-            std::env::temp_dir().join(format!("rtdaq-platform-host-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
+        Self(
+            tempfile::Builder::new()
+                .prefix(&format!("rtdaq-platform-host-{tag}-"))
+                .tempdir()
+                .unwrap(),
+        )
     }
     fn file(&self, rel: &str, content: &str) -> &Self {
-        let p = self.0.join(rel);
+        let p = self.0.path().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, content).unwrap();
         self
     }
     fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Tree {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 

@@ -176,11 +176,9 @@ pub(crate) fn remove_stale(dir: &Path) -> usize {
 mod tests {
     use super::*;
 
+    /// A directory of the test's own (not yet made), in its own temporary directory.
     fn temp_dir(name: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("rtdaq-testbed-unit-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        d
+        crate::test_path(name)
     }
 
     #[test]
@@ -203,7 +201,6 @@ mod tests {
         drop(a);
         assert!(!pa.exists());
         drop(b);
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -230,7 +227,6 @@ mod tests {
         fs::write(marker(&dir, cands[2]), format!("{dead} 1\n")).unwrap();
         assert_eq!(remove_stale(&dir), 2);
         assert!(marker(&dir, cands[3]).exists()); // live owner kept
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -63,6 +63,14 @@
 //! - Sockets created in [`VethPair::in_ns`] keep their (then anonymous) namespace alive until
 //!   they are closed; its name and subnet are released at drop regardless.
 //!
+//! ## What a test needs from its host
+//! [`require`]: a test whose peer or privilege is missing skips with its reason outside
+//! `scripts/test.sh` and fails inside it (`RTDAQ_TEST_REQUIRE=1`); every skip is recorded.
+//!
+//! ## Temporary files
+//! [`test_dir`] / [`test_path`]: each test's own directory (the `tempfile` crate), removed when
+//! the test's thread ends.
+//!
 //! ## Thread safety
 //! [`VethPair`] is `Send + Sync`; [`VethPair::in_ns`] runs its closure on a new thread, so the
 //! calling thread never changes namespace. Pairs may be created from parallel tests.
@@ -78,6 +86,8 @@ mod error;
 mod ip;
 mod lease;
 mod pair;
+pub mod require;
+mod scratch;
 mod stale;
 mod sys;
 
@@ -86,6 +96,7 @@ use std::sync::OnceLock;
 
 pub use error::TestbedError;
 pub use pair::{Builder, Side, VethPair, LINK_UP_TIMEOUT, PREFIX_LEN};
+pub use scratch::{test_dir, test_path, KEEP_ENV};
 pub use stale::cleanup_stale;
 
 /// Whether the process runs as root (effective uid 0), which the test bed needs.

@@ -51,9 +51,8 @@ fn block(n: usize, batch: u64) -> Vec<u8> {
 
 #[test]
 fn products_span_buffers_and_what_does_not_fit_is_counted() {
-    let dir = std::env::temp_dir().join(format!("rtdaq-products-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let rec = recorder(&dir);
     let counters: &'static SinkCounters = Box::leak(Box::default());
     let bufs: Vec<RecBuf> = (0..rec.buffers)
@@ -97,7 +96,6 @@ fn products_span_buffers_and_what_does_not_fit_is_counted() {
         .map(str::trim);
     assert_eq!(pkt, Some(big.to_string().as_str()), "{header}");
     assert_eq!(counters.written.load(Relaxed), 3);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A shared sink's merger writes the taps' records in the order their consumers took
@@ -108,9 +106,8 @@ fn shared_sink_merges_in_take_order_and_waits_for_a_lagging_tap() {
     use super::shared::{Merger, Tap, TapCounters};
     use crate::pipeline::PacketView;
     use rtdaq_core::PacketMeta;
-    let dir = std::env::temp_dir().join(format!("rtdaq-shared-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
     let mut rec = recorder(&dir);
     rec.format = RecordFormat::Raw;
     rec.file_name = "shared-{index}.raw".into();
@@ -164,5 +161,4 @@ fn shared_sink_merges_in_take_order_and_waits_for_a_lagging_tap() {
     let data = std::fs::read(&out.files[0].path).unwrap();
     let order: Vec<u8> = data.chunks_exact(100).map(|c| c[0]).collect();
     assert_eq!(order, [0, 1, 2, 3], "take order across the taps");
-    let _ = std::fs::remove_dir_all(&dir);
 }

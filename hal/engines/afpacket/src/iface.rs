@@ -196,7 +196,8 @@ mod tests {
 
     #[test]
     fn pci_addresses_resolve_through_sysfs() {
-        let root = std::env::temp_dir().join(format!("afpacket-sysfs-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
         let dev = root.join("bus/pci/devices/0000:17:00.1");
         let key = "interfaces[2].address";
         let e = netdev_name(&pci(), key, &root).unwrap_err();
@@ -215,7 +216,6 @@ mod tests {
         assert!(e.to_string().contains("driver \"vfio-pci\""), "{e}");
         std::fs::create_dir_all(dev.join("net/enp23s0f1np1")).unwrap();
         assert_eq!(netdev_name(&pci(), key, &root).unwrap(), "enp23s0f1np1");
-        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -4,7 +4,6 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use rtdaq_platform::hugepages::{self, HugePageSize};
@@ -16,32 +15,29 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Prints why a test is skipped and returns true when not root.
+/// True when the test must stop here: not root. It then skips (`rtdaq_testbed::require`:
+/// a failure in `scripts/test.sh`, which runs as root; a recorded skip elsewhere).
 pub fn skip_unless_root(test: &str) -> bool {
-    if is_root() {
-        return false;
-    }
-    eprintln!("SKIPPED {test}: needs root (run the tests as root, as CI does)");
-    true
+    !rtdaq_testbed::require::need_root(test)
 }
 
-/// A temporary directory tree, removed on drop.
+/// A temporary directory tree of the test's own (the `tempfile` crate), removed on drop.
 pub struct TempTree {
     root: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl TempTree {
     /// A fresh, empty directory below the system temp dir.
     pub fn new(tag: &str) -> Self {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let root = std::env::temp_dir().join(format!(
-            "rtdaq-platform-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).expect("create temp tree");
-        Self { root }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("rtdaq-platform-{tag}-"))
+            .tempdir()
+            .expect("create temp tree");
+        Self {
+            root: dir.path().to_path_buf(),
+            _dir: dir,
+        }
     }
 
     /// Writes `content` to `rel` (parents created).
@@ -61,12 +57,6 @@ impl TempTree {
     /// The root.
     pub fn path(&self) -> &Path {
         &self.root
-    }
-}
-
-impl Drop for TempTree {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 

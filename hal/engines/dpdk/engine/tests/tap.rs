@@ -15,8 +15,8 @@
 //! On a kernel without `sch_multiq`, `cls_flower`, `act_skbedit` or `act_gact` (probed with
 //! `tc` on the veth first) the tap PMD disables its `rte_flow` ("Disabling rte flow
 //! support") and refuses every rule; the test then checks that "hardware" fails naming the
-//! rule and the PMD's reason, that "auto" falls back, and prints why steering was not
-//! checked (`SKIPPED steering: ...`).
+//! rule and the PMD's reason, that "auto" falls back, and records why steering was not
+//! checked (`rtdaq_testbed::require::skip_part`: named in `scripts/test.sh`'s summary).
 
 mod common;
 
@@ -99,7 +99,7 @@ fn tap_rte_flow_rules_steer_or_fail_clearly() {
     }
     require_root();
     if !std::path::Path::new("/dev/net/tun").exists() {
-        eprintln!("SKIPPED: no /dev/net/tun, so no net_tap port (modprobe tun)");
+        rtdaq_testbed::require::skip("no /dev/net/tun, so no net_tap port (modprobe tun)");
         return;
     }
     let pair = VethPair::builder("dpdk-tap")
@@ -202,7 +202,7 @@ fn child(mode: &str) {
         }
         let engine = auto.open().expect("auto falls back to software");
         assert_eq!(engine.interfaces()[0].flows_offloaded, 0);
-        eprintln!("SKIPPED steering: {why}");
+        rtdaq_testbed::require::skip_part("steering", why);
         return;
     }
     assert_eq!(mode, "steer");

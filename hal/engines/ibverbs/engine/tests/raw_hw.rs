@@ -1,6 +1,7 @@
 //! The raw Ethernet path on NVIDIA ConnectX hardware (issue #8): `#[ignore]`, selected by
 //! `RTDAQ_TEST_IBDEV`. Soft-RoCE has no raw packet QPs, so nothing here runs in CI or in
-//! the QEMU guest; without `RTDAQ_TEST_IBDEV` the hardware tests say so and pass.
+//! the QEMU guest; without `RTDAQ_TEST_IBDEV` the hardware tests skip (`rtdaq_testbed::require`: recorded, and
+//! a failure with `RTDAQ_TEST_REQUIRE=1`).
 //!
 //! The engine is opened in this process on leaked pools (as the runtime does), with one
 //! RX queue steered by a flow rule (UDP destination port [`UDP_PORT`]) and one raw TX
@@ -344,8 +345,8 @@ fn recheck(old: &RawBurst, bad: &mut Vec<String>) {
 /// Sends every frame through the TX queue, receives them, and accounts for each one.
 fn loopback(mode: RxMode) {
     let Some(rx) = side("RTDAQ_TEST_IBDEV", "RTDAQ_TEST_NETDEV") else {
-        eprintln!(
-            "RTDAQ_TEST_IBDEV not set: skipped (hardware test: a ConnectX port with a loopback plug, or two ports cabled together with RTDAQ_TEST_IBDEV_TX; see docs/engines/ibverbs.md)"
+        rtdaq_testbed::require::skip(
+            "RTDAQ_TEST_IBDEV not set (hardware test: a ConnectX port with a loopback plug, or two ports cabled together with RTDAQ_TEST_IBDEV_TX; see docs/engines/ibverbs.md)",
         );
         return;
     };
