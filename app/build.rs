@@ -8,6 +8,8 @@
 //!    same `rtdaq-config` crate the CLI uses (a bad config fails the build with the same message),
 //!    checks that it asks for this binary's engine and platform, and embeds its text with its
 //!    SHA-256 into `$OUT_DIR/embedded.rs`.
+//! 3. Refuses the `test-hooks` feature in a release build (no appliance carries the tests'
+//!    fault hooks).
 
 use sha2::{Digest, Sha256};
 use std::env;
@@ -108,6 +110,18 @@ fn default_config(root: &Path, engine: &str, platform: &str) -> String {
         .map_or_else(|| DEFAULT_CONFIG.to_string(), |n| format!("{dir}/{n}"))
 }
 
+/// The `test-hooks` feature (faults the tests inject) never goes into a release build: an
+/// appliance binary must not carry code that an environment variable can use to stall it.
+fn no_test_hooks_in_release() -> Result<(), String> {
+    let release = env::var("PROFILE").is_ok_and(|p| p == "release");
+    if release && env::var_os("CARGO_FEATURE_TEST_HOOKS").is_some() {
+        return Err(
+            "the `test-hooks` feature is for test builds only (faults the tests inject through RTDAQ_TEST_STALL): a release build never takes it; build the tests' binary without --release, and an appliance without --features test-hooks".into(),
+        );
+    }
+    Ok(())
+}
+
 fn main() {
     println!("cargo::rerun-if-env-changed=RTDAQ_CONFIG");
     println!("cargo::rerun-if-changed=build.rs");
@@ -130,6 +144,9 @@ fn main() {
         (Ok(e), Ok(p)) => (e, p),
         (e, p) => fail(&[e.err(), p.err()].into_iter().flatten().collect::<Vec<_>>()),
     };
+    if let Err(e) = no_test_hooks_in_release() {
+        fail(&[e]);
+    }
     println!("cargo::rustc-cfg=rtdaq_engine=\"{engine}\"");
     println!("cargo::rustc-cfg=rtdaq_platform=\"{platform}\"");
 

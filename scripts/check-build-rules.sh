@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the build-time rules of the appliance binary (app/build.rs):
 # exactly one engine and one platform feature, and the embedded config validated at build
-# time with the same messages as `rtdaq config check`. Each case must fail with its message.
+# time with the same messages as `rtdaq config check`, and no test hook in a release build.
+# Each case must fail with its message.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 fail=0
@@ -32,6 +33,15 @@ expect_build_error "missing config file" "cannot read" \
     env RTDAQ_CONFIG=configs/does-not-exist.toml "${CHECK[@]}"
 expect_build_error "GPU config without the gpu feature" "built without \`--features gpu\`" \
     env RTDAQ_CONFIG=configs/host-loopback-udp-gpu.toml "${CHECK[@]}"
+# The tests' fault hooks never go into a release build (app/runtime/src/test_hooks.rs); a
+# test build takes them.
+expect_build_error "test hooks in a release build" "the \`test-hooks\` feature is for test builds only" \
+    "${CHECK[@]}" --release --features test-hooks
+if "${CHECK[@]}" --features test-hooks >/dev/null 2>&1; then
+    echo "ok   test hooks in a test build"
+else
+    echo "FAIL test hooks in a test build: cargo check --features test-hooks failed"; fail=1
+fi
 
 # Every invalid fixture fails the build with the same key path `rtdaq config check` reports.
 for f in tests/fixtures/config-invalid/*.toml; do

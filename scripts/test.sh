@@ -71,6 +71,10 @@ run "cargo clippy (workspace, all targets, default features)" \
 
 # ---- 3. the tests -------------------------------------------------------------------------
 run "cargo test (workspace)" cargo test --workspace
+# The systemd watchdog stops its pings when any kind of thread that moves the data stalls:
+# the stalls are injected by the test-hooks feature (never in a release build: build.rs).
+run "watchdog: each kind of thread stalled in turn stops WATCHDOG=1 (cargo test --features test-hooks --test notify)" \
+    cargo test -p rtdaq --features test-hooks --test notify
 # The GPU data path (`gpu` feature): it builds without CUDA (cudarc loads it at run time), a
 # gpu build runs CPU configs, a GPU config says "no CUDA driver found" (exit 2); the GPU-only
 # tests print "skipped: no CUDA driver" here and run on the GPU host (docs/benchmarks/gpu.md).

@@ -1,11 +1,19 @@
-//! systemd notifications (issue #18) read from a notify socket the test itself binds (as
-//! systemd would, `NOTIFY_SOCKET`), with the watchdog armed (`WATCHDOG_USEC` = 1 s):
+//! systemd notifications (issues #18, #29) read from a notify socket the test itself binds
+//! (as systemd would, `NOTIFY_SOCKET`), with the watchdog armed (`WATCHDOG_USEC` = 1 s):
 //!
 //! - the default job sends `READY=1` (with a `STATUS=`), then `WATCHDOG=1` about every half
 //!   second and the live line as `STATUS=` every second, and `STOPPING=1` after SIGTERM,
 //!   in that order, and exits 0;
-//! - with one queue thread made to stall (`RTDAQ_TEST_STALL_AFTER_MS`, a test hook) the
-//!   pings stop while the process still runs, and the log names the thread.
+//! - with the `test-hooks` feature (`cargo test -p rtdaq --features test-hooks --test
+//!   notify`, which `scripts/test.sh` runs), each kind of thread that moves the data is made
+//!   to stall in turn (`RTDAQ_TEST_STALL=KIND@1500`: an RX I/O thread, an RX consumer, a
+//!   generator, a record writer; a GPU stage's completions on the GPU host): the pings stop
+//!   while the process still runs, and the log names that thread;
+//! - a default build has no test hook: its binary does not contain the variable's name, and
+//!   with `RTDAQ_TEST_STALL` set the pings go on.
+//!
+//! systemd itself restarting the unit when the pings stop is tested under a real systemd in
+//! the QEMU guest (`scripts/vm/systemd-unit.sh`).
 
 use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Command, Stdio};
@@ -63,20 +71,36 @@ impl Drop for Socket {
     }
 }
 
-fn spawn(sock: &Socket, secs: u32, stall_ms: Option<u64>, log: &std::path::Path) -> Child {
+/// `rtdaq run` (the default job, or `args` before the duration) under the notify socket
+/// with a 1 s watchdog; `stall`: `RTDAQ_TEST_STALL`'s value.
+fn spawn(sock: &Socket, secs: u32, stall: Option<&str>, log: &std::path::Path) -> Child {
+    spawn_with(sock, &[], secs, stall, log)
+}
+
+fn spawn_with(
+    sock: &Socket,
+    args: &[&str],
+    secs: u32,
+    stall: Option<&str>,
+    log: &std::path::Path,
+) -> Child {
     // systemd names the process the watchdog is for (WATCHDOG_PID): the shell's own pid,
     // which `exec` hands to rtdaq.
     let mut c = Command::new("sh");
-    c.args(["-c", "WATCHDOG_PID=$$ exec \"$0\" run --duration \"$1\""])
-        .arg(env!("CARGO_BIN_EXE_rtdaq"))
-        .arg(secs.to_string())
-        .env("NOTIFY_SOCKET", &sock.path)
-        .env("WATCHDOG_USEC", "1000000")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap());
-    if let Some(ms) = stall_ms {
-        c.env("RTDAQ_TEST_STALL_AFTER_MS", ms.to_string());
+    c.args([
+        "-c",
+        "d=$1; shift; WATCHDOG_PID=$$ exec \"$0\" run --duration \"$d\" \"$@\"",
+    ])
+    .arg(env!("CARGO_BIN_EXE_rtdaq"))
+    .arg(secs.to_string())
+    .args(args)
+    .env("NOTIFY_SOCKET", &sock.path)
+    .env("WATCHDOG_USEC", "1000000")
+    .env("RUST_LOG", "info")
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(log).unwrap());
+    if let Some(v) = stall {
+        c.env("RTDAQ_TEST_STALL", v);
     }
     c.spawn().unwrap()
 }
@@ -134,12 +158,15 @@ fn ready_watchdog_status_then_stopping_on_sigterm() {
     let _ = std::fs::remove_file(&log);
 }
 
-#[test]
-fn a_stalled_queue_thread_stops_the_pings() {
+/// Runs `args` with `RTDAQ_TEST_STALL=KIND@1500` and checks that the pings stop about a
+/// second after the stall while the process runs, and that the log names `who`.
+#[cfg(feature = "test-hooks")]
+fn a_stall_stops_the_pings(kind: &str, args: &[&str], who: &str) {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut sock = Socket::new("stall");
+    let mut sock = Socket::new(kind);
     let log = sock.path.with_extension("log");
-    let mut child = spawn(&sock, 30, Some(1500), &log);
+    let stall = format!("{kind}@1500");
+    let mut child = spawn_with(&sock, args, 30, Some(&stall), &log);
     sock.read_for(Duration::from_secs(5));
     let still_running = child.try_wait().unwrap().is_none();
     let _ = child.kill();
@@ -147,6 +174,10 @@ fn a_stalled_queue_thread_stops_the_pings() {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let all: Vec<&str> = sock.got.iter().map(|(_, m)| m.as_str()).collect();
     assert!(still_running, "the process still runs: {text}");
+    assert!(
+        text.contains(&format!("a {} thread stops 1500 ms", kind_name(kind))),
+        "the hook armed: {text}"
+    );
     let start = sock.got.first().map(|(t, _)| *t).unwrap();
     let pings: Vec<Duration> = sock
         .got
@@ -156,14 +187,118 @@ fn a_stalled_queue_thread_stops_the_pings() {
         .collect();
     assert!(pings.len() >= 2, "pings before the stall: {all:?}");
     let last = *pings.last().unwrap();
-    // The stall starts 1.5 s in; the pings stop once the thread has not turned for 1 s.
+    // The stall starts 1.5 s in; the pings stop once the thread made no progress for 1 s.
     assert!(
         last < Duration::from_millis(3200),
-        "last ping {last:?} after READY (the stall began at 1.5 s): {pings:?}"
+        "last ping {last:?} after READY (the stall began at 1.5 s): {pings:?}\n{text}"
     );
+    let line = text
+        .lines()
+        .find(|l| l.contains("has made no progress for") && l.contains("WATCHDOG=1 pings stop"))
+        .unwrap_or_else(|| panic!("no watchdog line: {text}"));
+    assert!(line.contains(who), "the line names {who:?}: {line}");
+}
+
+#[cfg(feature = "test-hooks")]
+fn kind_name(kind: &str) -> &'static str {
+    match kind {
+        "io" => "Io",
+        "consumer" => "Consumer",
+        "generator" => "Generator",
+        "writer" => "Writer",
+        _ => "Gpu",
+    }
+}
+
+#[test]
+#[cfg(feature = "test-hooks")]
+fn a_stalled_rx_io_thread_stops_the_pings() {
+    a_stall_stops_the_pings("io", &[], "lo_udp.rx0 has made");
+}
+
+#[test]
+#[cfg(feature = "test-hooks")]
+fn a_stalled_consumer_stops_the_pings() {
+    a_stall_stops_the_pings("consumer", &[], "lo_udp.rx0 consumer has made");
+}
+
+#[test]
+#[cfg(feature = "test-hooks")]
+fn a_stalled_generator_stops_the_pings() {
+    a_stall_stops_the_pings("generator", &[], "lo_udp.tx0 has made");
+}
+
+#[test]
+#[cfg(feature = "test-hooks")]
+fn a_stalled_record_writer_stops_the_pings() {
+    let dir = rtdaq_testbed::test_path("rec");
+    let cfg = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/host-udp-record.toml"
+    );
+    a_stall_stops_the_pings(
+        "writer",
+        &["--config", cfg, "--output-dir", dir.to_str().unwrap()],
+        " writer has made",
+    );
+}
+
+/// A GPU that holds its batches and completes none stops the pings, while the stage's
+/// thread still turns (GPU host only).
+#[test]
+#[cfg(feature = "test-hooks")]
+fn a_gpu_stage_without_completions_stops_the_pings() {
+    if !cfg!(feature = "gpu") {
+        rtdaq_testbed::require::skip_gpu("a binary without --features gpu");
+        return;
+    }
+    if std::process::Command::new("nvidia-smi").output().is_err() {
+        rtdaq_testbed::require::skip_gpu("no CUDA driver (nvidia-smi)");
+        return;
+    }
+    let cfg = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/host-loopback-udp-gpu.toml"
+    );
+    a_stall_stops_the_pings(
+        "gpu",
+        &["--config", cfg],
+        "lo_udp.rx0 GPU stage (completions) has made",
+    );
+}
+
+/// A default build carries no test hook: the variable's name is not in the binary, and with
+/// it set nothing stalls (the pings go on for the whole run).
+#[test]
+#[cfg(not(feature = "test-hooks"))]
+fn a_default_build_has_no_test_hook() {
+    let bin = std::fs::read(env!("CARGO_BIN_EXE_rtdaq")).unwrap();
+    let name = b"RTDAQ_TEST_STALL";
     assert!(
-        text.contains("has not turned for") && text.contains("WATCHDOG=1 pings stop"),
-        "{text}"
+        !bin.windows(name.len()).any(|w| w == name),
+        "the default binary contains RTDAQ_TEST_STALL"
     );
-    let _ = std::fs::remove_file(&log);
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut sock = Socket::new("nohook");
+    let log = sock.path.with_extension("log");
+    let mut child = spawn(&sock, 4, Some("io@500"), &log);
+    sock.read_for(Duration::from_secs(3));
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let pings: Vec<Duration> = {
+        let start = sock.got.first().map(|(t, _)| *t).unwrap();
+        sock.got
+            .iter()
+            .filter(|(_, m)| m.contains("WATCHDOG=1"))
+            .map(|(t, _)| *t - start)
+            .collect()
+    };
+    assert!(
+        pings
+            .last()
+            .is_some_and(|l| *l > Duration::from_millis(2000)),
+        "pings go on past 2 s: {pings:?}\n{text}"
+    );
+    assert!(!text.contains("test hook"), "{text}");
 }

@@ -58,6 +58,9 @@ pub struct GpuCounters {
     /// Packets a reorder stage could not place: no rtdaq sequence header, so no output slot
     /// (the validator counts them malformed too). Lost to the deployment.
     pub no_slot: AtomicU64,
+    /// The stage's progress for the systemd watchdog: "alive" while no batch is in flight or
+    /// batches come back; a GPU that holds batches and completes none stops it.
+    pub progress: crate::stall::StallWatch,
 }
 
 impl GpuCounters {

@@ -778,9 +778,20 @@ impl Stage {
     fn poll_done(&mut self, stats: &QueueStats) {
         let g = &stats.gpu;
         let add = crate::gpu_report::GpuCounters::add;
+        let now = now_ns();
+        #[cfg(feature = "test-hooks")]
+        if crate::test_hooks::gpu_frozen(now) {
+            return;
+        }
+        // The watchdog's sign of GPU progress: nothing waits for the GPU, or a batch came
+        // back (below).
+        if self.flights.is_empty() {
+            g.progress.progressed(now);
+        }
         loop {
             match self.pipe.poll_completed() {
                 Ok(Some(done)) => {
+                    g.progress.progressed(now);
                     let f = self.flights.pop_front();
                     add(&g.batches_completed, 1);
                     add(&g.missing, u64::from(done.missing));
@@ -918,9 +929,15 @@ pub(crate) fn rx_consumer<B: RxBurst>(
     busy: bool,
     u: Unwrap,
 ) -> CpuPipeline {
+    let mut turns = crate::stall::StallClock::start(
+        &stats.consumer_stall,
+        now_ns(),
+        crate::stall::ThreadKind::Consumer,
+    );
     alloc_audit::arm_current_thread();
     let turn = ring.capacity();
     loop {
+        turns.tick(now_ns());
         // Up to a ring's worth of bursts per turn before yielding, as the CPU consumer
         // (`threads::rx_consumer`): small bursts must not make it fall behind its producer.
         let mut taken = 0;
@@ -977,7 +994,8 @@ where
     };
     let (mut prod, mut cons) = ring.split();
     let mut spare = queue.new_burst();
-    let mut turns = crate::stall::StallClock::start(&stats.stall, now_ns());
+    let mut turns =
+        crate::stall::StallClock::start(&stats.stall, now_ns(), crate::stall::ThreadKind::Io);
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
         turns.tick(now_ns());

@@ -21,6 +21,7 @@
 //! | [`outcome`] | builds the report and the exit code from a finished run |
 //! | [`generator`] | sequence-numbered, pattern-filled payloads |
 //! | [`gpu_report`] | GPU stage counters and the report's `gpu` section |
+//! | `test_hooks` | (feature `test-hooks`, never in a release build) faults the tests inject: a stalled thread of each kind |
 //! | `gpu_stage` | (feature `gpu`) `host_pinned` regions, the GPU consumer stage of queues with `gpu_stage` |
 //!
 //! Data path rules: after set-up the queue threads never allocate (proved by
@@ -51,6 +52,8 @@ pub mod report;
 pub mod run;
 pub mod stall;
 pub mod stats;
+#[cfg(feature = "test-hooks")]
+pub mod test_hooks;
 mod threads;
 pub mod validator;
 

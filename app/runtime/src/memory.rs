@@ -29,6 +29,8 @@ pub struct QueueStats {
     pub gpu: crate::gpu_report::GpuCounters,
     /// The longest loop turn of the I/O thread ([`crate::stall`]).
     pub stall: crate::stall::StallWatch,
+    /// The consumer thread's turns (indirect RX; the systemd watchdog watches it too).
+    pub consumer_stall: crate::stall::StallWatch,
     /// RX (indirect, a queue that [holds a backlog](rtdaq_core::traits::RxQueue::holds_backlog)):
     /// ns the I/O thread waited for a free ring slot, its packets left in the queue's buffer.
     pub ring_wait_ns: AtomicU64,
@@ -53,6 +55,7 @@ impl QueueStats {
             consumer_cpu_ns: AtomicU64::new(0),
             gpu: crate::gpu_report::GpuCounters::default(),
             stall: crate::stall::StallWatch::new(),
+            consumer_stall: crate::stall::StallWatch::new(),
             ring_wait_ns: AtomicU64::new(0),
             streams: crate::live_streams::LiveStreams::new(),
             latency: crate::latency::LiveLatency::default(),

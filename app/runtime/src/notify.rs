@@ -6,11 +6,14 @@
 //!   `STATUS=` naming the queues.
 //! - `STATUS=` every second: the live line's totals (`systemctl status` shows it).
 //! - `WATCHDOG=1` every half `WATCHDOG_USEC` (systemd's `WatchdogSec=`), sent by the run's
-//!   supervising (main) thread **only while every running queue thread makes progress**:
-//!   each I/O thread stores a recent turn's time in its [`StallWatch`] every 20 ms; one
-//!   that has not turned for half the watchdog interval (at least 1 s) stops the pings, the
-//!   run logs which thread it is, and systemd restarts the service when the interval runs
-//!   out. A queue that merely has no traffic still turns (its waits are bounded).
+//!   supervising (main) thread **only while everything that moves the data makes
+//!   progress**: every RX I/O thread, RX consumer, TX generator, record writer and shared
+//!   sink merger stores a recent turn's time in its [`StallWatch`] every 20 ms, and every
+//!   GPU stage stores one while its batches come back (or none is in flight). One that has
+//!   made no progress for half the watchdog interval (at least 1 s) stops the pings, the
+//!   run logs which one it is, and systemd restarts the service when the interval runs
+//!   out. A queue that merely has no traffic still turns (its waits are bounded), a writer
+//!   with nothing to write too; a GPU that holds batches and completes none does not.
 //! - `STOPPING=1` when the run begins to stop (SIGTERM/SIGINT or the end of its duration).
 //!
 //! Without `$NOTIFY_SOCKET` (not run by systemd with `Type=notify`) nothing is sent. Nothing
@@ -55,7 +58,7 @@ impl Notifier {
             });
         if let Some(w) = &watchdog {
             log::info!(
-                "systemd watchdog: WATCHDOG=1 every {:.3} s while every queue thread turns at least every {:.3} s",
+                "systemd watchdog: WATCHDOG=1 every {:.3} s while every thread that moves the data (and every GPU stage) makes progress at least every {:.3} s",
                 w.period_ns as f64 / 1e9,
                 w.stale_ns as f64 / 1e9
             );
@@ -116,7 +119,7 @@ impl Notifier {
         if let Some((name, s)) = stuck {
             if w.stalled.is_none() {
                 log::error!(
-                    "queue thread {name} has not turned for {:.3} s: WATCHDOG=1 pings stop (systemd restarts the service when WatchdogSec= runs out)",
+                    "{name} has made no progress for {:.3} s: WATCHDOG=1 pings stop (systemd restarts the service when WatchdogSec= runs out)",
                     now_ns.saturating_sub(s.alive_ns()) as f64 / 1e9
                 );
                 w.stalled = Some(name.to_string());

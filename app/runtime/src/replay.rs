@@ -251,7 +251,8 @@ pub(crate) fn tx_replay<Q: TxQueue>(
         ReplayTiming::Rate => 1.0,
     };
     let mut loop_start = plan.start_ns;
-    let mut turns = crate::stall::StallClock::start(stall, now_ns());
+    let mut turns =
+        crate::stall::StallClock::start(stall, now_ns(), crate::stall::ThreadKind::Generator);
     alloc_audit::arm_current_thread();
     'outer: for _ in 0..plan.loops {
         let mut i = 0;

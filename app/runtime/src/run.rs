@@ -635,18 +635,8 @@ where
         res.tx.len(),
         config.engine_kind().as_str()
     ));
-    if let Some(ms) = std::env::var("RTDAQ_TEST_STALL_AFTER_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        log::warn!(
-            "test hook RTDAQ_TEST_STALL_AFTER_MS={ms}: a queue thread stalls {ms} ms into the run"
-        );
-        crate::stall::TEST_STALL_AT_NS.store(
-            start_ns + ms * 1_000_000,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    }
+    #[cfg(feature = "test-hooks")]
+    crate::test_hooks::arm(start_ns);
     let rx_names: Vec<String> = res
         .rx
         .iter()
@@ -657,6 +647,11 @@ where
         .iter()
         .map(|r| queue_name(config, r.interface, "tx", r.queue))
         .collect();
+    // What the systemd watchdog watches besides the generators: every thread that can stall
+    // the data (RX I/O, consumers, record writers and mergers) and every GPU stage's
+    // completions. A watch that never turned (a consumer of a direct queue, a stage of a
+    // queue without one) is not watched.
+    let watched = watched_threads(config, &res, &rx_names, &writers);
     let deadline = (duration_s > 0.0).then(|| start_ns + (duration_s * 1e9) as u64);
     let mut next_tick = start_ns + 1_000_000_000;
     let mut crashed = false;
@@ -692,22 +687,18 @@ where
         if crashed {
             break;
         }
-        // The watchdog sees every RX queue thread and every generator still running.
+        // The watchdog sees every watched thread and every generator still running.
         let running_tx = tx_handles.iter().map(Option::is_some);
         notifier.watchdog(
             now,
-            rx_names
-                .iter()
-                .zip(res.rx_stats)
-                .map(|(n, s)| (n.as_str(), &s.stall))
-                .chain(
-                    tx_names
-                        .iter()
-                        .zip(res.tx_stats)
-                        .zip(running_tx)
-                        .filter(|(_, running)| *running)
-                        .map(|((n, s), _)| (n.as_str(), &s.stall)),
-                ),
+            watched.iter().map(|(n, s)| (n.as_str(), *s)).chain(
+                tx_names
+                    .iter()
+                    .zip(res.tx_stats)
+                    .zip(running_tx)
+                    .filter(|(_, running)| *running)
+                    .map(|((n, s), _)| (n.as_str(), &s.stall)),
+            ),
         );
         if now >= next_tick {
             let line = live.tick(
@@ -816,6 +807,33 @@ where
         nics,
         failed_threads,
     })
+}
+
+/// The threads (and GPU stages) the systemd watchdog watches, by name: every RX queue's I/O
+/// thread, consumer and GPU stage, and every record sink's writer and merger.
+fn watched_threads(
+    config: &Config,
+    res: &Resources,
+    rx_names: &[String],
+    writers: &[WriterThread],
+) -> Vec<(String, &'static crate::stall::StallWatch)> {
+    let mut w = Vec::new();
+    for (k, (name, st)) in rx_names.iter().zip(res.rx_stats).enumerate() {
+        w.push((name.clone(), &st.stall));
+        w.push((format!("{name} consumer"), &st.consumer_stall));
+        let r = &res.rx[k];
+        if config.interfaces[r.interface].rx_queues[r.queue]
+            .gpu_stage
+            .is_some()
+        {
+            w.push((format!("{name} GPU stage (completions)"), &st.gpu.progress));
+        }
+    }
+    for s in writers {
+        w.push((format!("{} writer", s.name), &s.counters.writer_stall));
+        w.push((format!("{} merger", s.name), &s.counters.merger_stall));
+    }
+    w
 }
 
 /// A recorder's writer thread.

@@ -36,10 +36,22 @@ pub struct StallWatch {
 /// How often a thread stores that it is alive (ns).
 pub const ALIVE_EVERY_NS: u64 = 20_000_000;
 
-/// Test hook (`RTDAQ_TEST_STALL_AFTER_MS`, read at the start of a run): the first queue
-/// thread to turn after this monotonic time stops turning (it sleeps for an hour), as a
-/// queue thread stuck in the kernel or a driver would. 0: off.
-pub static TEST_STALL_AT_NS: AtomicU64 = AtomicU64::new(0);
+/// Which kind of thread a [`StallClock`] times (the `test-hooks` feature's faults pick a
+/// kind; see `test_hooks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ThreadKind {
+    /// RX I/O thread (direct mode: I/O and consumer in one).
+    Io = 1,
+    /// Indirect RX consumer (with or without a GPU stage).
+    Consumer = 2,
+    /// TX generator or replay.
+    Generator = 3,
+    /// Record writer, or a shared sink's merger.
+    Writer = 4,
+    /// A GPU stage's completions: "turns" when a batch came back or none is in flight.
+    Gpu = 5,
+}
 
 impl StallWatch {
     /// No turn seen yet.
@@ -54,6 +66,16 @@ impl StallWatch {
     /// Monotonic time of a recent turn of the thread (0: it never turned).
     pub fn alive_ns(&self) -> u64 {
         self.alive_ns.load(Relaxed)
+    }
+
+    /// Stores that the watched work made progress at `now_ns`, at most every
+    /// [`ALIVE_EVERY_NS`] (for work that is not one thread's loop, e.g. a GPU stage's
+    /// completions). Single writer.
+    #[inline]
+    pub fn progressed(&self, now_ns: u64) {
+        if now_ns.saturating_sub(self.alive_ns.load(Relaxed)) >= ALIVE_EVERY_NS {
+            self.alive_ns.store(now_ns, Relaxed);
+        }
     }
 
     /// `(longest turn ns, monotonic ns when it ended)`; `(0, 0)` when the thread never ran.
@@ -80,17 +102,24 @@ pub struct StallClock<'a> {
     last_ns: u64,
     longest_ns: u64,
     alive_ns: u64,
+    #[cfg(feature = "test-hooks")]
+    kind: ThreadKind,
 }
 
 impl<'a> StallClock<'a> {
-    /// Starts timing turns at `now_ns` (the thread's first turn begins now).
-    pub fn start(watch: &'a StallWatch, now_ns: u64) -> Self {
+    /// Starts timing the turns of a thread of `kind` at `now_ns` (its first turn begins
+    /// now).
+    pub fn start(watch: &'a StallWatch, now_ns: u64, kind: ThreadKind) -> Self {
         watch.alive_ns.store(now_ns, Relaxed);
+        #[cfg(not(feature = "test-hooks"))]
+        let _ = kind;
         StallClock {
             watch,
             last_ns: now_ns,
             longest_ns: 0,
             alive_ns: now_ns,
+            #[cfg(feature = "test-hooks")]
+            kind,
         }
     }
 
@@ -102,10 +131,8 @@ impl<'a> StallClock<'a> {
         if now_ns.saturating_sub(self.alive_ns) >= ALIVE_EVERY_NS {
             self.alive_ns = now_ns;
             self.watch.alive_ns.store(now_ns, Relaxed);
-            let stall_at = TEST_STALL_AT_NS.load(Relaxed);
-            if stall_at != 0 && now_ns >= stall_at && take_test_stall(stall_at) {
-                std::thread::sleep(std::time::Duration::from_secs(3600));
-            }
+            #[cfg(feature = "test-hooks")]
+            crate::test_hooks::maybe_stall(self.kind, now_ns);
         }
         if turn > self.longest_ns {
             self.longest_ns = turn;
@@ -113,14 +140,6 @@ impl<'a> StallClock<'a> {
             self.watch.longest_end_ns.store(now_ns, Relaxed);
         }
     }
-}
-
-/// The first thread past the test hook's time takes the stall (cold: once per run).
-#[cold]
-fn take_test_stall(at: u64) -> bool {
-    TEST_STALL_AT_NS
-        .compare_exchange(at, 0, Relaxed, Relaxed)
-        .is_ok()
 }
 
 /// Clock ticks per second of `/proc/stat` (`USER_HZ`: 100 on every Linux architecture).
@@ -170,7 +189,7 @@ mod tests {
     fn the_longest_turn_and_its_end_are_kept() {
         let w = StallWatch::new();
         assert_eq!(w.summary(0), None);
-        let mut c = StallClock::start(&w, 1_000);
+        let mut c = StallClock::start(&w, 1_000, ThreadKind::Io);
         c.tick(2_000); // 1 µs
         c.tick(25_002_000); // 25 ms: the stall
         c.tick(25_003_000); // 1 µs

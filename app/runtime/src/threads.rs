@@ -7,7 +7,7 @@
 use crate::memory::QueueStats;
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
 use crate::pipeline::{PacketView, Pipeline};
-use crate::stall::{StallClock, StallWatch};
+use crate::stall::{StallClock, StallWatch, ThreadKind};
 use crate::validator::PayloadGen;
 use rtdaq_core::traits::{RxBurst, RxQueue, Segment, TxBurst, TxQueue};
 use rtdaq_core::wire::{emit_udp_frame, UdpFrameSpec};
@@ -275,7 +275,7 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
     let mut first_ns = 0u64;
     let hold = queue.holds_backlog();
     let mut waited_ns = 0u64;
-    let mut turns = StallClock::start(&stats.stall, now_ns());
+    let mut turns = StallClock::start(&stats.stall, now_ns(), ThreadKind::Io);
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
         match ring.slot() {
@@ -353,9 +353,11 @@ pub(crate) fn rx_consumer<B: RxBurst>(
     busy: bool,
     mut unwrap: Unwrap,
 ) -> Pipeline {
+    let mut turns = StallClock::start(&stats.consumer_stall, now_ns(), ThreadKind::Consumer);
     alloc_audit::arm_current_thread();
     let turn = ring.capacity();
     loop {
+        turns.tick(now_ns());
         // Read before looking at the ring: the I/O thread sets it after its last commit, so
         // an empty ring seen after `done` is really the end.
         let done = io_done.load(Acquire);
@@ -396,7 +398,7 @@ pub(crate) fn rx_direct<Q: RxQueue>(
     mut unwrap: Unwrap,
 ) -> Pipeline {
     let mut burst = queue.new_burst();
-    let mut turns = StallClock::start(&stats.stall, now_ns());
+    let mut turns = StallClock::start(&stats.stall, now_ns(), ThreadKind::Io);
     alloc_audit::arm_current_thread();
     while !stop.load(Acquire) {
         let got = queue.poll(&mut burst);
@@ -463,7 +465,7 @@ pub(crate) fn tx_generator<Q: TxQueue>(
     let size = plan.gens[0].payload_size();
     let lanes = plan.gens.len() as u64;
     let mut totals = GenTotals::default();
-    let mut turns = StallClock::start(stall, now_ns());
+    let mut turns = StallClock::start(stall, now_ns(), ThreadKind::Generator);
     // A generator whose packets come in units (a SPEAD heap's packets) finishes the units in
     // progress when it stops, so the receiver sees no heap cut short: all lanes advance in
     // turn, so every lane is at a unit boundary when the count is a multiple of this. Packets

@@ -69,6 +69,11 @@ pub struct SinkCounters {
     pub failed: AtomicBool,
     /// Raised by the consumer after its last buffer went to the writer.
     pub producer_done: AtomicBool,
+    /// The writer thread's turns (the systemd watchdog watches them: a write that hangs
+    /// stops the pings).
+    pub writer_stall: crate::stall::StallWatch,
+    /// A shared sink's merger thread's turns.
+    pub merger_stall: crate::stall::StallWatch,
 }
 
 impl SinkCounters {

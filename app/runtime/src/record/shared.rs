@@ -363,8 +363,15 @@ impl Merger {
 
     /// Merges until every tap is done and drained, then finishes the sink.
     pub fn run(mut self) {
-        let _done = Done(self.sink.counters());
+        let counters = self.sink.counters();
+        let _done = Done(counters);
+        let mut turns = crate::stall::StallClock::start(
+            &counters.merger_stall,
+            crate::pacer::now_ns(),
+            crate::stall::ThreadKind::Writer,
+        );
         loop {
+            turns.tick(crate::pacer::now_ns());
             match self.next() {
                 Next::Run(i, bound) => {
                     self.emit_run(i, bound);

@@ -445,7 +445,14 @@ impl Writer {
         let Some(mut cons) = self.cons.take() else {
             return self.out;
         };
+        let counters = self.counters;
+        let mut turns = crate::stall::StallClock::start(
+            &counters.writer_stall,
+            crate::pacer::now_ns(),
+            crate::stall::ThreadKind::Writer,
+        );
         loop {
+            turns.tick(crate::pacer::now_ns());
             // Read before the ring: the consumer raises it after its last commit.
             let done = self.counters.producer_done.load(Acquire);
             match cons.front() {
