@@ -26,7 +26,7 @@
 
 mod e2e;
 
-use e2e::{edited, finish, mac, root, show, start, tcpreplay, tmp, u};
+use e2e::{edited, finish, http_get, mac, root, show, start, tcpreplay, tmp, u};
 use rtdaq_testbed::{Side, VethPair};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -229,6 +229,107 @@ fn baseband_vdif_with_every_7th_datagram_dropped_loses_exactly_those() {
     assert!(u(rx_packets, "/delta") >= 10_000, "{nic}");
     // The report is exit code 1: frames were lost.
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+}
+
+/// Issue #29: 100 VDIF threads (baseband's) into one queue whose table holds 64 streams:
+/// the 36 threads beyond it are counted as `streams_overflow` in the text report, the JSON
+/// report and `/metrics` (scraped during the run), and as lost (exit 1). With
+/// `max_streams = 128` the same stream is tracked whole: 100 streams, nothing lost.
+#[test]
+#[ignore = "needs root, baseband and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn hundred_vdif_threads_overflow_a_64_stream_table_visibly_and_fit_a_larger_one() {
+    if skipped("hundred_vdif_threads_overflow_a_64_stream_table_visibly_and_fit_a_larger_one") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let file = tmp("bb100", "vdif");
+    let made = py(&[
+        "write",
+        file.to_str().unwrap(),
+        "--threads",
+        "100",
+        "--frames",
+        "40",
+        "--frame-bytes",
+        "1032",
+        "--fps",
+        "1000",
+    ]);
+    assert_eq!(made["frames"], 4000);
+    let pair = VethPair::new("fmt-vdif100").unwrap();
+    let ip = pair.ip(Side::B).to_string();
+    for (max_streams, tracked, overflow) in [(None, 64, 36 * 40), (Some(128), 100, 0)] {
+        let tag = format!("vdif100-{}", max_streams.unwrap_or(64));
+        let table = max_streams.map_or(String::new(), |n| format!("max_streams = {n}\n"));
+        let cfg = edited(
+            "host-vdif-rx.toml",
+            &[
+                (
+                    "address = \"udp://127.0.0.1:7150\"",
+                    format!("address = \"udp://{ip}:7150\"\n{table}"),
+                ),
+                ("[run]\n", format!("[run]\nmetrics = \"{ip}:9464\"\n")),
+            ],
+            &tag,
+        );
+        let rx = start(&pair, Side::B, "socket", &cfg, 4.0, &tag);
+        let sent = pair
+            .command(Side::A, python().to_str().unwrap())
+            .arg(peer())
+            .args([
+                "send",
+                file.to_str().unwrap(),
+                &ip,
+                "7150",
+                "--pps",
+                "20000",
+            ])
+            .output()
+            .unwrap();
+        assert!(sent.status.success(), "{}", show(&sent));
+        // The live counters settle once the queue is idle: scrape until they do.
+        let addr: std::net::SocketAddr = format!("{ip}:9464").parse().unwrap();
+        let line = format!(
+            "rtdaq_rx_checks_total{{counter=\"streams_overflow\",interface=\"vdif\",queue=\"0\"}} {overflow}"
+        );
+        let t0 = std::time::Instant::now();
+        let metrics = loop {
+            let (code, body) = pair.in_ns(Side::B, || http_get(addr, "/metrics"));
+            assert_eq!(code, 200, "{body}");
+            if body.contains(&line) || t0.elapsed() > std::time::Duration::from_secs(2) {
+                break body;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert!(metrics.contains(&line), "{line} in:\n{metrics}");
+        assert!(
+            metrics.contains(&format!(
+                "rtdaq_rx_streams{{interface=\"vdif\",queue=\"0\"}} {tracked}"
+            )),
+            "{metrics}"
+        );
+        let (out, r) = finish(rx, &tag);
+        let text = show(&out);
+        assert_eq!(u(&r, "/rx/totals/packets"), 4000, "{text}");
+        let q = &r["rx"]["queues"][0];
+        assert_eq!(u(q, "/streams_overflow"), overflow, "{text}");
+        assert_eq!(u(q, "/streams_tracked"), tracked, "{text}");
+        assert_eq!(u(q, "/max_streams"), max_streams.unwrap_or(64), "{text}");
+        assert_eq!(u(q, "/seq_gaps"), 0, "{text}");
+        assert_eq!(u(&r, "/lost"), overflow, "overflow counts as lost: {text}");
+        if overflow > 0 {
+            assert!(
+                text.contains(&format!(
+                    "{overflow} packets of streams beyond the table of 64 were not sequence-checked: counted as lost; raise max_streams of interface vdif"
+                )),
+                "{text}"
+            );
+            assert_eq!(out.status.code(), Some(1), "{text}");
+        } else {
+            assert!(text.contains("streams 100 of 128 · overflow 0"), "{text}");
+            assert_eq!(out.status.code(), Some(0), "{text}");
+        }
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Per-stream live counters of one RX queue, for the live line.
 //!
-//! The validator tracks up to [`MAX_STREAMS`] streams per queue (VDIF/CODIF threads, SPEAD
+//! The validator tracks up to its interface's `max_streams` streams per queue (VDIF/CODIF threads, SPEAD
 //! senders, counter stream ids, eCPRI PC_IDs, rtdaq stream ids). Every
 //! [`PUBLISH_EVERY`]th burst (and at the end) it stores each tracked stream's id, packets and
 //! missing count here ([`LiveStreams::store`]: single writer, relaxed atomics, no
@@ -8,7 +8,6 @@
 //! names the number of streams and the one missing the most: a lossy VDIF thread among
 //! sixteen shows while the run goes on, not only in the final report.
 
-use crate::validator::MAX_STREAMS;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 /// Bursts between two publications of the stream table.
@@ -25,7 +24,37 @@ struct Entry {
 #[derive(Debug)]
 pub struct LiveStreams {
     len: AtomicUsize,
-    entries: [Entry; MAX_STREAMS],
+    /// One per stream the queue's validator can track (its `max_streams`).
+    entries: Box<[Entry]>,
+}
+
+/// The validator's counters ([`ValidatorStats::named`]) as the queue's consumer last
+/// published them (every [`PUBLISH_EVERY`]th burst, with the stream table): `/metrics`
+/// reads them. Single writer, relaxed atomics, no allocation.
+///
+/// [`ValidatorStats::named`]: crate::validator::ValidatorStats::named
+#[derive(Debug, Default)]
+pub struct LiveChecks {
+    values: [AtomicU64; crate::validator::NAMED_COUNTERS],
+}
+
+impl LiveChecks {
+    /// Stores `named` (the validator's [`named`](crate::validator::ValidatorStats::named)).
+    #[inline]
+    pub fn store(&self, named: &[(&'static str, u64); crate::validator::NAMED_COUNTERS]) {
+        for (a, (_, v)) in self.values.iter().zip(named) {
+            a.store(*v, Relaxed);
+        }
+    }
+
+    /// Every counter with its name, as last stored.
+    pub fn get(&self) -> [(&'static str, u64); crate::validator::NAMED_COUNTERS] {
+        let mut out = crate::validator::ValidatorStats::default().named();
+        for (o, a) in out.iter_mut().zip(&self.values) {
+            o.1 = a.load(Relaxed);
+        }
+        out
+    }
 }
 
 /// What the live line shows of a queue's streams.
@@ -44,15 +73,23 @@ impl Default for LiveStreams {
 }
 
 impl LiveStreams {
-    /// An empty table.
+    /// An empty table of [`DEFAULT_MAX_STREAMS`](crate::validator::DEFAULT_MAX_STREAMS)
+    /// streams.
     pub fn new() -> Self {
+        Self::with_capacity(crate::validator::DEFAULT_MAX_STREAMS)
+    }
+
+    /// An empty table of `n` streams (allocated here, never again).
+    pub fn with_capacity(n: usize) -> Self {
         Self {
             len: AtomicUsize::new(0),
-            entries: std::array::from_fn(|_| Entry {
-                id: AtomicU32::new(0),
-                packets: AtomicU64::new(0),
-                missing: AtomicU64::new(0),
-            }),
+            entries: (0..n)
+                .map(|_| Entry {
+                    id: AtomicU32::new(0),
+                    packets: AtomicU64::new(0),
+                    missing: AtomicU64::new(0),
+                })
+                .collect(),
         }
     }
 
@@ -74,7 +111,7 @@ impl LiveStreams {
     /// The streams tracked and the one missing the most (read by the stats thread; the
     /// entries may be a burst apart from each other).
     pub fn summary(&self) -> StreamSummary {
-        let n = self.len.load(Relaxed).min(MAX_STREAMS);
+        let n = self.len.load(Relaxed).min(self.entries.len());
         let worst = self.entries[..n]
             .iter()
             .map(|e| (e.id.load(Relaxed), e.missing.load(Relaxed)))
@@ -85,7 +122,7 @@ impl LiveStreams {
 
     /// `(id, packets, missing)` of every stream stored so far.
     pub fn entries(&self) -> Vec<(u32, u64, u64)> {
-        let n = self.len.load(Relaxed).min(MAX_STREAMS);
+        let n = self.len.load(Relaxed).min(self.entries.len());
         self.entries[..n]
             .iter()
             .map(|e| {
@@ -140,7 +177,7 @@ mod tests {
         assert_eq!(t.summary().worst, Some((0x105c802, 12)));
         assert_eq!(t.entries()[1], (0x105c801, 95, 0));
         // beyond the table: ignored
-        t.store(MAX_STREAMS, 1, 1, 1);
+        t.store(crate::validator::DEFAULT_MAX_STREAMS, 1, 1, 1);
         assert_eq!(t.summary().streams, 3);
     }
 }

@@ -38,6 +38,8 @@ pub struct QueueStats {
     pub streams: crate::live_streams::LiveStreams,
     /// RX: the validator's latency histogram in coarse buckets, for `/metrics`.
     pub latency: crate::latency::LiveLatency,
+    /// RX: every counter of the validator, for `/metrics`.
+    pub checks: crate::live_streams::LiveChecks,
 }
 
 impl QueueStats {
@@ -48,6 +50,11 @@ impl QueueStats {
     }
 
     fn new() -> Self {
+        Self::with_streams(crate::validator::DEFAULT_MAX_STREAMS)
+    }
+
+    /// All zero, with a live stream table of `max_streams` (the queue's validator's).
+    fn with_streams(max_streams: usize) -> Self {
         QueueStats {
             io: QueueCounters::new(),
             consumer: QueueCounters::new(),
@@ -57,8 +64,9 @@ impl QueueStats {
             stall: crate::stall::StallWatch::new(),
             consumer_stall: crate::stall::StallWatch::new(),
             ring_wait_ns: AtomicU64::new(0),
-            streams: crate::live_streams::LiveStreams::new(),
+            streams: crate::live_streams::LiveStreams::with_capacity(max_streams),
             latency: crate::latency::LiveLatency::default(),
+            checks: crate::live_streams::LiveChecks::default(),
         }
     }
 }
@@ -218,7 +226,7 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
                     .map(|id| pools[id.0])
                     .collect::<Vec<_>>(),
             ));
-            rx_stats.push(QueueStats::new());
+            rx_stats.push(QueueStats::with_streams(iface.max_streams as usize));
         }
         for (q, queue) in iface.tx_queues.iter().enumerate() {
             tx.push((

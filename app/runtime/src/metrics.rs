@@ -25,6 +25,19 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// The validator's counters ([`crate::validator::ValidatorStats::named`]) that have a
+/// metric of their own, and that metric; every other one is `rtdaq_rx_checks_total{counter}`.
+/// (`seq_gaps` and the others are the consumer's gross live counts: the validator's are net,
+/// and a counter may not go down.)
+pub const LIVE_ELSEWHERE: [(&str, &str); 6] = [
+    ("received", "rtdaq_rx_validated_packets_total"),
+    ("seq_gaps", "rtdaq_rx_seq_gaps_total"),
+    ("reordered", "rtdaq_rx_reordered_total"),
+    ("duplicates", "rtdaq_rx_duplicates_total"),
+    ("corrupt", "rtdaq_rx_corrupt_total"),
+    ("streams", "rtdaq_rx_streams"),
+];
+
 /// What the build and the config say of themselves (`rtdaq_build_info`'s labels).
 #[derive(Debug, Clone, Default)]
 pub struct BuildInfo {
@@ -190,6 +203,9 @@ struct Counters {
     rx_reordered: IntCounterVec,
     rx_duplicates: IntCounterVec,
     rx_corrupt: IntCounterVec,
+    /// The validator's other counters, by name ([`LIVE_ELSEWHERE`] are the dedicated
+    /// metrics).
+    rx_checks: IntCounterVec,
     /// Seconds (a float counter: Prometheus's base unit).
     rx_ring_wait: prometheus::CounterVec,
     stream_packets: IntCounterVec,
@@ -249,6 +265,7 @@ impl Exporter {
             rx_reordered: counter("rtdaq_rx_reordered_total", "Packets that arrived after a later one and filled a gap.", Q),
             rx_duplicates: counter("rtdaq_rx_duplicates_total", "Packets seen twice within the sequence window.", Q),
             rx_corrupt: counter("rtdaq_rx_corrupt_total", "Packets whose payload did not match the sender's pattern.", Q),
+            rx_checks: counter("rtdaq_rx_checks_total", "The RX queue validator's counters, by name as in the JSON report: bytes (checked), malformed, too_old, unique, streams_overflow (packets of streams beyond the queue's stream table: not checked, counted as lost), negative_latency, in_gpu_memory, invalid, rejects_<reason>, heaps_<state>.", &["interface", "queue", "counter"]),
             rx_ring_wait: registered(
                 &registry,
                 prometheus::CounterVec::new(
@@ -393,6 +410,11 @@ impl Exporter {
             set(&c.rx_reordered, &lq, cons.reordered);
             set(&c.rx_duplicates, &lq, cons.duplicates);
             set(&c.rx_corrupt, &lq, cons.corrupt);
+            for (name, v) in st.checks.get() {
+                if !LIVE_ELSEWHERE.iter().any(|(n, _)| *n == name) {
+                    set(&c.rx_checks, &[i, q.as_str(), name], v);
+                }
+            }
             let waited = c.rx_ring_wait.with_label_values(&lq);
             let secs = st.ring_wait_ns.load(Relaxed) as f64 / 1e9;
             if secs > waited.get() {
@@ -740,6 +762,8 @@ mod tests {
         let sink = leak(SinkCounters::default());
         SinkCounters::add(&sink.written, 7);
         rx.ring_wait_ns.store(2_500_000, Relaxed);
+        let every = crate::report::tests::every_counter_set().named();
+        rx.checks.store(&every);
         let ep = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = ep.addr();
         let label = |gpu| QueueLabel {
@@ -785,6 +809,18 @@ mod tests {
             "rtdaq_io_thread_allocations_total ",
         ] {
             assert!(m.contains(want), "{want} in:\n{m}");
+        }
+        // Issue #29: every counter the validator keeps is exported, by name or by its own
+        // metric (those are the consumer's live counts, set above).
+        for (name, v) in every {
+            let own = LIVE_ELSEWHERE.iter().find(|(n, _)| *n == name);
+            let want = match own {
+                Some((_, metric)) => format!("{metric}{{interface=\"lo_udp\",queue=\"0\"}}"),
+                None => format!(
+                    "rtdaq_rx_checks_total{{counter=\"{name}\",interface=\"lo_udp\",queue=\"0\"}} {v}"
+                ),
+            };
+            assert!(m.contains(&want), "{name}: {want} in:\n{m}");
         }
         // The next scrape sees what moved since.
         rx.io.record_rx_burst(5, 7_000);

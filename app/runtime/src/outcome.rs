@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering::Acquire;
 /// Loss: when the run's own generator sent the traffic, every sequence number it used must
 /// arrive (`lost = max(gaps, generated − unique received)`, which also catches tail loss);
 /// for traffic from an external sender, `lost` is the sequence gaps left at the end (loss after
-/// the last received packet of a stream is invisible then). A run without RX queues (a pure
+/// the last received packet of a stream is invisible then). Either way, packets of streams
+/// beyond a queue's stream table (`streams_overflow`) count as lost: nothing checked them. A run without RX queues (a pure
 /// sender) reports `lost = 0`: its traffic is judged by the receiver's report.
 pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
     let elapsed = r.elapsed_s;
@@ -74,7 +75,9 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         (Validation::Count, true) => generated.saturating_sub(total.received),
         (Validation::Count, false) => 0,
         (_, true) => total.lost_against(generated),
-        (_, false) => total.seq_gaps,
+        // An external sender: the gaps, and the packets of streams beyond the table (their
+        // completeness is unknown).
+        (_, false) => total.lost_against(0),
     };
     // Packets a GPU stage dropped never reached the GPU: lost to the deployment.
     let (lost, gpu_failed) = crate::gpu_report::judge(&rx, lost);

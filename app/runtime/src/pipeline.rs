@@ -58,7 +58,12 @@ impl Stage for Validator {
     #[inline]
     fn end_burst(&mut self, stats: &QueueStats, _now_ns: u64) {
         self.publish(&stats.consumer);
-        self.publish_live(&stats.streams, Some(&stats.latency), false);
+        self.publish_live(
+            &stats.streams,
+            Some(&stats.latency),
+            Some(&stats.checks),
+            false,
+        );
     }
 }
 
@@ -157,9 +162,12 @@ impl Pipeline {
         }
     }
 
-    /// While the queue is idle: stages with timers (a recorder's `flush_ms`) act on them.
+    /// While the queue is idle: the validator publishes what its live counters do not show
+    /// yet (they settle on the final counts), stages with timers (a recorder's `flush_ms`)
+    /// act on them.
     #[inline]
     pub fn idle(&mut self, stats: &QueueStats) {
+        self.validate.settle(stats);
         if !self.record.is_empty() || !self.taps.is_empty() {
             self.end_burst(stats);
         }

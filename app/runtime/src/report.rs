@@ -25,6 +25,10 @@
 //!       drops: { ring_full, pool_empty, too_large, malformed, no_flow, flow_drop,
 //!                kernel, truncated, gpu_busy } (every DropReason, always all keys)
 //!       rx only: seq_gaps, reordered, duplicates, corrupt, malformed, too_old,
+//!                checked, checked_bytes (what the validator looked at), unique,
+//!                streams_tracked, max_streams (the stream table's size),
+//!                streams_overflow (packets of streams beyond it: not checked, lost),
+//!                negative_latency (rx before tx: clock skew),
 //!                latency_ns: { p50, p99, p999, max, count, min },
 //!                in_gpu_memory (packets in a `device` region: counted, not checked),
 //!                invalid (VDIF invalid bit), rejects: { short, length, foreign, step,
@@ -360,6 +364,27 @@ pub struct RxChecks {
     pub malformed: u64,
     /// Sequence numbers too far behind to judge.
     pub too_old: u64,
+    /// Payloads the validator looked at (malformed ones included).
+    #[serde(default)]
+    pub checked: u64,
+    /// Their bytes (the application payload; frames' bytes when nothing parsed them).
+    #[serde(default)]
+    pub checked_bytes: u64,
+    /// Distinct sequence numbers delivered intact.
+    #[serde(default)]
+    pub unique: u64,
+    /// Streams the queue tracked (VDIF/CODIF threads, SPEAD senders, stream ids).
+    #[serde(default)]
+    pub streams_tracked: u64,
+    /// The size of the queue's stream table (`interfaces[].max_streams`).
+    #[serde(default)]
+    pub max_streams: u64,
+    /// Intact payloads of streams beyond the table: not sequence-tracked, counted as lost.
+    #[serde(default)]
+    pub streams_overflow: u64,
+    /// Packets whose rx time was before their tx time (clock skew; latency recorded as 0).
+    #[serde(default)]
+    pub negative_latency: u64,
     /// One-way latency (tx timestamp to rx timestamp), ns.
     pub latency_ns: LatencySummary,
     /// Packets received into GPU memory (a `device` region): counted, not read by the CPU,
@@ -386,6 +411,13 @@ impl From<&ValidatorStats> for RxChecks {
             corrupt: s.corrupt,
             malformed: s.malformed,
             too_old: s.too_old,
+            checked: s.received,
+            checked_bytes: s.bytes,
+            unique: s.unique,
+            streams_tracked: s.streams,
+            max_streams: 0,
+            streams_overflow: s.streams_overflow,
+            negative_latency: s.negative_latency,
             latency_ns: s.latency,
             in_gpu_memory: s.in_gpu_memory,
             invalid: s.invalid,
@@ -465,6 +497,9 @@ impl QueueReport {
             }),
         };
         self.streams = v.streams();
+        if let Some(c) = self.rx.as_mut() {
+            c.max_streams = v.max_streams() as u64;
+        }
         self
     }
 
@@ -539,6 +574,13 @@ impl QueueReport {
                 t.corrupt += c.corrupt;
                 t.malformed += c.malformed;
                 t.too_old += c.too_old;
+                t.checked += c.checked;
+                t.checked_bytes = t.checked_bytes.wrapping_add(c.checked_bytes);
+                t.unique += c.unique;
+                t.streams_tracked += c.streams_tracked;
+                t.max_streams += c.max_streams;
+                t.streams_overflow += c.streams_overflow;
+                t.negative_latency += c.negative_latency;
                 t.in_gpu_memory += c.in_gpu_memory;
                 t.invalid += c.invalid;
                 t.rejects.merge(&c.rejects);
@@ -723,6 +765,9 @@ fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> f
                 .collect();
             writeln!(f, "        drops: {}", why.join(" "))?;
         }
+        if let Some(c) = &q.rx {
+            write_checks(f, q, c)?;
+        }
         if let Some(c) = q.rx.as_ref().filter(|c| c.in_gpu_memory > 0) {
             writeln!(
                 f,
@@ -737,6 +782,31 @@ fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> f
             writeln!(f, "        {r}")?;
         }
         write_format(f, q)?;
+    }
+    Ok(())
+}
+
+/// An RX queue's checks besides the table's columns: what the validator looked at, the
+/// stream table, and packets it could not track (counted as lost, said why).
+fn write_checks(f: &mut fmt::Formatter<'_>, q: &QueueReport, c: &RxChecks) -> fmt::Result {
+    writeln!(
+        f,
+        "        checked {} ({} bytes) · unique {} · too old {} · streams {} of {} · overflow {} · negative latency {}",
+        c.checked,
+        c.checked_bytes,
+        c.unique,
+        c.too_old,
+        c.streams_tracked,
+        c.max_streams,
+        c.streams_overflow,
+        c.negative_latency
+    )?;
+    if c.streams_overflow > 0 {
+        writeln!(
+            f,
+            "        {} packets of streams beyond the table of {} were not sequence-checked: counted as lost; raise max_streams of interface {}",
+            c.streams_overflow, c.max_streams, q.interface
+        )?;
     }
     Ok(())
 }
@@ -915,7 +985,7 @@ impl fmt::Display for RunReport {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::Value;
 
@@ -928,6 +998,99 @@ mod tests {
         s.drops[DropReason::RingFull.index()] = 2;
         s.drops[DropReason::Kernel.index()] = 1;
         s
+    }
+
+    /// A validator's counters with every named counter a distinct nonzero value (1001 +
+    /// its index).
+    pub(crate) fn every_counter_set() -> ValidatorStats {
+        use crate::validator::{HeapCounts, Rejects};
+        let n = |k: u64| 1001 + k;
+        ValidatorStats {
+            received: n(0),
+            bytes: n(1),
+            seq_gaps: n(2),
+            reordered: n(3),
+            duplicates: n(4),
+            corrupt: n(5),
+            malformed: n(6),
+            too_old: n(7),
+            unique: n(8),
+            streams: n(9),
+            streams_overflow: n(10),
+            negative_latency: n(11),
+            latency: LatencySummary::default(),
+            in_gpu_memory: n(12),
+            invalid: n(13),
+            rejects: Rejects {
+                short: n(14),
+                length: n(15),
+                foreign: n(16),
+                step: n(17),
+                frame_number: n(18),
+                items: n(19),
+            },
+            heaps: Some(HeapCounts {
+                complete: n(20),
+                incomplete: n(21),
+                missing: n(22),
+                unsized_heaps: n(23),
+                missing_bytes: n(24),
+                ends: n(25),
+            }),
+        }
+    }
+
+    /// Issue #29: every counter the validator keeps reaches the JSON report (under its
+    /// report name) and the text report (its value is printed), for an instrument-format
+    /// queue (rejects, invalid and heaps are printed with the format).
+    #[test]
+    fn every_validator_counter_is_in_the_json_and_the_text_report() {
+        let s = every_counter_set();
+        let named = s.named();
+        let values: std::collections::BTreeSet<u64> = named.iter().map(|(_, v)| *v).collect();
+        assert_eq!(
+            values.len(),
+            named.len(),
+            "distinct values, each counter set"
+        );
+        let mut q = QueueReport::rx("lo", 0, Some(1), &CounterSnapshot::default(), 1.0, Some(&s));
+        q.format = Some(FormatReport {
+            kind: "spead".into(),
+            frames_per_second: None,
+            learned: false,
+        });
+        let v: Value = serde_json::to_value(&q).unwrap();
+        for (name, want) in named {
+            let ptr = match name {
+                "received" => "/checked".to_string(),
+                "bytes" => "/checked_bytes".to_string(),
+                "streams" => "/streams_tracked".to_string(),
+                "heaps_unsized" => "/heaps/unsized_heaps".to_string(),
+                n if n.starts_with("rejects_") => format!("/rejects/{}", &n[8..]),
+                n if n.starts_with("heaps_") => format!("/heaps/{}", &n[6..]),
+                n => format!("/{n}"),
+            };
+            assert_eq!(
+                v.pointer(&ptr).and_then(Value::as_u64),
+                Some(want),
+                "{name} at {ptr} in {v}"
+            );
+        }
+        let d = DirectionReport::rx(vec![q], 1.0, None);
+        let r = RunReport { rx: d, ..sample() };
+        let text = r.to_string();
+        for (name, want) in named {
+            assert!(
+                text.split(|c: char| !c.is_ascii_digit())
+                    .any(|w| w == want.to_string()),
+                "{name} ({want}) in the text report:\n{text}"
+            );
+        }
+        assert!(
+            text.contains("1011 packets of streams beyond the table")
+                && text.contains("raise max_streams of interface lo"),
+            "{text}"
+        );
     }
 
     fn sample() -> RunReport {
@@ -1091,10 +1254,11 @@ mod tests {
         assert_eq!(v["exit_code"], 1);
         let tx_keys = "bytes consumer_cpu_s core drops drops_total gbps interface io_cpu_s \
                        longest_stall_at_s longest_stall_us mpps packets queue";
-        let rx_keys = "bytes consumer_cpu_s core corrupt drops drops_total duplicates gbps \
-                       in_gpu_memory interface invalid io_cpu_s latency_ns longest_stall_at_s \
-                       longest_stall_us malformed mpps packets queue rejects reordered \
-                       ring_wait_s seq_gaps too_old";
+        let rx_keys = "bytes checked checked_bytes consumer_cpu_s core corrupt drops \
+                       drops_total duplicates gbps in_gpu_memory interface invalid io_cpu_s \
+                       latency_ns longest_stall_at_s longest_stall_us malformed max_streams \
+                       mpps negative_latency packets queue rejects reordered ring_wait_s \
+                       seq_gaps streams_overflow streams_tracked too_old unique";
         let mut drop_keys: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
         drop_keys.sort_unstable();
         for (dir, want) in [("rx", rx_keys), ("tx", tx_keys)] {

@@ -334,7 +334,11 @@ where
             taps.iter().map(|t| t.tap_counters()).collect(),
         );
         let validator = crate::pipeline::Pipeline::with_record(
-            Validator::with_format(config.run.validate, config.interfaces[r.interface].format),
+            Validator::with_streams(
+                config.run.validate,
+                config.interfaces[r.interface].format,
+                config.interfaces[r.interface].max_streams as usize,
+            ),
             record,
             taps,
         );

@@ -14,9 +14,13 @@
 //! 4. tracks the sequence number in the stream's [`SeqTracker`] (window
 //!    [`SEQ_WINDOW`] = 1024): `seq_gaps`, `reordered`, `duplicates`, `too_old` as defined in
 //!    [`rtdaq_core::seq`] (the first packet seen of a stream is its base: a lower number
-//!    arriving after it is `too_old`, not reordered). Streams live in a fixed table of
-//!    [`MAX_STREAMS`] = 64 entries keyed by stream id (open addressing, no `HashMap`); a
-//!    packet of a 65th stream is counted in `streams_overflow` and not sequence-tracked;
+//!    arriving after it is `too_old`, not reordered). Streams live in a table preallocated
+//!    for the interface's `max_streams` (default [`DEFAULT_MAX_STREAMS`] = 64, at most
+//!    [`MAX_STREAMS_LIMIT`]), found through an open-addressing index of twice that size (no
+//!    `HashMap`, a short probe even when the table is full); a packet of one stream more
+//!    is counted in `streams_overflow` and not sequence-tracked. The run counts those
+//!    packets as lost ([`ValidatorStats::lost_against`]): nothing says whether their
+//!    streams are complete, so a deployment with more streams raises `max_streams`;
 //! 5. records one-way latency `rx_ns − tx_timestamp_ns` into a [`Histogram`] when both
 //!    are non-zero (0 = unknown). A negative difference (clock skew) is recorded as 0 and
 //!    counted in `negative_latency`. Both times are `CLOCK_REALTIME` ns (see
@@ -59,8 +63,13 @@ use rtdaq_core::seq::{SeqEvent, SeqTracker};
 use rtdaq_core::wire::seqhdr::{check_pattern, SeqHeader, FLAG_PATTERN};
 use serde::{Deserialize, Serialize};
 
-/// Streams one validator tracks (one sequence space each).
-pub const MAX_STREAMS: usize = 64;
+/// Streams one validator tracks (one sequence space each) unless the interface's
+/// `max_streams` says otherwise.
+pub const DEFAULT_MAX_STREAMS: usize = rtdaq_config::model::DEFAULT_MAX_STREAMS as usize;
+/// The most an interface's `max_streams` may ask for.
+pub const MAX_STREAMS_LIMIT: usize = rtdaq_config::model::MAX_STREAMS_LIMIT as usize;
+/// Empty entry of the stream index.
+const NO_SLOT: u32 = u32::MAX;
 /// `SeqTracker` bitmap words per stream (window = 64 × this).
 const SEQ_WORDS: usize = 16;
 /// Sequence numbers remembered behind the highest one, per stream.
@@ -136,7 +145,8 @@ pub struct ValidatorStats {
     pub unique: u64,
     /// Streams tracked.
     pub streams: u64,
-    /// Intact payloads of streams beyond the table ([`MAX_STREAMS`]).
+    /// Intact payloads of streams beyond the table (the interface's `max_streams`): not
+    /// sequence-tracked, so counted as lost.
     pub streams_overflow: u64,
     /// Packets whose rx time was before their tx time (recorded as 0 ns).
     pub negative_latency: u64,
@@ -283,20 +293,63 @@ pub struct StreamStats {
     pub heaps: Option<HeapCounts>,
 }
 
+/// How many counters [`ValidatorStats::named`] lists.
+pub const NAMED_COUNTERS: usize = 26;
+
 impl ValidatorStats {
-    /// Lost packets: [`seq_gaps`](Self::seq_gaps), or more when fewer than `generated`
-    /// distinct packets arrived (tail loss). `generated` = sequence numbers the sender used.
-    /// Packets [`in_gpu_memory`](Self::in_gpu_memory) count as arrived (their sequence
-    /// numbers cannot be read, so a duplicate among them would hide a loss).
+    /// Every counter the validator keeps, with its name (the latency histogram apart): the
+    /// list the text report, the JSON report and `/metrics` are checked against, so a new
+    /// counter cannot be left out of one of them. `rejects_*` and `heaps_*` are the fields
+    /// of [`Rejects`] and [`HeapCounts`]. No allocation.
+    pub fn named(&self) -> [(&'static str, u64); NAMED_COUNTERS] {
+        let r = &self.rejects;
+        let h = self.heaps.unwrap_or_default();
+        [
+            ("received", self.received),
+            ("bytes", self.bytes),
+            ("seq_gaps", self.seq_gaps),
+            ("reordered", self.reordered),
+            ("duplicates", self.duplicates),
+            ("corrupt", self.corrupt),
+            ("malformed", self.malformed),
+            ("too_old", self.too_old),
+            ("unique", self.unique),
+            ("streams", self.streams),
+            ("streams_overflow", self.streams_overflow),
+            ("negative_latency", self.negative_latency),
+            ("in_gpu_memory", self.in_gpu_memory),
+            ("invalid", self.invalid),
+            ("rejects_short", r.short),
+            ("rejects_length", r.length),
+            ("rejects_foreign", r.foreign),
+            ("rejects_step", r.step),
+            ("rejects_frame_number", r.frame_number),
+            ("rejects_items", r.items),
+            ("heaps_complete", h.complete),
+            ("heaps_incomplete", h.incomplete),
+            ("heaps_missing", h.missing),
+            ("heaps_unsized", h.unsized_heaps),
+            ("heaps_missing_bytes", h.missing_bytes),
+            ("heaps_ends", h.ends),
+        ]
+    }
+
+    /// Lost packets: [`seq_gaps`](Self::seq_gaps) plus the packets of streams beyond the
+    /// table ([`streams_overflow`](Self::streams_overflow): nothing says whether their
+    /// streams are complete), or more when fewer than `generated` distinct packets arrived
+    /// (tail loss; the overflow's packets are not among them either). `generated` =
+    /// sequence numbers the sender used, 0 when unknown (an external sender). Packets
+    /// [`in_gpu_memory`](Self::in_gpu_memory) count as arrived (their sequence numbers
+    /// cannot be read, so a duplicate among them would hide a loss).
     pub fn lost_against(&self, generated: u64) -> u64 {
         self.seq_gaps
+            .saturating_add(self.streams_overflow)
             .max(generated.saturating_sub(self.unique.saturating_add(self.in_gpu_memory)))
     }
 }
 
 #[derive(Debug, Clone)]
 struct Slot {
-    used: bool,
     id: u32,
     tracker: SeqTracker<SEQ_WORDS>,
     /// Counter format: the stream's raw counter → linear count.
@@ -308,7 +361,6 @@ struct Slot {
 
 impl Slot {
     const EMPTY: Slot = Slot {
-        used: false,
         id: 0,
         tracker: SeqTracker::new(),
         unwrap: Unwrap::new(),
@@ -334,9 +386,13 @@ pub struct Validator {
     mode: Validation,
     format: StreamFormat,
     vdif: VdifSequencer,
-    /// [`MAX_STREAMS`] slots, on the heap (~100 KiB with the SPEAD heap windows: too much
-    /// for a thread's stack when the validator moves).
+    /// One slot per stream the table holds, in the order the streams were first seen (the
+    /// first `stats.streams` are in use), on the heap (1152 bytes each with the SPEAD heap
+    /// window: too much for a thread's stack when the validator moves).
     slots: Box<[Slot]>,
+    /// Open-addressing index of `slots` by stream id: a power of two at least twice the
+    /// slots (so a probe always ends at an empty entry soon), [`NO_SLOT`] when empty.
+    index: Box<[u32]>,
     stats: ValidatorStats,
     gaps_gross: u64,
     latency: Histogram,
@@ -347,9 +403,6 @@ pub struct Validator {
     last_seq: Option<u64>,
     /// Where the last `check`'s SPEAD packet goes in its heap.
     last_piece: HeapPiece,
-    /// Slot indices in the order their streams were first seen (`n_order` of them).
-    order: [u8; MAX_STREAMS],
-    n_order: usize,
     /// Bursts since the stream table was last published.
     bursts: u32,
 }
@@ -375,6 +428,13 @@ impl Validator {
     /// instrument format, `full` and `sequence` both track the format's sequence (there is
     /// no rtdaq pattern to check) and `count` counts only.
     pub fn with_format(mode: Validation, format: StreamFormat) -> Self {
+        Self::with_streams(mode, format, DEFAULT_MAX_STREAMS)
+    }
+
+    /// [`with_format`](Self::with_format) with a table of `max_streams` streams (the
+    /// interface's `max_streams`; clamped to `1..=`[`MAX_STREAMS_LIMIT`]), allocated here.
+    pub fn with_streams(mode: Validation, format: StreamFormat, max_streams: usize) -> Self {
+        let max_streams = max_streams.clamp(1, MAX_STREAMS_LIMIT);
         let fps = match format {
             StreamFormat::Vdif(v) => v.frames_per_second,
             StreamFormat::Codif(c) => c.frames_per_period,
@@ -384,7 +444,8 @@ impl Validator {
             mode,
             format,
             vdif: VdifSequencer::new(fps),
-            slots: vec![Slot::EMPTY; MAX_STREAMS].into_boxed_slice(),
+            slots: vec![Slot::EMPTY; max_streams].into_boxed_slice(),
+            index: vec![NO_SLOT; (2 * max_streams).next_power_of_two()].into_boxed_slice(),
             stats: ValidatorStats::default(),
             gaps_gross: 0,
             latency: Histogram::new(),
@@ -392,37 +453,42 @@ impl Validator {
             published: Published::default(),
             last_seq: None,
             last_piece: HeapPiece::None,
-            order: [0; MAX_STREAMS],
-            n_order: 0,
             bursts: 0,
         }
     }
 
-    /// The slot index of `id`, taking a free one the first time; `None` when the table is
-    /// full.
+    /// Streams in the table (slots `0..n` are in use).
+    #[inline]
+    fn used(&self) -> usize {
+        self.stats.streams as usize
+    }
+
+    /// The slot index of `id`, taking the next free slot the first time; `None` when the
+    /// table is full. The index is at least twice the slots, so the probe always ends.
     #[inline]
     fn slot(&mut self, id: u32) -> Option<usize> {
-        // Fold the key so VDIF's `station << 10 | thread` spreads over the table.
-        let start = ((id ^ (id >> 10)) as usize) % MAX_STREAMS;
-        for k in 0..MAX_STREAMS {
-            let i = (start + k) % MAX_STREAMS;
-            let s = &self.slots[i];
-            if s.used && s.id == id {
-                return Some(i);
-            }
-            if !s.used {
-                self.stats.streams += 1;
-                let s = &mut self.slots[i];
-                s.used = true;
-                s.id = id;
-                if let Some(o) = self.order.get_mut(self.n_order) {
-                    *o = i as u8;
-                    self.n_order += 1;
+        let mask = self.index.len() - 1;
+        // Fold and mix the key so VDIF's `station << 10 | thread` spreads over the index.
+        let mut h = ((id ^ (id >> 10)).wrapping_mul(0x9E37_79B9) as usize) & mask;
+        loop {
+            match self.index[h] {
+                NO_SLOT => {
+                    let n = self.used();
+                    let s = self.slots.get_mut(n)?;
+                    s.id = id;
+                    self.index[h] = n as u32;
+                    self.stats.streams += 1;
+                    return Some(n);
                 }
-                return Some(i);
+                i if self.slots[i as usize].id == id => return Some(i as usize),
+                _ => h = (h + 1) & mask,
             }
         }
-        None
+    }
+
+    /// The number of streams the table holds (`max_streams`).
+    pub fn max_streams(&self) -> usize {
+        self.slots.len()
     }
 
     /// Counts a payload the format could not place (`malformed`, by reason).
@@ -562,10 +628,8 @@ impl Validator {
 
     /// Each stream's counters (off the hot path: allocates).
     pub fn streams(&self) -> Vec<StreamStats> {
-        let mut v: Vec<StreamStats> = self
-            .slots
+        let mut v: Vec<StreamStats> = self.slots[..self.used()]
             .iter()
-            .filter(|s| s.used)
             .map(|s| {
                 if self.is_spead() {
                     let h = s.heaps.flushed();
@@ -739,15 +803,16 @@ impl Validator {
     /// `force`): stores each tracked stream's id, packets and missing count (now) in `t`,
     /// for the live line. Never allocates.
     pub fn publish_streams(&mut self, t: &crate::live_streams::LiveStreams, force: bool) {
-        self.publish_live(t, None, force);
+        self.publish_live(t, None, None, force);
     }
 
-    /// [`publish_streams`](Self::publish_streams), and the latency histogram into `l`
-    /// (for `/metrics`) at the same pace. Never allocates.
+    /// [`publish_streams`](Self::publish_streams), and the latency histogram into `l` and
+    /// every counter into `c` (for `/metrics`) at the same pace. Never allocates.
     pub fn publish_live(
         &mut self,
         t: &crate::live_streams::LiveStreams,
         l: Option<&crate::latency::LiveLatency>,
+        c: Option<&crate::live_streams::LiveChecks>,
         force: bool,
     ) {
         self.bursts += 1;
@@ -758,9 +823,11 @@ impl Validator {
         if let Some(l) = l {
             l.store(&self.live_latency);
         }
+        if let Some(c) = c {
+            c.store(&self.stats.named());
+        }
         let spead = self.is_spead();
-        for (k, &i) in self.order[..self.n_order].iter().enumerate() {
-            let s = &self.slots[usize::from(i)];
+        for (k, s) in self.slots[..self.used()].iter().enumerate() {
             let (packets, missing) = if spead {
                 let h = s.heaps.closed();
                 (h.packets, h.missing_packets)
@@ -768,6 +835,20 @@ impl Validator {
                 (s.tracker.received(), s.tracker.gaps())
             };
             t.store(k, s.id, packets, missing);
+        }
+    }
+
+    /// While the queue is idle: publishes the live tables now when bursts since the last
+    /// publication are not in them yet (a no-op otherwise). Never allocates.
+    #[inline]
+    pub fn settle(&mut self, stats: &crate::memory::QueueStats) {
+        if self.bursts > 0 {
+            self.publish_live(
+                &stats.streams,
+                Some(&stats.latency),
+                Some(&stats.checks),
+                true,
+            );
         }
     }
 
@@ -780,7 +861,7 @@ impl Validator {
     fn pending_heaps(&self) -> (HeapCounts, u64) {
         let mut c = self.stats.heaps.unwrap_or_default();
         let mut pending = 0;
-        for s in self.slots.iter().filter(|s| s.used) {
+        for s in &self.slots[..self.used()] {
             let h = s.heaps.flushed();
             c.merge(&HeapCounts::from(&h));
             pending += h.missing_packets - s.heaps.closed().missing_packets;
@@ -1002,10 +1083,38 @@ mod tests {
         );
     }
 
+    /// The table holds exactly `max_streams` streams whatever their ids, finds each again
+    /// (also when full: the index always has empty entries), and counts the rest.
+    #[test]
+    fn the_stream_table_is_sized_by_max_streams() {
+        for (max, streams) in [(1, 3u16), (200, 300), (4096, 5000)] {
+            let mut v = Validator::with_streams(Validation::Full, StreamFormat::Rtdaq, max);
+            assert_eq!(v.max_streams(), max);
+            let mut gens: Vec<PayloadGen> = (0..streams)
+                .map(|i| PayloadGen::new(i.wrapping_mul(977), 64))
+                .collect();
+            for _ in 0..2 {
+                for g in gens.iter_mut() {
+                    let mut b = [0u8; 64];
+                    g.fill(&mut b, 10);
+                    v.check(&b, 25);
+                }
+            }
+            let s = v.finish();
+            let over = u64::from(streams) - max as u64;
+            assert_eq!((s.streams, s.streams_overflow), (max as u64, 2 * over));
+            assert_eq!((s.unique, s.seq_gaps), (2 * max as u64, 0));
+            // Overflow counts as lost, with or without a generator count.
+            assert_eq!(s.lost_against(0), 2 * over);
+            assert_eq!(s.lost_against(2 * u64::from(streams)), 2 * over);
+            assert_eq!(v.streams().len(), max);
+        }
+    }
+
     #[test]
     fn streams_table_and_merge() {
         let mut v = Validator::new();
-        let mut gens: Vec<PayloadGen> = (0..=MAX_STREAMS as u16)
+        let mut gens: Vec<PayloadGen> = (0..=DEFAULT_MAX_STREAMS as u16)
             .map(|i| PayloadGen::new(i * 64, 64))
             .collect();
         for _ in 0..3 {
@@ -1016,10 +1125,13 @@ mod tests {
             }
         }
         let s = v.finish();
-        assert_eq!((s.streams, s.streams_overflow), (MAX_STREAMS as u64, 3));
+        assert_eq!(
+            (s.streams, s.streams_overflow),
+            (DEFAULT_MAX_STREAMS as u64, 3)
+        );
         assert_eq!(
             (s.unique, s.seq_gaps, s.latency.count),
-            (3 * MAX_STREAMS as u64, 0, 195)
+            (3 * DEFAULT_MAX_STREAMS as u64, 0, 195)
         );
         let mut w = Validator::new();
         let mut b = [0u8; 64];

@@ -204,7 +204,16 @@ pub struct Interface {
     /// (`flow_control`); `rtdaq doctor` checks it. `None`: not stated (doctor warns when
     /// flow control is on).
     pub flow_control: Option<FlowControl>,
+    /// Streams each RX queue tracks (`max_streams`, default [`DEFAULT_MAX_STREAMS`]): the
+    /// size of its validator's preallocated stream table. Packets of streams beyond it are
+    /// counted (`streams_overflow`) and count as lost: nothing says whether they are whole.
+    pub max_streams: u32,
 }
+
+/// Default `interfaces[].max_streams`.
+pub const DEFAULT_MAX_STREAMS: u32 = 64;
+/// Largest `interfaces[].max_streams`.
+pub const MAX_STREAMS_LIMIT: u32 = 4096;
 
 /// The NIC's pause setting a deployment expects (`interfaces[].flow_control`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]

@@ -26,7 +26,7 @@ pub use gpu::{
 };
 pub use interface::{
     Address, FlowControl, Interface, Multicast, PciAddress, RawMulticast, RxMode, RxQueue,
-    SocketUri, TcpRole, Transport, TxQueue,
+    SocketUri, TcpRole, Transport, TxQueue, DEFAULT_MAX_STREAMS, MAX_STREAMS_LIMIT,
 };
 pub use memory::{MemoryRegion, PageSize, Placement, RegionKind};
 pub use record::{

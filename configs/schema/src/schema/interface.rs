@@ -57,6 +57,8 @@ pub(crate) struct RawInterface {
     pub multicast_groups: Option<Vec<String>>,
     #[serde(default)]
     pub flow_control: Option<FlowControl>,
+    #[serde(default)]
+    pub max_streams: Option<i64>,
 }
 
 /// `[interfaces.format]`: the stream format (validated in `validate/format.rs`).

@@ -65,6 +65,7 @@ pub(super) fn interfaces(raw: &RawConfig, d: &mut Draft, errs: &mut Errors) {
             multicast,
             raw_multicast,
             flow_control: iface.flow_control,
+            max_streams: max_streams(iface, &p, errs),
         });
     }
     duplicate_addresses(raw, d, errs);
@@ -145,6 +146,19 @@ fn mtu(iface: &RawInterface, kind: EngineKind, p: &str, errs: &mut Errors) -> Op
         hi,
         &format!("{p}.mtu"),
         " bytes (IPv4 minimum 68)",
+        errs,
+    )
+}
+
+/// Streams each RX queue tracks (its validator's table, preallocated).
+fn max_streams(iface: &RawInterface, p: &str, errs: &mut Errors) -> Option<u32> {
+    use crate::model::{DEFAULT_MAX_STREAMS, MAX_STREAMS_LIMIT};
+    int::<u32>(
+        iface.max_streams.unwrap_or(i64::from(DEFAULT_MAX_STREAMS)),
+        1,
+        i64::from(MAX_STREAMS_LIMIT),
+        &format!("{p}.max_streams"),
+        " streams per RX queue (each one sequence window: 1.2 KiB of the queue's table, preallocated); packets of streams beyond it are counted as streams_overflow and as lost",
         errs,
     )
 }

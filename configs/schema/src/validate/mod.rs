@@ -52,6 +52,7 @@ pub(crate) struct DraftInterface {
     pub multicast: Option<Option<crate::model::Multicast>>,
     pub raw_multicast: Option<Option<crate::model::RawMulticast>>,
     pub flow_control: Option<crate::model::FlowControl>,
+    pub max_streams: Option<u32>,
 }
 
 /// Everything as far as it validated; `None` marks an item with an error.
@@ -151,6 +152,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
                 multicast: i.multicast?,
                 raw_multicast: i.raw_multicast?,
                 flow_control: i.flow_control,
+                max_streams: i.max_streams?,
             })
         })
         .collect::<Option<Vec<_>>>()?;
