@@ -147,7 +147,7 @@ run "instrument formats with real peers: baseband VDIF, spead2 both ways, scapy 
     cargo test -p rtdaq --test formats -- --ignored --test-threads 1
 run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership, an AF_PACKET generator to a group (cargo test --test multicast -- --ignored)" \
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1
-run "metrics endpoint with real peers: a Prometheus server scraping a 10 s run, promtool check metrics, a scrape flood (cargo test --test metrics -- --ignored)" \
+run "metrics endpoint with real peers: a Prometheus server scraping a 10 s run, promtool check metrics, 100 scrapes a second for 10 s with a fixed thread count, only queue threads on queue cores (cargo test --test metrics -- --ignored)" \
     cargo test -p rtdaq --test metrics -- --ignored --test-threads 1
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1

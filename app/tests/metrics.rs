@@ -58,8 +58,20 @@ fn start_rtdaq(
     secs: u32,
     json: &Path,
 ) -> (Child, SocketAddr, mpsc::Receiver<String>) {
+    start_rtdaq_with(&[], metrics, secs, json)
+}
+
+/// [`start_rtdaq`] with `args` (e.g. `--config FILE`) before the others.
+fn start_rtdaq_with(
+    args: &[&str],
+    metrics: &str,
+    secs: u32,
+    json: &Path,
+) -> (Child, SocketAddr, mpsc::Receiver<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rtdaq"))
-        .args(["run", "--metrics", metrics, "--duration"])
+        .arg("run")
+        .args(args)
+        .args(["--metrics", metrics, "--duration"])
         .arg(secs.to_string())
         .arg("--report-json")
         .arg(json)
@@ -328,4 +340,162 @@ fn a_scrape_flood_does_not_touch_the_data_path() {
     assert_eq!(ok, n, "every scrape answered 200");
     assert!(n >= 25, "{n} scrapes in 5 s: the endpoint hardly answered");
     let _ = std::fs::remove_file(&json);
+}
+
+/// The default job with every queue thread on core 1 (I/O, consumer, generator: a paced
+/// 20 000 datagrams a second, which one core of the debug build carries), so core 0 is
+/// the housekeeping core, as on a tuned board.
+fn one_queue_core_config() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut text = std::fs::read_to_string(root.join("configs/host-loopback-udp.toml")).unwrap();
+    for (from, to) in [
+        ("consumer_core = 0", "consumer_core = 1"),
+        ("id = 0\ncpu_core = 0", "id = 0\ncpu_core = 1"),
+        ("rate_gbps = 1.0", "rate_pps = 20000"),
+    ] {
+        assert!(
+            text.contains(from),
+            "host-loopback-udp.toml has no {from:?}"
+        );
+        text = text.replacen(from, to, 1);
+    }
+    let p = tmp("one-core.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Every thread of process `pid`: (name, allowed CPUs as /proc shows them).
+fn threads_of(pid: u32) -> Vec<(String, String)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|rd| {
+            rd.filter_map(|e| {
+                let d = e.ok()?.path();
+                let name = std::fs::read_to_string(d.join("comm")).ok()?;
+                let status = std::fs::read_to_string(d.join("status")).ok()?;
+                let cpus = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+                    .trim()
+                    .to_string();
+                Some((name.trim().to_string(), cpus))
+            })
+            .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue #29: the endpoint's threads run on the housekeeping cores, never on a queue core.
+/// With every queue thread on core 1, each thread of the process is read from
+/// `/proc/PID/task` during the run (after a scrape, so the endpoint's threads exist): the
+/// queue threads are on core 1 alone, every other thread (main, metrics acceptor and
+/// workers, stats) on core 0 alone. Before the fix tiny_http's threads were started before
+/// the main thread left the queue cores and ran on both.
+#[test]
+#[ignore = "needs root (SCHED_FIFO pinning) and 2 CPUs; scripts/test.sh runs it"]
+fn only_queue_threads_run_on_queue_cores() {
+    if !rtdaq_testbed::require::need_root("pinned SCHED_FIFO queue threads") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = one_queue_core_config();
+    let json = tmp("cores.json");
+    let (rtdaq, addr, log) = start_rtdaq_with(
+        &["--config", cfg.to_str().unwrap()],
+        "127.0.0.1:0",
+        4,
+        &json,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(get(addr, "/metrics").0, 200);
+    let threads = threads_of(rtdaq.id());
+    finish_rtdaq(rtdaq, &json, &log);
+    let queue = |n: &str| n.contains(".rx0") || n.contains(".tx0");
+    let (q, other): (Vec<_>, Vec<_>) = threads.iter().partition(|(n, _)| queue(n));
+    assert!(
+        q.len() >= 3,
+        "I/O, consumer and generator threads: {threads:?}"
+    );
+    for (n, cpus) in &q {
+        assert_eq!(cpus, "1", "queue thread {n} on its core: {threads:?}");
+    }
+    let metrics = other
+        .iter()
+        .filter(|(n, _)| n.starts_with("metrics"))
+        .count();
+    assert_eq!(
+        metrics, 3,
+        "the endpoint's acceptor and two workers: {threads:?}"
+    );
+    for (n, cpus) in &other {
+        assert_eq!(cpus, "0", "{n} stays off the queue core: {threads:?}");
+    }
+}
+
+/// Issue #29: a flood of 100 scrapes a second for 10 s (four clients, 25 a second each)
+/// during a run whose queue threads have core 1: every scrape is answered, the process's
+/// thread count stays what it was before the flood, and nothing is lost.
+#[test]
+#[ignore = "needs root (SCHED_FIFO pinning) and 2 CPUs; scripts/test.sh runs it"]
+fn a_flood_of_scrapes_leaves_the_thread_count_fixed_and_loses_nothing() {
+    if !rtdaq_testbed::require::need_root("pinned SCHED_FIFO queue threads") {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = one_queue_core_config();
+    let json = tmp("flood100.json");
+    let (rtdaq, addr, log) = start_rtdaq_with(
+        &["--config", cfg.to_str().unwrap()],
+        "127.0.0.1:0",
+        14,
+        &json,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(get(addr, "/metrics").0, 200);
+    let pid = rtdaq.id();
+    let before = threads_of(pid).len();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let (mut ok, mut n) = (0u32, 0u32);
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_secs(10) {
+                    // Paced: scrape k of this client is due at k × 40 ms.
+                    let due = Duration::from_millis(40) * n;
+                    std::thread::sleep(due.saturating_sub(t0.elapsed()));
+                    n += 1;
+                    if get(addr, "/metrics").0 == 200 {
+                        ok += 1;
+                    }
+                }
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                (ok, n)
+            })
+        })
+        .collect();
+    let mut most = before;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        most = most.max(threads_of(pid).len());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (mut ok, mut n) = (0, 0);
+    for c in clients {
+        let (o, k) = c.join().unwrap();
+        ok += o;
+        n += k;
+    }
+    let after = threads_of(pid).len();
+    let r = finish_rtdaq(rtdaq, &json, &log);
+    println!(
+        "{ok} of {n} scrapes answered in 10 s; threads {before} before, at most {most} during, {after} after; {} packets, 0 lost",
+        r["rx"]["totals"]["packets"]
+    );
+    assert_eq!(ok, n, "every scrape answered 200");
+    assert!(n >= 950, "{n} scrapes asked in 10 s (100 a second asked)");
+    assert_eq!(
+        (most, after),
+        (before, before),
+        "the thread count stays fixed"
+    );
 }

@@ -16,6 +16,7 @@
 //! | [`pacer`] | send-rate pacing and clocks |
 //! | [`latency`] | fixed-size latency histogram |
 //! | [`nic`] | NIC counters of the interfaces' devices (ethtool and kernel statistics): start/end deltas, pause-frame and drop warnings, for the report and `/metrics` |
+//! | [`http`] | the metrics endpoint's HTTP server: one acceptor and two workers, started off the queue cores, requests parsed by `httparse` |
 //! | [`procfs`] | process facts for `/metrics`: each thread's policy, priority and CPUs, memory locked |
 //! | [`report`] | the final report (human and JSON) |
 //! | [`outcome`] | builds the report and the exit code from a finished run |
@@ -35,6 +36,7 @@ pub mod gpu_hook;
 pub mod gpu_report;
 #[cfg(feature = "gpu")]
 pub mod gpu_stage;
+pub mod http;
 pub mod latency;
 pub mod live_streams;
 pub mod membership;

@@ -1,18 +1,20 @@
 //! The metrics endpoint (issue #18): Prometheus text exposition at `/metrics` and a JSON
 //! status at `/status`, on `run.metrics` / `rtdaq run --metrics ADDR`.
 //!
-//! One thread of normal priority serves it (spawned by the main thread after that left the
-//! queue threads' cores, so it runs beside them, not on them). It reads the counters the
+//! A fixed set of threads of normal priority serves it ([`crate::http`]: one acceptor and
+//! two workers, spawned by the main thread after it left the queue threads' cores, so they
+//! run beside them, never on them, and never more of them). It reads the counters the
 //! queue threads already publish for the live line ([`QueueStats`]: relaxed atomics, one
 //! writer each; the record sinks' and GPU stages' counters; the validator's stream table):
 //! a scrape adds no work, lock or allocation to the hot path. The exposition uses the
 //! `prometheus` crate (its registry and text encoder, the format `promtool check metrics`
-//! reads), HTTP the `tiny_http` crate; nothing here formats metrics or parses HTTP by hand.
+//! reads), HTTP requests are parsed by the `httparse` crate ([`crate::http`]).
 //!
 //! Requests: `GET /metrics` (text format 0.0.4), `GET /status` (JSON), `GET /` (an index);
-//! another path is `404`, another method `405` (with `Allow: GET, HEAD`). Every request is
-//! answered on the serving thread one after the other; a flood of scrapes costs that
-//! thread's CPU only.
+//! another path is `404`, another method `405` (with `Allow: GET, HEAD`). The metrics are
+//! assembled under one lock (a scrape updates the registry from the counters), so two
+//! scrapes at once are answered one after the other; a flood of scrapes costs those
+//! threads' CPU only, and one more connection than they can hold is answered `503`.
 
 use crate::error::RuntimeError;
 use crate::memory::QueueStats;
@@ -20,10 +22,8 @@ use crate::record::SinkCounters;
 use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 use rtdaq_core::counters::{CounterSnapshot, DropReason};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
 
 /// The validator's counters ([`crate::validator::ValidatorStats::named`]) that have a
 /// metric of their own, and that metric; every other one is `rtdaq_rx_checks_total{counter}`.
@@ -88,7 +88,7 @@ pub struct Source {
 /// A bound endpoint, not yet serving ([`Endpoint::bind`] before the queues start, so that a
 /// bad address stops the run before any packet moves).
 pub struct Endpoint {
-    server: Arc<tiny_http::Server>,
+    listener: crate::http::Listener,
     addr: SocketAddr,
 }
 
@@ -100,11 +100,9 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-/// The serving thread; [`Serving::stop`] ends it.
+/// The serving threads; [`Serving::stop`] ends them.
 pub struct Serving {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<()>,
-    server: Arc<tiny_http::Server>,
+    server: crate::http::Server,
 }
 
 impl std::fmt::Debug for Serving {
@@ -120,17 +118,14 @@ impl Endpoint {
     /// [`RuntimeError::Metrics`] naming the address and the reason (in use, not local,
     /// no permission).
     pub fn bind(addr: SocketAddr) -> Result<Self, RuntimeError> {
-        let server = tiny_http::Server::http(addr).map_err(|e| RuntimeError::Metrics {
+        let listener = crate::http::Listener::bind(addr).map_err(|e| RuntimeError::Metrics {
             addr: addr.to_string(),
             message: format!(
                 "cannot listen there ({e}); give a free local address and port, e.g. 127.0.0.1:9464, in run.metrics or --metrics"
             ),
         })?;
-        let addr = server.server_addr().to_ip().unwrap_or(addr);
-        Ok(Self {
-            server: Arc::new(server),
-            addr,
-        })
+        let addr = listener.addr();
+        Ok(Self { listener, addr })
     }
 
     /// The address it listens on.
@@ -138,51 +133,47 @@ impl Endpoint {
         self.addr
     }
 
-    /// Starts the serving thread.
+    /// Starts the serving threads (they inherit the calling thread's CPUs: call it off the
+    /// queue cores).
     ///
     /// # Errors
-    /// [`RuntimeError::Metrics`] when the thread cannot be spawned.
+    /// [`RuntimeError::Metrics`] when a thread cannot be spawned.
     pub fn serve(self, source: Source) -> Result<Serving, RuntimeError> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let exporter = Exporter::new(source);
-        let (server, flag) = (Arc::clone(&self.server), Arc::clone(&stop));
-        let handle = std::thread::Builder::new()
-            .name("metrics".into())
-            .spawn(move || {
-                while !flag.load(Relaxed) {
-                    match server.recv_timeout(Duration::from_millis(100)) {
-                        Ok(Some(req)) => exporter.answer(req),
-                        Ok(None) => {}
-                        Err(e) => {
-                            log::warn!("metrics endpoint: {e}");
-                            std::thread::sleep(Duration::from_millis(100));
-                        }
-                    }
-                }
-            })
-            .map_err(|e| RuntimeError::Metrics {
+        let handler = Arc::new(Mutex::new(Exporter::new(source)));
+        let server = crate::http::serve(self.listener, handler, "metrics").map_err(|e| {
+            RuntimeError::Metrics {
                 addr: self.addr.to_string(),
-                message: format!("cannot spawn its thread: {e}"),
-            })?;
+                message: format!("cannot spawn its threads: {e}"),
+            }
+        })?;
         log::info!(
             "metrics: http://{}/metrics (Prometheus text), http://{}/status (JSON)",
             self.addr,
             self.addr
         );
-        Ok(Serving {
-            stop,
-            handle,
-            server: self.server,
-        })
+        Ok(Serving { server })
     }
 }
 
 impl Serving {
-    /// Stops serving (a scrape in progress is answered first) and joins the thread.
+    /// Stops serving (a scrape in progress is answered first) and joins the threads.
     pub fn stop(self) {
-        self.stop.store(true, Relaxed);
-        self.server.unblock();
-        let _ = self.handle.join();
+        let refused = self.server.refused();
+        if refused > 0 {
+            log::warn!("metrics endpoint: {refused} connections answered 503 (every worker busy)");
+        }
+        self.server.stop();
+    }
+}
+
+impl crate::http::Handler for Mutex<Exporter> {
+    fn handle(&self, req: &crate::http::Request<'_>) -> crate::http::Response {
+        // A worker that panicked while holding the lock left consistent counters (each
+        // update is a set): go on with them.
+        let e = self
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        e.answer(req)
     }
 }
 
@@ -640,41 +631,32 @@ impl Exporter {
         fam
     }
 
-    fn answer(&self, req: tiny_http::Request) {
-        let header = |k: &str, v: &str| {
-            tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("an ASCII header")
-        };
-        let method = req.method().clone();
-        if !matches!(method, tiny_http::Method::Get | tiny_http::Method::Head) {
-            let r = tiny_http::Response::from_string("only GET and HEAD\n")
-                .with_status_code(405)
-                .with_header(header("Allow", "GET, HEAD"));
-            let _ = req.respond(r);
-            return;
+    fn answer(&self, req: &crate::http::Request<'_>) -> crate::http::Response {
+        use crate::http::Response;
+        if !matches!(req.method, "GET" | "HEAD") {
+            let mut r = Response::text(405, "only GET and HEAD\n");
+            r.headers.push("Allow: GET, HEAD");
+            return r;
         }
-        let path = req.url().split('?').next().unwrap_or("");
-        let (code, body, kind) = match path {
-            "/metrics" => (
+        match req.path {
+            "/metrics" => Response {
+                status: 200,
+                content_type: "text/plain; version=0.0.4; charset=utf-8",
+                headers: Vec::new(),
+                body: self.metrics_text(),
+            },
+            "/status" => Response {
+                status: 200,
+                content_type: "application/json",
+                headers: Vec::new(),
+                body: status_json(&self.src),
+            },
+            "/" => Response::text(
                 200,
-                self.metrics_text(),
-                "text/plain; version=0.0.4; charset=utf-8",
+                "rtdaq: /metrics (Prometheus text format), /status (JSON)\n",
             ),
-            "/status" => (200, status_json(&self.src), "application/json"),
-            "/" => (
-                200,
-                b"rtdaq: /metrics (Prometheus text format), /status (JSON)\n".to_vec(),
-                "text/plain; charset=utf-8",
-            ),
-            _ => (
-                404,
-                b"not found: /metrics or /status\n".to_vec(),
-                "text/plain; charset=utf-8",
-            ),
-        };
-        let r = tiny_http::Response::from_data(body)
-            .with_status_code(code)
-            .with_header(header("Content-Type", kind));
-        let _ = req.respond(r);
+            _ => Response::text(404, "not found: /metrics or /status\n"),
+        }
     }
 }
 
