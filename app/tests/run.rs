@@ -637,3 +637,88 @@ fn rt_required_refuses_to_run_without_privileges() {
         "{err}"
     );
 }
+
+/// Issue #29: `--replay` streams a recording through its window (`replay_window_mib`), so a
+/// file of any size replays with a fixed footprint. A 143 MB pcap (100 000 datagrams of
+/// 1400 bytes, written here) replays through a 4 MiB window: every datagram arrives (0 lost),
+/// and the process's peak resident memory stays far below the file's size (reading the file
+/// whole, as before, needed at least the file).
+#[test]
+fn a_replay_larger_than_its_window_sends_every_frame_with_a_fixed_footprint() {
+    use rtdaq_core::wire::pcap::{
+        emit_udp_headers, PcapFileHeader, PcapRecord, LINKTYPE_ETHERNET, UDP_HEADERS_LEN,
+    };
+    use std::io::Write;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const N: u64 = 100_000;
+    const PAYLOAD: usize = 1400;
+    let pcap = tmp("big-replay.pcap");
+    {
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&pcap).unwrap());
+        w.write_all(&PcapFileHeader::new(65_535, LINKTYPE_ETHERNET).to_bytes())
+            .unwrap();
+        let mut gen = rtdaq_runtime::validator::PayloadGen::new(1, PAYLOAD);
+        let mut frame = vec![0u8; UDP_HEADERS_LEN + PAYLOAD];
+        for i in 0..N {
+            let (h, p) = frame.split_at_mut(UDP_HEADERS_LEN);
+            gen.fill(p, 0);
+            let h: &mut [u8; UDP_HEADERS_LEN] = h.try_into().unwrap();
+            emit_udp_headers(h, ([127, 0, 0, 1], 9), ([127, 0, 0, 1], 5000), PAYLOAD, 0).unwrap();
+            let rec = PcapRecord {
+                ts_ns: 1_000_000_000 + i * 10_000,
+                incl_len: frame.len() as u32,
+                orig_len: frame.len() as u32,
+            };
+            w.write_all(&rec.to_bytes()).unwrap();
+            w.write_all(&frame).unwrap();
+        }
+    }
+    let file_len = std::fs::metadata(&pcap).unwrap().len();
+    let cfg = loopback_udp(&[(
+        "stream_id = 1",
+        format!(
+            "stream_id = 1\nreplay = \"{}\"\nreplay_timing = \"rate\"\nreplay_window_mib = 4",
+            pcap.display()
+        ),
+    )]);
+    let json = tmp("big-replay.json");
+    let mut child = rtdaq()
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "4"])
+        .arg("--report-json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The peak resident memory, read while the process runs (VmHWM keeps the maximum).
+    let status = format!("/proc/{}/status", child.id());
+    let mut hwm_kib = 0u64;
+    while child.try_wait().unwrap().is_none() {
+        if let Ok(s) = std::fs::read_to_string(&status) {
+            if let Some(v) = s.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+                hwm_kib = v
+                    .trim()
+                    .trim_end_matches(" kB")
+                    .trim()
+                    .parse()
+                    .unwrap_or(hwm_kib);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let r = report(&json);
+    let why = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{why}");
+    assert_eq!(u(&r, "/lost"), 0, "{why}");
+    assert_eq!(u(&r, "/tx/totals/packets"), N, "{why}");
+    assert_eq!(u(&r, "/rx/totals/unique"), N, "{why}");
+    println!(
+        "replayed {N} datagrams of a {file_len}-byte pcap through a 4 MiB window: peak RSS {hwm_kib} KiB"
+    );
+    assert!(hwm_kib > 0, "VmHWM read");
+    assert!(
+        hwm_kib * 1024 < file_len / 2,
+        "peak RSS {hwm_kib} KiB for a {file_len}-byte file: {why}"
+    );
+}

@@ -201,8 +201,6 @@ where
     let res = memory::allocate(config, config.rt.required && config.rt.lock_memory)?;
     // GPU stages (feature `gpu`): pipelines built before any thread starts.
     let mut gpu_stages = crate::gpu_hook::prepare(config, &res)?;
-    // Replay: the file is read (and checked) before any thread starts.
-    let replay = load_replay::<E>(config)?;
     // Record sinks: directories created, first files opened, buffers allocated.
     let mut sinks = crate::record::prepare(
         config,
@@ -214,6 +212,15 @@ where
     // The main thread leaves the queue threads' cores (where it can) before it spawns the
     // writers: an unpinned writer inherits that CPU set and so stays off the queue cores.
     keep_main_thread_off_queue_cores(config);
+    // Replay: its first window is read (and checked) before any thread starts; the reader
+    // thread that streams the rest runs off the queue cores.
+    let (replay, replay_reader) = match open_replay::<E>(config)? {
+        Some((mut stream, rp)) => {
+            let reader = stream.start_reader()?;
+            (Some((stream, rp)), reader)
+        }
+        None => (None, None),
+    };
     let mut writers: Vec<WriterThread> = Vec::new();
     for (k, queue_sinks) in sinks.iter_mut().enumerate() {
         for parts in queue_sinks.iter_mut() {
@@ -731,6 +738,17 @@ where
             *totals = join_queue_thread(h, &name, GenTotals::default, &mut failed_threads);
         }
     }
+    // The replay's reader ends with its generator; a file it could not read fails the run.
+    if let Some(h) = replay_reader {
+        let read = join_queue_thread(h, "replay reader", || Ok(()), &mut failed_threads);
+        if let Err(e) = read {
+            log::error!("{e}: the replay stopped there; the run fails");
+            failed_threads.push(ThreadFailure {
+                thread: "replay reader".into(),
+                panic: e.to_string(),
+            });
+        }
+    }
     if !crashed {
         std_thread::sleep(Duration::from_millis(u64::from(config.run.drain_ms)));
     }
@@ -875,16 +893,10 @@ impl Drop for DoneOnDrop {
     }
 }
 
-/// The generator's replay file (`[generator] replay`), read before the run, or `None`.
-fn load_replay<E>(
+/// The generator's replay file (`[generator] replay`), its first window read, or `None`.
+fn open_replay<E>(
     config: &Config,
-) -> Result<
-    Option<(
-        &'static crate::replay::ReplayPackets,
-        rtdaq_config::model::Replay,
-    )>,
-    RuntimeError,
->
+) -> Result<Option<(crate::replay::ReplayStream, rtdaq_config::model::Replay)>, RuntimeError>
 where
     E: Engine<'static, Config = EngineArgs<'static, Config>>,
 {
@@ -900,15 +912,20 @@ where
         .iter()
         .map(|r| config.region(*r).buf_size as usize)
         .sum::<usize>();
-    let packets = crate::replay::load(&rp.path, E::FRAMES, max_len)?;
+    let window = g.replay_window_mib as usize * (1 << 20);
+    let stream = crate::replay::open(&rp.path, E::FRAMES, max_len, rp.loops, window)?;
     log::info!(
-        "replay {}: {} packets, {} loop(s), timing {:?}",
-        packets.path,
-        packets.len(),
+        "replay {}: {}, {} loop(s), timing {:?}, through a {} MiB window",
+        stream.path,
+        stream.packets_per_pass.map_or_else(
+            || "more than the window holds".to_string(),
+            |n| format!("{n} packets")
+        ),
         rp.loops,
-        rp.timing
+        rp.timing,
+        g.replay_window_mib
     );
-    Ok(Some((Box::leak(Box::new(packets)), rp)))
+    Ok(Some((stream, rp)))
 }
 
 /// Stores the calling thread's CPU time so far (its total, when called as it ends).
@@ -952,10 +969,7 @@ fn open_and_feed<E>(
     rx_feeds: Vec<RxFeed<E::Rx>>,
     tx_feeds: Vec<Option<TxFeed<E::Tx>>>,
     stats: Option<StatsHook<E>>,
-    replay: Option<(
-        &'static crate::replay::ReplayPackets,
-        rtdaq_config::model::Replay,
-    )>,
+    mut replay: Option<(crate::replay::ReplayStream, rtdaq_config::model::Replay)>,
 ) -> Result<(u64, Option<Box<dyn EngineStats>>), RuntimeError>
 where
     E: Engine<'static, Config = EngineArgs<'static, Config>>,
@@ -1039,20 +1053,18 @@ where
             } else {
                 None
             },
-            replay: replay
-                .as_ref()
-                .map(|(packets, rp)| crate::replay::ReplayPlan {
-                    packets,
-                    timing: rp.timing,
-                    loops: rp.loops,
-                    pacer: Pacer::from_config(&g.rate, start_ns),
-                    batch: qc.batch_size as usize,
-                    until_ns: match g.limit {
-                        GeneratorLimit::Duration(s) => Some(start_ns + (s * 1e9) as u64),
-                        _ => None,
-                    },
-                    start_ns,
-                }),
+            // One generator: it takes the replay.
+            replay: replay.take().map(|(stream, rp)| crate::replay::ReplayPlan {
+                stream,
+                timing: rp.timing,
+                pacer: Pacer::from_config(&g.rate, start_ns),
+                batch: qc.batch_size as usize,
+                until_ns: match g.limit {
+                    GeneratorLimit::Duration(s) => Some(start_ns + (s * 1e9) as u64),
+                    _ => None,
+                },
+                start_ns,
+            }),
         };
         feed.send((queue, plan))
             .map_err(|_| parked_gone(queue_name(config, r.interface, "tx", r.queue)))?;

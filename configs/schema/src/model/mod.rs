@@ -34,7 +34,7 @@ pub use record::{
 };
 pub use run::{
     Generator, GeneratorLimit, GeneratorRate, Replay, ReplayTiming, Rt, Run, Validation,
-    MAX_REPLAY_LOOPS,
+    DEFAULT_REPLAY_WINDOW_MIB, MAX_REPLAY_LOOPS, MAX_REPLAY_WINDOW_MIB,
 };
 
 use serde::Deserialize;

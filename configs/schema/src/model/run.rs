@@ -54,7 +54,16 @@ pub struct Generator {
     pub streams: u32,
     /// Send the packets of a pcap file instead of generated ones (`replay`), if set.
     pub replay: Option<Replay>,
+    /// MiB of the window a replay reads its file through (`replay_window_mib`, default
+    /// [`DEFAULT_REPLAY_WINDOW_MIB`]; also for `rtdaq run --replay`): the replay's whole
+    /// footprint, whatever the file's size.
+    pub replay_window_mib: u32,
 }
+
+/// Default `generator.replay_window_mib`.
+pub const DEFAULT_REPLAY_WINDOW_MIB: u32 = 64;
+/// Largest `generator.replay_window_mib`.
+pub const MAX_REPLAY_WINDOW_MIB: u32 = 65_536;
 
 /// When a replayed packet is sent.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,7 +84,7 @@ pub enum ReplayTiming {
 /// `destination`; raw engines send the frames as recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replay {
-    /// The pcap file (read into memory before the run starts).
+    /// The pcap file (streamed through `replay_window_mib`).
     pub path: PathBuf,
     /// Timing.
     pub timing: ReplayTiming,

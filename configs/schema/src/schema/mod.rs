@@ -85,6 +85,8 @@ pub(crate) struct RawGenerator {
     pub replay_speed: Option<f64>,
     #[serde(default)]
     pub replay_loops: Option<i64>,
+    #[serde(default)]
+    pub replay_window_mib: Option<i64>,
 }
 
 /// Default `run.duration_s`.

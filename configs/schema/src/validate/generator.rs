@@ -73,6 +73,15 @@ pub(super) fn generator(
         within_pacing(d, i, q, r, errs);
     }
     let replay = replay(g, errs);
+    let window = int::<u32>(
+        g.replay_window_mib
+            .unwrap_or(i64::from(crate::model::DEFAULT_REPLAY_WINDOW_MIB)),
+        1,
+        i64::from(crate::model::MAX_REPLAY_WINDOW_MIB),
+        &format!("{P}.replay_window_mib"),
+        " MiB (the window a replay reads its file through: its whole footprint; each of its 8 chunks must hold the largest record)",
+        errs,
+    );
     let (destination, dst_mac, source) = endpoints?;
     Some(Generator {
         interface: InterfaceId(iface?),
@@ -86,6 +95,7 @@ pub(super) fn generator(
         stream_id: stream_id?,
         streams: streams?,
         replay: replay?,
+        replay_window_mib: window?,
     })
 }
 
