@@ -1,10 +1,12 @@
 //! Data out (issue #16), end to end with the real binary and real readers: the `record`
 //! stage's pcap and DADA files read by tcpdump, tshark, capinfos and `baseband` (PyPI),
 //! recordings replayed through rtdaq (`--replay`), a `tcpdump -w` capture of an rtdaq stream
-//! replayed, a file system that fills mid-run, SIGKILL mid-recording, and bad output
-//! directories / replay files refused before the run.
+//! replayed, a file system that fills mid-run (every packet in a file or counted), `O_DIRECT`
+//! where the file system takes it (ext4 on a loop device) and buffered writes where it refuses
+//! it (ramfs), SIGTERM mid-recording (every file closed complete), SIGKILL mid-recording, and
+//! bad output directories / replay files refused before the run.
 //!
-//! The tests that need the readers (or root for tmpfs and tcpdump capture) are ignored by a
+//! The tests that need the readers (or root for mounts and tcpdump capture) are ignored by a
 //! plain `cargo test`; `scripts/test.sh` installs the readers (scripts/install-test-deps.sh:
 //! tcpdump, tshark, a Python venv with baseband in target/pyenv) and runs them.
 
@@ -46,10 +48,10 @@ fn dir(name: &str) -> TestDir {
     )
 }
 
-/// A tmpfs mounted for a test, unmounted when it ends.
-struct Tmpfs(PathBuf);
+/// A file system mounted for a test, unmounted when it ends.
+struct Mount(PathBuf);
 
-impl Drop for Tmpfs {
+impl Drop for Mount {
     fn drop(&mut self) {
         // Already unmounted when the test got to its own `umount`: nothing to say then.
         let _ = Command::new("umount")
@@ -170,6 +172,154 @@ fn tcpdump_count(f: &Path) -> (u64, String) {
         String::from_utf8_lossy(&o.stdout).lines().count() as u64,
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
+}
+
+/// Packets in a DADA file of 1400-byte payloads (the shipped config: no strip): its header's
+/// `FILE_SIZE` is the data after the 4096-byte header, the file holds exactly that.
+fn dada_packets(f: &Path) -> u64 {
+    let raw = std::fs::read(f).unwrap();
+    assert!(raw.len() >= 4096, "{}: {} bytes", f.display(), raw.len());
+    let text = String::from_utf8_lossy(&raw[..4096]);
+    let size: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("FILE_SIZE"))
+        .unwrap_or_else(|| panic!("{}: no FILE_SIZE", f.display()))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(size, raw.len() as u64 - 4096, "{}: FILE_SIZE", f.display());
+    assert_eq!(
+        size % 1400,
+        0,
+        "{}: a whole number of payloads",
+        f.display()
+    );
+    size / 1400
+}
+
+/// Packets in a recording as its own reader counts them: capinfos for pcap, the DADA header
+/// for DADA.
+fn packets_in(f: &Path) -> u64 {
+    match f.extension().and_then(|e| e.to_str()) {
+        Some("pcap") => capinfos_count(f),
+        Some("dada") => dada_packets(f),
+        _ => panic!("{}: not a recording", f.display()),
+    }
+}
+
+/// Every file of every sink of queue 0 in report `r`: the file's packets as its reader counts
+/// them = the report's = its index's, the index says complete; returns each sink's sum.
+fn check_files_complete(r: &Value) -> Vec<u64> {
+    let sinks = r
+        .pointer("/rx/queues/0/record")
+        .unwrap()
+        .as_array()
+        .unwrap();
+    let mut sums = Vec::new();
+    for s in sinks {
+        let mut sum = 0;
+        for f in s["files"].as_array().unwrap() {
+            let path = PathBuf::from(f["path"].as_str().unwrap());
+            let n = packets_in(&path);
+            assert_eq!(
+                n,
+                u(f, "/packets"),
+                "{}: in the file vs the report",
+                path.display()
+            );
+            let idx: Value = serde_json::from_str(
+                &std::fs::read_to_string(format!("{}.index.json", path.display()))
+                    .unwrap_or_else(|e| panic!("{}.index.json: {e}", path.display())),
+            )
+            .unwrap();
+            assert_eq!(idx["complete"], Value::Bool(true), "{idx}");
+            assert_eq!(f["complete"], Value::Bool(true), "{f}");
+            assert_eq!(u(&idx, "/packets"), n, "{}: index", path.display());
+            sum += n;
+        }
+        assert_eq!(sum, u(s, "/packets"), "{s}");
+        sums.push(sum);
+    }
+    sums
+}
+
+/// The recording files under `dir` that process `pid` has open, each with whether one of its
+/// descriptors has `O_DIRECT` (`/proc/PID/fdinfo`'s `flags`).
+fn open_recordings(pid: u32, dir: &Path) -> Vec<(PathBuf, bool)> {
+    let mut out: Vec<(PathBuf, bool)> = Vec::new();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return out;
+    };
+    for e in fds.flatten() {
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        if !target.starts_with(dir) || target.to_string_lossy().ends_with(".json") {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            e.file_name().to_string_lossy()
+        ))
+        .unwrap_or_default();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+            .unwrap_or(0);
+        let direct = flags & libc::O_DIRECT as u32 != 0;
+        match out.iter_mut().find(|(p, _)| *p == target) {
+            Some(o) => o.1 |= direct,
+            None => out.push((target, direct)),
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A mount for a test (`mount ARGS... MNT`), unmounted when the test ends.
+fn mount(mnt: &Path, args: &[&str]) -> Mount {
+    std::fs::create_dir_all(mnt).unwrap();
+    let mut a = args.to_vec();
+    a.push(mnt.to_str().unwrap());
+    let m = tool("mount", &a);
+    assert!(m.status.success(), "mount {a:?} (needs root): {}", show(&m));
+    Mount(mnt.to_path_buf())
+}
+
+/// A 1.5 s recording into `out_dir`, watching the writers' descriptors while it runs: the
+/// report, the process's output and the open recordings seen (path, `O_DIRECT`).
+fn record_watching_fds(d: &Path, out_dir: &Path) -> (Output, Value, Vec<(PathBuf, bool)>) {
+    let json = d.join(format!(
+        "report-{}.json",
+        out_dir.file_name().unwrap().to_string_lossy()
+    ));
+    let child = rtdaq()
+        .args(["run", "--config"])
+        .arg(root().join("configs/host-udp-record.toml"))
+        .args(["--duration", "1.5", "--output-dir"])
+        .arg(out_dir)
+        .arg("--report-json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let t0 = Instant::now();
+    let mut seen = Vec::new();
+    while t0.elapsed() < Duration::from_secs(20) {
+        seen = open_recordings(pid, out_dir);
+        if seen.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let r = std::fs::read_to_string(&json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or_else(|_| panic!("no report: {}", show(&out)));
+    (out, r, seen)
 }
 
 /// The Python with baseband (target/pyenv from scripts/install-test-deps.sh, or
@@ -507,43 +657,165 @@ fn a_full_file_system_counts_every_packet_not_written() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = dir("full");
     let mnt = d.join("small");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let m = tool(
-        "mount",
-        &[
-            "-t",
-            "tmpfs",
-            "-o",
-            "size=24m",
-            "tmpfs",
-            mnt.to_str().unwrap(),
-        ],
-    );
-    assert!(m.status.success(), "mount: {}", show(&m));
-    let _mounted = Tmpfs(mnt.clone());
+    let _mounted = mount(&mnt, &["-t", "tmpfs", "-o", "size=24m", "tmpfs"]);
     let (out, r) = record_2s(&d, &mnt);
     let pcaps = files(&mnt, "pcap");
-    let in_file = capinfos_count(&pcaps[0]);
     let (t, err) = tcpdump_count(&pcaps[0]);
-    let _ = tool("umount", &[mnt.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("No space left on device"), "{stderr}");
     let received = u(&r, "/rx/totals/packets");
-    let s = r.pointer("/rx/queues/0/record/0").unwrap();
-    let dropped = u(s, "/dropped/record_error") + u(s, "/dropped/record_full");
-    assert!(dropped > 0);
-    assert!(
-        s["error"].as_str().unwrap().contains("No space left"),
-        "{s}"
-    );
-    // Every packet received is in the file or counted as not recorded.
-    assert_eq!(in_file, u(s, "/packets"));
-    assert_eq!(in_file + dropped, received, "{}", show(&out));
-    assert!(u(&r, "/lost") >= dropped);
-    // The file was cut back to its last complete record.
-    assert_eq!(t, in_file, "{err}");
+    // Both sinks (pcap and DADA): every packet received is in the sink's files, as their
+    // readers count them, or counted as not recorded, with its reason.
+    let sinks = r
+        .pointer("/rx/queues/0/record")
+        .unwrap()
+        .as_array()
+        .unwrap();
+    assert_eq!(sinks.len(), 2, "{sinks:?}");
+    let mut failed = 0;
+    for s in sinks {
+        let files = s["files"].as_array().unwrap();
+        let in_files: u64 = files
+            .iter()
+            .map(|f| packets_in(Path::new(f["path"].as_str().unwrap())))
+            .sum();
+        let dropped = u(s, "/dropped/record_error") + u(s, "/dropped/record_full");
+        assert_eq!(in_files, u(s, "/packets"), "{s}");
+        assert_eq!(in_files + dropped, received, "{s}\n{}", show(&out));
+        if dropped > 0 {
+            failed += 1;
+            assert!(
+                s["error"].as_str().unwrap().contains("No space left"),
+                "{s}"
+            );
+            assert!(u(&r, "/lost") >= dropped);
+        }
+    }
+    assert!(failed > 0, "no sink ran out of space: {sinks:?}");
+    // The pcap file was cut back to its last complete record.
+    assert_eq!(t, capinfos_count(&pcaps[0]), "{err}");
     assert!(!err.contains("truncated"), "{err}");
+}
+
+#[test]
+#[ignore = "needs root (a loop-mounted ext4 image, ramfs) and capinfos; scripts/test.sh runs it"]
+fn o_direct_where_the_file_system_takes_it_and_buffered_writes_where_it_refuses() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dir("direct");
+    // ext4 on a loop device takes O_DIRECT; ramfs refuses it (open fails with EINVAL).
+    let img = d.join("ext4.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let mk = tool("mkfs.ext4", &["-q", "-F", img.to_str().unwrap()]);
+    assert!(mk.status.success(), "mkfs.ext4: {}", show(&mk));
+    let ext4 = d.join("ext4");
+    let ramfs = d.join("ramfs");
+    let _m1 = mount(&ext4, &["-t", "ext4", "-o", "loop", img.to_str().unwrap()]);
+    let _m2 = mount(&ramfs, &["-t", "ramfs", "ramfs"]);
+    // ramfs first: the ext4 run leaves its image's writeback to the loop device's kernel
+    // thread, which on a 2-core host competes with the next run's queue threads.
+    for (mnt, takes) in [(&ramfs, false), (&ext4, true)] {
+        let out_dir = mnt.join("rec");
+        let (out, r, seen) = record_watching_fds(&d, &out_dir);
+        let what = format!("{}: {}", mnt.display(), show(&out));
+        assert_eq!(out.status.code(), Some(0), "{what}");
+        // The writers' open files, as the kernel has them: O_DIRECT or not.
+        assert_eq!(seen.len(), 2, "{seen:?} {what}");
+        for (p, direct) in &seen {
+            assert_eq!(*direct, takes, "{}: O_DIRECT {direct}, {what}", p.display());
+        }
+        let sinks = r
+            .pointer("/rx/queues/0/record")
+            .unwrap()
+            .as_array()
+            .unwrap();
+        for s in sinks {
+            assert_eq!(s["direct_io"], Value::Bool(takes), "{s}");
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.contains("does not take O_DIRECT"),
+            !takes,
+            "the fallback is said where it happens: {err}"
+        );
+        // Either way every packet received is in the files, complete.
+        let received = u(&r, "/rx/totals/packets");
+        assert!(received > 10_000, "{what}");
+        assert_eq!(check_files_complete(&r), vec![received, received], "{what}");
+    }
+}
+
+#[test]
+#[ignore = "needs capinfos; scripts/test.sh runs it"]
+fn sigterm_mid_recording_closes_every_file_complete() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = dir("term");
+    // 64 MiB files: several per sink before the signal, one open when it comes.
+    let cfg = record_config(
+        &d,
+        &[
+            (
+                "rotate_mib = 1024                       # a new file",
+                "rotate_mib = 64 # a new file",
+            ),
+            ("rotate_mib = 1024\n", "rotate_mib = 64\n"),
+        ],
+    );
+    let out_dir = d.join("out");
+    let json = d.join("report.json");
+    let child = rtdaq()
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .args(["--duration", "30", "--output-dir"])
+        .arg(&out_dir)
+        .arg("--report-json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let k = tool("kill", &["-TERM", &child.id().to_string()]);
+    assert!(k.status.success(), "{}", show(&k));
+    let t = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "stopping took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("(stopped early by SIGINT/SIGTERM)"),
+        "{}",
+        show(&out)
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["stopped_by_signal"], Value::Bool(true), "{r}");
+    let received = u(&r, "/rx/totals/packets");
+    assert!(received > 50_000, "{}", show(&out));
+    // Every file of both sinks flushed and closed: the index says complete, the file holds
+    // what the report and the index say, and the sinks hold every packet received.
+    assert_eq!(check_files_complete(&r), vec![received, received]);
+    let sinks = r
+        .pointer("/rx/queues/0/record")
+        .unwrap()
+        .as_array()
+        .unwrap();
+    for s in sinks {
+        assert!(s["files"].as_array().unwrap().len() >= 2, "{s}");
+    }
+    let on_disk = files(&out_dir, "pcap").len() + files(&out_dir, "dada").len();
+    let reported: usize = sinks
+        .iter()
+        .map(|s| s["files"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(on_disk, reported, "every file on disk is in the report");
+    let (n, err) = tcpdump_count(&files(&out_dir, "pcap")[0]);
+    assert!(n > 0 && !err.contains("truncated"), "{err}");
 }
 
 #[test]

@@ -93,6 +93,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         started_at: rfc3339_utc(r.started_at_unix_ns),
         started_at_unix_ns: r.started_at_unix_ns,
         duration_s: elapsed,
+        stopped_by_signal: r.interrupted,
         bytes_are: if r.frames { "frame" } else { "payload" }.to_string(),
         // A panicked queue thread fails the run whatever its counts say.
         exit_code: loss_exit_code(lost, loss_tolerance)

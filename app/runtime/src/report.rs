@@ -10,7 +10,8 @@
 //!
 //! ```text
 //! { engine, platform, config_name, config_sha256, rtdaq_version,
-//!   started_at ("2025-01-31T12:00:00.000000000Z"), started_at_unix_ns, duration_s, bytes_are,
+//!   started_at ("2025-01-31T12:00:00.000000000Z"), started_at_unix_ns, duration_s,
+//!   stopped_by_signal (SIGINT/SIGTERM ended the run early), bytes_are,
 //!   exit_code, loss_tolerance, lost, io_thread_allocations,
 //!   cpu_steal_s: { "<core>": seconds }   (hypervisor steal on the queue cores, crate::stall)
 //!   rx: { totals: Q, queues: [Q] }, tx: { totals: Q, queues: [Q] } }
@@ -90,6 +91,10 @@ pub struct RunReport {
     pub started_at_unix_ns: u64,
     /// Elapsed run time in seconds (queue threads start to stop, drain included).
     pub duration_s: f64,
+    /// The run was stopped before its duration by SIGINT or SIGTERM (`systemctl stop`,
+    /// Ctrl-C): queues drained, files closed, this report complete, for a shorter run.
+    #[serde(default)]
+    pub stopped_by_signal: bool,
     /// What `bytes` (and `gbps`) count: `"payload"` (socket engine: the UDP payload or TCP
     /// record) or `"frame"` (raw engines: the Ethernet frame, headers included, no FCS).
     pub bytes_are: String,
@@ -888,9 +893,14 @@ impl fmt::Display for RunReport {
         )?;
         writeln!(
             f,
-            "started {} · ran {:.3} s · bytes are {}",
+            "started {} · ran {:.3} s{} · bytes are {}",
             self.started_at,
             self.duration_s,
+            if self.stopped_by_signal {
+                " (stopped early by SIGINT/SIGTERM)"
+            } else {
+                ""
+            },
             if self.bytes_are == "frame" {
                 "Ethernet frame bytes (headers included, no FCS)"
             } else {
@@ -1129,6 +1139,7 @@ pub(crate) mod tests {
             started_at: rfc3339_utc(1_700_000_000_123_456_789),
             started_at_unix_ns: 1_700_000_000_123_456_789,
             duration_s: 2.0,
+            stopped_by_signal: false,
             bytes_are: "payload".into(),
             exit_code: loss_exit_code(3, 0),
             loss_tolerance: 0,
@@ -1248,7 +1259,7 @@ pub(crate) mod tests {
             keys(&v),
             "bytes_are config_name config_sha256 cpu_steal_s duration_s engine exit_code \
              io_thread_allocations loss_tolerance lost platform rtdaq_version rx started_at \
-             started_at_unix_ns tx"
+             started_at_unix_ns stopped_by_signal tx"
         );
         assert_eq!(v["started_at"], "2023-11-14T22:13:20.123456789Z");
         assert_eq!(v["exit_code"], 1);

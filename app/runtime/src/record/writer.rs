@@ -389,12 +389,21 @@ impl Writer {
         let Some(mut f) = self.file.take() else {
             return;
         };
-        if complete && self.info.recorder.format == RecordFormat::Dada {
+        // The final header: FILE_SIZE is the data in the file, also when a failure cut it
+        // short (a reader trusts FILE_SIZE; the provisional one is the rotation size). The
+        // header's blocks exist already, so the rewrite needs no space on a full disk.
+        if self.info.recorder.format == RecordFormat::Dada {
             let h = self.dada_header(&f, true);
             if let Err(e) = f.plain.write_all_at(&h, 0) {
                 let msg = format!("{}: cannot rewrite the DADA header: {e}", f.path.display());
-                self.file = Some(f);
-                return self.fail(msg, 0);
+                if complete {
+                    self.file = Some(f);
+                    return self.fail(msg, 0);
+                }
+                log::warn!(
+                    "{}: {msg}: its FILE_SIZE is the provisional one",
+                    self.who()
+                );
             }
         }
         if let Err(e) = f.plain.sync_all() {
