@@ -216,6 +216,21 @@ run "Soft-RoCE guest harness self-test: rxe devices, rdma_server/rdma_client, PR
     scripts/vm/selftest.sh
 run "PREEMPT_RT guest: rtdaq run with SCHED_FIFO queue threads, rtdaq doctor passes kernel.preempt_rt (scripts/vm/rt-appliance.sh)" \
     scripts/vm/rt-appliance.sh target/release/rtdaq
+# The shipped systemd unit under a real systemd (PID 1 in the guest): socket and AF_PACKET
+# engines, every drop-in, the watchdog restart for each kind of thread (scripts/vm/README.md).
+systemd_guest_tests() {
+    cargo build -q --release -p rtdaq || return 1
+    cp target/release/rtdaq target/vm-systemd-rtdaq-socket || return 1
+    [ -x target/engines/rtdaq-afpacket ] || scripts/build-engines.sh afpacket || return 1
+    cargo build -q -p rtdaq --features test-hooks || return 1
+    cp target/debug/rtdaq target/vm-systemd-rtdaq-test-hooks || return 1
+    # the default features again in target/debug for the steps after this one
+    cargo build -q -p rtdaq || return 1
+    scripts/vm/systemd-unit.sh target/vm-systemd-rtdaq-socket target/engines/rtdaq-afpacket \
+        target/vm-systemd-rtdaq-test-hooks
+}
+run "systemd unit under a real systemd in the guest: Type=notify start, SCHED_FIFO as user rtdaq, capabilities, SIGTERM stop, AF_PACKET on a veth, every drop-in, dpdk.conf without '-' fails 226/NAMESPACE, the watchdog restarts the unit for a stalled io/consumer/generator/writer thread (scripts/vm/systemd-unit.sh)" \
+    systemd_guest_tests
 # The ibverbs engine's RoCE tests in the guest: scripts/vm/ibverbs-tests.sh (the engine's own)
 # gets the engine-ibverbs binary and the engine crate's integration-test executables.
 ibverbs_guest_tests() {

@@ -2,9 +2,11 @@
 # Runs one command inside the Soft-RoCE test guest (QEMU, Debian bookworm kernel) and exits
 # with its exit code. See scripts/vm/README.md.
 #
-# Usage: scripts/vm/guest-run.sh [--kernel std|rt] [--bin PATH]... [--timeout S] [--out DIR]
-#                                [--console FILE] [--] COMMAND [ARG]...
+# Usage: scripts/vm/guest-run.sh [--kernel std|rt] [--init init|systemd] [--bin PATH]...
+#                                [--timeout S] [--out DIR] [--console FILE] [--] COMMAND [ARG]...
 #   --kernel std|rt  Debian's stock kernel (default) or its PREEMPT_RT kernel (6.1)
+#   --init init|systemd  PID 1: the harness's guest/init.sh (default), or systemd 252, which
+#                    runs COMMAND from a unit (systemctl, journalctl work); see README.md
 #   --bin PATH       copy this host file into the guest's /usr/local/bin (on PATH; repeatable)
 #   --timeout S      COMMAND's time limit in seconds (default 300); boot has its own limit
 #   --out DIR        copy what COMMAND wrote under $RTDAQ_VM_OUT back to DIR (created)
@@ -29,13 +31,14 @@ set -euo pipefail
 VM_PROG=guest-run
 
 E_USAGE=240 E_BUILD=241 E_BOOT=242 E_SETUP=243 E_TIMEOUT=244 E_LOST=245
-usage() { sed -n '5,26p' "$0" >&2; exit $E_USAGE; }
+usage() { sed -n '5,27p' "$0" >&2; exit $E_USAGE; }
 say() { echo "guest-run: $*" >&2; }
 
-kernel=std timeout=300 out="" console="" bins=()
+kernel=std init=init timeout=300 out="" console="" bins=()
 while [ $# -gt 0 ]; do
     case $1 in
         --kernel) [ $# -ge 2 ] || usage; kernel=$2; shift ;;
+        --init) [ $# -ge 2 ] || usage; init=$2; shift ;;
         --bin) [ $# -ge 2 ] || usage; bins+=("$2"); shift ;;
         --timeout) [ $# -ge 2 ] || usage; timeout=$2; shift ;;
         --out) [ $# -ge 2 ] || usage; out=$2; shift ;;
@@ -49,6 +52,12 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] || { say "no COMMAND"; usage; }
 flavour=$(vm_flavour "$kernel") || { say "--kernel takes std or rt, not '$kernel'"; usage; }
+case $init in
+    init) init_append="" ;;
+    # guest/init.sh mounts what it mounts in both modes, then execs systemd
+    systemd) init_append="rtdaq.init=systemd" ;;
+    *) say "--init takes init or systemd, not '$init'"; usage ;;
+esac
 [[ $timeout =~ ^[1-9][0-9]*$ ]] || { say "--timeout takes whole seconds, not '$timeout'"; usage; }
 for b in "${bins[@]}"; do [ -f "$b" ] || { say "--bin $b: no such file"; exit $E_USAGE; }; done
 boot_timeout=${RTDAQ_VM_BOOT_TIMEOUT:-300}
@@ -100,13 +109,13 @@ deadline=$((boot_timeout + timeout + 30))
 # One boot of the guest: qemu runs until the COMMAND ends, the boot or command limit passes,
 # or qemu itself exits. Sets phase, qrc and state.
 boot() {
-    say "booting the $kernel guest ($(basename "$vmlinuz"), $accel, -smp $smp -m $mem); COMMAND: $(cat "$run/share/cmd")"
+    say "booting the $kernel guest ($(basename "$vmlinuz"), $accel, -smp $smp -m $mem, init $init); COMMAND: $(cat "$run/share/cmd")"
     t0=$(date +%s)
     # No network device, no tap: the guest's only links are its own veth pair. ttyS0 is the
     # kernel console (a file); the command's stdout/stderr come through two virtio ports.
     qemu-system-x86_64 "${acc[@]}" -m "$mem" -smp "$smp" -nodefaults -no-user-config -display none \
         -no-reboot -kernel "$vmlinuz" -initrd "$initrd" \
-        -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off ${RTDAQ_VM_APPEND:-}" \
+        -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off $init_append ${RTDAQ_VM_APPEND:-}" \
         -chardev file,id=con,path="$run/console.log" -serial chardev:con \
         -virtfs local,path="$run/share",mount_tag=hostshare,security_model=none,id=hs \
         -virtfs local,path="$VM_REPO",mount_tag=repo,security_model=none,readonly=on,id=repo \
@@ -173,7 +182,7 @@ last=$(tail -n 1 <<< "$state")
 case $last in
     "rc "*)
         rc=${last#rc }
-        say "COMMAND exited with $rc ($kernel guest, $((t1 - t0)) s with boot)"
+        say "COMMAND exited with $rc ($kernel guest, init $init, $((t1 - t0)) s with boot)"
         exit "$rc" ;;
     "timeout "*)
         say "COMMAND timed out after --timeout $timeout s and was killed (exit $E_TIMEOUT)"
