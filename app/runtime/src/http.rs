@@ -214,6 +214,7 @@ fn accept(
                     let _ = s.write_all(
                         b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                     );
+                    finish(s);
                 }
                 Err(TrySendError::Disconnected(_)) => return,
             },
@@ -287,7 +288,27 @@ fn answer(mut s: TcpStream, h: &dyn Handler) {
     if s.write_all(head.as_bytes()).is_ok() && !head_only {
         let _ = s.write_all(&resp.body);
     }
+    finish(s);
+}
+
+/// How long [`finish`] reads what a client still sends after its answer.
+const LINGER: Duration = Duration::from_millis(200);
+
+/// Ends a connection without a reset: FIN after the answer, then what the client still sends
+/// (a request a 503 or 431 did not read) is read and dropped until it closes, for at most
+/// [`LINGER`]. Closing a socket with unread bytes sends RST instead of FIN, and the client
+/// may then lose the answer (ECONNRESET before it read the 503).
+fn finish(mut s: TcpStream) {
     let _ = s.shutdown(std::net::Shutdown::Write);
+    let _ = s.set_read_timeout(Some(LINGER));
+    let mut sink = [0u8; 4096];
+    let until = std::time::Instant::now() + LINGER;
+    while std::time::Instant::now() < until {
+        match s.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
 }
 
 fn reason(code: u16) -> &'static str {
