@@ -32,7 +32,9 @@ fn prefix() -> String {
     format!("rtdaq-{clean}-")
 }
 
-/// This test's own temporary directory (made on first use; see the [module docs](self)).
+/// This test's own temporary directory, made with `tempfile` on first use by the test's thread,
+/// named after the test and removed with its contents when that thread ends (kept, with its
+/// path printed, when [`KEEP_ENV`] is `1`).
 ///
 /// # Panics
 /// When the directory cannot be made (the message names the reason).
