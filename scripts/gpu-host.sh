@@ -5,9 +5,12 @@
 # Prepare here (a host with the toolchain), then carry gpu-carry/ to the GPU host:
 #   scripts/gpu-host.sh --prepare      # builds with --release --features gpu, fills gpu-carry/
 # On the GPU host, from the repository root (the `run` tool: carry ["gpu-carry"]):
-#   bash scripts/gpu-host.sh [all|tests|unit|bench|paced|dpdk]   # logs and reports under $OUT
+#   bash scripts/gpu-host.sh [all|tests|unit|bench|paced|dpdk|watchdog]   # logs, reports under $OUT
 #
 # What it runs:
+#   watchdog  app/tests/notify.rs with --features gpu,test-hooks: an RX I/O thread, an RX
+#          consumer, a generator, a record writer and a GPU stage's completions each stall in
+#          turn and the WATCHDOG=1 pings stop (also the first part of `tests`)
 #   tests  rtdaq-gpu's unit and GPU test binaries (hal/gpu), the runtime's unit tests
 #          (gpu feature), the app's GPU integration test (socket loopback -> host_pinned ->
 #          GPU reorder -> checksums), the GPUDirect RoCE config with the ibverbs + gpu build
@@ -37,10 +40,27 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 C=gpu-carry
 
+# The watchdog pair (issue #29): a debug rtdaq with the tests' fault hooks (the `test-hooks`
+# feature, refused in release builds) and app/tests/notify.rs, both with --features gpu, so
+# the GPU kind of stall runs where a GPU is. `--prepare` builds it too; `--prepare watchdog`
+# builds only it.
+prepare_watchdog() {
+    cargo build -p rtdaq --features gpu,test-hooks
+    mkdir -p $C
+    cp "$(cargo test -p rtdaq --features gpu,test-hooks --test notify --no-run --message-format=json |
+        jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test) | .executable' |
+        tail -1)" $C/app-notify
+    cp "$T/debug/rtdaq" $C/rtdaq-test-hooks
+    strip $C/app-notify $C/rtdaq-test-hooks
+    grep -qx '/gpu-carry/' .git/info/exclude 2>/dev/null || echo '/gpu-carry/' >> .git/info/exclude
+}
+
 if [ "${1:-}" = "--prepare" ]; then
     set -e
     T=${CARGO_TARGET_DIR:-target/h-gpu2}
     export CARGO_TARGET_DIR=$T
+    if [ "${2:-}" = "watchdog" ]; then prepare_watchdog; ls -la $C; exit 0; fi
+    prepare_watchdog
     cargo build --release -p rtdaq --features gpu
     mkdir -p $C
     # Test executables by name from cargo's own report (app/tests/gpu.rs and hal/gpu/tests/gpu.rs
@@ -115,7 +135,16 @@ host_facts() {
     $C/rtdaq version
 }
 
+# Each kind of data thread stalled in turn (RTDAQ_TEST_STALL), the GPU stage's completions
+# among them: the WATCHDOG=1 pings stop (app/tests/notify.rs, run as a carried binary).
+watchdog() {
+    echo "== watchdog: every kind of stall stops the pings (notify test, gpu + test-hooks)"
+    RTDAQ_BIN=$PWD/$C/rtdaq-test-hooks RTDAQ_ROOT=$PWD timeout 300 $C/app-notify --test-threads=1
+    echo "rc=$?"
+}
+
 tests() {
+    watchdog
     for t in unit gpu; do
         echo "== rtdaq-gpu test binary $t"
         timeout 300 "$C/$t" --test-threads=1; echo "rc=$?"
@@ -523,6 +552,7 @@ EOP
         dpdk) dpdk_bench ;;
         boards) boards ;;
         scaling) scaling ;;
+        watchdog) watchdog ;;
         *) tests; bench; summary ;;
     esac
 } 2>&1 | tee "$LOG"

@@ -14,6 +14,9 @@
 //!
 //! systemd itself restarting the unit when the pings stop is tested under a real systemd in
 //! the QEMU guest (`scripts/vm/systemd-unit.sh`).
+//!
+//! Carried to the GPU host as a binary (`scripts/gpu-host.sh`): `RTDAQ_BIN` names the rtdaq
+//! binary to run and `RTDAQ_ROOT` the repository root (for `configs/`), as in `gpu.rs`.
 
 use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Command, Stdio};
@@ -22,6 +25,23 @@ use std::time::{Duration, Instant};
 
 /// One at a time: each runs the default job on 127.0.0.1:5000.
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The rtdaq binary under test: `RTDAQ_BIN`, else the one cargo built with this test.
+fn bin() -> std::path::PathBuf {
+    std::env::var_os("RTDAQ_BIN").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_BIN_EXE_rtdaq")),
+        std::path::PathBuf::from,
+    )
+}
+
+/// The repository root: `RTDAQ_ROOT`, else the one this test was built in.
+#[cfg(feature = "test-hooks")]
+fn root() -> std::path::PathBuf {
+    std::env::var_os("RTDAQ_ROOT").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+        std::path::PathBuf::from,
+    )
+}
 
 /// A bound notify socket and the messages it got, each with its arrival time.
 struct Socket {
@@ -91,7 +111,7 @@ fn spawn_with(
         "-c",
         "d=$1; shift; WATCHDOG_PID=$$ exec \"$0\" run --duration \"$d\" \"$@\"",
     ])
-    .arg(env!("CARGO_BIN_EXE_rtdaq"))
+    .arg(bin())
     .arg(secs.to_string())
     .args(args)
     .env("NOTIFY_SOCKET", &sock.path)
@@ -232,10 +252,8 @@ fn a_stalled_generator_stops_the_pings() {
 #[cfg(feature = "test-hooks")]
 fn a_stalled_record_writer_stops_the_pings() {
     let dir = rtdaq_testbed::test_path("rec");
-    let cfg = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../configs/host-udp-record.toml"
-    );
+    let cfg = root().join("configs/host-udp-record.toml");
+    let cfg = cfg.to_str().unwrap();
     a_stall_stops_the_pings(
         "writer",
         &["--config", cfg, "--output-dir", dir.to_str().unwrap()],
@@ -256,10 +274,8 @@ fn a_gpu_stage_without_completions_stops_the_pings() {
         rtdaq_testbed::require::skip_gpu("no CUDA driver (nvidia-smi)");
         return;
     }
-    let cfg = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../configs/host-loopback-udp-gpu.toml"
-    );
+    let cfg = root().join("configs/host-loopback-udp-gpu.toml");
+    let cfg = cfg.to_str().unwrap();
     a_stall_stops_the_pings(
         "gpu",
         &["--config", cfg],
@@ -272,7 +288,7 @@ fn a_gpu_stage_without_completions_stops_the_pings() {
 #[test]
 #[cfg(not(feature = "test-hooks"))]
 fn a_default_build_has_no_test_hook() {
-    let bin = std::fs::read(env!("CARGO_BIN_EXE_rtdaq")).unwrap();
+    let bin = std::fs::read(bin()).unwrap();
     let name = b"RTDAQ_TEST_STALL";
     assert!(
         !bin.windows(name.len()).any(|w| w == name),
