@@ -132,7 +132,7 @@ host_facts() {
     grep -E 'MemTotal' /proc/meminfo
     echo "rmem_max=$(cat /proc/sys/net/core/rmem_max 2>/dev/null)"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-    $C/rtdaq version
+    if [ -x $C/rtdaq ]; then $C/rtdaq version; else $C/rtdaq-test-hooks version; fi
 }
 
 # Each kind of data thread stalled in turn (RTDAQ_TEST_STALL), the GPU stage's completions

@@ -940,9 +940,14 @@ pub(crate) fn rx_consumer<B: RxBurst>(
         turns.tick(now_ns());
         // Up to a ring's worth of bursts per turn before yielding, as the CPU consumer
         // (`threads::rx_consumer`): small bursts must not make it fall behind its producer.
+        // Each burst is a turn of the stall clock (as in `threads::rx_consumer`): a consumer
+        // working through a backlog makes progress, and the watchdog must see it.
         let mut taken = 0;
         while taken < turn && stage.step(&mut ring, &mut v, stats, &u) {
+            #[cfg(feature = "test-hooks")]
+            crate::test_hooks::slow_burst();
             taken += 1;
+            turns.tick(now_ns());
         }
         if taken > 0 {
             threads::cooperate(busy);

@@ -17,6 +17,11 @@
 //! | `gpu` | a GPU stage stops taking its completions: its batches stay in flight while its thread still turns |
 //!
 //! The watchdog ([`crate::notify`]) must then stop `WATCHDOG=1` naming that thread.
+//!
+//! `RTDAQ_TEST_SLOW_BURST_US=N`: every indirect RX consumer (with or without a GPU stage)
+//! waits `N` µs more after each burst, as a stage waiting on a slow device would. Such a
+//! consumer falls behind and works through a backlog, but it makes progress: the watchdog
+//! must keep pinging.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 
@@ -39,10 +44,23 @@ static STALL_AT_NS: AtomicU64 = AtomicU64::new(0);
 static STALL_KIND: AtomicU8 = AtomicU8::new(0);
 /// The GPU kind, once taken: the stage that took it stays frozen.
 static GPU_FROZEN: AtomicU8 = AtomicU8::new(0);
+/// Extra busy time per consumed burst (ns; 0: off).
+static SLOW_BURST_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Reads `RTDAQ_TEST_STALL` for a run that started at `start_ns` (monotonic). A value that
 /// does not parse is logged and ignored.
 pub fn arm(start_ns: u64) {
+    if let Ok(v) = std::env::var("RTDAQ_TEST_SLOW_BURST_US") {
+        match v.parse::<u64>() {
+            Ok(us) => {
+                log::warn!("test hook RTDAQ_TEST_SLOW_BURST_US={us}: every RX consumer waits {us} us more per burst");
+                SLOW_BURST_NS.store(us * 1000, Relaxed);
+            }
+            Err(_) => log::error!(
+                "test hook RTDAQ_TEST_SLOW_BURST_US={v}: not a number of microseconds; ignored"
+            ),
+        }
+    }
     let Ok(v) = std::env::var("RTDAQ_TEST_STALL") else {
         return;
     };
@@ -89,4 +107,14 @@ pub fn gpu_frozen(now_ns: u64) -> bool {
         return true;
     }
     false
+}
+
+/// Called by an RX consumer after each burst: waits `RTDAQ_TEST_SLOW_BURST_US` when set
+/// (sleeping, so that the threads it shares a core with, e.g. the generator, still run).
+#[inline]
+pub fn slow_burst() {
+    let ns = SLOW_BURST_NS.load(Relaxed);
+    if ns > 0 {
+        std::thread::sleep(std::time::Duration::from_nanos(ns));
+    }
 }

@@ -365,14 +365,19 @@ pub(crate) fn rx_consumer<B: RxBurst>(
         // priority on this core run: however small the bursts the I/O thread hands over, the
         // consumer keeps up with a producer that runs between its turns (a yield per burst
         // lost packets as `ring_full` behind a generator on the same core).
+        // Each burst is a turn of the stall clock (one clock read per burst): a consumer
+        // working through a backlog makes progress, and the watchdog must see it.
         let mut taken = 0;
         while taken < turn {
             let Some(burst) = ring.front() else { break };
             consume(burst, &mut pipe, stats, &mut unwrap);
+            #[cfg(feature = "test-hooks")]
+            crate::test_hooks::slow_burst();
             // Cannot fail: `front()` just returned this full slot.
             let released = ring.release();
             debug_assert!(released.is_ok());
             taken += 1;
+            turns.tick(now_ns());
         }
         if taken > 0 {
             cooperate(busy);
