@@ -230,7 +230,7 @@ fn kind_name(kind: &str) -> &'static str {
     }
 }
 
-/// A consumer that falls behind (100 ms more per burst: about 640 packets/s against the
+/// A consumer that falls behind (100 ms more per burst: at most 640 packets/s against the
 /// job's 89 000; the socket engine leaves the rest in the socket, counted as `kernel` drops)
 /// works through its backlog and makes progress: the pings go on. Each burst is a turn of its
 /// stall clock; a turn that drained the whole ring (16 bursts of 64 packets, 1.6 s) looked
@@ -257,7 +257,6 @@ fn a_slow_consumer_keeps_the_pings() {
         !text.contains("has made no progress"),
         "a working consumer is not stalled: {text}"
     );
-
     let pings: Vec<Instant> = sock
         .got
         .iter()

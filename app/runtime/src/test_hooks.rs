@@ -44,7 +44,7 @@ static STALL_AT_NS: AtomicU64 = AtomicU64::new(0);
 static STALL_KIND: AtomicU8 = AtomicU8::new(0);
 /// The GPU kind, once taken: the stage that took it stays frozen.
 static GPU_FROZEN: AtomicU8 = AtomicU8::new(0);
-/// Extra busy time per consumed burst (ns; 0: off).
+/// Extra wait after each consumed burst (ns; 0: off).
 static SLOW_BURST_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Reads `RTDAQ_TEST_STALL` for a run that started at `start_ns` (monotonic). A value that
