@@ -84,6 +84,21 @@ impl Socket {
     fn first(&self, what: &str) -> Option<usize> {
         self.got.iter().position(|(_, m)| m.contains(what))
     }
+
+    /// When each `WATCHDOG=1` came.
+    fn pings(&self) -> Vec<Instant> {
+        self.got
+            .iter()
+            .filter(|(_, m)| m.contains("WATCHDOG=1"))
+            .map(|(t, _)| *t)
+            .collect()
+    }
+
+    /// When each `WATCHDOG=1` came, after the first message.
+    fn pings_since_start(&self) -> Vec<Duration> {
+        let start = self.got.first().map(|(t, _)| *t).unwrap();
+        self.pings().into_iter().map(|t| t - start).collect()
+    }
 }
 
 impl Drop for Socket {
@@ -164,12 +179,7 @@ fn ready_watchdog_status_then_stopping_on_sigterm() {
         .unwrap_or_else(|| panic!("no STOPPING=1: {all:?}"));
     assert!(stopping > first_ping, "{all:?}");
     // Pings arrive about every half second (the watchdog's 1 s / 2).
-    let times: Vec<Instant> = sock
-        .got
-        .iter()
-        .filter(|(_, m)| m.contains("WATCHDOG=1"))
-        .map(|(t, _)| *t)
-        .collect();
+    let times = sock.pings();
     let longest = times.windows(2).map(|w| w[1] - w[0]).max().unwrap();
     assert!(
         longest < Duration::from_millis(900),
@@ -198,13 +208,7 @@ fn a_stall_stops_the_pings(kind: &str, args: &[&str], who: &str) {
         text.contains(&format!("a {} thread stops 1500 ms", kind_name(kind))),
         "the hook armed: {text}"
     );
-    let start = sock.got.first().map(|(t, _)| *t).unwrap();
-    let pings: Vec<Duration> = sock
-        .got
-        .iter()
-        .filter(|(_, m)| m.contains("WATCHDOG=1"))
-        .map(|(t, _)| *t - start)
-        .collect();
+    let pings = sock.pings_since_start();
     assert!(pings.len() >= 2, "pings before the stall: {all:?}");
     let last = *pings.last().unwrap();
     // The stall starts 1.5 s in; the pings stop once the thread made no progress for 1 s.
@@ -257,12 +261,7 @@ fn a_slow_consumer_keeps_the_pings() {
         !text.contains("has made no progress"),
         "a working consumer is not stalled: {text}"
     );
-    let pings: Vec<Instant> = sock
-        .got
-        .iter()
-        .filter(|(_, m)| m.contains("WATCHDOG=1"))
-        .map(|(t, _)| *t)
-        .collect();
+    let pings = sock.pings();
     assert!(pings.len() >= 8, "pings for 6 s: {}", pings.len());
     let gap = pings.windows(2).map(|w| w[1] - w[0]).max().unwrap();
     assert!(
@@ -349,14 +348,7 @@ fn a_default_build_has_no_test_hook() {
     let _ = child.kill();
     let _ = child.wait();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let pings: Vec<Duration> = {
-        let start = sock.got.first().map(|(t, _)| *t).unwrap();
-        sock.got
-            .iter()
-            .filter(|(_, m)| m.contains("WATCHDOG=1"))
-            .map(|(t, _)| *t - start)
-            .collect()
-    };
+    let pings = sock.pings_since_start();
     assert!(
         pings
             .last()
