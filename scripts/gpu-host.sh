@@ -35,7 +35,9 @@
 #          batch, depth 4, mapped staging) with workload none / fft / gemm; REPS interleaved
 #          repeats (default 3); then the pinned->device copy peak (gpu_bench)
 #   paced  the same shapes at a paced offered load (RATE_1/RATE_2/RATE_4 Gb/s, default 20/32/40):
-#          with loss-free runs the receive rate equals the offered rate with every workload
+#          with loss-free runs the receive rate equals the offered rate with every workload;
+#          with gpu-carry/rtdaq-base (an earlier commit's `--release --features gpu` rtdaq)
+#          every run is repeated with it right after (a same-run baseline, "-base" rows)
 set -u
 cd "$(dirname "$0")/.." || exit 2
 C=gpu-carry
@@ -482,11 +484,18 @@ bench() {
 # (unpaced runs vary 5-25 % from run to run, more than the effect being measured).
 paced() {
     local -A rate=([1]=${RATE_1:-20} [2]=${RATE_2:-32} [4]=${RATE_4:-40})
-    echo "== RX->GPU at a paced offered load: 8000 B payloads, 4 sendmmsg_tx processes (cores 9-12, 4 sources each), offered Gb/s per queue count: 1q ${rate[1]}, 2q ${rate[2]}, 4q ${rate[4]}; ${SECS} s per run, $REPS repeats"
+    # A same-run baseline: gpu-carry/rtdaq-base (an earlier commit's release gpu build), run
+    # right after rtdaq in every shape of every repeat; its runs are named rNb-... .
+    local bins=(rtdaq)
+    [ -x $C/rtdaq-base ] && bins+=(rtdaq-base)
+    echo "== RX->GPU at a paced offered load: 8000 B payloads, 4 sendmmsg_tx processes (cores 9-12, 4 sources each), offered Gb/s per queue count: 1q ${rate[1]}, 2q ${rate[2]}, 4q ${rate[4]}; ${SECS} s per run, $REPS repeats; binaries: ${bins[*]}"
     for rep in $(seq 1 "$REPS"); do
       for q in 1 2 4; do
         for w in none fft gemm; do
-            local name="r${rep}-q${q}-$w" f="$OUT/runs/r${rep}-q${q}-$w"
+          for bin in "${bins[@]}"; do
+            local tag=r${rep}
+            [ "$bin" = rtdaq-base ] && tag=r${rep}b
+            local name="$tag-q${q}-$w" f="$OUT/runs/$tag-q${q}-$w"
             bench_config "$q" "$w" "$f.toml"
             local pids=() per
             per=$(awk -v r="${rate[$q]}" 'BEGIN { printf "%.3f", r / 4 }')
@@ -496,12 +505,13 @@ paced() {
                 pids+=($!)
             done
             sleep 0.5
-            RUST_LOG=warn timeout $((SECS + 25)) $C/rtdaq run --config "$f.toml" \
+            RUST_LOG=warn timeout $((SECS + 25)) $C/$bin run --config "$f.toml" \
                 --report-json "$f.json" > "$f.txt" 2>&1
             local rc=$?
             for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
             wait 2>/dev/null
             echo "$name rc=$rc offered=${rate[$q]} $(grep -E '^ +total' "$f.txt" | head -1)"
+          done
         done
       done
     done
@@ -514,6 +524,8 @@ rows = {}
 for f in sorted(g for g in glob.glob(os.path.join(sys.argv[1], "r*-q*-*.json")) if ".tx" not in g):
     b = os.path.basename(f)[:-5]
     rep, q, w = b.split("-")
+    if rep.endswith("b"):  # the same-run baseline (gpu-carry/rtdaq-base)
+        w = w + "-base"
     try:
         r = json.load(open(f))
     except Exception as e:
@@ -530,10 +542,11 @@ for f in sorted(g for g in glob.glob(os.path.join(sys.argv[1], "r*-q*-*.json")) 
     print(f"{b}: lost {rows_lost}, rx {t['gbps']:.2f} Gb/s, to GPU {gpu_gbps:.2f} Gb/s, batches {done}, ring_full {t['drops'].get('ring_full',0)}, gpu_busy {drop_gpu}, errors {err}, allocs {r['io_thread_allocations']}")
 print("\nqueues workload | rx Gb/s min/median/max | to-GPU Gb/s median | rx vs none (median) | lost per run (max) | io allocations (max)")
 base = {}
-for (q, w), v in sorted(rows.items(), key=lambda kv: (kv[0][0], ["none","fft","gemm"].index(kv[0][1]))):
+order = ["none", "fft", "gemm", "none-base", "fft-base", "gemm-base"]
+for (q, w), v in sorted(rows.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
     rx = [x[0] for x in v]; g = [x[1] for x in v]
     med = st.median(rx)
-    if w == "none": base[q] = med
+    if w in ("none", "none-base"): base[q] = med
     ratio = med / base[q] if base.get(q) else float("nan")
     print(f"{q} {w:5} | {min(rx):.2f} / {med:.2f} / {max(rx):.2f} (n={len(rx)}) | {st.median(g):.2f} | {ratio:.4f} | {max(x[7] for x in v)} | {max(x[6] for x in v)}")
 EOP

@@ -1,24 +1,13 @@
 //! The seam between the generic runtime and the GPU stage: compiled with and without the
 //! `gpu` feature, so `run.rs` and `memory.rs` call the same functions either way. Without
 //! the feature a config that needs a GPU is refused with a clear error, and a queue never
-//! has a stage (`Stage` is then an empty enum).
+//! has a stage ([`GpuStage`] is then an empty enum).
 
 use crate::error::RuntimeError;
-use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
-use crate::pipeline::Pipeline;
+use crate::memory::{GpuMap, GpuRegionMem, Resources};
 use crate::record::RecordSink;
-use crate::threads::{self, Unwrap};
+use crate::stages::chain::GpuStage;
 use rtdaq_config::model::{Config, MemoryRegion};
-use rtdaq_core::slot_ring::SlotConsumer;
-use rtdaq_core::traits::{RxBurst, RxQueue};
-use std::sync::atomic::AtomicBool;
-
-#[cfg(feature = "gpu")]
-pub(crate) use crate::gpu_stage::Stage;
-
-/// Without the `gpu` feature no queue has a GPU stage.
-#[cfg(not(feature = "gpu"))]
-pub(crate) enum Stage {}
 
 /// What a binary without the `gpu` feature says about a config that needs one.
 pub const NOT_BUILT_WITH_GPU: &str = "this binary was built without `--features gpu`";
@@ -38,7 +27,7 @@ pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
         return Ok(());
     }
     #[cfg(feature = "gpu")]
-    return crate::gpu_stage::check(config);
+    return crate::stages::gpu::check(config);
     #[cfg(not(feature = "gpu"))]
     Err(no_gpu(config))
 }
@@ -52,7 +41,7 @@ pub(crate) fn alloc_region(
     dmabuf: bool,
 ) -> Result<(GpuRegionMem, GpuMap), RuntimeError> {
     #[cfg(feature = "gpu")]
-    return crate::gpu_stage::alloc_region(r, size, dmabuf);
+    return crate::stages::gpu::alloc_region(r, size, dmabuf);
     #[cfg(not(feature = "gpu"))]
     Err(RuntimeError::Gpu(format!(
         "memory region `{}` is kind \"{}\", but {NOT_BUILT_WITH_GPU}",
@@ -66,9 +55,9 @@ pub(crate) fn alloc_region(
 pub(crate) fn prepare(
     config: &Config,
     res: &Resources,
-) -> Result<Vec<Option<Stage>>, RuntimeError> {
+) -> Result<Vec<Option<GpuStage>>, RuntimeError> {
     #[cfg(feature = "gpu")]
-    return crate::gpu_stage::prepare(config, res);
+    return crate::stages::gpu::prepare(config, res);
     #[cfg(not(feature = "gpu"))]
     {
         if !config.gpu_stages.is_empty() {
@@ -80,53 +69,12 @@ pub(crate) fn prepare(
 
 /// Hands a queue's GPU stage the record sinks of its products (empty without a stage:
 /// `config check` allows product recorders on GPU stages only).
-pub(crate) fn attach_products(stage: &mut Option<Stage>, sinks: Vec<RecordSink>) {
+pub(crate) fn attach_products(stage: &mut Option<GpuStage>, sinks: Vec<RecordSink>) {
     match stage {
         None => debug_assert!(sinks.is_empty(), "product sinks without a GPU stage"),
         #[cfg(feature = "gpu")]
         Some(s) => s.attach_products(sinks),
         #[cfg(not(feature = "gpu"))]
         Some(s) => match *s {},
-    }
-}
-
-/// RX I/O thread in direct mode, through the queue's GPU stage when it has one.
-pub(crate) fn rx_direct<Q: RxQueue>(
-    queue: &mut Q,
-    stage: Option<Stage>,
-    pipe: Pipeline,
-    stats: &'static QueueStats,
-    stop: &AtomicBool,
-    busy: bool,
-    unwrap: Unwrap,
-) -> Pipeline
-where
-    Q::Burst: 'static,
-{
-    match stage {
-        None => threads::rx_direct(queue, pipe, stats, stop, busy, unwrap),
-        #[cfg(feature = "gpu")]
-        Some(s) => crate::gpu_stage::rx_direct(queue, s, pipe, stats, stop, busy, unwrap),
-        #[cfg(not(feature = "gpu"))]
-        Some(s) => match s {},
-    }
-}
-
-/// RX consumer thread (indirect mode), through the queue's GPU stage when it has one.
-pub(crate) fn rx_consumer<B: RxBurst>(
-    ring: SlotConsumer<'static, B>,
-    stage: Option<Stage>,
-    pipe: Pipeline,
-    stats: &'static QueueStats,
-    io_done: &AtomicBool,
-    busy: bool,
-    unwrap: Unwrap,
-) -> Pipeline {
-    match stage {
-        None => threads::rx_consumer(ring, pipe, stats, io_done, busy, unwrap),
-        #[cfg(feature = "gpu")]
-        Some(s) => crate::gpu_stage::rx_consumer(ring, s, pipe, stats, io_done, busy, unwrap),
-        #[cfg(not(feature = "gpu"))]
-        Some(s) => match s {},
     }
 }

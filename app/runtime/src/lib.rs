@@ -6,10 +6,11 @@
 //! |---|---|
 //! | [`memory`] | preallocates regions, buffer pools and counters (once, before any thread starts) |
 //! | [`run`](mod@run) | starts one pinned `SCHED_FIFO` thread per queue (+ a consumer per indirect RX queue), stops on duration or SIGINT/SIGTERM, drains |
-//! | `threads` | the queue thread loops: RX I/O (indirect/direct), RX consumer, TX generator |
+//! | `threads` | queue thread placement and rest; the RX I/O thread of an indirect queue; the TX generator |
+//! | `queue` | the one RX consumer loop of every queue (direct or indirect, any chain of stages) and the unwrap of each packet |
 //! | [`stats`] | live counters once a second |
 //! | [`stall`] | the longest loop turn of each queue thread, CPU steal during the run |
-//! | [`pipeline`] | the RX consumer's ordered stages (validate, record, GPU) |
+//! | [`stages`] | the one `Stage` trait and the RX consumer's ordered stages (validate, record, GPU), composed statically |
 //! | [`record`] | the `record` stage: pcap / raw / DADA files, writer threads, indexes |
 //! | [`replay`] | the generator's packets from a pcap file (`--replay`) |
 //! | [`validator`] | sequence, payload and latency checks on received packets; the generator's payloads |
@@ -23,7 +24,6 @@
 //! | [`generator`] | sequence-numbered, pattern-filled payloads |
 //! | [`gpu_report`] | GPU stage counters and the report's `gpu` section |
 //! | `test_hooks` | (feature `test-hooks`, never in a release build) faults the tests inject: a stalled thread of each kind |
-//! | `gpu_stage` | (feature `gpu`) `host_pinned` regions, the GPU consumer stage of queues with `gpu_stage` |
 //!
 //! Data path rules: after set-up the queue threads never allocate (proved by
 //! `rtdaq_platform::alloc_audit` and reported as `io_thread_allocations`), never log, never
@@ -34,8 +34,6 @@ pub mod error;
 pub mod generator;
 pub mod gpu_hook;
 pub mod gpu_report;
-#[cfg(feature = "gpu")]
-pub mod gpu_stage;
 pub mod http;
 pub mod latency;
 pub mod live_streams;
@@ -46,12 +44,13 @@ pub mod nic;
 pub mod notify;
 pub mod outcome;
 pub mod pacer;
-pub mod pipeline;
 pub mod procfs;
+mod queue;
 pub mod record;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod stages;
 pub mod stall;
 pub mod stats;
 #[cfg(feature = "test-hooks")]

@@ -5,6 +5,10 @@
 use crate::error::RuntimeError;
 use crate::memory::{self, Resources};
 use crate::pacer::{now_ns, PaceRate, Pacer};
+use crate::queue::consume;
+use crate::queue::unwrap::Unwrap;
+use crate::stages::chain::{into_validator, queue_stages};
+use crate::stages::validate::Validate;
 use crate::stats::Live;
 use crate::threads::{self, GenPlan, GenTotals, Placement};
 use crate::validator::{PayloadGen, Validator};
@@ -297,7 +301,7 @@ where
     // or direct thread).
     type RxThreads = (
         Option<(String, JoinHandle<()>)>,
-        (String, JoinHandle<crate::pipeline::Pipeline>),
+        (String, JoinHandle<Validator>),
     );
     let mut rx_handles: Vec<RxThreads> = Vec::new();
     let mut tx_handles: Vec<Option<(String, JoinHandle<GenTotals>)>> = Vec::new();
@@ -340,19 +344,17 @@ where
                 .collect(),
             taps.iter().map(|t| t.tap_counters()).collect(),
         );
-        let validator = crate::pipeline::Pipeline::with_record(
-            Validator::with_streams(
-                config.run.validate,
-                config.interfaces[r.interface].format,
-                config.interfaces[r.interface].max_streams as usize,
-            ),
-            record,
-            taps,
+        let validator = Validator::with_streams(
+            config.run.validate,
+            config.interfaces[r.interface].format,
+            config.interfaces[r.interface].max_streams as usize,
         );
         let mut gpu = gpu_stages[k].take();
         crate::gpu_hook::attach_products(&mut gpu, products);
-        let unwrap = threads::Unwrap::new(E::FRAMES);
+        let chain = queue_stages(Validate::new(validator, stats), record, taps, gpu);
+        let unwrap = Unwrap::new(E::FRAMES);
         let busy = qc.busy_poll;
+        let slots = threads::burst_slots(qc.ring_depth, qc.batch_size);
         match qc.mode {
             RxMode::Direct => {
                 let (feed, parked) = mpsc::sync_channel::<E::Rx>(1);
@@ -362,17 +364,16 @@ where
                 let h = spawn(&name, stack, move || {
                     let _done = done_guard;
                     if !threads::enter(&n, p, &ready) {
-                        return validator;
+                        return into_validator(chain);
                     }
                     let Ok(mut queue) = parked.recv() else {
-                        return validator;
+                        return into_validator(chain);
                     };
-                    let v = crate::gpu_hook::rx_direct(
-                        &mut queue, gpu, validator, stats, rx_stop, busy, unwrap,
-                    );
+                    let chain =
+                        consume::rx_direct(&mut queue, chain, slots, stats, rx_stop, busy, unwrap);
                     store_cpu(&stats.io_cpu_ns);
                     let _ = grave.send(queue);
-                    v
+                    into_validator(chain)
                 })?;
                 threads_started += 1;
                 rx_handles.push((None, (name.clone(), h)));
@@ -407,23 +408,20 @@ where
                 let c = spawn(&format!("{name}-cons"), stack, move || {
                     let _done = done_guard;
                     if !threads::enter(&n, p, &ready) {
-                        return validator;
+                        return into_validator(chain);
                     }
                     let Ok(cons) = parked_cons.recv() else {
-                        return validator;
+                        return into_validator(chain);
                     };
-                    let v = crate::gpu_hook::rx_consumer(
-                        cons, gpu, validator, stats, io_done, busy, unwrap,
-                    );
+                    let chain = consume::rx_consumer(cons, chain, stats, io_done, busy, unwrap);
                     store_cpu(&stats.consumer_cpu_ns);
-                    v
+                    into_validator(chain)
                 })?;
                 threads_started += 2;
                 rx_handles.push((
                     Some((format!("{name} I/O thread"), io)),
                     (format!("{name} consumer"), c),
                 ));
-                let slots = threads::burst_slots(qc.ring_depth, qc.batch_size);
                 rx_feeds.push(RxFeed::Indirect {
                     io: feed_io,
                     consumer: feed_cons,
@@ -533,12 +531,7 @@ where
             if let Some((io_name, io)) = io {
                 join_queue_thread(io, &io_name, || (), &mut failed);
             }
-            join_queue_thread(
-                cons,
-                &name,
-                || crate::pipeline::Pipeline::new(Validator::new()),
-                &mut failed,
-            );
+            join_queue_thread(cons, &name, Validator::new, &mut failed);
         }
         // The sinks never got a packet: remove the files they opened.
         for w in writers {
@@ -759,13 +752,13 @@ where
         if let Some((io_name, io)) = io {
             join_queue_thread(io, &io_name, || (), &mut failed_threads);
         }
-        let pipe = join_queue_thread(
+        let validator = join_queue_thread(
             cons,
             &name,
-            || crate::pipeline::Pipeline::new(Validator::with_format(config.run.validate, format)),
+            || Validator::with_format(config.run.validate, format),
             &mut failed_threads,
         );
-        validators.push(pipe.validate);
+        validators.push(validator);
     }
     // Every consumer has handed its last buffer over: the writers finish their files.
     let writer_elapsed = (now_ns() - start_ns) as f64 / 1e9;

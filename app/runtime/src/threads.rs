@@ -1,4 +1,5 @@
-//! The queue threads: RX I/O, RX consumer (the [`Pipeline`] of stages), TX generator.
+//! The queue threads' placement and rest, the RX I/O thread of an indirect queue, and the TX
+//! generator. The RX consumer (direct or indirect) is [`crate::queue::consume`].
 //!
 //! Each runs on its own core at its own `SCHED_FIFO` priority (through
 //! `rtdaq_platform::rt`), reports its set-up result once over a channel, arms the allocation
@@ -6,12 +7,11 @@
 
 use crate::memory::QueueStats;
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
-use crate::pipeline::{PacketView, Pipeline};
 use crate::stall::{StallClock, StallWatch, ThreadKind};
 use crate::validator::PayloadGen;
-use rtdaq_core::traits::{RxBurst, RxQueue, Segment, TxBurst, TxQueue};
+use rtdaq_core::traits::{RxBurst, RxQueue, TxBurst, TxQueue};
 use rtdaq_core::wire::{emit_udp_frame, UdpFrameSpec};
-use rtdaq_core::{DropReason, SlotConsumer, SlotProducer};
+use rtdaq_core::{DropReason, SlotProducer};
 use rtdaq_platform::alloc_audit;
 use rtdaq_platform::rt::{self, RtRequest};
 use std::sync::atomic::{AtomicBool, Ordering::Acquire, Ordering::Relaxed};
@@ -77,158 +77,6 @@ pub(crate) fn idle(busy: bool) {
     } else {
         std::thread::sleep(IDLE_SLEEP);
     }
-}
-
-/// How the consumer finds the payload the validator checks in each packet.
-pub(crate) struct Unwrap {
-    /// The engine delivers whole Ethernet frames (`Engine::FRAMES`): the payload is the UDP
-    /// payload inside.
-    pub frames: bool,
-    /// Where the segments of a multi-segment packet (header-data split) are gathered before
-    /// the check: a copy, sized for the largest frame (64 KiB). Allocated before the hot path.
-    pub gather: Box<[u8]>,
-}
-
-impl Unwrap {
-    /// For an engine that delivers payloads (`frames = false`) or whole frames.
-    pub(crate) fn new(frames: bool) -> Self {
-        Unwrap {
-            frames,
-            gather: vec![0u8; if frames { 1 << 16 } else { 0 }].into_boxed_slice(),
-        }
-    }
-}
-
-/// What the validator reads of `frame`: the UDP payload of an IPv4/UDP frame, the eCPRI
-/// message of an eCPRI-over-Ethernet frame (EtherType `0xAEFE`: the bytes after the
-/// Ethernet/VLAN header, padding included), else an empty slice (which the validator counts
-/// as malformed). Never allocates.
-pub(crate) fn app_payload(frame: &[u8]) -> &[u8] {
-    use rtdaq_core::wire::FrameInfo;
-    match rtdaq_core::wire::parse_frame(frame) {
-        Ok(FrameInfo { udp: Some(u), .. }) => {
-            let off = usize::from(u.payload_offset);
-            frame
-                .get(off..off + usize::from(u.payload_len))
-                .unwrap_or_default()
-        }
-        Ok(FrameInfo { ecpri: Some(e), .. }) if !e.over_udp => {
-            frame.get(usize::from(e.offset)..).unwrap_or_default()
-        }
-        _ => &[],
-    }
-}
-
-/// [`app_payload`] of the first bytes of a frame whose rest lies in GPU memory (header-data
-/// split): the payload bytes inside `head` and the whole payload's length (from the UDP
-/// header); `(&[], 0)` when `head` holds no IPv4/UDP headers.
-pub(crate) fn app_payload_head(head: &[u8]) -> (&[u8], usize) {
-    use rtdaq_core::wire::{parse_frame_head, FrameInfo, ParseOptions};
-    match parse_frame_head(head, &ParseOptions::DEFAULT) {
-        Ok(FrameInfo { udp: Some(u), .. }) => {
-            let off = usize::from(u.payload_offset);
-            (
-                head.get(off..).unwrap_or_default(),
-                usize::from(u.payload_len),
-            )
-        }
-        _ => (&[], 0),
-    }
-}
-
-/// Runs every packet of `burst` through the queue's pipeline (validate, record) and empties
-/// it.
-///
-/// A packet without a receive timestamp (`engine.socket.rx_timestamps = "off"`) gets the
-/// consumer's clock, read once per burst.
-pub(crate) fn consume<B: RxBurst>(
-    burst: &mut B,
-    pipe: &mut Pipeline,
-    stats: &QueueStats,
-    u: &mut Unwrap,
-) {
-    if pipe.counts_only() {
-        // Nothing reads the packets: count them from their descriptors, touch no data.
-        for i in 0..burst.len() {
-            let len = u64::from(burst.meta(i).len);
-            if burst.head_in_device(i) {
-                pipe.validate.count_in_gpu(len);
-            } else {
-                pipe.validate.count(len);
-            }
-        }
-        pipe.end_burst(stats);
-        burst.clear();
-        return;
-    }
-    let mut now = 0;
-    for i in 0..burst.len() {
-        let meta = burst.meta(i);
-        let rx_ns = if meta.rx_timestamp_ns != 0 {
-            meta.rx_timestamp_ns
-        } else {
-            if now == 0 {
-                now = wall_clock_ns();
-            }
-            now
-        };
-        let first = match burst.segment(i, 0) {
-            Segment::Host(first) => first,
-            // GPU memory (a NIC wrote it): counted, not read.
-            Segment::Device { .. } => {
-                pipe.validate.count_in_gpu(u64::from(meta.len));
-                continue;
-            }
-        };
-        if !u.frames {
-            pipe.on_packet(&PacketView {
-                frame: None,
-                payload: first,
-                meta,
-                rx_ns,
-                tail: 0,
-            });
-        } else if burst.segments(i) == 1 {
-            pipe.on_packet(&PacketView {
-                frame: Some(first),
-                payload: app_payload(first),
-                meta,
-                rx_ns,
-                tail: 0,
-            });
-        } else if matches!(burst.segment(i, 1), Segment::Device { .. }) {
-            // Header-data split into GPU memory: the CPU reads the headers only.
-            let (payload, len) = app_payload_head(first);
-            let payload = &payload[..payload.len().min(len)];
-            pipe.on_packet(&PacketView {
-                frame: Some(first),
-                payload,
-                meta,
-                rx_ns,
-                tail: len - payload.len(),
-            });
-        } else {
-            // Header-data split: gather the segments, then check the whole frame.
-            let mut len = 0;
-            for s in 0..burst.segments(i) {
-                if let Segment::Host(b) = burst.segment(i, s) {
-                    let n = b.len().min(u.gather.len() - len);
-                    u.gather[len..len + n].copy_from_slice(&b[..n]);
-                    len += n;
-                }
-            }
-            let frame = &u.gather[..len];
-            pipe.on_packet(&PacketView {
-                frame: Some(frame),
-                payload: app_payload(frame),
-                meta,
-                rx_ns,
-                tail: 0,
-            });
-        }
-    }
-    pipe.end_burst(stats);
-    burst.clear();
 }
 
 /// Burst slots of the ring between an RX I/O thread and its consumer (`ring_depth` counts
@@ -341,85 +189,6 @@ pub(crate) fn rx_indirect<Q: RxQueue>(
         let _ = ring.commit();
     }
     alloc_audit::disarm_current_thread();
-}
-
-/// RX consumer thread (indirect mode): runs bursts from the ring through the pipeline and
-/// releases them. Runs until `stop` is raised and the ring is empty.
-pub(crate) fn rx_consumer<B: RxBurst>(
-    mut ring: SlotConsumer<'static, B>,
-    mut pipe: Pipeline,
-    stats: &'static QueueStats,
-    io_done: &AtomicBool,
-    busy: bool,
-    mut unwrap: Unwrap,
-) -> Pipeline {
-    let mut turns = StallClock::start(&stats.consumer_stall, now_ns(), ThreadKind::Consumer);
-    alloc_audit::arm_current_thread();
-    let turn = ring.capacity();
-    loop {
-        turns.tick(now_ns());
-        // Read before looking at the ring: the I/O thread sets it after its last commit, so
-        // an empty ring seen after `done` is really the end.
-        let done = io_done.load(Acquire);
-        // One turn drains up to a ring's worth of bursts before letting the threads of its
-        // priority on this core run: however small the bursts the I/O thread hands over, the
-        // consumer keeps up with a producer that runs between its turns (a yield per burst
-        // lost packets as `ring_full` behind a generator on the same core).
-        // Each burst is a turn of the stall clock (one clock read per burst): a consumer
-        // working through a backlog makes progress, and the watchdog must see it.
-        let mut taken = 0;
-        while taken < turn {
-            let Some(burst) = ring.front() else { break };
-            consume(burst, &mut pipe, stats, &mut unwrap);
-            #[cfg(feature = "test-hooks")]
-            crate::test_hooks::slow_burst();
-            // Cannot fail: `front()` just returned this full slot.
-            let released = ring.release();
-            debug_assert!(released.is_ok());
-            taken += 1;
-            turns.tick(now_ns());
-        }
-        if taken > 0 {
-            cooperate(busy);
-        } else if done {
-            break;
-        } else {
-            pipe.idle(stats);
-            idle(busy);
-        }
-    }
-    pipe.finish();
-    alloc_audit::disarm_current_thread();
-    pipe
-}
-
-/// RX I/O thread in direct mode: the consumer runs here, no handoff.
-pub(crate) fn rx_direct<Q: RxQueue>(
-    queue: &mut Q,
-    mut pipe: Pipeline,
-    stats: &'static QueueStats,
-    stop: &AtomicBool,
-    busy: bool,
-    mut unwrap: Unwrap,
-) -> Pipeline {
-    let mut burst = queue.new_burst();
-    let mut turns = StallClock::start(&stats.stall, now_ns(), ThreadKind::Io);
-    alloc_audit::arm_current_thread();
-    while !stop.load(Acquire) {
-        let got = queue.poll(&mut burst);
-        turns.tick(now_ns());
-        if got > 0 {
-            consume(&mut burst, &mut pipe, stats, &mut unwrap);
-        } else {
-            pipe.idle(stats);
-            if busy {
-                std::hint::spin_loop();
-            }
-        }
-    }
-    pipe.finish();
-    alloc_audit::disarm_current_thread();
-    pipe
 }
 
 /// What the generator on a TX queue sends.
@@ -557,73 +326,7 @@ pub(crate) fn tx_generator<Q: TxQueue>(
 
 #[cfg(test)]
 mod tests {
-    use super::{burst_slots, consume, Unwrap};
-    use crate::memory::QueueStats;
-    use crate::pipeline::Pipeline;
-    use crate::validator::Validator;
-    use rtdaq_config::model::Validation;
-    use rtdaq_core::traits::{RxBurst, Segment};
-    use rtdaq_core::PacketMeta;
-
-    /// Frames whose descriptors say 1000 B (GPU memory for every third) but whose host
-    /// segments hold no byte: what the consumer counts shows whether it read the frames.
-    struct Descriptors(usize);
-
-    impl RxBurst for Descriptors {
-        fn len(&self) -> usize {
-            self.0
-        }
-        fn segments(&self, _pkt: usize) -> usize {
-            1
-        }
-        fn segment(&self, pkt: usize, _seg: usize) -> Segment<'_> {
-            if pkt % 3 == 2 {
-                Segment::Device {
-                    ptr: 0x1000,
-                    len: 1000,
-                }
-            } else {
-                Segment::Host(&[])
-            }
-        }
-        fn meta(&self, _pkt: usize) -> PacketMeta {
-            PacketMeta {
-                len: 1000,
-                ..PacketMeta::default()
-            }
-        }
-        fn clear(&mut self) {
-            self.0 = 0;
-        }
-    }
-
-    fn consumed(mode: Validation) -> (bool, crate::validator::ValidatorStats) {
-        let stats = QueueStats::new_for_tests();
-        let mut pipe = Pipeline::new(Validator::with_mode(mode));
-        let mut u = Unwrap::new(true);
-        let mut burst = Descriptors(9);
-        consume(&mut burst, &mut pipe, &stats, &mut u);
-        assert_eq!(burst.len(), 0, "the burst was emptied");
-        (pipe.counts_only(), pipe.validate.finish())
-    }
-
-    /// `validate = "count"` with no recorder counts every frame from its descriptor (its
-    /// length, GPU memory apart) and parses none; any other mode reads each frame (here:
-    /// finds no IPv4/UDP payload in it and calls it malformed).
-    #[test]
-    fn count_mode_counts_descriptors_and_reads_no_frame() {
-        let (only, s) = consumed(Validation::Count);
-        assert!(only);
-        assert_eq!((s.received, s.bytes, s.in_gpu_memory), (9, 9000, 3));
-        assert_eq!(s.malformed, 0);
-        let (only, s) = consumed(Validation::Sequence);
-        assert!(!only);
-        assert_eq!((s.received, s.in_gpu_memory, s.malformed), (9, 3, 6));
-        assert_eq!(
-            s.bytes, 3000,
-            "host frames: payload bytes (none found), GPU: length"
-        );
-    }
+    use super::burst_slots;
 
     /// Half the slots full of `batch_size` bursts hold `ring_depth` packets.
     #[test]

@@ -126,7 +126,7 @@ pub struct ValidatorStats {
     pub received: u64,
     /// Application payload (UDP payload) bytes checked. With `validate = "count"` on a frame
     /// engine and no stage that reads payloads
-    /// ([`counts_only`](crate::pipeline::Pipeline::counts_only)), the frames' bytes: nothing
+    /// ([`Stage::reads_packets`](crate::stages::Stage::reads_packets)), the frames' bytes: nothing
     /// parsed them.
     pub bytes: u64,
     /// Sequence numbers missing now (net of late arrivals); at the end of a run, lost.

@@ -335,6 +335,27 @@ impl<T> SlotConsumer<'_, T> {
         Some(unsafe { &mut *self.buf.as_ptr().add(head & self.idx.mask()) })
     }
 
+    /// Borrows the `k`-th oldest full slot in place (`get(0)` is [`front`](Self::front)),
+    /// releasing none; `None` when fewer than `k + 1` slots are full. Lets a consumer keep
+    /// the slots it still refers to (a device reading their buffers) while it processes
+    /// newer ones, then [`release_n`](Self::release_n) them in order. Reloads the producer's
+    /// index only when the cache holds fewer than `k + 1` full slots.
+    /// Never blocks, never allocates.
+    #[inline]
+    pub fn get(&mut self, k: usize) -> Option<&mut T> {
+        if self.idx.claim(k.saturating_add(1)) <= k {
+            return None;
+        }
+        let at = self.idx.pos().wrapping_add(k);
+        #[cfg(loom)]
+        self.shadow.access(at, 1, self.idx.mask());
+        // SAFETY: `head + k < tail_cache <= tail`: the producer committed this slot (our
+        // `Acquire` of `tail` saw it) and will not borrow it again before we move `head`
+        // past it, which needs `&mut self`, which the returned borrow blocks. `k < capacity`
+        // (at most `capacity` slots are full), so the masked index is that slot's.
+        Some(unsafe { &mut *self.buf.as_ptr().add(at & self.idx.mask()) })
+    }
+
     /// Borrows every full slot in place, oldest first, as two slices (the second one non-empty
     /// only across the wrap point); process the first `n` and
     /// [`release_n`](Self::release_n)`(n)`. Reloads the producer's index.
@@ -435,6 +456,36 @@ mod tests {
         );
         let mut s1 = [0u8; 1];
         assert_eq!(SlotRing::new(&mut s1[..]).unwrap().capacity(), 1);
+    }
+
+    /// `get(k)` borrows the k-th full slot past the front without releasing any, across
+    /// the wrap point, and sees nothing beyond the committed slots.
+    #[test]
+    fn get_peeks_past_held_slots() {
+        let mut st = [0u32; 4];
+        let mut ring = SlotRing::new(&mut st[..]).unwrap();
+        let (mut p, mut c) = ring.split();
+        let mut next = 0u32;
+        let mut expect = 0u32;
+        for _ in 0..6 {
+            // Fill what is free, peek every full slot, keep the newest one held.
+            while let Some(s) = p.slot() {
+                *s = next;
+                next += 1;
+                p.commit().unwrap();
+            }
+            for k in 0..4 {
+                assert_eq!(c.get(k).copied(), Some(expect + k as u32));
+            }
+            assert!(c.get(4).is_none());
+            *c.get(1).unwrap() += 100;
+            assert_eq!(*c.get(1).unwrap(), expect + 101);
+            c.release_n(3).unwrap();
+            expect += 3;
+            assert!(c.get(1).is_none(), "one slot stays held");
+            assert_eq!(c.get(0).copied(), Some(expect));
+        }
+        assert!(c.get(usize::MAX).is_none());
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! timestamps stay each packet's receive time.
 
 use super::{RecBuf, RecordSink, SinkCounters};
-use crate::pipeline::PacketView;
+use crate::stages::Packet;
 use rtdaq_core::slot_ring::{SlotConsumer, SlotProducer};
 use rtdaq_core::PacketMeta;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -122,7 +122,7 @@ impl Tap {
 
     /// Copies one packet into the tap. Never allocates, logs or blocks.
     #[inline]
-    pub fn on_packet(&mut self, p: &PacketView<'_>) {
+    pub fn on_packet(&mut self, p: &Packet<'_>) {
         let (bytes, frame) = match (self.frames, p.frame) {
             (true, Some(f)) => (f, true),
             _ => (p.payload, false),
@@ -281,24 +281,23 @@ impl TapHeader {
     }
 
     /// The packet view of the record whose header this is; `bytes` follow the header.
-    fn view<'a>(&self, bytes: &'a [u8]) -> PacketView<'a> {
+    fn view<'a>(&self, bytes: &'a [u8]) -> Packet<'a> {
         let (off, plen) = (self.payload_off as usize, self.payload_len as usize);
-        PacketView {
-            frame: self.frame.then_some(bytes),
-            payload: if self.frame {
+        Packet::host(
+            self.frame.then_some(bytes),
+            if self.frame {
                 bytes.get(off..off + plen).unwrap_or_default()
             } else {
                 bytes
             },
-            meta: PacketMeta {
+            PacketMeta {
                 len: self.meta_len,
                 src_ip: self.src_ip,
                 src_port: self.src_port,
                 ..PacketMeta::default()
             },
-            rx_ns: self.rx_ns,
-            tail: 0,
-        }
+            self.rx_ns,
+        )
     }
 }
 

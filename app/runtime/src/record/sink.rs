@@ -3,7 +3,7 @@
 //! logging, no blocking; what does not fit is counted.
 
 use super::{SinkCounters, ALIGN};
-use crate::pipeline::PacketView;
+use crate::stages::Packet;
 use rtdaq_config::model::{RecordFormat, Recorder};
 use rtdaq_core::slot_ring::SlotProducer;
 use rtdaq_core::wire::pcap::{
@@ -282,7 +282,7 @@ impl RecordSink {
 
     /// Records one packet (see the [module docs](super)).
     #[inline]
-    pub fn on_packet(&mut self, p: &PacketView<'_>) {
+    pub fn on_packet(&mut self, p: &Packet<'_>) {
         // The record: header bytes (pcap) and data.
         let (data, orig_len, synth) = match self.format {
             RecordFormat::Pcap => match (self.frames, p.frame) {

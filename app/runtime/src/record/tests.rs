@@ -104,7 +104,7 @@ fn products_span_buffers_and_what_does_not_fit_is_counted() {
 #[test]
 fn shared_sink_merges_in_take_order_and_waits_for_a_lagging_tap() {
     use super::shared::{Merger, Tap, TapCounters};
-    use crate::pipeline::PacketView;
+    use crate::stages::Packet;
     use rtdaq_core::PacketMeta;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
@@ -132,14 +132,8 @@ fn shared_sink_merges_in_take_order_and_waits_for_a_lagging_tap() {
         ends.push((c, tc));
     }
     let payload = |k: u8| vec![k; 100];
-    fn view(b: &[u8]) -> PacketView<'_> {
-        PacketView {
-            frame: None,
-            payload: b,
-            meta: PacketMeta::default(),
-            rx_ns: 1,
-            tail: 0,
-        }
+    fn view(b: &[u8]) -> Packet<'_> {
+        Packet::host(None, b, PacketMeta::default(), 1)
     }
     // Taken in the order 0 (tap 0), 1 (tap 1), 2 (tap 0), 3 (tap 1).
     for k in 0..4u8 {

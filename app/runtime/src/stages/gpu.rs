@@ -1,15 +1,17 @@
 //! The GPU consumer stage (feature `gpu`): `host_pinned` regions and, for each RX queue with
-//! `gpu_stage = "name"`, a [`Stage`] that batches the queue's packets into an
-//! `rtdaq_gpu::Pipeline`.
+//! `gpu_stage = "name"`, a [`GpuStage`] that batches the queue's packets into an
+//! `rtdaq_gpu::Pipeline`. It is the chain's last [`Stage`]: the consumer loop
+//! ([`crate::queue::consume`]) hands it each packet after validate and record, polls it
+//! every turn and releases only the ring slots below [`Stage::holds_from`].
 //!
 //! ## What the stage does per packet (no copy, no allocation)
 //! The consumer (the indirect queue's consumer thread, or the direct queue's I/O thread)
-//! validates each packet on the CPU as before, then adds a descriptor (device address of the
+//! validates each packet on the CPU (stage 1), then this stage adds a descriptor (device address of the
 //! packet in the mapped pinned region, the low 32 bits of its sequence number, its length)
 //! to the batch being built. The packet's buffer stays where the engine put it: the stage
-//! keeps the **ring slot** holding its burst unreleased until every batch that refers to
-//! the burst came back from the GPU ([`Pipeline::poll_completed`]); only then is the burst
-//! cleared (its buffers return to the pool) and the slot released to the I/O thread.
+//! keeps the **ring slot** holding its burst ([`Stage::holds_from`]) until every batch that
+//! refers to the burst came back from the GPU ([`Pipeline::poll_completed`]); only then does
+//! the loop clear the burst (its buffers return to the pool) and release the slot.
 //!
 //! A batch is handed to the GPU when it holds `packets_per_batch` packets, when (reorder
 //! mode) a packet of another batch id arrives, or when the queue's `timeout_us` passed since
@@ -27,29 +29,22 @@ use crate::error::RuntimeError;
 use crate::gpu_report::GpuCounters;
 use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
 use crate::pacer::now_ns;
-use crate::pipeline::{PacketView, Pipeline as CpuPipeline};
 use crate::record::RecordSink;
-use crate::threads::{self, Unwrap};
+use crate::stages::{Drain, Notes, Packet, Stage};
 use crate::validator::HeapPiece;
-#[cfg(test)]
-use crate::validator::Validator;
 use rtdaq_config::model::{
     BatchMode, Config, EngineKind, GpuProduct, GpuStage as StageConfig, GpuStaging, GpuWorkload,
-    MemoryRegion, Placement, RegionKind, SampleConversion, SampleIn, SampleOut,
+    MemoryRegion, Placement, RegionKind, SampleConversion, SampleIn, SampleOut, StreamFormat,
 };
-use rtdaq_core::slot_ring::SlotConsumer;
-use rtdaq_core::traits::{RxBurst, RxQueue, Segment};
+use rtdaq_core::traits::Segment;
 use rtdaq_core::wire::SeqHeader;
-use rtdaq_core::{DropReason, SlotRing};
+use rtdaq_core::DropReason;
 use rtdaq_gpu::{
     reference, BatchLayout, Conversion, DeviceMem, FloatFormat, Gpu, GpuError, HostPinned,
     IntFormat, Mode, PacketDesc, Pipeline, PipelineConfig, Product, SlotMode, Staging, Workload,
 };
-use rtdaq_platform::alloc_audit;
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering::Acquire};
-use std::time::Duration;
 
 fn gpu_err(e: GpuError) -> RuntimeError {
     RuntimeError::Gpu(e.to_string())
@@ -244,9 +239,9 @@ pub(crate) fn alloc_region(
 pub(crate) fn prepare(
     config: &Config,
     res: &Resources,
-) -> Result<Vec<Option<Stage>>, RuntimeError> {
+) -> Result<Vec<Option<GpuStage>>, RuntimeError> {
     let mut out = Vec::with_capacity(res.rx.len());
-    for r in res.rx.iter() {
+    for (k, r) in res.rx.iter().enumerate() {
         let qc = &config.interfaces[r.interface].rx_queues[r.queue];
         let Some(sid) = qc.gpu_stage else {
             out.push(None);
@@ -279,11 +274,13 @@ pub(crate) fn prepare(
             sc.depth,
             sc.packets_per_batch_max()
         );
-        out.push(Some(Stage::new(
+        let rtdaq_format = matches!(config.interfaces[r.interface].format, StreamFormat::Rtdaq);
+        out.push(Some(GpuStage::new(
             pipe,
             map,
             u64::from(qc.timeout_us) * 1000,
-            crate::threads::burst_slots(qc.ring_depth, qc.batch_size),
+            &res.rx_stats[k],
+            rtdaq_format,
         )));
     }
     Ok(out)
@@ -339,30 +336,33 @@ struct Building {
     acc: u64,
 }
 
-/// One queue's GPU stage. Built by [`prepare`]; driven by one thread.
-pub struct Stage {
+/// One queue's GPU stage. Built by [`prepare`]; driven by the queue's consumer loop.
+pub struct GpuStage {
     pipe: Pipeline,
     layout: BatchLayout,
     map: GpuMap,
     checksum: bool,
     timeout_ns: u64,
-    /// Burst slots of the queue's ring (direct mode builds its own ring of this size).
-    slots: usize,
+    /// The queue's counters: `gpu`, and the consumer's drops (`gpu_busy`).
+    stats: &'static QueueStats,
+    /// The stream is rtdaq's own format: the stage reads the sequence header itself (also
+    /// when the validator only counts).
+    rtdaq_format: bool,
+    /// Ring slot of the packet being added.
+    slot: u64,
+    /// End of the run: when the stage stops waiting for the batches in flight.
+    deadline_ns: Option<u64>,
     b: Building,
     flights: VecDeque<Flight>,
-    /// Ring slots processed (their packets are in batches), counted from the start.
-    taken: u64,
-    /// Ring slots released back to the I/O side.
-    released: u64,
     /// Batches built so far (submitted or dropped): the next batch's number.
     built: u64,
     /// Sinks writing each completed batch's product (`[[gpu_stages]] record`).
     products: Vec<RecordSink>,
 }
 
-impl std::fmt::Debug for Stage {
+impl std::fmt::Debug for GpuStage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stage")
+        f.debug_struct("GpuStage")
             .field("layout", &self.layout)
             .field("in_flight", &self.flights.len())
             .finish()
@@ -411,17 +411,26 @@ pub fn piece_checksum(
     slot_checksum(out, base)
 }
 
-impl Stage {
-    fn new(pipe: Pipeline, map: GpuMap, timeout_ns: u64, slots: usize) -> Self {
+impl GpuStage {
+    fn new(
+        pipe: Pipeline,
+        map: GpuMap,
+        timeout_ns: u64,
+        stats: &'static QueueStats,
+        rtdaq_format: bool,
+    ) -> Self {
         let cfg = *pipe.config();
         let layout = cfg.layout;
         let descs = layout.descs_per_batch() as usize;
-        Stage {
+        GpuStage {
             layout,
             map,
             checksum: cfg.checksum,
             timeout_ns,
-            slots,
+            stats,
+            rtdaq_format,
+            slot: 0,
+            deadline_ns: None,
             b: Building {
                 descs: vec![PacketDesc::default(); descs].into_boxed_slice(),
                 n: 0,
@@ -442,8 +451,6 @@ impl Stage {
                 acc: 0,
             },
             flights: VecDeque::with_capacity(cfg.depth),
-            taken: 0,
-            released: 0,
             built: 0,
             products: Vec::new(),
             pipe,
@@ -455,111 +462,43 @@ impl Stage {
         self.products = sinks;
     }
 
-    /// Runs every packet of `burst` (ring slot number `self.taken`) through the queue's CPU
-    /// stages (validate, record) and adds it to the batch being built; the burst keeps its
-    /// buffers.
-    fn take_burst<B: RxBurst>(
-        &mut self,
-        burst: &B,
-        v: &mut CpuPipeline,
-        stats: &QueueStats,
-        u: &Unwrap,
-    ) {
-        let mut now = 0;
-        let rtdaq_format = matches!(
-            v.validate.format().0,
-            rtdaq_config::model::StreamFormat::Rtdaq
-        );
-        let pieces = matches!(self.layout.mode, Mode::Pieces { .. });
-        for i in 0..burst.len() {
-            let meta = burst.meta(i);
-            let rx_ns = if meta.rx_timestamp_ns != 0 {
-                meta.rx_timestamp_ns
-            } else {
-                if now == 0 {
-                    now = crate::pacer::wall_clock_ns();
-                }
-                now
-            };
-            // Header-data split into GPU memory (config rule: two segments, the data in
-            // the stage's `device` region): the CPU reads the headers, the stage places
-            // the data segment by the header's sequence number (or gathers it).
-            if burst.segments(i) == 2 {
-                if let (Segment::Host(head), Segment::Device { ptr, len }) =
-                    (burst.segment(i, 0), burst.segment(i, 1))
-                {
-                    let (payload, plen) = threads::app_payload_head(head);
-                    let payload = &payload[..payload.len().min(plen)];
-                    v.on_packet(&PacketView {
-                        frame: Some(head),
-                        payload,
-                        meta,
-                        rx_ns,
-                        tail: plen - payload.len(),
-                    });
-                    let seq = v.validate.last_seq().map(|s| s as u32);
-                    self.add(
-                        ptr as usize as *const u8,
-                        len as usize,
-                        None,
-                        seq,
-                        rx_ns,
-                        stats,
-                    );
-                    continue;
-                }
+    /// Adds one packet (validated by stage 1, which left its sequence number or heap piece
+    /// in `notes`) to the batch being built; its buffer stays where the engine put it.
+    #[inline]
+    fn add_packet(&mut self, p: &Packet<'_>, notes: &Notes) {
+        self.slot = p.slot;
+        match p.data {
+            // GPU memory (a NIC wrote it): the whole packet (the CPU reads none of it: no
+            // sequence number, no CPU reference; the stage gathers in arrival order, a config
+            // rule), or the data segment of a header-data split, placed by the sequence number
+            // the validator read in the headers.
+            Segment::Device { ptr, len } => {
+                let seq = notes.seq.map(|s| s as u32);
+                self.add(ptr as usize as *const u8, len as usize, None, seq, p.rx_ns);
             }
-            // Otherwise GPU queues receive whole packets into one GPU region (config rule).
-            match burst.segment(i, 0) {
-                Segment::Host(bytes) => {
-                    let payload = if u.frames {
-                        threads::app_payload(bytes)
-                    } else {
-                        bytes
-                    };
-                    v.on_packet(&PacketView {
-                        frame: u.frames.then_some(bytes),
-                        payload,
-                        meta,
-                        rx_ns,
-                        tail: 0,
-                    });
-                    if pieces {
-                        self.add_piece(payload, v.validate.last_piece(), rx_ns, stats);
-                        continue;
-                    }
-                    // rtdaq's header even when the validator counts only (validate = "count" is
-                    // refused with reorder, but gather takes it too); an instrument format:
-                    // the sequence number the validator just placed the payload at.
-                    let seq = if rtdaq_format {
-                        SeqHeader::parse(payload).ok().map(|h| h.seq as u32)
-                    } else {
-                        v.validate.last_seq().map(|s| s as u32)
-                    };
-                    self.add(bytes.as_ptr(), bytes.len(), Some(bytes), seq, rx_ns, stats);
+            // Whole packets in the queue's one GPU region (config rule).
+            Segment::Host(bytes) => {
+                if matches!(self.layout.mode, Mode::Pieces { .. }) {
+                    self.add_piece(p.payload, notes.piece, p.rx_ns);
+                    return;
                 }
-                // GPU memory (a NIC wrote it): the CPU cannot read it, so no sequence number
-                // and no CPU reference; the stage gathers in arrival order (config rule).
-                Segment::Device { ptr, len } => {
-                    v.validate.count_in_gpu(u64::from(len));
-                    self.add(
-                        ptr as usize as *const u8,
-                        len as usize,
-                        None,
-                        None,
-                        rx_ns,
-                        stats,
-                    );
-                }
+                // rtdaq's header even when the validator counts only (validate = "count" is
+                // refused with reorder, but gather takes it too); an instrument format: the
+                // sequence number the validator just placed the payload at.
+                let seq = if self.rtdaq_format {
+                    SeqHeader::parse(p.payload).ok().map(|h| h.seq as u32)
+                } else {
+                    notes.seq.map(|s| s as u32)
+                };
+                self.add(bytes.as_ptr(), bytes.len(), Some(bytes), seq, p.rx_ns);
             }
         }
-        v.end_burst(stats);
     }
 
     /// SPEAD heap assembly: adds the new bytes of a heap (where the validator placed them)
     /// as one piece; repeats and packets of no data are counted, never placed.
-    fn add_piece(&mut self, payload: &[u8], piece: HeapPiece, rx_ns: u64, stats: &QueueStats) {
-        let g = &stats.gpu;
+    fn add_piece(&mut self, payload: &[u8], piece: HeapPiece, rx_ns: u64) {
+        let g = &self.stats.gpu;
         match piece {
             HeapPiece::Data {
                 heap_cnt,
@@ -570,7 +509,7 @@ impl Stage {
                 let bytes = &payload[start..start + len];
                 // A heap offset beyond 32 bits cannot be in a slot (heap_bytes <= 1 MiB).
                 let offset = u32::try_from(offset).unwrap_or(u32::MAX);
-                self.add_at(bytes, heap_cnt as u32, offset, rx_ns, stats);
+                self.add_at(bytes, heap_cnt as u32, offset, rx_ns);
             }
             // The validator counted it in `duplicates`; the GPU stage too.
             HeapPiece::Duplicate => GpuCounters::add(&g.duplicates, 1),
@@ -585,7 +524,8 @@ impl Stage {
 
     /// Adds one piece (`bytes` at input byte `offset` of heap `seq`'s slot) to the batch, as
     /// [`add`](Self::add) does a packet.
-    fn add_at(&mut self, bytes: &[u8], seq: u32, offset: u32, rx_ns: u64, stats: &QueueStats) {
+    fn add_at(&mut self, bytes: &[u8], seq: u32, offset: u32, rx_ns: u64) {
+        let stats = self.stats;
         let Some(addr) = self.map.device_addr(bytes.as_ptr()) else {
             GpuCounters::add(&stats.gpu.not_in_region, 1);
             return;
@@ -604,7 +544,6 @@ impl Stage {
             key,
             Some(bytes),
             rx_ns,
-            stats,
         );
     }
 
@@ -619,8 +558,8 @@ impl Stage {
         bytes: Option<&[u8]>,
         seq: Option<u32>,
         rx_ns: u64,
-        stats: &QueueStats,
     ) {
+        let stats = self.stats;
         // `config check` refuses queues whose packets lie outside their region (AF_PACKET);
         // should one arrive anyway, it is counted, never skipped silently.
         let Some(addr) = self.map.device_addr(p) else {
@@ -643,27 +582,20 @@ impl Stage {
             len: len as u32,
             offset: 0,
         };
-        self.push(d, key, bytes, rx_ns, stats);
+        self.push(d, key, bytes, rx_ns);
     }
 
     /// Puts descriptor `d` of batch key `key` in the batch: hands over the batch being
     /// built first when `key` is another, and after it when it is full.
-    fn push(
-        &mut self,
-        d: PacketDesc,
-        key: u32,
-        bytes: Option<&[u8]>,
-        rx_ns: u64,
-        stats: &QueueStats,
-    ) {
+    fn push(&mut self, d: PacketDesc, key: u32, bytes: Option<&[u8]>, rx_ns: u64) {
         if self.b.n > 0 && key != self.b.key {
-            self.submit(stats, false);
+            self.submit(false);
         }
         if self.b.n == 0 {
             self.b.key = key;
             self.b.first_ns = now_ns();
             self.b.first_rx_ns = rx_ns;
-            self.b.first_slot = self.taken;
+            self.b.first_slot = self.slot;
         }
         let i = self.b.n;
         self.b.descs[i] = d;
@@ -676,7 +608,7 @@ impl Stage {
             }
         }
         if self.b.n == self.b.descs.len() {
-            self.submit(stats, false);
+            self.submit(false);
         }
     }
 
@@ -727,12 +659,13 @@ impl Stage {
 
     /// Hands the batch being built to the GPU, or drops it when `depth` batches are in
     /// flight (counted, RX goes on).
-    fn submit(&mut self, stats: &QueueStats, timed_out: bool) {
+    fn submit(&mut self, timed_out: bool) {
         let n = self.b.n;
         if n == 0 {
             return;
         }
-        self.poll_done(stats);
+        self.poll_done();
+        let stats = self.stats;
         let g = &stats.gpu;
         let add = crate::gpu_report::GpuCounters::add;
         // The product's number in its file's index: the batch key (reorder: sequence number /
@@ -775,8 +708,8 @@ impl Stage {
 
     /// Takes every finished batch: counts it, compares the checksums and hands its product
     /// to the product sinks. Never blocks.
-    fn poll_done(&mut self, stats: &QueueStats) {
-        let g = &stats.gpu;
+    fn poll_done(&mut self) {
+        let g = &self.stats.gpu;
         let add = crate::gpu_report::GpuCounters::add;
         let now = now_ns();
         #[cfg(feature = "test-hooks")]
@@ -825,224 +758,93 @@ impl Stage {
             }
         }
     }
+}
 
-    /// Ring slots below this number are processed and referred to by no pending batch.
-    fn releasable(&self) -> u64 {
-        let mut lim = self.taken;
+impl Stage for GpuStage {
+    /// Ring slots wait for the GPU; a direct queue whose every slot is held counts the
+    /// packets it must drain as `gpu_busy`.
+    fn holds(&self) -> Option<DropReason> {
+        Some(DropReason::GpuBusy)
+    }
+    #[inline]
+    fn on_packet(&mut self, p: &Packet<'_>, notes: &mut Notes) {
+        self.add_packet(p, notes);
+    }
+    /// Completions, the batch timeout, the product sinks' timers.
+    #[inline]
+    fn poll(&mut self) {
+        self.poll_done();
+        let now = now_ns();
+        if self.b.n > 0 && now.saturating_sub(self.b.first_ns) >= self.timeout_ns {
+            self.submit(true);
+        }
+        for sink in &mut self.products {
+            sink.tick(now);
+        }
+    }
+    /// The first slot of the oldest batch in flight, or of the batch being built.
+    #[inline]
+    fn holds_from(&self) -> u64 {
+        let mut lim = u64::MAX;
         if let Some(f) = self.flights.front() {
-            lim = lim.min(f.first_slot);
+            lim = f.first_slot;
         }
         if self.b.n > 0 {
             lim = lim.min(self.b.first_slot);
         }
         lim
     }
-
-    /// Clears (buffers back to the pool) and releases every releasable slot.
-    fn release<B: RxBurst>(&mut self, ring: &mut SlotConsumer<'static, B>) {
-        let lim = self.releasable();
-        while self.released < lim {
-            if let Some(b) = ring.front() {
-                b.clear();
+    /// Hands the last partial batch over, then waits (up to 10 s) for the batches in
+    /// flight; past that the GPU did not finish: counted as an error, and its buffers are
+    /// never reused.
+    fn ending(&mut self) -> Drain {
+        let deadline = match self.deadline_ns {
+            Some(d) => d,
+            None => {
+                self.submit(false);
+                *self.deadline_ns.insert(now_ns() + 10_000_000_000)
             }
-            let released = ring.release();
-            debug_assert!(released.is_ok());
-            self.released += 1;
-        }
-    }
-
-    /// One round: completions, releases, at most one new burst, the batch timeout. Returns
-    /// true when it took a burst.
-    fn step<B: RxBurst>(
-        &mut self,
-        ring: &mut SlotConsumer<'static, B>,
-        v: &mut CpuPipeline,
-        stats: &QueueStats,
-        u: &Unwrap,
-    ) -> bool {
-        self.poll_done(stats);
-        self.release(ring);
-        let k = (self.taken - self.released) as usize;
-        let (a, b) = ring.full_slices();
-        let burst = if k < a.len() {
-            Some(&a[k])
+        };
+        self.poll_done();
+        if self.flights.is_empty() {
+            Drain::Done
+        } else if now_ns() > deadline {
+            GpuCounters::add(&self.stats.gpu.errors, 1);
+            // Nothing in flight is waited for again.
+            self.flights.clear();
+            Drain::Abandoned
         } else {
-            b.get(k - a.len())
-        };
-        let took = match burst {
-            Some(burst) => {
-                self.take_burst(burst, v, stats, u);
-                self.taken += 1;
-                true
-            }
-            None => false,
-        };
-        let now = now_ns();
-        if self.b.n > 0 && now.saturating_sub(self.b.first_ns) >= self.timeout_ns {
-            self.submit(stats, true);
+            Drain::Pending
         }
-        for sink in &mut self.products {
-            sink.tick(now);
-        }
-        took
     }
-
-    /// End of the run: takes what is left in the ring, hands over the last partial batch,
-    /// waits (up to 10 s) for the batches in flight and releases every slot.
-    fn finish<B: RxBurst>(
-        &mut self,
-        ring: &mut SlotConsumer<'static, B>,
-        v: &mut CpuPipeline,
-        stats: &QueueStats,
-        u: &Unwrap,
-    ) {
-        while self.step(ring, v, stats, u) {}
-        self.submit(stats, false);
-        let deadline = now_ns() + 10_000_000_000;
-        while !self.flights.is_empty() {
-            self.poll_done(stats);
-            if now_ns() > deadline {
-                crate::gpu_report::GpuCounters::add(&stats.gpu.errors, 1);
-                // The GPU did not finish: its buffers cannot be reused safely; leave them.
-                // What the product sinks hold still goes to disk.
-                for sink in &mut self.products {
-                    sink.finish();
-                }
-                return;
-            }
-            std::thread::sleep(Duration::from_micros(50));
-        }
-        self.release(ring);
+    /// What the product sinks hold goes to disk (also after an abandoned end).
+    fn finish(&mut self) {
         for sink in &mut self.products {
             sink.finish();
         }
     }
 }
 
-/// RX consumer thread (indirect mode) of a queue with a GPU stage.
-pub(crate) fn rx_consumer<B: RxBurst>(
-    mut ring: SlotConsumer<'static, B>,
-    mut stage: Stage,
-    mut v: CpuPipeline,
-    stats: &'static QueueStats,
-    io_done: &AtomicBool,
-    busy: bool,
-    u: Unwrap,
-) -> CpuPipeline {
-    let mut turns = crate::stall::StallClock::start(
-        &stats.consumer_stall,
-        now_ns(),
-        crate::stall::ThreadKind::Consumer,
-    );
-    alloc_audit::arm_current_thread();
-    let turn = ring.capacity();
-    loop {
-        turns.tick(now_ns());
-        // Up to a ring's worth of bursts per turn before yielding, as the CPU consumer
-        // (`threads::rx_consumer`): small bursts must not make it fall behind its producer.
-        // Each burst is a turn of the stall clock (as in `threads::rx_consumer`): a consumer
-        // working through a backlog makes progress, and the watchdog must see it.
-        let mut taken = 0;
-        while taken < turn && stage.step(&mut ring, &mut v, stats, &u) {
-            #[cfg(feature = "test-hooks")]
-            crate::test_hooks::slow_burst();
-            taken += 1;
-            turns.tick(now_ns());
-        }
-        if taken > 0 {
-            threads::cooperate(busy);
-        } else if io_done.load(Acquire) {
-            // The I/O thread ended: whatever it committed is visible now.
-            if !stage.step(&mut ring, &mut v, stats, &u) {
-                break;
-            }
-        } else {
-            v.idle(stats);
-            threads::idle(busy);
-        }
-    }
-    stage.finish(&mut ring, &mut v, stats, &u);
-    v.finish();
-    alloc_audit::disarm_current_thread();
-    v
-}
-
-/// RX I/O thread in direct mode of a queue with a GPU stage: polls into a private ring of
-/// bursts (so they can wait for the GPU), drains into a spare burst counted as `gpu_busy`
-/// when the GPU holds every slot.
-pub(crate) fn rx_direct<Q: RxQueue>(
-    queue: &mut Q,
-    mut stage: Stage,
-    mut v: CpuPipeline,
-    stats: &'static QueueStats,
-    stop: &AtomicBool,
-    busy: bool,
-    u: Unwrap,
-) -> CpuPipeline
-where
-    Q::Burst: 'static,
-{
-    // Cold path, before the audit is armed.
-    let bursts: Vec<Q::Burst> = (0..stage.slots).map(|_| queue.new_burst()).collect();
-    let ring = match SlotRing::new(Box::leak(bursts.into_boxed_slice())) {
-        Ok(r) => Box::leak(Box::new(r)),
-        Err(e) => {
-            // Cannot happen (`burst_slots` is a power of two >= 2); if it did, the queue runs
-            // without its stage and the run fails (a CUDA-side error is counted), loudly.
-            log::error!(
-                "GPU stage ring of {} slots: {e}; the stage is off and the run fails",
-                stage.slots
-            );
-            crate::gpu_report::GpuCounters::add(&stats.gpu.errors, 1);
-            return threads::rx_direct(queue, v, stats, stop, busy, u);
-        }
-    };
-    let (mut prod, mut cons) = ring.split();
-    let mut spare = queue.new_burst();
-    let mut turns =
-        crate::stall::StallClock::start(&stats.stall, now_ns(), crate::stall::ThreadKind::Io);
-    alloc_audit::arm_current_thread();
-    while !stop.load(Acquire) {
-        turns.tick(now_ns());
-        let got = match prod.slot() {
-            Some(burst) => {
-                let n = queue.poll(burst);
-                if n > 0 {
-                    let committed = prod.commit();
-                    debug_assert!(committed.is_ok());
-                }
-                n
-            }
-            None => {
-                let n = queue.poll(&mut spare);
-                if n > 0 {
-                    let bytes = (0..spare.len()).map(|i| u64::from(spare.meta(i).len)).sum();
-                    stats
-                        .io
-                        .reclassify_as_drop(DropReason::GpuBusy, n as u64, bytes);
-                    spare.clear();
-                }
-                n
-            }
-        };
-        let took = stage.step(&mut cons, &mut v, stats, &u);
-        if got == 0 && !took {
-            v.idle(stats);
-            if busy {
-                std::hint::spin_loop();
-            }
-        }
-    }
-    stage.finish(&mut cons, &mut v, stats, &u);
-    v.finish();
-    alloc_audit::disarm_current_thread();
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::unwrap::{feed_burst, Unwrap};
+    use crate::stages::validate::Validate;
+    use crate::validator::Validator;
+    use rtdaq_core::traits::RxBurst;
     use rtdaq_gpu::reference::{run_batch, RefPacket};
+
+    /// `burst` (ring slot 0) through the chain validate -> `stage`, as the consumer loop
+    /// hands it over.
+    fn through_chain<B: RxBurst>(
+        burst: &B,
+        stage: GpuStage,
+        stats: &'static QueueStats,
+    ) -> (Validate, GpuStage) {
+        let mut chain = (Validate::new(Validator::new(), stats), stage);
+        feed_burst(burst, &mut chain, &mut Unwrap::new(false), 0, true, || 0);
+        chain
+    }
 
     /// The per-slot checksum summed over the slots equals the reference checksum of the
     /// whole batch output.
@@ -1235,7 +1037,7 @@ mod tests {
         );
 
         let mut stages = prepare(&c, &res).unwrap();
-        let mut stage = stages[0].take().expect("the queue has a GPU stage");
+        let stage = stages[0].take().expect("the queue has a GPU stage");
         let layout = stage.layout;
         assert_eq!(layout.mode, Mode::Gather);
         let gpu = Gpu::open(map.gpu).unwrap();
@@ -1257,11 +1059,10 @@ mod tests {
             sent.push(bytes);
         }
         let stats = &res.rx_stats[0];
-        let mut v = CpuPipeline::new(Validator::new());
-        stage.take_burst(&burst, &mut v, stats, &Unwrap::new(false));
-        assert_eq!(v.validate.stats().in_gpu_memory, n as u64);
+        let (v, mut stage) = through_chain(&burst, stage, stats);
+        assert_eq!(v.validator.stats().in_gpu_memory, n as u64);
         assert_eq!(
-            (v.validate.stats().received, v.validate.stats().malformed),
+            (v.validator.stats().received, v.validator.stats().malformed),
             (n as u64, 0)
         );
         assert_eq!(stage.b.n, n);
@@ -1271,7 +1072,7 @@ mod tests {
                 (burst.packet(k).unwrap().segments()[0].addr(), len)
             );
         }
-        stage.submit(stats, true);
+        stage.submit(true);
         let done = stage.pipe.wait_completed().unwrap().unwrap();
         assert_eq!(done.placed as usize, n);
         let out = done.output;
@@ -1312,7 +1113,7 @@ mod tests {
         let rid = c.interfaces[0].rx_queues[0].memory_regions[0].0;
         let pinned = res.pools[rid];
         let mut stages = prepare(&c, &res).unwrap();
-        let mut stage = stages[0].take().expect("the queue has a GPU stage");
+        let stage = stages[0].take().expect("the queue has a GPU stage");
         assert!(matches!(stage.layout.mode, Mode::Reorder(_)));
         // A pool over ordinary heap memory: not mapped into the GPU.
         let mem: &'static mut [u8] = Box::leak(vec![0u8; 4 * 2048].into_boxed_slice());
@@ -1339,8 +1140,8 @@ mod tests {
             assert!(burst.push_single(b, meta(len)).is_ok());
         }
         let stats = &res.rx_stats[0];
-        let mut v = CpuPipeline::new(Validator::new());
-        stage.take_burst(&burst, &mut v, stats, &Unwrap::new(false));
+        let (v, mut stage) = through_chain(&burst, stage, stats);
+        assert_eq!(v.validator.stats().received, 3, "stage 1 saw every packet");
         assert_eq!(
             stage.b.n, 1,
             "only the good in-region packet is in the batch"
@@ -1356,7 +1157,7 @@ mod tests {
         let q = crate::report::QueueReport::rx("lo", 0, None, &Default::default(), 1.0, None)
             .with_gpu(Some(report));
         assert_eq!(crate::gpu_report::judge(&[q], 0), (2, false));
-        stage.submit(stats, true);
+        stage.submit(true);
         let _ = stage.pipe.wait_completed();
         drop(burst);
     }
