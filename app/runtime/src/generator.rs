@@ -441,6 +441,14 @@ impl SendLimit {
     }
 }
 
+/// Packets a generator built (each used one sequence number).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GenTotals {
+    /// Sequence numbers used: every one of them must arrive for a loss-free run (what the
+    /// engine accepted is in the TX queue's counters; the rest are counted TX drops).
+    pub generated: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,10 +4,12 @@
 //! has a stage ([`GpuStage`] is then an empty enum).
 
 use crate::error::RuntimeError;
-use crate::memory::{GpuMap, GpuRegionMem, Resources};
+use crate::gpu_region::{GpuMap, GpuRegionMem};
+use crate::queue::stats::QueueStats;
 use crate::record::RecordSink;
 use crate::stages::chain::GpuStage;
 use rtdaq_config::model::{Config, MemoryRegion};
+use rtdaq_core::traits::QueueResources;
 
 /// What a binary without the `gpu` feature says about a config that needs one.
 pub const NOT_BUILT_WITH_GPU: &str = "this binary was built without `--features gpu`";
@@ -50,20 +52,24 @@ pub(crate) fn alloc_region(
     )))
 }
 
-/// One stage per RX queue (in `res.rx` order), `Some` for queues with `gpu_stage`: the
+/// One stage per RX queue (in `rx` order), `Some` for queues with `gpu_stage`: the
 /// pipelines are built here (NVRTC compile, device buffers), before any thread starts.
+/// `gpu_maps`: per memory region, its GPU mapping; `rx_stats`: the queues' counters.
+#[cfg_attr(not(feature = "gpu"), allow(unused_variables))]
 pub(crate) fn prepare(
     config: &Config,
-    res: &Resources,
+    gpu_maps: &[Option<GpuMap>],
+    rx: &[QueueResources<'static>],
+    rx_stats: &'static [QueueStats],
 ) -> Result<Vec<Option<GpuStage>>, RuntimeError> {
     #[cfg(feature = "gpu")]
-    return crate::stages::gpu::prepare(config, res);
+    return crate::stages::gpu::prepare(config, gpu_maps, rx, rx_stats);
     #[cfg(not(feature = "gpu"))]
     {
         if !config.gpu_stages.is_empty() {
             return Err(no_gpu(config));
         }
-        Ok(res.rx.iter().map(|_| None).collect())
+        Ok(rx.iter().map(|_| None).collect())
     }
 }
 

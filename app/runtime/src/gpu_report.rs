@@ -204,23 +204,3 @@ impl fmt::Display for GpuReport {
         Ok(())
     }
 }
-
-impl crate::report::QueueReport {
-    /// Sets the queue's GPU section.
-    pub fn with_gpu(mut self, gpu: Option<GpuReport>) -> Self {
-        self.gpu = gpu;
-        self
-    }
-}
-
-/// `(lost + packets the GPU stages dropped or skipped, any stage failed)` over the RX queue
-/// reports: a packet that never reached the GPU is lost to the deployment.
-pub fn judge(rx: &[crate::report::QueueReport], lost: u64) -> (u64, bool) {
-    let gpus = || rx.iter().filter_map(|q| q.gpu.as_ref());
-    (
-        lost + gpus()
-            .map(|g| g.packets_dropped + g.not_in_region + g.no_slot)
-            .sum::<u64>(),
-        gpus().any(GpuReport::failed),
-    )
-}

@@ -33,6 +33,7 @@
 pub mod error;
 pub mod generator;
 pub mod gpu_hook;
+pub mod gpu_region;
 pub mod gpu_report;
 pub mod http;
 pub mod latency;
@@ -45,7 +46,7 @@ pub mod notify;
 pub mod outcome;
 pub mod pacer;
 pub mod procfs;
-mod queue;
+pub mod queue;
 pub mod record;
 pub mod replay;
 pub mod report;
@@ -55,9 +56,10 @@ pub mod stall;
 pub mod stats;
 #[cfg(feature = "test-hooks")]
 pub mod test_hooks;
+mod thread_kind;
 mod threads;
 pub mod validator;
 
 pub use error::RuntimeError;
+pub use generator::GenTotals;
 pub use run::{run, run_with_stats, Identity, RunOptions, RunResults, StatsHook};
-pub use threads::GenTotals;

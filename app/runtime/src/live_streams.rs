@@ -28,32 +28,62 @@ pub struct LiveStreams {
     entries: Box<[Entry]>,
 }
 
-/// The validator's counters ([`ValidatorStats::named`]) as the queue's consumer last
+/// How many counters the validator keeps ([`CHECK_NAMES`]).
+pub const NAMED_COUNTERS: usize = 26;
+
+/// The name of every counter the validator keeps, in the order of
+/// `ValidatorStats::named` (the latency histogram apart): the list the text report, the JSON
+/// report and `/metrics` are checked against, so a new counter cannot be left out of one of
+/// them. `rejects_*` and `heaps_*` are the fields of `Rejects` and `HeapCounts`.
+pub const CHECK_NAMES: [&str; NAMED_COUNTERS] = [
+    "received",
+    "bytes",
+    "seq_gaps",
+    "reordered",
+    "duplicates",
+    "corrupt",
+    "malformed",
+    "too_old",
+    "unique",
+    "streams",
+    "streams_overflow",
+    "negative_latency",
+    "in_gpu_memory",
+    "invalid",
+    "rejects_short",
+    "rejects_length",
+    "rejects_foreign",
+    "rejects_step",
+    "rejects_frame_number",
+    "rejects_items",
+    "heaps_complete",
+    "heaps_incomplete",
+    "heaps_missing",
+    "heaps_unsized",
+    "heaps_missing_bytes",
+    "heaps_ends",
+];
+
+/// The validator's counters (named by [`CHECK_NAMES`]) as the queue's consumer last
 /// published them (every [`PUBLISH_EVERY`]th burst, with the stream table): `/metrics`
 /// reads them. Single writer, relaxed atomics, no allocation.
-///
-/// [`ValidatorStats::named`]: crate::validator::ValidatorStats::named
 #[derive(Debug, Default)]
 pub struct LiveChecks {
-    values: [AtomicU64; crate::validator::NAMED_COUNTERS],
+    values: [AtomicU64; NAMED_COUNTERS],
 }
 
 impl LiveChecks {
-    /// Stores `named` (the validator's [`named`](crate::validator::ValidatorStats::named)).
+    /// Stores `named` (the validator's counters with their names).
     #[inline]
-    pub fn store(&self, named: &[(&'static str, u64); crate::validator::NAMED_COUNTERS]) {
+    pub fn store(&self, named: &[(&'static str, u64); NAMED_COUNTERS]) {
         for (a, (_, v)) in self.values.iter().zip(named) {
             a.store(*v, Relaxed);
         }
     }
 
     /// Every counter with its name, as last stored.
-    pub fn get(&self) -> [(&'static str, u64); crate::validator::NAMED_COUNTERS] {
-        let mut out = crate::validator::ValidatorStats::default().named();
-        for (o, a) in out.iter_mut().zip(&self.values) {
-            o.1 = a.load(Relaxed);
-        }
-        out
+    pub fn get(&self) -> [(&'static str, u64); NAMED_COUNTERS] {
+        core::array::from_fn(|i| (CHECK_NAMES[i], self.values[i].load(Relaxed)))
     }
 }
 
@@ -73,10 +103,9 @@ impl Default for LiveStreams {
 }
 
 impl LiveStreams {
-    /// An empty table of [`DEFAULT_MAX_STREAMS`](crate::validator::DEFAULT_MAX_STREAMS)
-    /// streams.
+    /// An empty table of `max_streams`' default (64) streams.
     pub fn new() -> Self {
-        Self::with_capacity(crate::validator::DEFAULT_MAX_STREAMS)
+        Self::with_capacity(rtdaq_config::model::DEFAULT_MAX_STREAMS as usize)
     }
 
     /// An empty table of `n` streams (allocated here, never again).
@@ -177,7 +206,7 @@ mod tests {
         assert_eq!(t.summary().worst, Some((0x105c802, 12)));
         assert_eq!(t.entries()[1], (0x105c801, 95, 0));
         // beyond the table: ignored
-        t.store(crate::validator::DEFAULT_MAX_STREAMS, 1, 1, 1);
+        t.store(rtdaq_config::model::DEFAULT_MAX_STREAMS as usize, 1, 1, 1);
         assert_eq!(t.summary().streams, 3);
     }
 }

@@ -6,110 +6,14 @@
 //! Nothing is allocated after this step on the data path.
 
 use crate::error::RuntimeError;
+pub use crate::gpu_region::{GpuMap, GpuRegionMem};
+pub use crate::queue::stats::QueueStats;
 use rtdaq_config::model::{Config, PageSize, Placement, RegionKind};
 use rtdaq_core::traits::{MemKind, QueueResources};
-use rtdaq_core::{BufferPool, QueueCounters};
+use rtdaq_core::BufferPool;
 use rtdaq_platform::hugepages::HugePageSize;
 use rtdaq_platform::memory::{Region, RegionSpec};
-use std::sync::atomic::{AtomicU32, AtomicU64};
-
-/// Counters of one queue: the I/O thread writes `io`, the consumer thread writes `consumer`
-/// (sequence gaps, reordering, corruption), so each has exactly one writer.
-#[derive(Debug)]
-pub struct QueueStats {
-    /// Written by the queue's I/O thread (engine + handoff drops).
-    pub io: QueueCounters,
-    /// Written by the consumer (validator) side.
-    pub consumer: QueueCounters,
-    /// CPU time of the I/O thread in ns, stored once when it ends.
-    pub io_cpu_ns: AtomicU64,
-    /// CPU time of the consumer thread (indirect RX) in ns, stored once when it ends.
-    pub consumer_cpu_ns: AtomicU64,
-    /// GPU stage counters (RX queues with `gpu_stage`; written by the thread driving it).
-    pub gpu: crate::gpu_report::GpuCounters,
-    /// The longest loop turn of the I/O thread ([`crate::stall`]).
-    pub stall: crate::stall::StallWatch,
-    /// The consumer thread's turns (indirect RX; the systemd watchdog watches it too).
-    pub consumer_stall: crate::stall::StallWatch,
-    /// RX (indirect, a queue that [holds a backlog](rtdaq_core::traits::RxQueue::holds_backlog)):
-    /// ns the I/O thread waited for a free ring slot, its packets left in the queue's buffer.
-    pub ring_wait_ns: AtomicU64,
-    /// RX: the validator's streams, for the live line ([`crate::live_streams`]).
-    pub streams: crate::live_streams::LiveStreams,
-    /// RX: the validator's latency histogram in coarse buckets, for `/metrics`.
-    pub latency: crate::latency::LiveLatency,
-    /// RX: every counter of the validator, for `/metrics`.
-    pub checks: crate::live_streams::LiveChecks,
-}
-
-impl QueueStats {
-    /// All zero (for tests of what reads the counters).
-    #[cfg(test)]
-    pub(crate) fn new_for_tests() -> Self {
-        Self::new()
-    }
-
-    fn new() -> Self {
-        Self::with_streams(crate::validator::DEFAULT_MAX_STREAMS)
-    }
-
-    /// All zero, with a live stream table of `max_streams` (the queue's validator's).
-    fn with_streams(max_streams: usize) -> Self {
-        QueueStats {
-            io: QueueCounters::new(),
-            consumer: QueueCounters::new(),
-            io_cpu_ns: AtomicU64::new(0),
-            consumer_cpu_ns: AtomicU64::new(0),
-            gpu: crate::gpu_report::GpuCounters::default(),
-            stall: crate::stall::StallWatch::new(),
-            consumer_stall: crate::stall::StallWatch::new(),
-            ring_wait_ns: AtomicU64::new(0),
-            streams: crate::live_streams::LiveStreams::with_capacity(max_streams),
-            latency: crate::latency::LiveLatency::default(),
-            checks: crate::live_streams::LiveChecks::default(),
-        }
-    }
-}
-
-/// Where a GPU region lives for the GPU: the device-visible address of its first byte
-/// (`host_pinned`: the mapping of its CPU address; `device`: both are the device address).
-/// Plain numbers; the region itself lives for the process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GpuMap {
-    /// CUDA device ordinal.
-    pub gpu: u32,
-    /// CPU address of byte 0.
-    pub host_base: usize,
-    /// Device-visible address of byte 0.
-    pub dev_base: u64,
-    /// Bytes.
-    pub len: usize,
-}
-
-impl GpuMap {
-    /// Device-visible address of the CPU address `p`, `None` outside the region. Never
-    /// allocates.
-    #[inline]
-    pub fn device_addr(&self, p: *const u8) -> Option<u64> {
-        let off = (p as usize).checked_sub(self.host_base)?;
-        (off < self.len).then(|| self.dev_base + off as u64)
-    }
-}
-
-/// The memory of a GPU region (the mapping is the [`GpuMap`] returned next to it); lives
-/// for the process.
-#[derive(Debug)]
-pub enum GpuRegionMem {
-    /// `host_pinned`: page-locked CPU memory mapped into the GPU (the buffer pool's bytes).
-    Pinned(&'static mut [u8]),
-    /// `device`: GPU memory the CPU cannot reach, at `GpuMap::dev_base` (its `host_base` is
-    /// the same number), for the ibverbs engine exported whole as the dma-buf `dmabuf_fd`
-    /// for the NIC to register (the DPDK engine maps the address for the port's device).
-    Device {
-        /// The dma-buf file descriptor (kept open for the process), when exported.
-        dmabuf_fd: Option<i32>,
-    },
-}
+use std::sync::atomic::AtomicU32;
 
 /// What [`allocate`] prepared, all `'static`.
 #[derive(Debug)]

@@ -17,7 +17,7 @@
 //! threads' CPU only, and one more connection than they can hold is answered `503`.
 
 use crate::error::RuntimeError;
-use crate::memory::QueueStats;
+use crate::queue::stats::QueueStats;
 use crate::record::SinkCounters;
 use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 use rtdaq_core::counters::{CounterSnapshot, DropReason};

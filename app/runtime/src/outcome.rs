@@ -80,9 +80,9 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         (_, false) => total.lost_against(0),
     };
     // Packets a GPU stage dropped never reached the GPU: lost to the deployment.
-    let (lost, gpu_failed) = crate::gpu_report::judge(&rx, lost);
+    let (lost, gpu_failed) = judge(&rx, lost);
     // Packets a record sink could not write are lost to the deployment too.
-    let lost = lost + crate::record::not_recorded(&rx);
+    let lost = lost + not_recorded(&rx);
     let loss_tolerance = config.run.loss_tolerance;
     RunReport {
         engine: id.engine.to_string(),
@@ -118,4 +118,25 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         cpu_steal_s: r.cpu_steal_s.clone(),
         failed_threads: r.failed_threads.clone(),
     }
+}
+
+/// `(lost + packets the GPU stages dropped or skipped, any stage failed)` over the RX queue
+/// reports: a packet that never reached the GPU is lost to the deployment.
+pub(crate) fn judge(rx: &[QueueReport], lost: u64) -> (u64, bool) {
+    let gpus = || rx.iter().filter_map(|q| q.gpu.as_ref());
+    (
+        lost + gpus()
+            .map(|g| g.packets_dropped + g.not_in_region + g.no_slot)
+            .sum::<u64>(),
+        gpus().any(crate::gpu_report::GpuReport::failed),
+    )
+}
+
+/// Packets the queues' sinks did not record: lost to the deployment (a GPU product not
+/// written counts as its stage's `packets_per_batch`).
+fn not_recorded(rx: &[QueueReport]) -> u64 {
+    rx.iter()
+        .flat_map(|q| q.record.iter())
+        .map(crate::record::SinkReport::lost_packets)
+        .sum()
 }

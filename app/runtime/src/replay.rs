@@ -34,8 +34,9 @@
 //! capinfos by the tests.
 
 use crate::error::RuntimeError;
+use crate::generator::GenTotals;
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
-use crate::threads::{cooperate, idle, GenTotals};
+use crate::queue::rest::{cooperate, idle};
 use rtdaq_config::model::ReplayTiming;
 use rtdaq_core::traits::{TxBurst, TxQueue};
 use rtdaq_core::wire::pcap::{

@@ -51,6 +51,7 @@
 //! Built once at the end of a run, off the hot path (it allocates freely).
 
 use crate::latency::LatencySummary;
+pub use crate::pacer::rfc3339_utc;
 use crate::validator::ValidatorStats;
 use rtdaq_core::counters::{CounterSnapshot, DropReason};
 use serde::{Deserialize, Serialize};
@@ -448,6 +449,18 @@ fn drop_map(counts: impl Fn(DropReason) -> u64) -> BTreeMap<String, u64> {
 }
 
 impl QueueReport {
+    /// Sets the queue's GPU section (its stage's report).
+    pub fn with_gpu(mut self, gpu: Option<crate::gpu_report::GpuReport>) -> Self {
+        self.gpu = gpu;
+        self
+    }
+
+    /// The queue's record sinks.
+    pub fn with_record(mut self, record: Vec<crate::record::SinkReport>) -> Self {
+        self.record = record;
+        self
+    }
+
     /// A TX queue from its counters and the run's elapsed seconds.
     pub fn tx(
         interface: impl Into<String>,
@@ -677,29 +690,6 @@ impl RunReport {
         text.push(b'\n');
         std::fs::write(path, text)
     }
-}
-
-/// `unix_ns` as RFC 3339 UTC with nanoseconds: `1970-01-01T00:00:00.000000000Z`.
-pub fn rfc3339_utc(unix_ns: u64) -> String {
-    let secs = unix_ns / 1_000_000_000;
-    let (days, sod) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm, unsigned form).
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60,
-        unix_ns % 1_000_000_000
-    )
 }
 
 fn us(ns: u64) -> f64 {

@@ -3,6 +3,7 @@
 //! duration or SIGINT/SIGTERM, drain, and report.
 
 use crate::error::RuntimeError;
+use crate::generator::GenTotals;
 use crate::memory::{self, Resources};
 use crate::pacer::{now_ns, PaceRate, Pacer};
 use crate::queue::consume;
@@ -10,7 +11,7 @@ use crate::queue::unwrap::Unwrap;
 use crate::stages::chain::{into_validator, queue_stages};
 use crate::stages::validate::Validate;
 use crate::stats::Live;
-use crate::threads::{self, GenPlan, GenTotals, Placement};
+use crate::threads::{self, GenPlan, Placement};
 use crate::validator::{PayloadGen, Validator};
 use rtdaq_config::model::{Address, Config, Generator, GeneratorLimit, RxMode, Transport};
 use rtdaq_core::slot_ring::{SlotConsumer, SlotProducer};
@@ -204,7 +205,7 @@ where
     }
     let res = memory::allocate(config, config.rt.required && config.rt.lock_memory)?;
     // GPU stages (feature `gpu`): pipelines built before any thread starts.
-    let mut gpu_stages = crate::gpu_hook::prepare(config, &res)?;
+    let mut gpu_stages = crate::gpu_hook::prepare(config, &res.gpu_maps, res.rx, res.rx_stats)?;
     // Record sinks: directories created, first files opened, buffers allocated.
     let mut sinks = crate::record::prepare(
         config,

@@ -36,22 +36,7 @@ pub struct StallWatch {
 /// How often a thread stores that it is alive (ns).
 pub const ALIVE_EVERY_NS: u64 = 20_000_000;
 
-/// Which kind of thread a [`StallClock`] times (the `test-hooks` feature's faults pick a
-/// kind; see `test_hooks`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ThreadKind {
-    /// RX I/O thread (direct mode: I/O and consumer in one).
-    Io = 1,
-    /// Indirect RX consumer (with or without a GPU stage).
-    Consumer = 2,
-    /// TX generator or replay.
-    Generator = 3,
-    /// Record writer, or a shared sink's merger.
-    Writer = 4,
-    /// A GPU stage's completions: "turns" when a batch came back or none is in flight.
-    Gpu = 5,
-}
+pub use crate::thread_kind::ThreadKind;
 
 impl StallWatch {
     /// No turn seen yet.

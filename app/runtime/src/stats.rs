@@ -1,7 +1,7 @@
 //! Live counters, once a second: one refreshing status line on a terminal, plain log lines
 //! (`RUST_LOG`) otherwise. Runs on the main thread; reads the queue counters, never writes.
 
-use crate::memory::QueueStats;
+use crate::queue::stats::QueueStats;
 use rtdaq_core::counters::CounterSnapshot;
 use rtdaq_core::DropReason;
 use std::fmt::Write as _;

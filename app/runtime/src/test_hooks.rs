@@ -25,7 +25,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 
-pub use crate::stall::ThreadKind as Kind;
+pub use crate::thread_kind::ThreadKind as Kind;
 
 fn parse(s: &str) -> Option<Kind> {
     Some(match s {

@@ -5,8 +5,10 @@
 //! `rtdaq_platform::rt`), reports its set-up result once over a channel, arms the allocation
 //! audit, and then loops without allocating until its stop flag is raised.
 
-use crate::memory::QueueStats;
+use crate::generator::GenTotals;
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
+use crate::queue::rest::{cooperate, idle};
+use crate::queue::stats::QueueStats;
 use crate::stall::{StallClock, StallWatch, ThreadKind};
 use crate::validator::PayloadGen;
 use rtdaq_core::traits::{RxBurst, RxQueue, TxBurst, TxQueue};
@@ -31,25 +33,11 @@ pub struct Placement {
     pub required: bool,
 }
 
-/// Sleep of an idle, non-busy-polling thread.
-const IDLE_SLEEP: Duration = Duration::from_micros(50);
-
 /// Shortest sleep of a paced, non-busy generator: the pacer then allows the packets that came
 /// due meanwhile in one burst (one `sendmmsg`), instead of one syscall pair per packet.
 const MIN_PACE_SLEEP_NS: u64 = 50_000;
 /// How long a stopping generator may take to finish its units in progress (SPEAD heaps).
 const FINISH_NS: u64 = 200_000_000;
-
-/// After each burst, a thread that does not busy-poll lets the other threads of its priority
-/// on its core run (`sched_yield`): under `SCHED_FIFO` a thread that always has work (an
-/// unpaced generator, a consumer behind a fast queue) would otherwise starve them. A
-/// busy-polling thread owns its core (the config forbids sharing it), so it never yields.
-#[inline]
-pub(crate) fn cooperate(busy: bool) {
-    if !busy {
-        std::thread::yield_now();
-    }
-}
 
 /// Enters real-time mode and reports the outcome (`Ok` also when degraded with a warning).
 pub(crate) fn enter(name: &str, p: Placement, ready: &Sender<Result<(), String>>) -> bool {
@@ -68,14 +56,6 @@ pub(crate) fn enter(name: &str, p: Placement, ready: &Sender<Result<(), String>>
             let _ = ready.send(Err(format!("{name}: {e}")));
             false
         }
-    }
-}
-
-pub(crate) fn idle(busy: bool) {
-    if busy {
-        std::hint::spin_loop();
-    } else {
-        std::thread::sleep(IDLE_SLEEP);
     }
 }
 
@@ -214,14 +194,6 @@ pub(crate) struct GenPlan {
     pub frame: Option<UdpFrameSpec>,
     /// Send the packets of a pcap file instead (`generator.replay`).
     pub replay: Option<crate::replay::ReplayPlan>,
-}
-
-/// Packets a generator built (each used one sequence number).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct GenTotals {
-    /// Sequence numbers used: every one of them must arrive for a loss-free run (what the
-    /// engine accepted is in the TX queue's counters; the rest are counted TX drops).
-    pub generated: u64,
 }
 
 /// TX thread running the generator: paced bursts of sequence-numbered payloads.

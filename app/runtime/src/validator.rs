@@ -91,33 +91,7 @@ pub enum Verdict {
     Counted,
 }
 
-/// Where the SPEAD packet the last [`Validator::check`] saw goes in its heap: what the GPU
-/// stage's heap assembly (`Mode::Pieces`) places. Every case is counted by the validator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HeapPiece {
-    /// Not a SPEAD packet the heap window took: another format, a malformed packet, a
-    /// stream-table overflow, `validate = "count"`.
-    #[default]
-    None,
-    /// New payload bytes of heap `heap_cnt`: `len` bytes from byte `start` of the payload
-    /// (after the item pointers), at byte `offset` of the heap.
-    Data {
-        /// The heap counter (item 0x01), all senders of `heap_step` together.
-        heap_cnt: u64,
-        /// Heap offset of the bytes (item 0x03).
-        offset: u64,
-        /// Where they start in the UDP payload.
-        start: usize,
-        /// How many (item 0x04).
-        len: usize,
-    },
-    /// A repeat of bytes the heap already has (`duplicates`).
-    Duplicate,
-    /// A packet of a heap that left the window (`too_old`).
-    TooOld,
-    /// No data to place: an end-of-stream packet, a packet of no payload bytes.
-    Control,
-}
+pub use crate::stages::HeapPiece;
 
 /// The validator's counters; see the [module docs](self) for each definition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -293,45 +267,44 @@ pub struct StreamStats {
     pub heaps: Option<HeapCounts>,
 }
 
-/// How many counters [`ValidatorStats::named`] lists.
-pub const NAMED_COUNTERS: usize = 26;
+pub use crate::live_streams::NAMED_COUNTERS;
 
 impl ValidatorStats {
-    /// Every counter the validator keeps, with its name (the latency histogram apart): the
-    /// list the text report, the JSON report and `/metrics` are checked against, so a new
-    /// counter cannot be left out of one of them. `rejects_*` and `heaps_*` are the fields
-    /// of [`Rejects`] and [`HeapCounts`]. No allocation.
+    /// Every counter the validator keeps, with its name
+    /// ([`CHECK_NAMES`](crate::live_streams::CHECK_NAMES), the latency histogram apart).
+    /// No allocation.
     pub fn named(&self) -> [(&'static str, u64); NAMED_COUNTERS] {
         let r = &self.rejects;
         let h = self.heaps.unwrap_or_default();
-        [
-            ("received", self.received),
-            ("bytes", self.bytes),
-            ("seq_gaps", self.seq_gaps),
-            ("reordered", self.reordered),
-            ("duplicates", self.duplicates),
-            ("corrupt", self.corrupt),
-            ("malformed", self.malformed),
-            ("too_old", self.too_old),
-            ("unique", self.unique),
-            ("streams", self.streams),
-            ("streams_overflow", self.streams_overflow),
-            ("negative_latency", self.negative_latency),
-            ("in_gpu_memory", self.in_gpu_memory),
-            ("invalid", self.invalid),
-            ("rejects_short", r.short),
-            ("rejects_length", r.length),
-            ("rejects_foreign", r.foreign),
-            ("rejects_step", r.step),
-            ("rejects_frame_number", r.frame_number),
-            ("rejects_items", r.items),
-            ("heaps_complete", h.complete),
-            ("heaps_incomplete", h.incomplete),
-            ("heaps_missing", h.missing),
-            ("heaps_unsized", h.unsized_heaps),
-            ("heaps_missing_bytes", h.missing_bytes),
-            ("heaps_ends", h.ends),
-        ]
+        let values = [
+            self.received,
+            self.bytes,
+            self.seq_gaps,
+            self.reordered,
+            self.duplicates,
+            self.corrupt,
+            self.malformed,
+            self.too_old,
+            self.unique,
+            self.streams,
+            self.streams_overflow,
+            self.negative_latency,
+            self.in_gpu_memory,
+            self.invalid,
+            r.short,
+            r.length,
+            r.foreign,
+            r.step,
+            r.frame_number,
+            r.items,
+            h.complete,
+            h.incomplete,
+            h.missing,
+            h.unsized_heaps,
+            h.missing_bytes,
+            h.ends,
+        ];
+        core::array::from_fn(|i| (crate::live_streams::CHECK_NAMES[i], values[i]))
     }
 
     /// Lost packets: [`seq_gaps`](Self::seq_gaps) plus the packets of streams beyond the
@@ -841,14 +814,14 @@ impl Validator {
     /// While the queue is idle: publishes the live tables now when bursts since the last
     /// publication are not in them yet (a no-op otherwise). Never allocates.
     #[inline]
-    pub fn settle(&mut self, stats: &crate::memory::QueueStats) {
+    pub fn settle(
+        &mut self,
+        t: &crate::live_streams::LiveStreams,
+        l: &crate::latency::LiveLatency,
+        c: &crate::live_streams::LiveChecks,
+    ) {
         if self.bursts > 0 {
-            self.publish_live(
-                &stats.streams,
-                Some(&stats.latency),
-                Some(&stats.checks),
-                true,
-            );
+            self.publish_live(t, Some(l), Some(c), true);
         }
     }
 

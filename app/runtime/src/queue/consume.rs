@@ -9,12 +9,12 @@
 //! stage still holds ([`Stage::holds_from`]), and takes the bursts that came, up to a
 //! ring's worth. Monomorphised per feed and chain: no `dyn`, no allocation after set-up.
 
-use crate::memory::QueueStats;
 use crate::pacer::now_ns;
+use crate::queue::rest::{cooperate, idle};
+use crate::queue::stats::QueueStats;
 use crate::queue::unwrap::{feed_burst, Unwrap};
 use crate::stages::{Drain, Stage};
 use crate::stall::{StallClock, ThreadKind};
-use crate::threads::{cooperate, idle};
 use rtdaq_core::traits::{RxBurst, RxQueue};
 use rtdaq_core::{DropReason, SlotConsumer, SlotProducer, SlotRing};
 use rtdaq_platform::alloc_audit;

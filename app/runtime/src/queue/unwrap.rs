@@ -167,7 +167,7 @@ fn packet<'a, B: RxBurst>(
 #[cfg(test)]
 mod tests {
     use super::{feed_burst, Unwrap};
-    use crate::memory::QueueStats;
+    use crate::queue::stats::QueueStats;
     use crate::stages::validate::Validate;
     use crate::stages::Stage;
     use crate::validator::{Validator, ValidatorStats};

@@ -19,7 +19,8 @@
 //! it. The take time is the consumer's monotonic clock (`pacer::now_ns`); the pcap
 //! timestamps stay each packet's receive time.
 
-use super::{RecBuf, RecordSink, SinkCounters};
+use super::common::SinkCounters;
+use super::sink::{RecBuf, RecordSink};
 use crate::stages::Packet;
 use rtdaq_core::slot_ring::{SlotConsumer, SlotProducer};
 use rtdaq_core::PacketMeta;

@@ -2,7 +2,7 @@
 //! and hands full (or timed-out) buffers to the writer. Hot path: no allocation, no
 //! logging, no blocking; what does not fit is counted.
 
-use super::{SinkCounters, ALIGN};
+use super::common::{SinkCounters, ALIGN, DADA_HEADER_LEN};
 use crate::stages::Packet;
 use rtdaq_config::model::{RecordFormat, Recorder};
 use rtdaq_core::slot_ring::SlotProducer;
@@ -148,7 +148,7 @@ impl RecordSink {
             stale: true,
             header_len: match rec.format {
                 RecordFormat::Pcap => PcapFileHeader::LEN as u64,
-                RecordFormat::Dada => super::writer::DADA_HEADER_LEN as u64,
+                RecordFormat::Dada => DADA_HEADER_LEN as u64,
                 RecordFormat::Raw => 0,
             },
             rotate_bytes: rec.rotate_bytes,

@@ -2,8 +2,8 @@
 //! order, rotates files, writes each file's index, and turns every failure into counted,
 //! reported drops (never a silent gap).
 
+use super::common::{start_field, SinkCounters, SinkInfo, ALIGN, DADA_HEADER_LEN};
 use super::sink::{IndexDelta, RecBuf};
-use super::{SinkCounters, SinkInfo, ALIGN};
 use rtdaq_config::model::RecordFormat;
 use rtdaq_core::slot_ring::SlotConsumer;
 use serde::{Deserialize, Serialize};
@@ -12,9 +12,6 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
-
-/// Bytes of a DADA header.
-pub const DADA_HEADER_LEN: usize = 4096;
 
 /// How long an idle writer sleeps before it looks at the ring again.
 const IDLE: Duration = Duration::from_micros(200);
@@ -219,7 +216,7 @@ impl Writer {
         } else {
             self.info.start_unix_ns
         };
-        let utc = crate::report::rfc3339_utc(start);
+        let utc = crate::pacer::rfc3339_utc(start);
         // 2026-12-01T12:53:09.123456789Z -> 2026-12-01-12:53:09 (DADA's UTC_START)
         let utc_start = format!(
             "{}-{}",
@@ -242,7 +239,7 @@ impl Writer {
                 format!(
                     "{}_{}",
                     self.info.config_name,
-                    super::start_field(self.info.start_unix_ns)
+                    start_field(self.info.start_unix_ns)
                 ),
             ),
             (
@@ -428,9 +425,9 @@ impl Writer {
             config_sha256: &self.info.config_sha256,
             file_number: f.index,
             first_ts: (f.report.first_ts_ns != 0)
-                .then(|| crate::report::rfc3339_utc(f.report.first_ts_ns)),
+                .then(|| crate::pacer::rfc3339_utc(f.report.first_ts_ns)),
             last_ts: (f.report.last_ts_ns != 0)
-                .then(|| crate::report::rfc3339_utc(f.report.last_ts_ns)),
+                .then(|| crate::pacer::rfc3339_utc(f.report.last_ts_ns)),
             file: &f.report,
         };
         let mut ipath = f.path.clone().into_os_string();

@@ -26,16 +26,17 @@
 //! it with the GPU's checksum when the batch completes.
 
 use crate::error::RuntimeError;
+use crate::gpu_region::{GpuMap, GpuRegionMem};
 use crate::gpu_report::GpuCounters;
-use crate::memory::{GpuMap, GpuRegionMem, QueueStats, Resources};
 use crate::pacer::now_ns;
+use crate::queue::stats::QueueStats;
 use crate::record::RecordSink;
-use crate::stages::{Drain, Notes, Packet, Stage};
-use crate::validator::HeapPiece;
+use crate::stages::{Drain, HeapPiece, Notes, Packet, Stage};
 use rtdaq_config::model::{
     BatchMode, Config, EngineKind, GpuProduct, GpuStage as StageConfig, GpuStaging, GpuWorkload,
     MemoryRegion, Placement, RegionKind, SampleConversion, SampleIn, SampleOut, StreamFormat,
 };
+use rtdaq_core::traits::QueueResources;
 use rtdaq_core::traits::Segment;
 use rtdaq_core::wire::SeqHeader;
 use rtdaq_core::DropReason;
@@ -238,10 +239,12 @@ pub(crate) fn alloc_region(
 /// Builds the stage of every RX queue with `gpu_stage` (in `res.rx` order). Cold path.
 pub(crate) fn prepare(
     config: &Config,
-    res: &Resources,
+    gpu_maps: &[Option<GpuMap>],
+    rx: &[QueueResources<'static>],
+    rx_stats: &'static [QueueStats],
 ) -> Result<Vec<Option<GpuStage>>, RuntimeError> {
-    let mut out = Vec::with_capacity(res.rx.len());
-    for (k, r) in res.rx.iter().enumerate() {
+    let mut out = Vec::with_capacity(rx.len());
+    for (k, r) in rx.iter().enumerate() {
         let qc = &config.interfaces[r.interface].rx_queues[r.queue];
         let Some(sid) = qc.gpu_stage else {
             out.push(None);
@@ -249,7 +252,7 @@ pub(crate) fn prepare(
         };
         let sc = &config.gpu_stages[sid.0];
         let name = format!("{}.rx{}", config.interfaces[r.interface].name, r.queue);
-        let map = res.gpu_maps[qc.memory_regions[0].0].ok_or_else(|| {
+        let map = gpu_maps[qc.memory_regions[0].0].ok_or_else(|| {
             RuntimeError::Gpu(format!(
                 "{name}: GPU stage \"{}\" needs a host_pinned or device region",
                 sc.name
@@ -279,7 +282,7 @@ pub(crate) fn prepare(
             pipe,
             map,
             u64::from(qc.timeout_us) * 1000,
-            &res.rx_stats[k],
+            &rx_stats[k],
             rtdaq_format,
         )));
     }
@@ -1036,7 +1039,7 @@ mod tests {
             (pool.base_addr(), pool.base_addr())
         );
 
-        let mut stages = prepare(&c, &res).unwrap();
+        let mut stages = prepare(&c, &res.gpu_maps, res.rx, res.rx_stats).unwrap();
         let stage = stages[0].take().expect("the queue has a GPU stage");
         let layout = stage.layout;
         assert_eq!(layout.mode, Mode::Gather);
@@ -1112,7 +1115,7 @@ mod tests {
         let res = crate::memory::allocate(&c, false).unwrap();
         let rid = c.interfaces[0].rx_queues[0].memory_regions[0].0;
         let pinned = res.pools[rid];
-        let mut stages = prepare(&c, &res).unwrap();
+        let mut stages = prepare(&c, &res.gpu_maps, res.rx, res.rx_stats).unwrap();
         let stage = stages[0].take().expect("the queue has a GPU stage");
         assert!(matches!(stage.layout.mode, Mode::Reorder(_)));
         // A pool over ordinary heap memory: not mapped into the GPU.
@@ -1156,7 +1159,7 @@ mod tests {
         );
         let q = crate::report::QueueReport::rx("lo", 0, None, &Default::default(), 1.0, None)
             .with_gpu(Some(report));
-        assert_eq!(crate::gpu_report::judge(&[q], 0), (2, false));
+        assert_eq!(crate::outcome::judge(&[q], 0), (2, false));
         stage.submit(true);
         let _ = stage.pipe.wait_completed();
         drop(burst);

@@ -19,4 +19,4 @@ mod record;
 mod stage;
 pub(crate) mod validate;
 
-pub use stage::{Drain, Notes, Packet, Stage};
+pub use stage::{Drain, HeapPiece, Notes, Packet, Stage};

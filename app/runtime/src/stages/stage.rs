@@ -7,7 +7,6 @@
 //! stage that keeps packets' buffers after their burst (the GPU stage, until the GPU has
 //! read them) says so through [`Stage::holds_from`]; the loop releases every slot below it.
 
-use crate::validator::HeapPiece;
 use rtdaq_core::traits::Segment;
 use rtdaq_core::{DropReason, PacketMeta};
 
@@ -55,6 +54,34 @@ impl<'a> Packet<'a> {
             slot: 0,
         }
     }
+}
+
+/// Where the SPEAD packet the validator last checked goes in its heap: what the GPU
+/// stage's heap assembly (`Mode::Pieces`) places. Every case is counted by the validator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeapPiece {
+    /// Not a SPEAD packet the heap window took: another format, a malformed packet, a
+    /// stream-table overflow, `validate = "count"`.
+    #[default]
+    None,
+    /// New payload bytes of heap `heap_cnt`: `len` bytes from byte `start` of the payload
+    /// (after the item pointers), at byte `offset` of the heap.
+    Data {
+        /// The heap counter (item 0x01), all senders of `heap_step` together.
+        heap_cnt: u64,
+        /// Heap offset of the bytes (item 0x03).
+        offset: u64,
+        /// Where they start in the UDP payload.
+        start: usize,
+        /// How many (item 0x04).
+        len: usize,
+    },
+    /// A repeat of bytes the heap already has (`duplicates`).
+    Duplicate,
+    /// A packet of a heap that left the window (`too_old`).
+    TooOld,
+    /// No data to place: an end-of-stream packet, a packet of no payload bytes.
+    Control,
 }
 
 /// What earlier stages found out about the packet, for later ones: the validate stage

@@ -2,7 +2,7 @@
 //! checks) publishing into the queue's live counters.
 
 use super::{Notes, Packet, Stage};
-use crate::memory::QueueStats;
+use crate::queue::stats::QueueStats;
 use crate::validator::Validator;
 use rtdaq_config::model::Validation;
 
@@ -59,6 +59,7 @@ impl Stage for Validate {
     #[inline]
     fn idle(&mut self, _now_ns: u64) {
         // What the live counters do not show yet (they settle on the final counts).
-        self.validator.settle(self.stats);
+        let s = self.stats;
+        self.validator.settle(&s.streams, &s.latency, &s.checks);
     }
 }

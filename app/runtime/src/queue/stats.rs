@@ -1,0 +1,64 @@
+//! The counters of one queue ([`QueueStats`]): written by its threads without locks, read
+//! by the live line, `/metrics`, the watchdog and the report. Allocated once by
+//! `memory::allocate`, before any thread starts.
+
+use rtdaq_core::QueueCounters;
+use std::sync::atomic::AtomicU64;
+
+/// Counters of one queue: the I/O thread writes `io`, the consumer thread writes `consumer`
+/// (sequence gaps, reordering, corruption), so each has exactly one writer.
+#[derive(Debug)]
+pub struct QueueStats {
+    /// Written by the queue's I/O thread (engine + handoff drops).
+    pub io: QueueCounters,
+    /// Written by the consumer (validator) side.
+    pub consumer: QueueCounters,
+    /// CPU time of the I/O thread in ns, stored once when it ends.
+    pub io_cpu_ns: AtomicU64,
+    /// CPU time of the consumer thread (indirect RX) in ns, stored once when it ends.
+    pub consumer_cpu_ns: AtomicU64,
+    /// GPU stage counters (RX queues with `gpu_stage`; written by the thread driving it).
+    pub gpu: crate::gpu_report::GpuCounters,
+    /// The longest loop turn of the I/O thread ([`crate::stall`]).
+    pub stall: crate::stall::StallWatch,
+    /// The consumer thread's turns (indirect RX; the systemd watchdog watches it too).
+    pub consumer_stall: crate::stall::StallWatch,
+    /// RX (indirect, a queue that [holds a backlog](rtdaq_core::traits::RxQueue::holds_backlog)):
+    /// ns the I/O thread waited for a free ring slot, its packets left in the queue's buffer.
+    pub ring_wait_ns: AtomicU64,
+    /// RX: the validator's streams, for the live line ([`crate::live_streams`]).
+    pub streams: crate::live_streams::LiveStreams,
+    /// RX: the validator's latency histogram in coarse buckets, for `/metrics`.
+    pub latency: crate::latency::LiveLatency,
+    /// RX: every counter of the validator, for `/metrics`.
+    pub checks: crate::live_streams::LiveChecks,
+}
+
+impl QueueStats {
+    /// All zero (for tests of what reads the counters).
+    #[cfg(test)]
+    pub(crate) fn new_for_tests() -> Self {
+        Self::new()
+    }
+
+    pub(crate) fn new() -> Self {
+        Self::with_streams(rtdaq_config::model::DEFAULT_MAX_STREAMS as usize)
+    }
+
+    /// All zero, with a live stream table of `max_streams` (the queue's validator's).
+    pub(crate) fn with_streams(max_streams: usize) -> Self {
+        QueueStats {
+            io: QueueCounters::new(),
+            consumer: QueueCounters::new(),
+            io_cpu_ns: AtomicU64::new(0),
+            consumer_cpu_ns: AtomicU64::new(0),
+            gpu: crate::gpu_report::GpuCounters::default(),
+            stall: crate::stall::StallWatch::new(),
+            consumer_stall: crate::stall::StallWatch::new(),
+            ring_wait_ns: AtomicU64::new(0),
+            streams: crate::live_streams::LiveStreams::with_capacity(max_streams),
+            latency: crate::latency::LiveLatency::default(),
+            checks: crate::live_streams::LiveChecks::default(),
+        }
+    }
+}
