@@ -375,164 +375,186 @@ impl Exporter {
 
     /// Brings every metric to the counters' values now.
     fn update(&self) {
-        let set = |c: &IntCounterVec, labels: &[&str], v: u64| {
-            let m = c.with_label_values(labels);
-            let old = m.get();
-            if v > old {
-                m.inc_by(v - old);
-            }
-        };
-        let drops = |c: &IntCounterVec, i: &str, q: &str, s: &[CounterSnapshot]| {
-            for (k, r) in DropReason::ALL.iter().enumerate() {
-                let n = s.iter().map(|x| x.drops[k]).sum();
-                set(c, &[i, q, r.as_str()], n);
-            }
-        };
-        let c = &self.c;
         for (l, st) in &self.src.rx {
-            let (i, q) = (l.interface.as_str(), l.queue.to_string());
-            let (io, cons) = (st.io.snapshot(), st.consumer.snapshot());
-            let lq = [i, q.as_str()];
-            set(&c.rx_packets, &lq, io.packets);
-            set(&c.rx_bytes, &lq, io.bytes);
-            set(&c.rx_validated, &lq, cons.packets);
-            drops(&c.rx_drops, i, &q, &[io, cons]);
-            set(&c.rx_gaps, &lq, cons.seq_gaps);
-            set(&c.rx_reordered, &lq, cons.reordered);
-            set(&c.rx_duplicates, &lq, cons.duplicates);
-            set(&c.rx_corrupt, &lq, cons.corrupt);
-            for (name, v) in st.checks.get() {
-                if !LIVE_ELSEWHERE.iter().any(|(n, _)| *n == name) {
-                    set(&c.rx_checks, &[i, q.as_str(), name], v);
-                }
-            }
-            let waited = c.rx_ring_wait.with_label_values(&lq);
-            let secs = st.ring_wait_ns.load(Relaxed) as f64 / 1e9;
-            if secs > waited.get() {
-                waited.inc_by(secs - waited.get());
-            }
-            let streams = st.streams.entries();
-            self.g
-                .streams
-                .with_label_values(&lq)
-                .set(streams.len() as i64);
-            for (id, packets, missing) in streams {
-                let s = format!("{id:#x}");
-                let ls = [i, q.as_str(), s.as_str()];
-                set(&c.stream_packets, &ls, packets);
-                self.g
-                    .stream_missing
-                    .with_label_values(&ls)
-                    .set(i64::try_from(missing).unwrap_or(i64::MAX));
-            }
-            if l.gpu {
-                let g = &st.gpu;
-                let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
-                for (state, n) in [
-                    ("submitted", v(&g.batches_submitted)),
-                    ("completed", v(&g.batches_completed)),
-                    ("dropped", v(&g.batches_dropped)),
-                    ("timed_out", v(&g.batches_timed_out)),
-                ] {
-                    set(&c.gpu_batches, &[i, &q, state], n);
-                }
-                for (outcome, n) in [
-                    ("submitted", v(&g.packets)),
-                    ("dropped", v(&g.packets_dropped)),
-                    ("not_in_region", v(&g.not_in_region)),
-                    ("no_slot", v(&g.no_slot)),
-                ] {
-                    set(&c.gpu_packets, &[i, &q, outcome], n);
-                }
-                set(&c.gpu_missing, &lq, v(&g.missing));
-                set(&c.gpu_checksum_mismatches, &lq, v(&g.checksum_mismatch));
-                set(&c.gpu_errors, &lq, v(&g.errors));
+            self.update_rx(l, st);
+        }
+        self.update_tx_and_sinks();
+        if let Some(nics) = &self.src.nics {
+            self.update_nics(nics);
+        }
+        if let Some(ports) = &self.src.ports {
+            self.update_ports(ports);
+        }
+        self.update_process();
+    }
+
+    /// One RX queue: its I/O and consumer counters, checks, ring wait, streams, GPU stage.
+    fn update_rx(&self, l: &QueueLabel, st: &QueueStats) {
+        let c = &self.c;
+        let (i, q) = (l.interface.as_str(), l.queue.to_string());
+        let (io, cons) = (st.io.snapshot(), st.consumer.snapshot());
+        let lq = [i, q.as_str()];
+        set_counter(&c.rx_packets, &lq, io.packets);
+        set_counter(&c.rx_bytes, &lq, io.bytes);
+        set_counter(&c.rx_validated, &lq, cons.packets);
+        set_drops(&c.rx_drops, i, &q, &[io, cons]);
+        set_counter(&c.rx_gaps, &lq, cons.seq_gaps);
+        set_counter(&c.rx_reordered, &lq, cons.reordered);
+        set_counter(&c.rx_duplicates, &lq, cons.duplicates);
+        set_counter(&c.rx_corrupt, &lq, cons.corrupt);
+        for (name, v) in st.checks.get() {
+            if !LIVE_ELSEWHERE.iter().any(|(n, _)| *n == name) {
+                set_counter(&c.rx_checks, &[i, q.as_str(), name], v);
             }
         }
+        let waited = c.rx_ring_wait.with_label_values(&lq);
+        let secs = st.ring_wait_ns.load(Relaxed) as f64 / 1e9;
+        if secs > waited.get() {
+            waited.inc_by(secs - waited.get());
+        }
+        let streams = st.streams.entries();
+        self.g
+            .streams
+            .with_label_values(&lq)
+            .set(streams.len() as i64);
+        for (id, packets, missing) in streams {
+            let s = format!("{id:#x}");
+            let ls = [i, q.as_str(), s.as_str()];
+            set_counter(&c.stream_packets, &ls, packets);
+            self.g
+                .stream_missing
+                .with_label_values(&ls)
+                .set(i64::try_from(missing).unwrap_or(i64::MAX));
+        }
+        if l.gpu {
+            self.update_gpu(i, &q, &st.gpu);
+        }
+    }
+
+    /// A queue's GPU stage: batches, packets, missing, checksum mismatches, CUDA errors.
+    fn update_gpu(&self, i: &str, q: &str, g: &crate::gpu_report::GpuCounters) {
+        let c = &self.c;
+        let lq = [i, q];
+        let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+        for (state, n) in [
+            ("submitted", v(&g.batches_submitted)),
+            ("completed", v(&g.batches_completed)),
+            ("dropped", v(&g.batches_dropped)),
+            ("timed_out", v(&g.batches_timed_out)),
+        ] {
+            set_counter(&c.gpu_batches, &[i, q, state], n);
+        }
+        for (outcome, n) in [
+            ("submitted", v(&g.packets)),
+            ("dropped", v(&g.packets_dropped)),
+            ("not_in_region", v(&g.not_in_region)),
+            ("no_slot", v(&g.no_slot)),
+        ] {
+            set_counter(&c.gpu_packets, &[i, q, outcome], n);
+        }
+        set_counter(&c.gpu_missing, &lq, v(&g.missing));
+        set_counter(&c.gpu_checksum_mismatches, &lq, v(&g.checksum_mismatch));
+        set_counter(&c.gpu_errors, &lq, v(&g.errors));
+    }
+
+    /// TX queues and record sinks.
+    fn update_tx_and_sinks(&self) {
+        let c = &self.c;
         for (l, st) in &self.src.tx {
             let (i, q) = (l.interface.as_str(), l.queue.to_string());
             let io = st.io.snapshot();
-            set(&c.tx_packets, &[i, &q], io.packets);
-            set(&c.tx_bytes, &[i, &q], io.bytes);
-            drops(&c.tx_drops, i, &q, &[io]);
+            set_counter(&c.tx_packets, &[i, &q], io.packets);
+            set_counter(&c.tx_bytes, &[i, &q], io.bytes);
+            set_drops(&c.tx_drops, i, &q, &[io]);
         }
         for (name, s) in &self.src.sinks {
             let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
-            set(&c.rec_packets, &[name], v(&s.written));
-            set(&c.rec_bytes, &[name], v(&s.bytes));
+            set_counter(&c.rec_packets, &[name], v(&s.written));
+            set_counter(&c.rec_bytes, &[name], v(&s.bytes));
             for (reason, n) in [
                 ("full", v(&s.dropped_full)),
                 ("tap", v(&s.dropped_tap)),
                 ("error", v(&s.dropped_error) + v(&s.dropped_error_writer)),
             ] {
-                set(&c.rec_dropped, &[name, reason], n);
+                set_counter(&c.rec_dropped, &[name, reason], n);
             }
         }
-        if let Some(nics) = &self.src.nics {
-            let now = nics.lock().map(|g| g.clone()).unwrap_or_default();
-            for n in &now {
-                let (i, d) = (n.interface.as_str(), n.sample.netdev.as_str());
-                set(
-                    &c.nic_pause,
-                    &[i, d, "received"],
-                    rtdaq_platform::nic::Biggest::delta_of(&n.change.pause_received),
-                );
-                set(
-                    &c.nic_pause,
-                    &[i, d, "sent"],
-                    rtdaq_platform::nic::Biggest::delta_of(&n.change.pause_sent),
-                );
-                set(
-                    &c.nic_dropped,
-                    &[i, d],
-                    rtdaq_platform::nic::Biggest::delta_of(&n.change.rx_dropped),
-                );
-                for (source, list) in [
-                    ("ethtool", &n.sample.ethtool),
-                    ("kernel", &n.sample.kernel),
-                    ("standard", &n.sample.standard),
-                ] {
-                    for (name, v) in list {
-                        self.g
-                            .nic_counter
-                            .with_label_values(&[i, d, source, name])
-                            .set(i64::try_from(*v).unwrap_or(i64::MAX));
-                    }
-                }
-            }
-        }
-        if let Some(ports) = &self.src.ports {
-            let now = ports.lock().map(|g| g.clone()).unwrap_or_default();
-            for (i, p, change) in &now {
-                let (i, n) = (i.as_str(), p.port.as_str());
-                for (dir, packets, bytes, errors) in [
-                    ("rx", p.ipackets, p.ibytes, p.ierrors),
-                    ("tx", p.opackets, p.obytes, p.oerrors),
-                ] {
-                    set(&c.port_packets, &[i, n, dir], packets);
-                    set(&c.port_bytes, &[i, n, dir], bytes);
-                    set(&c.port_errors, &[i, n, dir], errors);
-                }
-                set(&c.port_missed, &[i, n, "imissed"], p.imissed);
-                set(&c.port_missed, &[i, n, "rx_nombuf"], p.rx_nombuf);
-                set(
-                    &c.port_pause,
-                    &[i, n, "received"],
-                    rtdaq_platform::nic::Biggest::delta_of(&change.pause_received),
-                );
-                set(
-                    &c.port_pause,
-                    &[i, n, "sent"],
-                    rtdaq_platform::nic::Biggest::delta_of(&change.pause_sent),
-                );
-                for (name, v) in &p.xstats {
+    }
+
+    /// The interfaces' NIC counters (pause frames, drops, every counter by source).
+    fn update_nics(&self, nics: &crate::nic::Shared) {
+        let c = &self.c;
+        let now = nics.lock().map(|g| g.clone()).unwrap_or_default();
+        for n in &now {
+            let (i, d) = (n.interface.as_str(), n.sample.netdev.as_str());
+            set_counter(
+                &c.nic_pause,
+                &[i, d, "received"],
+                rtdaq_platform::nic::Biggest::delta_of(&n.change.pause_received),
+            );
+            set_counter(
+                &c.nic_pause,
+                &[i, d, "sent"],
+                rtdaq_platform::nic::Biggest::delta_of(&n.change.pause_sent),
+            );
+            set_counter(
+                &c.nic_dropped,
+                &[i, d],
+                rtdaq_platform::nic::Biggest::delta_of(&n.change.rx_dropped),
+            );
+            for (source, list) in [
+                ("ethtool", &n.sample.ethtool),
+                ("kernel", &n.sample.kernel),
+                ("standard", &n.sample.standard),
+            ] {
+                for (name, v) in list {
                     self.g
-                        .port_counter
-                        .with_label_values(&[i, n, name])
+                        .nic_counter
+                        .with_label_values(&[i, d, source, name])
                         .set(i64::try_from(*v).unwrap_or(i64::MAX));
                 }
             }
         }
+    }
+
+    /// An engine's own ports (DPDK).
+    fn update_ports(&self, ports: &crate::nic::SharedPorts) {
+        let c = &self.c;
+        let now = ports.lock().map(|g| g.clone()).unwrap_or_default();
+        for (i, p, change) in &now {
+            let (i, n) = (i.as_str(), p.port.as_str());
+            for (dir, packets, bytes, errors) in [
+                ("rx", p.ipackets, p.ibytes, p.ierrors),
+                ("tx", p.opackets, p.obytes, p.oerrors),
+            ] {
+                set_counter(&c.port_packets, &[i, n, dir], packets);
+                set_counter(&c.port_bytes, &[i, n, dir], bytes);
+                set_counter(&c.port_errors, &[i, n, dir], errors);
+            }
+            set_counter(&c.port_missed, &[i, n, "imissed"], p.imissed);
+            set_counter(&c.port_missed, &[i, n, "rx_nombuf"], p.rx_nombuf);
+            set_counter(
+                &c.port_pause,
+                &[i, n, "received"],
+                rtdaq_platform::nic::Biggest::delta_of(&change.pause_received),
+            );
+            set_counter(
+                &c.port_pause,
+                &[i, n, "sent"],
+                rtdaq_platform::nic::Biggest::delta_of(&change.pause_sent),
+            );
+            for (name, v) in &p.xstats {
+                self.g
+                    .port_counter
+                    .with_label_values(&[i, n, name])
+                    .set(i64::try_from(*v).unwrap_or(i64::MAX));
+            }
+        }
+    }
+
+    /// The process: allocations after set-up, each thread's priority, locked memory, age.
+    fn update_process(&self) {
+        let c = &self.c;
         set_total(
             &c.io_allocations,
             rtdaq_platform::alloc_audit::armed_allocations(),
@@ -551,6 +573,24 @@ impl Exporter {
         }
         let secs = crate::pacer::now_ns().saturating_sub(self.src.start_ns) as f64 / 1e9;
         self.g.elapsed.set(secs);
+    }
+}
+
+/// Raises counter `c{labels}` to `v` (a Prometheus counter only goes up; the source
+/// counters never go down).
+fn set_counter(c: &IntCounterVec, labels: &[&str], v: u64) {
+    let m = c.with_label_values(labels);
+    let old = m.get();
+    if v > old {
+        m.inc_by(v - old);
+    }
+}
+
+/// Every drop reason of interface `i` queue `q`, summed over the snapshots `s`.
+fn set_drops(c: &IntCounterVec, i: &str, q: &str, s: &[CounterSnapshot]) {
+    for (k, r) in DropReason::ALL.iter().enumerate() {
+        let n = s.iter().map(|x| x.drops[k]).sum();
+        set_counter(c, &[i, q, r.as_str()], n);
     }
 }
 
