@@ -9,7 +9,7 @@ use crate::error::RuntimeError;
 pub use crate::gpu_region::{GpuMap, GpuRegionMem};
 pub use crate::queue::stats::QueueStats;
 use rtdaq_config::model::{Config, PageSize, Placement, RegionKind};
-use rtdaq_core::traits::{MemKind, QueueResources};
+use rtdaq_core::traits::{MemKind, QueueResources, RxWants};
 use rtdaq_core::BufferPool;
 use rtdaq_platform::hugepages::HugePageSize;
 use rtdaq_platform::memory::{Region, RegionSpec};
@@ -45,6 +45,17 @@ fn mem_kind(k: RegionKind) -> MemKind {
         RegionKind::Huge => MemKind::Huge,
         RegionKind::HostPinned => MemKind::HostPinned,
         RegionKind::Device => MemKind::Device,
+    }
+}
+
+/// What RX queue `q`'s stages ask of the engine: source addresses for a pcap recorder (its
+/// records carry the real sender's IPv4/UDP headers).
+fn rx_wants(config: &Config, q: &rtdaq_config::model::RxQueue) -> RxWants {
+    RxWants {
+        source_addresses: q
+            .record
+            .iter()
+            .any(|r| config.recorders[r.0].format == rtdaq_config::model::RecordFormat::Pcap),
     }
 }
 
@@ -148,7 +159,8 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
     let rx_stats: &'static [QueueStats] = leak(rx_stats);
     let tx_stats: &'static [QueueStats] = leak(tx_stats);
     let resources = |list: Vec<(usize, usize, Vec<&'static BufferPool<'static>>)>,
-                     stats: &'static [QueueStats]| {
+                     stats: &'static [QueueStats],
+                     rx: bool| {
         leak(
             list.into_iter()
                 .zip(stats)
@@ -157,17 +169,46 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
                     queue,
                     pools: leak(p),
                     counters: &s.io,
+                    wants: if rx {
+                        rx_wants(config, &config.interfaces[interface].rx_queues[queue])
+                    } else {
+                        RxWants::default()
+                    },
                 })
                 .collect(),
         )
     };
     Ok(Resources {
         pools,
-        rx: resources(rx, rx_stats),
-        tx: resources(tx, tx_stats),
+        rx: resources(rx, rx_stats, true),
+        tx: resources(tx, tx_stats, false),
         rx_stats,
         tx_stats,
         region_bytes,
         gpu_maps,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// A queue's plan tells its engine what its stages need: the shipped recording config's
+    /// RX queue records pcap, so it asks for source addresses; its TX queue and the default
+    /// job's RX queue ask for nothing.
+    #[test]
+    fn a_pcap_recorder_asks_the_engine_for_source_addresses() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let wants = |name: &str| {
+            let c = rtdaq_config::load_file(&root.join(name)).unwrap();
+            let res = super::allocate(&c, false).unwrap();
+            (
+                res.rx
+                    .iter()
+                    .map(|q| q.wants.source_addresses)
+                    .collect::<Vec<_>>(),
+                res.tx.iter().any(|q| q.wants.source_addresses),
+            )
+        };
+        assert_eq!(wants("host-udp-record.toml"), (vec![true], false));
+        assert_eq!(wants("host-loopback-udp.toml"), (vec![false], false));
+    }
 }

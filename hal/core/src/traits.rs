@@ -128,6 +128,19 @@ pub struct QueueResources<'a> {
     pub pools: &'a [&'a BufferPool<'a>],
     /// The queue's counters; written only by the thread that owns the queue.
     pub counters: &'a QueueCounters,
+    /// What the queue's stages ask of the engine besides the packets (RX; TX: none).
+    pub wants: RxWants,
+}
+
+/// What the stages of an RX queue ask its engine to deliver besides each packet's bytes,
+/// length and receive time: the queue's plan, so an engine needs to know nothing about the
+/// stages. An engine fills what it can; a request that means nothing to it (a raw engine
+/// delivers whole frames, headers included) is ignored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxWants {
+    /// Each packet's source IPv4 address and port in its [`PacketMeta`] (a pcap recorder of
+    /// a socket queue rebuilds the IPv4/UDP headers from them).
+    pub source_addresses: bool,
 }
 
 /// Arguments of [`Engine::open`]: the validated deployment config (`C` is

@@ -6,6 +6,7 @@
 //! - [`netdev`]: network-device queries by name (`SIOCGIF*` index, MTU, flags, MAC; ethtool
 //!   timestamping and channel counts; `SIOC[GS]HWTSTAMP`);
 //! - [`poll`]: `ppoll` over a preallocated `pollfd` array (hot path: never allocates);
+//! - [`clock`]: the calling thread's CPU time;
 //! - [`inet`]: IPv4 sockets (create, bind, listen, connect, accept, local address, blocking
 //!   mode) through `nix`;
 //! - [`packet`]: `AF_PACKET` sockets (create, bind to a device);
@@ -23,6 +24,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod clock;
 pub mod error;
 pub mod inet;
 pub mod map;

@@ -49,7 +49,7 @@
 //! let pool = BufferPool::new(&mut mem, &mut links, 2048).unwrap(); // unused without hds_split
 //! let pools = [&pool];
 //! let counters = QueueCounters::new();
-//! let rx = [QueueResources { interface: 0, queue: 0, pools: &pools, counters: &counters }];
+//! let rx = [QueueResources { interface: 0, queue: 0, pools: &pools, counters: &counters, wants: Default::default() }];
 //! let engine = AfpacketEngine::<64>::open(EngineArgs { config: &config, rx: &rx, tx: &[] }).unwrap();
 //! let (mut queues, _) = engine.into_queues();
 //! let mut burst = queues[0].new_burst();

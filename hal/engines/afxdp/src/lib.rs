@@ -60,7 +60,7 @@
 //! let pool = BufferPool::new(region.as_mut_slice(), &mut links, 4096).unwrap();
 //! let pools = [&pool];
 //! let counters = QueueCounters::new();
-//! let rx = [QueueResources { interface: 0, queue: 0, pools: &pools, counters: &counters }];
+//! let rx = [QueueResources { interface: 0, queue: 0, pools: &pools, counters: &counters, wants: Default::default() }];
 //! let engine = AfxdpEngine::<64>::open(EngineArgs { config: &config, rx: &rx, tx: &[] }).unwrap();
 //! let (mut queues, _) = engine.into_queues();
 //! let mut burst = queues[0].new_burst();

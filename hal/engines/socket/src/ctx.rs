@@ -35,6 +35,8 @@ pub(crate) struct QueueRes<'a> {
     pub(crate) pool: &'a BufferPool<'a>,
     /// The queue's counters.
     pub(crate) counters: &'a QueueCounters,
+    /// What the queue's stages ask for besides the datagrams (RX).
+    pub(crate) wants: rtdaq_core::traits::RxWants,
 }
 
 /// Open-time context.
@@ -117,6 +119,7 @@ impl<'c, 'a> OpenCtx<'c, 'a> {
         Ok(QueueRes {
             pool,
             counters: r.counters,
+            wants: r.wants,
         })
     }
 }

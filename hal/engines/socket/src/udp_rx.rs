@@ -129,7 +129,7 @@ impl Moderation {
     fn turn(&mut self, datagrams: u64, stats: &mut RxStats) -> bool {
         let n = datagrams.wrapping_sub(self.start_datagrams);
         if !self.started || n >= MODERATION_PERIOD {
-            self.end_period(datagrams, n, rtdaq_platform::rt::thread_cpu_ns(), stats);
+            self.end_period(datagrams, n, rtdaq_netsys::clock::thread_cpu_ns(), stats);
         }
         self.on
     }
@@ -305,15 +305,12 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         // pcap recorders,
         // control messages for kernel timestamps, GRO sizes or destination addresses.
         let control = stamps == RxTimestamps::Kernel || gro || pktinfo;
-        // A pcap recorder rebuilds each datagram's IPv4/UDP headers from its real sender.
-        let records_pcap = q
-            .record
-            .iter()
-            .any(|r| ctx.cfg.recorders[r.0].format == rtdaq_config::model::RecordFormat::Pcap);
+        // The queue's stages ask for each datagram's real sender (a pcap recorder rebuilds
+        // its IPv4/UDP headers from it).
         let ring = RecvRing::new(
             res.pool,
             (q.batch_size as usize).clamp(1, N.max(1)),
-            flows.is_some() || records_pcap,
+            flows.is_some() || res.wants.source_addresses,
             control,
         );
         apply_sockopts(&sock, &ctx.sock.sockopts)?;

@@ -65,6 +65,7 @@ impl Setup {
                 queue: j,
                 pools: Box::leak(pools.into_boxed_slice()),
                 counters: Box::leak(Box::new(QueueCounters::new())),
+                wants: Default::default(),
             }
         };
         let mut rx = Vec::new();

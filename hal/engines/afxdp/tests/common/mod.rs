@@ -73,6 +73,7 @@ impl Setup {
                 queue: j,
                 pools: p,
                 counters: Box::leak(Box::new(QueueCounters::new())),
+                wants: Default::default(),
             }
         };
         let mut rx = Vec::new();

@@ -87,7 +87,7 @@
 //!     Box::leak(Box::new(BufferPool::new(mem, links, stride).unwrap()));
 //! let counters = Box::leak(Box::new(QueueCounters::new()));
 //! let pools: &'static [&'static BufferPool<'static>] = Box::leak(Box::new([pool]));
-//! let rx = Box::leak(Box::new([QueueResources { interface: 0, queue: 0, pools, counters }]));
+//! let rx = Box::leak(Box::new([QueueResources { interface: 0, queue: 0, pools, counters, wants: Default::default() }]));
 //! let engine = DpdkEngine::open(EngineArgs { config, rx, tx: &[] }).unwrap();
 //! let (mut queues, _) = engine.into_queues();
 //! let mut burst = queues[0].new_burst();

@@ -88,6 +88,7 @@ fn res(i: usize, j: usize, slot: usize, count: usize) -> QueueResources<'static>
         queue: j,
         pools,
         counters: Box::leak(Box::new(QueueCounters::new())),
+        wants: Default::default(),
     }
 }
 

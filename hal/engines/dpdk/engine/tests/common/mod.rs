@@ -185,6 +185,7 @@ impl Setup {
                     .into_boxed_slice(),
             ),
             counters: Box::leak(Box::new(QueueCounters::new())),
+            wants: Default::default(),
         };
         let mut rx = Vec::new();
         let mut tx = Vec::new();

@@ -48,6 +48,7 @@ pub fn one_queue(
         queue: 0,
         pools,
         counters: leak(QueueCounters::new()),
+        wants: Default::default(),
     }]))
 }
 
@@ -64,5 +65,6 @@ pub fn split_queue(
         queue: 0,
         pools,
         counters: leak(QueueCounters::new()),
+        wants: Default::default(),
     }]))
 }
