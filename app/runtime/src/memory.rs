@@ -73,7 +73,7 @@ pub fn allocate(config: &Config, lock_required: bool) -> Result<Resources, Runti
         if r.kind.is_gpu() {
             // ibverbs registers device memory as a dma-buf (ibv_reg_dmabuf_mr); DPDK's
             // rte_dev_dma_map takes the address (mlx5 pins it through nvidia-peermem).
-            let dmabuf = config.engine_kind() == rtdaq_config::model::EngineKind::Ibverbs;
+            let dmabuf = config.engine_caps().dmabuf;
             let (mem, map) = crate::gpu_hook::alloc_region(r, size, dmabuf)?;
             region_bytes += map.len as u64;
             gpu_maps.push(Some(map));

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rtdaq_config::model::{EngineKind, RegionKind};
+use rtdaq_config::model::RegionKind;
 use rtdaq_platform::board::GpuKind;
 
 use crate::host;
@@ -338,8 +338,10 @@ fn direct(ctx: &Ctx<'_>) -> Finding {
         return Finding::pass(C, "nvidia_peermem loaded (/proc/modules)".into());
     }
     let version = host::read(ctx.root, "proc/driver/nvidia/version").unwrap_or_default();
-    let dpdk = ctx.config.engine_kind() == EngineKind::Dpdk;
-    if version.contains("Open Kernel Module") && !dpdk {
+    // An engine that maps GPU memory by address (no dma-buf) needs nvidia-peermem.
+    let caps = ctx.config.engine_caps();
+    let by_address = caps.device_rx && !caps.dmabuf;
+    if version.contains("Open Kernel Module") && !by_address {
         return Finding::pass(
             C,
             "open NVIDIA kernel module: device memory exports as DMA-BUF \
@@ -352,7 +354,7 @@ fn direct(ctx: &Ctx<'_>) -> Finding {
     } else {
         ""
     };
-    if dpdk {
+    if by_address {
         return Finding::fail(
             C,
             format!(

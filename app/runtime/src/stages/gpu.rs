@@ -33,8 +33,8 @@ use crate::queue::stats::QueueStats;
 use crate::record::RecordSink;
 use crate::stages::{Drain, HeapPiece, Notes, Packet, Stage};
 use rtdaq_config::model::{
-    BatchMode, Config, EngineKind, GpuProduct, GpuStage as StageConfig, GpuStaging, GpuWorkload,
-    MemoryRegion, Placement, RegionKind, SampleConversion, SampleIn, SampleOut, StreamFormat,
+    BatchMode, Config, GpuProduct, GpuStage as StageConfig, GpuStaging, GpuWorkload, MemoryRegion,
+    Placement, RegionKind, SampleConversion, SampleIn, SampleOut, StreamFormat,
 };
 use rtdaq_core::traits::QueueResources;
 use rtdaq_core::traits::Segment;
@@ -140,7 +140,7 @@ pub(crate) fn check(config: &Config) -> Result<(), RuntimeError> {
     {
         rtdaq_gpu::require_cublas().map_err(gpu_err)?;
     }
-    if !matches!(config.engine_kind(), EngineKind::Ibverbs | EngineKind::Dpdk) {
+    if !config.engine_caps().device_rx {
         if let Some(r) = config
             .memory_regions
             .iter()

@@ -39,9 +39,97 @@ impl EngineKind {
         }
     }
 
-    /// True for engines that see whole Ethernet frames (everything but `socket`).
-    pub fn is_raw(self) -> bool {
-        !matches!(self, EngineKind::Socket)
+    /// True for the engines that see whole Ethernet frames ([`Capabilities::frames`] of the
+    /// kind's raw mode; ibverbs in RoCE mode carries messages).
+    pub const fn is_raw(self) -> bool {
+        self.caps(false).frames
+    }
+}
+
+/// How an engine steers flows to queues (`[[flows]]`), which decides what a rule may match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steering {
+    /// The kernel delivers by address and port (sockets): no Ethernet-level keys.
+    Kernel,
+    /// rtdaq classifies each frame in software (or an XDP program): any key.
+    Software,
+    /// NIC rules (rte_flow, ibverbs flow steering): hardware keys, word offsets within the
+    /// flex parser's reach.
+    Nic,
+    /// No flows: connections carry the messages (RoCE).
+    None,
+}
+
+/// What an engine can do: the one table that config validation, memory planning, the GPU
+/// stage's checks and `rtdaq doctor` read, instead of asking which engine it is. A new
+/// engine is one more row here ([`EngineKind::caps`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// RX segments and TX buffers are whole Ethernet frames (the raw engines), not
+    /// datagrams or messages.
+    pub frames: bool,
+    /// Messages over connections (`rdma://` addresses): no Ethernet frames on the queues,
+    /// no flow steering (ibverbs in RoCE mode).
+    pub messages: bool,
+    /// One packet may span several memory regions (header-data split, multi-buffer).
+    pub multi_region_rx: bool,
+    /// RX into GPU `device` memory (GPUDirect).
+    pub device_rx: bool,
+    /// GPU `device` memory reaches the NIC as a dma-buf (`ibv_reg_dmabuf_mr`); without it,
+    /// the engine maps the address for its device (DPDK's `rte_dev_dma_map`, which the
+    /// mlx5 PMD pins through nvidia-peermem).
+    pub dmabuf: bool,
+    /// Received packets lie in the queue's own memory region (a GPU stage can batch them
+    /// in place); AF_PACKET delivers in the kernel's mapped ring instead.
+    pub buffers_in_region: bool,
+    /// How flows reach queues.
+    pub steering: Steering,
+}
+
+impl EngineKind {
+    /// What engine `self` can do (`roce`: the ibverbs engine in RoCE mode).
+    pub const fn caps(self, roce: bool) -> Capabilities {
+        let raw = Capabilities {
+            frames: true,
+            messages: false,
+            multi_region_rx: true,
+            device_rx: false,
+            dmabuf: false,
+            buffers_in_region: true,
+            steering: Steering::Software,
+        };
+        match self {
+            EngineKind::Socket => Capabilities {
+                frames: false,
+                multi_region_rx: false,
+                steering: Steering::Kernel,
+                ..raw
+            },
+            EngineKind::Afpacket => Capabilities {
+                buffers_in_region: false,
+                ..raw
+            },
+            EngineKind::Afxdp => raw,
+            EngineKind::Dpdk => Capabilities {
+                device_rx: true,
+                steering: Steering::Nic,
+                ..raw
+            },
+            EngineKind::Ibverbs if roce => Capabilities {
+                frames: false,
+                messages: true,
+                device_rx: true,
+                dmabuf: true,
+                steering: Steering::None,
+                ..raw
+            },
+            EngineKind::Ibverbs => Capabilities {
+                device_rx: true,
+                dmabuf: true,
+                steering: Steering::Nic,
+                ..raw
+            },
+        }
     }
 }
 
@@ -67,6 +155,12 @@ pub enum Engine {
 }
 
 impl Engine {
+    /// What the configured engine can do (its kind, and for ibverbs its mode).
+    pub fn caps(&self) -> Capabilities {
+        let roce = matches!(self, Engine::Ibverbs(ib) if ib.mode == IbMode::Roce);
+        self.kind().caps(roce)
+    }
+
     /// The engine kind.
     pub fn kind(&self) -> EngineKind {
         match self {
@@ -383,4 +477,62 @@ pub struct IbverbsEngine {
     /// Raw, striding RQ: bytes per stride (a power of two, 64..=8192); `None` = the
     /// largest frame rounded up to a power of two (one frame per stride).
     pub stride_size: Option<u32>,
+}
+
+#[cfg(test)]
+mod caps_tests {
+    use super::{EngineKind, Steering};
+
+    /// The capability table, row by row: what validation, memory planning and doctor read.
+    #[test]
+    fn each_engine_row() {
+        let row = |k: EngineKind, roce| {
+            let c = k.caps(roce);
+            (
+                c.frames,
+                c.messages,
+                c.multi_region_rx,
+                c.device_rx,
+                c.dmabuf,
+                c.buffers_in_region,
+                c.steering,
+            )
+        };
+        use EngineKind::*;
+        assert_eq!(
+            row(Socket, false),
+            (false, false, false, false, false, true, Steering::Kernel)
+        );
+        assert_eq!(
+            row(Afpacket, false),
+            (true, false, true, false, false, false, Steering::Software)
+        );
+        assert_eq!(
+            row(Afxdp, false),
+            (true, false, true, false, false, true, Steering::Software)
+        );
+        assert_eq!(
+            row(Dpdk, false),
+            (true, false, true, true, false, true, Steering::Nic)
+        );
+        assert_eq!(
+            row(Ibverbs, false),
+            (true, false, true, true, true, true, Steering::Nic)
+        );
+        assert_eq!(
+            row(Ibverbs, true),
+            (false, true, true, true, true, true, Steering::None)
+        );
+        for k in EngineKind::ALL {
+            assert_eq!(k.is_raw(), k != Socket);
+            assert_eq!(
+                k.caps(true),
+                if k == Ibverbs {
+                    k.caps(true)
+                } else {
+                    k.caps(false)
+                }
+            );
+        }
+    }
 }

@@ -14,8 +14,9 @@ mod record;
 mod run;
 
 pub use engine::{
-    AfpacketEngine, AfxdpEngine, DpdkEngine, Engine, EngineKind, FanoutMode, FlowOffload, IbMode,
-    IbverbsEngine, RoceOp, RoceReply, RxTimestamps, SocketEngine, Sockopt, StridingRq, ZeroCopy,
+    AfpacketEngine, AfxdpEngine, Capabilities, DpdkEngine, Engine, EngineKind, FanoutMode,
+    FlowOffload, IbMode, IbverbsEngine, RoceOp, RoceReply, RxTimestamps, SocketEngine, Sockopt,
+    Steering, StridingRq, ZeroCopy,
 };
 pub use format::{
     CodifParams, SpeadParams, StreamFormat, VdifParams, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
@@ -163,6 +164,11 @@ impl Config {
     /// Board the config is for.
     pub fn platform(&self) -> Platform {
         self.platform
+    }
+
+    /// What the config's engine can do.
+    pub fn engine_caps(&self) -> Capabilities {
+        self.engine.caps()
     }
 
     /// Packet engine the config is for (the binary must be built with `engine-<kind>`).

@@ -4,7 +4,7 @@ use super::capacity::largest_frame;
 use super::interfaces::{no_interface, no_rx_queue, rx_queue_index};
 use super::{int, Draft, MAX_FLOWS_PER_INTERFACE};
 use crate::error::Errors;
-use crate::model::{Address, EngineKind, Flow, FlowOffload, IbMode, InterfaceId, Transport};
+use crate::model::{Address, EngineKind, Flow, FlowOffload, InterfaceId, Steering, Transport};
 use crate::parse;
 use crate::schema::{RawConfig, RawFlow, RawInterface, RawMatch, RawWord};
 use rtdaq_core::flow::{FlowAction, FlowMatch, FlowRule, WordBase, WordMatch, MAX_RSS_QUEUES};
@@ -86,9 +86,7 @@ fn interface_classifies(raw: &RawConfig, d: &Draft, i: usize, p: &str, errs: &mu
             return false;
         }
     }
-    if raw.engine.kind == EngineKind::Ibverbs
-        && raw.engine.ibverbs.as_ref().map(|v| v.mode) == Some(IbMode::Roce)
-    {
+    if super::caps(raw).steering == Steering::None {
         errs.push(
             format!("{p}.interface"),
             "engine.ibverbs.mode = \"roce\" delivers per connection and has no flow steering; remove the flow or use mode = \"raw\"",
@@ -322,12 +320,14 @@ fn consistent(m: &FlowMatch, p: &str, errs: &mut Errors) -> bool {
     ok
 }
 
-/// Rules the engine cannot express: the socket engine sees no Ethernet header; hardware
-/// steering (dpdk, ibverbs) matches parsed fields and payload words via the flex parser only.
+/// Rules the engine cannot express: kernel steering (the socket engine) sees no Ethernet
+/// header; NIC steering (dpdk, ibverbs) matches parsed fields and payload words via the flex
+/// parser only.
 fn engine_expresses(kind: EngineKind, m: &FlowMatch, p: &str, errs: &mut Errors) -> bool {
     let mut ok = true;
-    match kind {
-        EngineKind::Socket => {
+    // RoCE has no flows at all (refused before this).
+    match kind.caps(false).steering {
+        Steering::Kernel => {
             let l2 = [
                 ("ethertype", m.ethertype.is_some()),
                 ("vlan_id", m.vlan_id.is_some()),
@@ -355,7 +355,7 @@ fn engine_expresses(kind: EngineKind, m: &FlowMatch, p: &str, errs: &mut Errors)
                 }
             }
         }
-        EngineKind::Dpdk | EngineKind::Ibverbs => {
+        Steering::Nic => {
             if let Some(w) = m.word {
                 if w.base == WordBase::Frame {
                     errs.push(
@@ -377,7 +377,7 @@ fn engine_expresses(kind: EngineKind, m: &FlowMatch, p: &str, errs: &mut Errors)
                 }
             }
         }
-        EngineKind::Afpacket | EngineKind::Afxdp => {}
+        Steering::Software | Steering::None => {}
     }
     ok
 }

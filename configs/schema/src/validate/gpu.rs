@@ -10,8 +10,8 @@ use super::{int, quoted, rxq, unknown_name, Draft};
 use crate::error::Errors;
 use crate::model::StreamFormat;
 use crate::model::{
-    BatchMode, EngineKind, GpuProduct, GpuStage, GpuStageId, GpuStaging, GpuWorkload, MemoryRegion,
-    Placement, RegionKind, SampleConversion, SampleIn, SampleOut, Validation, FFT_LEN, GEMM_DIM,
+    BatchMode, GpuProduct, GpuStage, GpuStageId, GpuStaging, GpuWorkload, MemoryRegion, Placement,
+    RegionKind, SampleConversion, SampleIn, SampleOut, Validation, FFT_LEN, GEMM_DIM,
 };
 use crate::schema::{
     RawBatchMode, RawConfig, RawGpuStage, RawProduct, RawSlotMode, RawStaging, RawWorkload,
@@ -627,7 +627,7 @@ fn workload_fits(s: &GpuStage, p: &str, errs: &mut Errors) -> bool {
 /// of `depth + 1` batches while they are on the GPU.
 pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
     let roce = super::roce(raw);
-    let kinds = if roce || matches!(d.kind, EngineKind::Dpdk | EngineKind::Ibverbs) {
+    let kinds = if super::caps(raw).device_rx {
         "\"host_pinned\" or \"device\""
     } else {
         "\"host_pinned\""
@@ -654,7 +654,7 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
             }
             // AF_PACKET hands out packets where the kernel wrote them, in its mapped ring,
             // never in the queue's region: the GPU could read none of them (issue #22).
-            if d.kind == EngineKind::Afpacket {
+            if !super::caps(raw).buffers_in_region {
                 errs.push(
                     format!("{p}.gpu_stage"),
                     format!(
@@ -709,7 +709,7 @@ pub(super) fn queues_fit_stages(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
                             ", or kind = \"device\" and gpu = {} (the NIC writes GPU memory; the stage then needs mode = \"gather\" and checksum = false)",
                             stage.gpu
                         )
-                    } else if matches!(d.kind, EngineKind::Dpdk | EngineKind::Ibverbs) {
+                    } else if super::caps(raw).device_rx {
                         format!(
                             ", or kind = \"device\" and gpu = {} (GPUDirect: the NIC writes GPU memory, whole frames with mode = \"gather\", or the payloads of a header-data split)",
                             stage.gpu

@@ -65,7 +65,8 @@ pub(crate) const fn header_reads(format: &StreamFormat) -> Option<u32> {
 /// The rules of the module docs, for the raw engines that receive into GPU memory (RoCE
 /// queues have their own, in `gpu.rs`).
 pub(super) fn device_queues(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
-    if !matches!(d.kind, EngineKind::Dpdk | EngineKind::Ibverbs) || super::roce(raw) {
+    let caps = super::caps(raw);
+    if !caps.device_rx || caps.messages {
         return;
     }
     let validate = raw.run.validate;

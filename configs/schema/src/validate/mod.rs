@@ -255,6 +255,11 @@ pub(crate) fn roce(raw: &RawConfig) -> bool {
     ib_mode(raw) == Some(IbMode::Roce)
 }
 
+/// What the document's engine can do (its kind and, for ibverbs, its mode).
+pub(crate) fn caps(raw: &RawConfig) -> crate::model::Capabilities {
+    raw.engine.kind.caps(roce(raw))
+}
+
 /// Path of an RX queue.
 pub(crate) fn rxq(i: usize, q: usize) -> String {
     format!("interfaces[{i}].rx_queues[{q}]")

@@ -321,11 +321,11 @@ fn device_refusal(raw: &RawConfig, dir: Dir, k: usize, n: usize) -> Option<Strin
     Some(why)
 }
 
-/// `hds_split` is set exactly when a queue lists two or more regions, and the socket engine
-/// has no header-data split.
+/// `hds_split` is set exactly when a queue lists two or more regions, and only an engine
+/// that can spread a packet over several regions may list two.
 fn hds_split_matches_regions(q: &RawRxQueue, kind: EngineKind, p: &str, errs: &mut Errors) -> bool {
     let n = q.memory_regions.len();
-    if n >= 2 && kind == EngineKind::Socket {
+    if n >= 2 && !kind.caps(false).multi_region_rx {
         errs.push(
             format!("{p}.memory_regions"),
             format!(
