@@ -9,6 +9,7 @@
 //! loss or errors beyond tolerance").
 #![forbid(unsafe_code)]
 
+mod board;
 mod cli;
 mod commands;
 mod embedded;

@@ -41,13 +41,13 @@ pub fn check(file: Option<&Path>) -> anyhow::Result<ExitCode> {
     let summary = config.summary();
     let mut text = format!("{label}: valid\n");
     let (kind, platform) = (config.engine_kind().as_str(), config.platform().as_str());
-    if kind != embedded::ENGINE || platform != embedded::PLATFORM {
+    if kind != embedded::ENGINE || platform != crate::board::NAME {
         let _ = writeln!(
             text,
             "note: this binary runs engine {} on platform {}; this config needs a binary built \
              with `--no-default-features --features engine-{kind},platform-{platform}`",
             embedded::ENGINE,
-            embedded::PLATFORM,
+            crate::board::NAME,
         );
     }
     for w in config.warnings() {

@@ -92,13 +92,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let (kind, platform) = (config.engine_kind().as_str(), config.platform().as_str());
-    if kind != embedded::ENGINE || platform != embedded::PLATFORM {
+    if kind != embedded::ENGINE || platform != crate::board::NAME {
         eprintln!(
             "{label}: needs engine {kind} on platform {platform}, but this binary is built with \
              engine {} on platform {}; rebuild with `--no-default-features --features \
              engine-{kind},platform-{platform}`",
             embedded::ENGINE,
-            embedded::PLATFORM
+            crate::board::NAME
         );
         return Ok(ExitCode::from(EXIT_CONFIG));
     }
@@ -116,7 +116,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     };
     let identity = Identity {
         engine: embedded::ENGINE,
-        platform: embedded::PLATFORM,
+        platform: crate::board::NAME,
         version: env!("CARGO_PKG_VERSION"),
         config_sha256: sha,
     };

@@ -1,7 +1,7 @@
 //! `rtdaq version`.
 
 use super::out;
-use crate::embedded;
+use crate::{board, embedded};
 use std::process::ExitCode;
 
 pub fn run() -> anyhow::Result<ExitCode> {
@@ -17,7 +17,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         version = env!("CARGO_PKG_VERSION"),
         commit = embedded::GIT_COMMIT,
         engine = embedded::ENGINE,
-        platform = embedded::PLATFORM,
+        platform = board::summary(),
         features = embedded::FEATURES.join(", "),
         name = embedded::CONFIG_NAME,
         file = embedded::CONFIG_FILE,
