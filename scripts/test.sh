@@ -70,6 +70,8 @@ run "cargo clippy (workspace, all targets, default features)" \
     cargo clippy --workspace --all-targets -- -D warnings
 
 # ---- 3. the tests -------------------------------------------------------------------------
+run "structure: no import circle across app/runtime/src, no non-test function over 150 lines in app/ (scripts/lib/structure.py)" \
+    python3 scripts/lib/structure.py
 run "cargo test (workspace)" cargo test --workspace
 # The systemd watchdog stops its pings when any kind of thread that moves the data stalls:
 # the stalls are injected by the test-hooks feature (never in a release build: build.rs).

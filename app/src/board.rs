@@ -1,5 +1,5 @@
 //! The board this binary was built for (the `platform-*` feature), as its own crate's
-//! [`Platform`](rtdaq_platform::Platform) type: its name, its GPU data path and its facts
+//! [`Platform`] type: its name, its GPU data path and its facts
 //! table (`rtdaq version`, the checks that a config is for this binary).
 
 #[cfg(rtdaq_platform = "dgx-spark")]
@@ -11,7 +11,8 @@ pub use rtdaq_platform_igx_orin::IgxOrinPlatform as Board;
 #[cfg(rtdaq_platform = "igx-thor")]
 pub use rtdaq_platform_igx_thor::IgxThorPlatform as Board;
 
-use rtdaq_platform::{Platform, PlatformExt};
+use rtdaq_platform::Platform;
+use rtdaq_platform::PlatformExt;
 
 /// The board's name (`host`, `igx-orin`, ...), as in its feature and the config's `platform`.
 pub const NAME: &str = <Board as Platform>::NAME;

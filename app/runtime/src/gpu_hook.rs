@@ -1,7 +1,7 @@
 //! The seam between the generic runtime and the GPU stage: compiled with and without the
 //! `gpu` feature, so `run.rs` and `memory.rs` call the same functions either way. Without
 //! the feature a config that needs a GPU is refused with a clear error, and a queue never
-//! has a stage ([`GpuStage`] is then an empty enum).
+//! has a stage (`GpuStage` is then an empty enum).
 
 use crate::error::RuntimeError;
 use crate::gpu_region::{GpuMap, GpuRegionMem};

@@ -2,28 +2,17 @@
 //!
 //! Turns a validated deployment config and one packet engine into a running appliance:
 //!
-//! | module | what |
+//! | where | what |
 //! |---|---|
-//! | [`memory`] | preallocates regions, buffer pools and counters (once, before any thread starts) |
-//! | [`run`](mod@run) | starts one pinned `SCHED_FIFO` thread per queue (+ a consumer per indirect RX queue), stops on duration or SIGINT/SIGTERM, drains |
-//! | `threads` | queue thread placement and rest; the RX I/O thread of an indirect queue; the TX generator |
-//! | `queue` | the one RX consumer loop of every queue (direct or indirect, any chain of stages) and the unwrap of each packet |
-//! | [`stats`] | live counters once a second |
-//! | [`stall`] | the longest loop turn of each queue thread, CPU steal during the run |
-//! | [`stages`] | the one `Stage` trait and the RX consumer's ordered stages (validate, record, GPU), composed statically |
-//! | [`record`] | the `record` stage: pcap / raw / DADA files, writer threads, indexes |
-//! | [`replay`] | the generator's packets from a pcap file (`--replay`) |
-//! | [`validator`] | sequence, payload and latency checks on received packets; the generator's payloads |
-//! | [`pacer`] | send-rate pacing and clocks |
-//! | [`latency`] | fixed-size latency histogram |
-//! | [`nic`] | NIC counters of the interfaces' devices (ethtool and kernel statistics): start/end deltas, pause-frame and drop warnings, for the report and `/metrics` |
-//! | [`http`] | the metrics endpoint's HTTP server: one acceptor and two workers, started off the queue cores, requests parsed by `httparse` |
-//! | [`procfs`] | process facts for `/metrics`: each thread's policy, priority and CPUs, memory locked |
-//! | [`report`] | the final report (human and JSON) |
-//! | [`outcome`] | builds the report and the exit code from a finished run |
-//! | [`generator`] | sequence-numbered, pattern-filled payloads |
-//! | [`gpu_report`] | GPU stage counters and the report's `gpu` section |
-//! | `test_hooks` | (feature `test-hooks`, never in a release build) faults the tests inject: a stalled thread of each kind |
+//! | [`run`](mod@run) (`run/`) | one run as typed steps: plan → prepared (memory, GPU stages, sinks, chains) → parked (one pinned `SCHED_FIFO` thread per queue) → running (engine open, queues fed, watchers) → stopped (drain, join, results) |
+//! | [`queue`] (`queue/`) | the one RX consumer loop of every queue (direct or indirect, any chain of stages), the unwrap of each packet, how threads rest, each queue's counters ([`queue::stats`]) |
+//! | [`stages`] (`stages/`) | the one `Stage` trait and the consumer's stages: validate, record, GPU; `chain.rs`, where the next stage goes |
+//! | [`record`] (`record/`) | the record stage's sinks, writer threads, shared-sink mergers, indexes (pcap / raw / DADA) |
+//! | [`observe`] (`observe/`) | the live line, `/metrics` and its HTTP server, systemd notifications, NIC counters, process facts, the report and the exit code |
+//! | [`memory`], [`gpu_region`], [`gpu_hook`], [`membership`] | set-up: regions, pools and counters; GPU regions and stages (compiled with and without `gpu`); multicast memberships of raw interfaces |
+//! | `threads`, [`replay`], [`generator`], [`pacer`] | the RX I/O thread of an indirect queue, the TX generator and replay, payloads, pacing and clocks |
+//! | [`validator`], [`live_streams`], [`latency`] | the validate stage's checks and the live tables it publishes |
+//! | [`stall`], `thread_kind`, `test_hooks` | each thread's turns for the watchdog; the faults tests inject (feature `test-hooks`, never in a release build) |
 //!
 //! Data path rules: after set-up the queue threads never allocate (proved by
 //! `rtdaq_platform::alloc_audit` and reported as `io_thread_allocations`), never log, never
@@ -34,26 +23,18 @@ pub mod error;
 pub mod generator;
 pub mod gpu_hook;
 pub mod gpu_region;
-pub mod gpu_report;
-pub mod http;
 pub mod latency;
 pub mod live_streams;
 pub mod membership;
 pub mod memory;
-pub mod metrics;
-pub mod nic;
-pub mod notify;
-pub mod outcome;
+pub mod observe;
 pub mod pacer;
-pub mod procfs;
 pub mod queue;
 pub mod record;
 pub mod replay;
-pub mod report;
 pub mod run;
 pub mod stages;
 pub mod stall;
-pub mod stats;
 #[cfg(feature = "test-hooks")]
 pub mod test_hooks;
 mod thread_kind;
@@ -62,4 +43,6 @@ pub mod validator;
 
 pub use error::RuntimeError;
 pub use generator::GenTotals;
+/// The observing side at the crate root, where the app and the tests name it.
+pub use observe::{gpu_report, http, metrics, nic, notify, outcome, procfs, report, stats};
 pub use run::{run, run_with_stats, Identity, RunOptions, RunResults, StatsHook};

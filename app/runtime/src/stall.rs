@@ -29,7 +29,7 @@ pub struct StallWatch {
     /// Monotonic time ([`crate::pacer::now_ns`]) when the longest turn ended.
     longest_end_ns: AtomicU64,
     /// Monotonic time of a recent turn (stored at most every [`ALIVE_EVERY_NS`]): the
-    /// systemd watchdog's sign of progress ([`crate::notify`]).
+    /// systemd watchdog's sign of progress ([`crate::observe::notify`]).
     alive_ns: AtomicU64,
 }
 

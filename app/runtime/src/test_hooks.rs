@@ -16,7 +16,7 @@
 //! | `writer` | a record sink's writer thread sleeps |
 //! | `gpu` | a GPU stage stops taking its completions: its batches stay in flight while its thread still turns |
 //!
-//! The watchdog ([`crate::notify`]) must then stop `WATCHDOG=1` naming that thread.
+//! The watchdog ([`crate::observe::notify`]) must then stop `WATCHDOG=1` naming that thread.
 //!
 //! `RTDAQ_TEST_SLOW_BURST_US=N`: every indirect RX consumer (with or without a GPU stage)
 //! waits `N` µs more after each burst, as a stage waiting on a slow device would. Such a

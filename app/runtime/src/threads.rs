@@ -1,5 +1,5 @@
 //! The queue threads' placement and rest, the RX I/O thread of an indirect queue, and the TX
-//! generator. The RX consumer (direct or indirect) is [`crate::queue::consume`].
+//! generator. The RX consumer (direct or indirect) is `queue::consume`.
 //!
 //! Each runs on its own core at its own `SCHED_FIFO` priority (through
 //! `rtdaq_platform::rt`), reports its set-up result once over a channel, arms the allocation

@@ -18,7 +18,7 @@ pub struct QueueStats {
     /// CPU time of the consumer thread (indirect RX) in ns, stored once when it ends.
     pub consumer_cpu_ns: AtomicU64,
     /// GPU stage counters (RX queues with `gpu_stage`; written by the thread driving it).
-    pub gpu: crate::gpu_report::GpuCounters,
+    pub gpu: crate::observe::gpu_report::GpuCounters,
     /// The longest loop turn of the I/O thread ([`crate::stall`]).
     pub stall: crate::stall::StallWatch,
     /// The consumer thread's turns (indirect RX; the systemd watchdog watches it too).
@@ -52,7 +52,7 @@ impl QueueStats {
             consumer: QueueCounters::new(),
             io_cpu_ns: AtomicU64::new(0),
             consumer_cpu_ns: AtomicU64::new(0),
-            gpu: crate::gpu_report::GpuCounters::default(),
+            gpu: crate::observe::gpu_report::GpuCounters::default(),
             stall: crate::stall::StallWatch::new(),
             consumer_stall: crate::stall::StallWatch::new(),
             ring_wait_ns: AtomicU64::new(0),

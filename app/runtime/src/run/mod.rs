@@ -2,10 +2,10 @@
 //!
 //! | step | type | what it made | file |
 //! |---|---|---|---|
-//! | plan | [`Plan`](plan::Plan) | signal handlers, the metrics address bound, the NIC counters' start values | `plan.rs` |
-//! | prepared | [`Prepared`](prepare::Prepared) | memory regions, pools and counters; GPU stages; record sinks and their writer threads; each RX queue's chain of stages; the replay's first window | `prepare.rs` |
-//! | parked | [`Parked`](park::Parked) | one pinned `SCHED_FIFO` thread per queue (+ a consumer per indirect RX queue), parked until its queue arrives | `park.rs` |
-//! | running | [`Running`](start::Running) | multicast memberships, the open engine, each thread with its queue; live line, `/metrics`, systemd notifications | `start.rs` |
+//! | plan | `Plan` | signal handlers, the metrics address bound, the NIC counters' start values | `plan.rs` |
+//! | prepared | `Prepared` | memory regions, pools and counters; GPU stages; record sinks and their writer threads; each RX queue's chain of stages; the replay's first window | `prepare.rs` |
+//! | parked | `Parked` | one pinned `SCHED_FIFO` thread per queue (+ a consumer per indirect RX queue), parked until its queue arrives | `park.rs` |
+//! | running | `Running`, `Ending` | multicast memberships, the open engine, each thread with its queue; live line, `/metrics`, systemd notifications | `start.rs` |
 //! | stopped | [`RunResults`] | generators stopped, RX drained, every thread joined, files closed | `watch.rs` |
 //!
 //! An error at any step unwinds what the steps before it made (parked threads are woken

@@ -14,9 +14,9 @@ pub(super) struct Plan<'o> {
     /// Raised by SIGINT/SIGTERM.
     pub signalled: Arc<AtomicBool>,
     /// `/metrics` and `/status`, bound (not yet served).
-    pub endpoint: Option<crate::metrics::Endpoint>,
+    pub endpoint: Option<crate::observe::metrics::Endpoint>,
     /// The interfaces' NIC counters, start values read before the engine opens its devices.
-    pub nics: crate::nic::NicWatch,
+    pub nics: crate::observe::nic::NicWatch,
     /// Seconds to run (0: until a signal).
     pub duration_s: f64,
 }
@@ -33,14 +33,14 @@ impl<'o> Plan<'o> {
         let endpoint = opts
             .metrics
             .or(config.run.metrics)
-            .map(crate::metrics::Endpoint::bind)
+            .map(crate::observe::metrics::Endpoint::bind)
             .transpose()?;
         Ok(Plan {
             config,
             opts,
             signalled,
             endpoint,
-            nics: crate::nic::NicWatch::start(config),
+            nics: crate::observe::nic::NicWatch::start(config),
             duration_s: opts.duration_s.unwrap_or(config.run.duration_s),
         })
     }

@@ -6,7 +6,7 @@ use crate::memory::Resources;
 use crate::validator::Validator;
 use rtdaq_core::traits::EngineStats;
 
-pub use crate::report::ThreadFailure;
+pub use crate::observe::report::ThreadFailure;
 
 /// What identifies the binary in the report.
 #[derive(Debug, Clone)]
@@ -34,7 +34,7 @@ pub struct RunOptions {
     pub metrics: Option<std::net::SocketAddr>,
     /// The binary's version, commit, engine and platform (`rtdaq_build_info`; the config's
     /// name and SHA-256 are filled in by the run).
-    pub build: crate::metrics::BuildInfo,
+    pub build: crate::observe::metrics::BuildInfo,
     /// Write the JSON status there every second, atomically (`rtdaq run --status-file`).
     pub status_file: Option<std::path::PathBuf>,
 }
@@ -67,10 +67,10 @@ pub struct RunResults {
     /// The engine moves whole Ethernet frames (`Engine::FRAMES`): byte counts are frame bytes.
     pub frames: bool,
     /// Per-port driver counters read after the queues stopped (engines with an
-    /// [`EngineStats`] handle, see [`run_with_stats`]; empty otherwise).
+    /// [`EngineStats`] handle, see [`run_with_stats`](super::run_with_stats); empty otherwise).
     pub ports: Vec<rtdaq_core::traits::PortStats>,
-    /// NIC counters of the interfaces' kernel network devices over the run ([`crate::nic`]).
-    pub nics: Vec<crate::nic::NicReport>,
+    /// NIC counters of the interfaces' kernel network devices over the run ([`crate::observe::nic`]).
+    pub nics: Vec<crate::observe::nic::NicReport>,
     /// Queue threads that panicked (each fails the run: its counts are incomplete).
     pub failed_threads: Vec<ThreadFailure>,
 }

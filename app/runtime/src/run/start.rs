@@ -8,8 +8,8 @@ use super::results::StatsHook;
 use super::threads::queue_name;
 use crate::error::RuntimeError;
 use crate::memory::Resources;
+use crate::observe::stats::Live;
 use crate::pacer::{now_ns, PaceRate, Pacer};
-use crate::stats::Live;
 use crate::threads::GenPlan;
 use crate::validator::PayloadGen;
 use rtdaq_config::model::{Address, Config, Generator, GeneratorLimit, Transport};
@@ -31,12 +31,12 @@ where
     pub started_at_unix_ns: u64,
     pub steal_before: std::collections::BTreeMap<u32, u64>,
     /// An engine's own ports (DPDK): read once a second for `/metrics` and the live warnings.
-    pub port_watch: Option<crate::nic::PortWatch>,
+    pub port_watch: Option<crate::observe::nic::PortWatch>,
     pub live: Live,
     /// What `/metrics`, `/status` and `--status-file` read.
-    pub source: Option<crate::metrics::Source>,
-    pub serving: Option<crate::metrics::Serving>,
-    pub notifier: crate::notify::Notifier,
+    pub source: Option<crate::observe::metrics::Source>,
+    pub serving: Option<crate::observe::metrics::Serving>,
+    pub notifier: crate::observe::notify::Notifier,
     /// What the systemd watchdog watches besides the generators.
     pub watched: Vec<(String, &'static crate::stall::StallWatch)>,
     pub tx_names: Vec<String>,
@@ -87,7 +87,7 @@ where
         let steal_before = crate::stall::cpu_steal();
         let started_at_unix_ns = crate::pacer::wall_clock_ns();
         let port_watch = port_stats.map(|s| {
-            crate::nic::PortWatch::new(
+            crate::observe::nic::PortWatch::new(
                 s,
                 config.interfaces.iter().map(|i| i.name.clone()).collect(),
             )
@@ -117,7 +117,7 @@ where
         start_ns: u64,
         started_at_unix_ns: u64,
         steal_before: std::collections::BTreeMap<u32, u64>,
-        port_watch: Option<crate::nic::PortWatch>,
+        port_watch: Option<crate::observe::nic::PortWatch>,
     ) -> Self {
         let plan = &mut parked.prepared.plan;
         let (config, opts) = (plan.config, plan.opts);
@@ -127,13 +127,14 @@ where
         let nics = &plan.nics;
         let live = live(config, res, writers, start_ns);
         let source = (endpoint.is_some() || opts.status_file.is_some()).then(|| {
-            let label = |interface: usize, id: u16, gpu: bool| crate::metrics::QueueLabel {
-                interface: config.interfaces[interface].name.clone(),
-                queue: id,
-                gpu,
-            };
-            crate::metrics::Source {
-                build: crate::metrics::BuildInfo {
+            let label =
+                |interface: usize, id: u16, gpu: bool| crate::observe::metrics::QueueLabel {
+                    interface: config.interfaces[interface].name.clone(),
+                    queue: id,
+                    gpu,
+                };
+            crate::observe::metrics::Source {
+                build: crate::observe::metrics::BuildInfo {
                     config: config.name.clone(),
                     config_sha256: opts.config_sha256.clone(),
                     ..opts.build.clone()
@@ -161,7 +162,9 @@ where
                     .map(|w| (w.name.clone(), w.counters))
                     .collect(),
                 nics: (!nics.is_empty()).then(|| nics.shared()),
-                ports: port_watch.as_ref().map(crate::nic::PortWatch::shared),
+                ports: port_watch
+                    .as_ref()
+                    .map(crate::observe::nic::PortWatch::shared),
                 start_ns,
             }
         });
@@ -171,7 +174,7 @@ where
                 .ok()
         });
         // systemd (Type=notify): every queue thread has its queue now.
-        let mut notifier = crate::notify::Notifier::from_env();
+        let mut notifier = crate::observe::notify::Notifier::from_env();
         notifier.ready(&format!(
             "{} RX, {} TX queues running (engine {})",
             res.rx.len(),

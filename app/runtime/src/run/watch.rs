@@ -132,7 +132,7 @@ where
         let Some(source) = self.source.as_ref() else {
             return;
         };
-        if let Err(e) = crate::metrics::write_status_file(path, source) {
+        if let Err(e) = crate::observe::metrics::write_status_file(path, source) {
             log::error!(
                 "--status-file {}: {e}; no more status is written",
                 path.display()
@@ -243,7 +243,7 @@ where
         );
         live.finish();
         if let (Some(path), Some(source)) = (prepared.plan.opts.status_file.as_deref(), &source) {
-            match crate::metrics::write_status_file(path, source) {
+            match crate::observe::metrics::write_status_file(path, source) {
                 Ok(()) => log::info!("status written to {}", path.display()),
                 Err(e) => log::error!("--status-file {}: {e}", path.display()),
             }

@@ -1,7 +1,7 @@
 //! The GPU consumer stage (feature `gpu`): `host_pinned` regions and, for each RX queue with
 //! `gpu_stage = "name"`, a [`GpuStage`] that batches the queue's packets into an
 //! `rtdaq_gpu::Pipeline`. It is the chain's last [`Stage`]: the consumer loop
-//! ([`crate::queue::consume`]) hands it each packet after validate and record, polls it
+//! (`queue::consume`) hands it each packet after validate and record, polls it
 //! every turn and releases only the ring slots below [`Stage::holds_from`].
 //!
 //! ## What the stage does per packet (no copy, no allocation)
@@ -27,7 +27,7 @@
 
 use crate::error::RuntimeError;
 use crate::gpu_region::{GpuMap, GpuRegionMem};
-use crate::gpu_report::GpuCounters;
+use crate::observe::gpu_report::GpuCounters;
 use crate::pacer::now_ns;
 use crate::queue::stats::QueueStats;
 use crate::record::RecordSink;
@@ -339,7 +339,7 @@ struct Building {
     acc: u64,
 }
 
-/// One queue's GPU stage. Built by [`prepare`]; driven by the queue's consumer loop.
+/// One queue's GPU stage. Built by `prepare`; driven by the queue's consumer loop.
 pub struct GpuStage {
     pipe: Pipeline,
     layout: BatchLayout,
@@ -670,7 +670,7 @@ impl GpuStage {
         self.poll_done();
         let stats = self.stats;
         let g = &stats.gpu;
-        let add = crate::gpu_report::GpuCounters::add;
+        let add = crate::observe::gpu_report::GpuCounters::add;
         // The product's number in its file's index: the batch key (reorder: sequence number /
         // packets_per_batch) or the batch count (gather); a dropped batch leaves a gap.
         let batch = match self.layout.mode {
@@ -713,7 +713,7 @@ impl GpuStage {
     /// to the product sinks. Never blocks.
     fn poll_done(&mut self) {
         let g = &self.stats.gpu;
-        let add = crate::gpu_report::GpuCounters::add;
+        let add = crate::observe::gpu_report::GpuCounters::add;
         let now = now_ns();
         #[cfg(feature = "test-hooks")]
         if crate::test_hooks::gpu_frozen(now) {
@@ -1151,15 +1151,16 @@ mod tests {
         );
         assert_eq!(stats.gpu.not_in_region.load(Relaxed), 1);
         assert_eq!(stats.gpu.no_slot.load(Relaxed), 1);
-        let report = crate::gpu_report::GpuReport::of(&c, 0, 0, &stats.gpu).unwrap();
+        let report = crate::observe::gpu_report::GpuReport::of(&c, 0, 0, &stats.gpu).unwrap();
         assert_eq!((report.not_in_region, report.no_slot), (1, 1));
         assert!(
             report.to_string().contains("not_in_region 1, no_slot 1"),
             "{report}"
         );
-        let q = crate::report::QueueReport::rx("lo", 0, None, &Default::default(), 1.0, None)
-            .with_gpu(Some(report));
-        assert_eq!(crate::outcome::judge(&[q], 0), (2, false));
+        let q =
+            crate::observe::report::QueueReport::rx("lo", 0, None, &Default::default(), 1.0, None)
+                .with_gpu(Some(report));
+        assert_eq!(crate::observe::outcome::judge(&[q], 0), (2, false));
         stage.submit(true);
         let _ = stage.pipe.wait_completed();
         drop(burst);

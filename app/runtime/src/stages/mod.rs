@@ -7,8 +7,8 @@
 //! | 2 | record | `record.rs` | appends the packet to a sink's (a shared sink's tap's) buffers | `SinkCounters`: `record_full`, `record_error` |
 //! | 3 | gpu | `gpu.rs` (feature `gpu`) | batches the packet for the GPU; holds its ring slot until the batch is done | `GpuCounters` |
 //!
-//! Each implements the one [`Stage`] trait; [`chain::QueueStages`] composes them (tuples,
-//! `Vec`, `Option`); the one consumer loop ([`crate::queue::consume`]) drives any chain on
+//! Each implements the one [`Stage`] trait; `chain::QueueStages` composes them (tuples,
+//! `Vec`, `Option`); the one consumer loop (`queue::consume`) drives any chain on
 //! any queue, direct or indirect. A new capability is a new stage here (its file, one
 //! element of the chain), not a special case in the runtime.
 

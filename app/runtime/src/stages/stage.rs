@@ -2,7 +2,7 @@
 //! composition of stages (tuples, `Option`, `Vec`: no `dyn`, no allocation).
 //!
 //! A stage is a state machine (the sans-IO idiom): the consumer loop
-//! ([`crate::queue::consume`]) owns the ring and the clock, tells each stage about packets,
+//! (`queue::consume`) owns the ring and the clock, tells each stage about packets,
 //! bursts, turns and the end of the run, and asks it which ring slots it still holds. A
 //! stage that keeps packets' buffers after their burst (the GPU stage, until the GPU has
 //! read them) says so through [`Stage::holds_from`]; the loop releases every slot below it.
@@ -11,7 +11,7 @@ use rtdaq_core::traits::Segment;
 use rtdaq_core::{DropReason, PacketMeta};
 
 /// One packet as every stage sees it, built once per packet by the loop's unwrap
-/// ([`crate::queue::unwrap`]).
+/// (`queue::unwrap`).
 #[derive(Debug, Clone, Copy)]
 pub struct Packet<'a> {
     /// The whole Ethernet frame (raw engines), else `None`; with header-data split into GPU

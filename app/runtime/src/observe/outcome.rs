@@ -1,7 +1,9 @@
 //! Turns the raw results of a run into its [`RunReport`]: per-queue figures, totals, the loss
 //! verdict and the exit code.
 
-use crate::report::{loss_exit_code, rfc3339_utc, DirectionReport, QueueReport, RunReport};
+use crate::observe::report::{
+    loss_exit_code, rfc3339_utc, DirectionReport, QueueReport, RunReport,
+};
 use crate::run::{Identity, RunResults};
 use crate::validator::Validator;
 use rtdaq_config::model::{Config, Validation};
@@ -43,7 +45,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
             .with_cpu(rs.io_cpu_ns.load(Acquire), rs.consumer_cpu_ns.load(Acquire))
             .with_stall(rs.stall.summary(r.start_ns))
             .with_ring_wait(rs.ring_wait_ns.load(Acquire))
-            .with_gpu(crate::gpu_report::GpuReport::of(
+            .with_gpu(crate::observe::gpu_report::GpuReport::of(
                 config,
                 q.interface,
                 q.queue,
@@ -111,7 +113,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                     .interfaces
                     .get(p.interface)
                     .map_or_else(|| p.port.clone(), |i| i.name.clone());
-                crate::report::PortReport::from_stats(name, p)
+                crate::observe::report::PortReport::from_stats(name, p)
             })
             .collect(),
         nics: r.nics.clone(),
@@ -128,7 +130,7 @@ pub(crate) fn judge(rx: &[QueueReport], lost: u64) -> (u64, bool) {
         lost + gpus()
             .map(|g| g.packets_dropped + g.not_in_region + g.no_slot)
             .sum::<u64>(),
-        gpus().any(crate::gpu_report::GpuReport::failed),
+        gpus().any(crate::observe::gpu_report::GpuReport::failed),
     )
 }
 

@@ -1,14 +1,14 @@
 //! The metrics endpoint (issue #18): Prometheus text exposition at `/metrics` and a JSON
 //! status at `/status`, on `run.metrics` / `rtdaq run --metrics ADDR`.
 //!
-//! A fixed set of threads of normal priority serves it ([`crate::http`]: one acceptor and
+//! A fixed set of threads of normal priority serves it ([`crate::observe::http`]: one acceptor and
 //! two workers, spawned by the main thread after it left the queue threads' cores, so they
 //! run beside them, never on them, and never more of them). It reads the counters the
 //! queue threads already publish for the live line ([`QueueStats`]: relaxed atomics, one
 //! writer each; the record sinks' and GPU stages' counters; the validator's stream table):
 //! a scrape adds no work, lock or allocation to the hot path. The exposition uses the
 //! `prometheus` crate (its registry and text encoder, the format `promtool check metrics`
-//! reads), HTTP requests are parsed by the `httparse` crate ([`crate::http`]).
+//! reads), HTTP requests are parsed by the `httparse` crate ([`crate::observe::http`]).
 //!
 //! Requests: `GET /metrics` (text format 0.0.4), `GET /status` (JSON), `GET /` (an index);
 //! another path is `404`, another method `405` (with `Allow: GET, HEAD`). The metrics are
@@ -77,10 +77,10 @@ pub struct Source {
     pub tx: Vec<(QueueLabel, &'static QueueStats)>,
     /// Record sinks: name (as in the live line) and counters.
     pub sinks: Vec<(String, &'static SinkCounters)>,
-    /// The NIC counters of the interfaces' devices, when any is watched ([`crate::nic`]).
-    pub nics: Option<crate::nic::Shared>,
-    /// The engine's own ports (DPDK), when it has them ([`crate::nic::PortWatch`]).
-    pub ports: Option<crate::nic::SharedPorts>,
+    /// The NIC counters of the interfaces' devices, when any is watched ([`crate::observe::nic`]).
+    pub nics: Option<crate::observe::nic::Shared>,
+    /// The engine's own ports (DPDK), when it has them ([`crate::observe::nic::PortWatch`]).
+    pub ports: Option<crate::observe::nic::SharedPorts>,
     /// Monotonic start of the run ([`crate::pacer::now_ns`]).
     pub start_ns: u64,
 }
@@ -88,7 +88,7 @@ pub struct Source {
 /// A bound endpoint, not yet serving ([`Endpoint::bind`] before the queues start, so that a
 /// bad address stops the run before any packet moves).
 pub struct Endpoint {
-    listener: crate::http::Listener,
+    listener: crate::observe::http::Listener,
     addr: SocketAddr,
 }
 
@@ -102,7 +102,7 @@ impl std::fmt::Debug for Endpoint {
 
 /// The serving threads; [`Serving::stop`] ends them.
 pub struct Serving {
-    server: crate::http::Server,
+    server: crate::observe::http::Server,
 }
 
 impl std::fmt::Debug for Serving {
@@ -118,7 +118,7 @@ impl Endpoint {
     /// [`RuntimeError::Metrics`] naming the address and the reason (in use, not local,
     /// no permission).
     pub fn bind(addr: SocketAddr) -> Result<Self, RuntimeError> {
-        let listener = crate::http::Listener::bind(addr).map_err(|e| RuntimeError::Metrics {
+        let listener = crate::observe::http::Listener::bind(addr).map_err(|e| RuntimeError::Metrics {
             addr: addr.to_string(),
             message: format!(
                 "cannot listen there ({e}); give a free local address and port, e.g. 127.0.0.1:9464, in run.metrics or --metrics"
@@ -140,12 +140,13 @@ impl Endpoint {
     /// [`RuntimeError::Metrics`] when a thread cannot be spawned.
     pub fn serve(self, source: Source) -> Result<Serving, RuntimeError> {
         let handler = Arc::new(Mutex::new(Exporter::new(source)));
-        let server = crate::http::serve(self.listener, handler, "metrics").map_err(|e| {
-            RuntimeError::Metrics {
-                addr: self.addr.to_string(),
-                message: format!("cannot spawn its threads: {e}"),
-            }
-        })?;
+        let server =
+            crate::observe::http::serve(self.listener, handler, "metrics").map_err(|e| {
+                RuntimeError::Metrics {
+                    addr: self.addr.to_string(),
+                    message: format!("cannot spawn its threads: {e}"),
+                }
+            })?;
         log::info!(
             "metrics: http://{}/metrics (Prometheus text), http://{}/status (JSON)",
             self.addr,
@@ -166,8 +167,8 @@ impl Serving {
     }
 }
 
-impl crate::http::Handler for Mutex<Exporter> {
-    fn handle(&self, req: &crate::http::Request<'_>) -> crate::http::Response {
+impl crate::observe::http::Handler for Mutex<Exporter> {
+    fn handle(&self, req: &crate::observe::http::Request<'_>) -> crate::observe::http::Response {
         // A worker that panicked while holding the lock left consistent counters (each
         // update is a set): go on with them.
         let e = self
@@ -432,7 +433,7 @@ impl Exporter {
     }
 
     /// A queue's GPU stage: batches, packets, missing, checksum mismatches, CUDA errors.
-    fn update_gpu(&self, i: &str, q: &str, g: &crate::gpu_report::GpuCounters) {
+    fn update_gpu(&self, i: &str, q: &str, g: &crate::observe::gpu_report::GpuCounters) {
         let c = &self.c;
         let lq = [i, q];
         let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
@@ -482,7 +483,7 @@ impl Exporter {
     }
 
     /// The interfaces' NIC counters (pause frames, drops, every counter by source).
-    fn update_nics(&self, nics: &crate::nic::Shared) {
+    fn update_nics(&self, nics: &crate::observe::nic::Shared) {
         let c = &self.c;
         let now = nics.lock().map(|g| g.clone()).unwrap_or_default();
         for n in &now {
@@ -518,7 +519,7 @@ impl Exporter {
     }
 
     /// An engine's own ports (DPDK).
-    fn update_ports(&self, ports: &crate::nic::SharedPorts) {
+    fn update_ports(&self, ports: &crate::observe::nic::SharedPorts) {
         let c = &self.c;
         let now = ports.lock().map(|g| g.clone()).unwrap_or_default();
         for (i, p, change) in &now {
@@ -560,13 +561,13 @@ impl Exporter {
             rtdaq_platform::alloc_audit::armed_allocations(),
         );
         self.g.thread_priority.reset();
-        for t in crate::procfs::threads() {
+        for t in crate::observe::procfs::threads() {
             self.g
                 .thread_priority
                 .with_label_values(&[&t.name, &t.policy, &t.cpus])
                 .set(i64::from(t.rt_priority));
         }
-        if let Some(b) = crate::procfs::locked_bytes() {
+        if let Some(b) = crate::observe::procfs::locked_bytes() {
             self.g
                 .memory_locked
                 .set(i64::try_from(b).unwrap_or(i64::MAX));
@@ -671,8 +672,8 @@ impl Exporter {
         fam
     }
 
-    fn answer(&self, req: &crate::http::Request<'_>) -> crate::http::Response {
-        use crate::http::Response;
+    fn answer(&self, req: &crate::observe::http::Request<'_>) -> crate::observe::http::Response {
+        use crate::observe::http::Response;
         if !matches!(req.method, "GET" | "HEAD") {
             let mut r = Response::text(405, "only GET and HEAD\n");
             r.headers.push("Allow: GET, HEAD");
@@ -784,7 +785,7 @@ mod tests {
         let sink = leak(SinkCounters::default());
         SinkCounters::add(&sink.written, 7);
         rx.ring_wait_ns.store(2_500_000, Relaxed);
-        let every = crate::report::tests::every_counter_set().named();
+        let every = crate::observe::report::tests::every_counter_set().named();
         rx.checks.store(&every);
         let ep = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = ep.addr();

@@ -40,7 +40,7 @@
 //!                invalid, heaps (SPEAD) }]   (per stream; absent when none was tracked)
 //!                format: { kind, frames_per_second, learned }  (instrument formats only;
 //!                for CODIF frames_per_second is frames per period),
-//!                gpu: { ... }                 (queues with a GPU stage: crate::gpu_report) }
+//!                gpu: { ... }                 (queues with a GPU stage: crate::observe::gpu_report) }
 //! ```
 //! In `totals`, `interface` is `"total"` and `queue`/`core` are `null`; `core` is also
 //! `null` for a queue without a pinned core.
@@ -117,9 +117,9 @@ pub struct RunReport {
     pub ports: Vec<PortReport>,
     /// NIC counters of the interfaces' kernel network devices: what changed during the run,
     /// pause frames, drops before the queues, warnings (absent from the JSON when no
-    /// interface is on a NIC). See [`crate::nic::NicReport`].
+    /// interface is on a NIC). See [`crate::observe::nic::NicReport`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nics: Vec<crate::nic::NicReport>,
+    pub nics: Vec<crate::observe::nic::NicReport>,
     /// CPU steal during the run on each core a queue thread used, seconds by core number
     /// (`/proc/stat`: time the hypervisor gave this vCPU's host CPU to something else;
     /// no priority inside the guest prevents it). Empty when the kernel reports none.
@@ -178,7 +178,7 @@ pub struct PortReport {
     /// The driver's non-zero extended counters.
     pub xstats: BTreeMap<String, u64>,
     /// Pause frames and drops before the queues that the extended counters show (a DPDK
-    /// port counts from its start, so these are the run's): see [`crate::nic`].
+    /// port counts from its start, so these are the run's): see [`crate::observe::nic`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -198,11 +198,11 @@ impl PortReport {
     /// From the engine's [`PortStats`](rtdaq_core::traits::PortStats); `interface` is the
     /// config's name of its interface.
     pub fn from_stats(interface: String, s: &rtdaq_core::traits::PortStats) -> Self {
-        // The same warnings, from the same counters, as the live ones (crate::nic::PortWatch).
-        let warnings = crate::nic::warnings(
+        // The same warnings, from the same counters, as the live ones (crate::observe::nic::PortWatch).
+        let warnings = crate::observe::nic::warnings(
             &interface,
             &s.port,
-            &crate::nic::port_change(s),
+            &crate::observe::nic::port_change(s),
             &mut [false; 3],
         );
         PortReport {
@@ -327,9 +327,9 @@ pub struct QueueReport {
     /// RX only: sequence, integrity and latency checks.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub rx: Option<RxChecks>,
-    /// RX queues with a GPU stage: its counters ([`crate::gpu_report`]).
+    /// RX queues with a GPU stage: its counters ([`crate::observe::gpu_report`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<crate::gpu_report::GpuReport>,
+    pub gpu: Option<crate::observe::gpu_report::GpuReport>,
     /// RX queues that record: one entry per sink ([`crate::record`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub record: Vec<crate::record::SinkReport>,
@@ -450,7 +450,7 @@ fn drop_map(counts: impl Fn(DropReason) -> u64) -> BTreeMap<String, u64> {
 
 impl QueueReport {
     /// Sets the queue's GPU section (its stage's report).
-    pub fn with_gpu(mut self, gpu: Option<crate::gpu_report::GpuReport>) -> Self {
+    pub fn with_gpu(mut self, gpu: Option<crate::observe::gpu_report::GpuReport>) -> Self {
         self.gpu = gpu;
         self
     }
