@@ -18,8 +18,15 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const ENGINES: &[&str] = &["socket", "afpacket", "afxdp", "dpdk", "ibverbs"];
-const PLATFORMS: &[&str] = &["host", "igx-orin", "igx-thor", "dgx-spark"];
+/// Every engine and board the config knows, in its spelling (also the feature suffixes):
+/// one list, the config crate's, so a new engine or board is not listed here again.
+fn engines() -> Vec<&'static str> {
+    rtdaq_config::model::EngineKind::ALL.map(|k| k.as_str()).to_vec()
+}
+
+fn platforms() -> Vec<&'static str> {
+    rtdaq_config::model::Platform::ALL.map(|p| p.as_str()).to_vec()
+}
 const DEFAULT_CONFIG: &str = "configs/host-loopback-udp.toml";
 
 fn feature_on(prefix: &str, name: &str) -> bool {
@@ -125,12 +132,13 @@ fn no_test_hooks_in_release() -> Result<(), String> {
 fn main() {
     println!("cargo::rerun-if-env-changed=RTDAQ_CONFIG");
     println!("cargo::rerun-if-changed=build.rs");
-    let engine_cfg = ENGINES
+    let (engines, platforms) = (engines(), platforms());
+    let engine_cfg = engines
         .iter()
         .map(|e| format!("\"{e}\""))
         .collect::<Vec<_>>()
         .join(",");
-    let platform_cfg = PLATFORMS
+    let platform_cfg = platforms
         .iter()
         .map(|e| format!("\"{e}\""))
         .collect::<Vec<_>>()
@@ -138,8 +146,8 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(rtdaq_engine, values({engine_cfg}))");
     println!("cargo::rustc-check-cfg=cfg(rtdaq_platform, values({platform_cfg}))");
 
-    let engine = exactly_one("engine", ENGINES);
-    let platform = exactly_one("platform", PLATFORMS);
+    let engine = exactly_one("engine", &engines);
+    let platform = exactly_one("platform", &platforms);
     let (engine, platform) = match (engine, platform) {
         (Ok(e), Ok(p)) => (e, p),
         (e, p) => fail(&[e.err(), p.err()].into_iter().flatten().collect::<Vec<_>>()),
