@@ -21,11 +21,15 @@ use std::process::Command;
 /// Every engine and board the config knows, in its spelling (also the feature suffixes):
 /// one list, the config crate's, so a new engine or board is not listed here again.
 fn engines() -> Vec<&'static str> {
-    rtdaq_config::model::EngineKind::ALL.map(|k| k.as_str()).to_vec()
+    rtdaq_config::model::EngineKind::ALL
+        .map(|k| k.as_str())
+        .to_vec()
 }
 
 fn platforms() -> Vec<&'static str> {
-    rtdaq_config::model::Platform::ALL.map(|p| p.as_str()).to_vec()
+    rtdaq_config::model::Platform::ALL
+        .map(|p| p.as_str())
+        .to_vec()
 }
 const DEFAULT_CONFIG: &str = "configs/host-loopback-udp.toml";
 

@@ -505,7 +505,7 @@ paced() {
                 pids+=($!)
             done
             sleep 0.5
-            RUST_LOG=warn timeout $((SECS + 25)) $C/$bin run --config "$f.toml" \
+            RUST_LOG=warn timeout $((SECS + 25)) "$C/$bin" run --config "$f.toml" \
                 --report-json "$f.json" > "$f.txt" 2>&1
             local rc=$?
             for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done

@@ -289,7 +289,7 @@ ExecStart=/usr/local/bin/rtdaq run --duration 0 --report-json /var/lib/rtdaq/rep
     j=$(since "$cur")
     grep -E 'test hook|has made no progress|Watchdog timeout|Failed with result|Scheduled restart|Main process exited' <<< "$j" | sed 's/^/  journal: /'
     echo "  restarted $(( $(date +%s) - t0 )) s after the start: NRestarts $n0 -> $(prop NRestarts), $(prop ActiveState)/$(prop SubState)"
-    grep -qE "^\[[^]]* ERROR +rtdaq_runtime::notify\] $who has made no progress for [0-9.]+ s: WATCHDOG=1 pings stop" <<< "$j" ||
+    grep -qE "^\[[^]]* ERROR +rtdaq_runtime::observe::notify\] $who has made no progress for [0-9.]+ s: WATCHDOG=1 pings stop" <<< "$j" ||
         { echo "  the log does not name '$who' as the thread that stopped the pings"; return 1; }
     grep -q "Failed with result 'watchdog'" <<< "$j"
 }
