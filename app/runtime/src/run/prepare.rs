@@ -205,14 +205,11 @@ impl Prepared<'_> {
         Ok(())
     }
 
-    /// Unwinds the step: the chains are dropped (their writers learn that no buffer comes),
-    /// the writers and mergers end and are joined, and the files they opened are removed
+    /// Unwinds the step: the chains are dropped (their `DoneOnDrop` guards tell the writers
+    /// and mergers that no buffer comes), the writers and mergers end and are joined, and the files they opened are removed
     /// (they never got a packet).
     pub fn abandon(self) {
         drop(self.chains);
-        for w in &self.writers {
-            w.counters.producer_done.store(true, Release);
-        }
         for w in self.writers {
             if let Some(m) = w.merger {
                 let _ = m.join();

@@ -124,23 +124,10 @@ where
         self.write_status(false);
     }
 
-    /// `--status-file`: the JSON status, written atomically; after an error none is written.
+    /// `--status-file`, once a second.
     fn write_status(&mut self, final_one: bool) {
-        let Some(path) = self.parked.prepared.plan.opts.status_file.as_deref() else {
-            return;
-        };
-        let Some(source) = self.source.as_ref() else {
-            return;
-        };
-        if let Err(e) = crate::observe::metrics::write_status_file(path, source) {
-            log::error!(
-                "--status-file {}: {e}; no more status is written",
-                path.display()
-            );
-            self.source = None;
-        } else if final_one {
-            log::info!("status written to {}", path.display());
-        }
+        let path = self.parked.prepared.plan.opts.status_file.as_deref();
+        write_status(path, &mut self.source, final_one);
     }
 }
 
@@ -167,7 +154,7 @@ where
             steal_before,
             port_watch,
             mut live,
-            source,
+            mut source,
             serving,
             mut notifier,
             ..
@@ -242,12 +229,7 @@ where
             (end_ns - start_ns) as f64 / 1e9,
         );
         live.finish();
-        if let (Some(path), Some(source)) = (prepared.plan.opts.status_file.as_deref(), &source) {
-            match crate::observe::metrics::write_status_file(path, source) {
-                Ok(()) => log::info!("status written to {}", path.display()),
-                Err(e) => log::error!("--status-file {}: {e}", path.display()),
-            }
-        }
+        write_status(prepared.plan.opts.status_file.as_deref(), &mut source, true);
         if let Some(s) = serving {
             s.stop();
         }
@@ -270,6 +252,27 @@ where
             nics,
             failed_threads,
         }
+    }
+}
+
+/// `--status-file`: the JSON status of `source`, written atomically; after an error it is
+/// dropped, so no more status is written.
+fn write_status(
+    path: Option<&std::path::Path>,
+    source: &mut Option<crate::observe::metrics::Source>,
+    final_one: bool,
+) {
+    let (Some(path), Some(src)) = (path, source.as_ref()) else {
+        return;
+    };
+    if let Err(e) = crate::observe::metrics::write_status_file(path, src) {
+        log::error!(
+            "--status-file {}: {e}; no more status is written",
+            path.display()
+        );
+        *source = None;
+    } else if final_one {
+        log::info!("status written to {}", path.display());
     }
 }
 
