@@ -48,14 +48,14 @@ fn mem_kind(k: RegionKind) -> MemKind {
     }
 }
 
-/// What RX queue `q`'s stages ask of the engine: source addresses for a pcap recorder (its
-/// records carry the real sender's IPv4/UDP headers).
+/// What RX queue `q`'s stages ask of the engine: source addresses for a recorder whose
+/// records carry the real sender (pcap's IPv4/UDP headers).
 fn rx_wants(config: &Config, q: &rtdaq_config::model::RxQueue) -> RxWants {
     RxWants {
         source_addresses: q
             .record
             .iter()
-            .any(|r| config.recorders[r.0].format == rtdaq_config::model::RecordFormat::Pcap),
+            .any(|r| config.recorders[r.0].format.needs_source_address()),
     }
 }
 

@@ -29,11 +29,13 @@
 //! queue threads start.
 
 mod common;
+pub mod format;
 pub mod shared;
 mod sink;
 pub mod writer;
 
 pub use common::{start_field, FileNaming, SinkCounters, SinkInfo, ALIGN, DADA_HEADER_LEN};
+pub use format::{AnyFormat, Format, Link};
 pub use shared::{Merger, Tap};
 pub use sink::{RecBuf, RecordSink};
 pub use writer::{FileReport, WriterOutcome};
@@ -281,6 +283,17 @@ impl Opener<'_> {
             .replace("{interface}", &iface.name)
             .replace("{queue}", queue)
             .replace("{start}", &self.start);
+        let dst = match &iface.address {
+            Address::Socket(u) => (u.ip.octets(), u.port),
+            _ => ([0; 4], 0),
+        };
+        let format = AnyFormat::new(
+            rec,
+            Link {
+                frames: self.frames,
+                dst,
+            },
+        );
         let info = SinkInfo {
             key: key.clone(),
             recorder: rec.clone(),
@@ -292,22 +305,15 @@ impl Opener<'_> {
         };
         let counters: &'static SinkCounters = Box::leak(Box::default());
         let (prod, cons) = self.ring(rec, rid)?.split();
-        let w = writer::Writer::open(info, cons, counters).map_err(|(path, e)| {
-            RuntimeError::Record {
-                key: dir_key.clone(),
-                path,
-                message: e,
-            }
-        })?;
-        let dst = match &iface.address {
-            Address::Socket(u) => (u.ip.octets(), u.port),
-            _ => ([0; 4], 0),
-        };
-        Ok((
-            RecordSink::new(rec, prod, counters, dst, self.frames),
-            w,
-            counters,
-        ))
+        let w =
+            writer::Writer::open(info, format.clone(), cons, counters).map_err(|(path, e)| {
+                RuntimeError::Record {
+                    key: dir_key.clone(),
+                    path,
+                    message: e,
+                }
+            })?;
+        Ok((RecordSink::new(rec, format, prod, counters), w, counters))
     }
 }
 

@@ -2,13 +2,11 @@
 //! and hands full (or timed-out) buffers to the writer. Hot path: no allocation, no
 //! logging, no blocking; what does not fit is counted.
 
-use super::common::{SinkCounters, ALIGN, DADA_HEADER_LEN};
+use super::common::{SinkCounters, ALIGN};
+use super::format::{AnyFormat, Format, Out};
 use crate::stages::Packet;
-use rtdaq_config::model::{RecordFormat, Recorder};
+use rtdaq_config::model::Recorder;
 use rtdaq_core::slot_ring::SlotProducer;
-use rtdaq_core::wire::pcap::{
-    emit_udp_headers, PcapFileHeader, PcapRecord, LINKTYPE_ETHERNET, UDP_HEADERS_LEN,
-};
 use rtdaq_core::wire::SeqHeader;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -96,21 +94,24 @@ struct Pending {
     error: u64,
 }
 
-/// The consumer half of one sink (see the [module docs](super)).
+/// The consumer half of one sink (see the [module docs](super)): the recorder's format
+/// turns each packet into a record of the byte stream.
 pub struct RecordSink {
-    format: RecordFormat,
-    snaplen: usize,
-    strip: usize,
-    /// The engine delivers Ethernet frames (else payloads: pcap rebuilds the headers).
-    frames: bool,
-    /// Socket engine: the queue's address (destination of the rebuilt headers).
-    dst: ([u8; 4], u16),
+    format: AnyFormat,
+    out: Stream,
+}
+
+/// The byte stream of a sink across its buffers: admission, rotation, flushing, the index.
+struct Stream {
     prod: SlotProducer<'static, RecBuf>,
     counters: &'static SinkCounters,
     cap: usize,
     /// The slot at the producer's head has not been reset for the current file yet.
     stale: bool,
+    /// Bytes of a file before its first record (the writer's file header, the stream's).
     header_len: u64,
+    /// What each file's stream starts with (the format's stream header).
+    stream_header: Box<[u8]>,
     rotate_bytes: Option<u64>,
     rotate_ns: Option<u64>,
     flush_ns: u64,
@@ -122,35 +123,27 @@ pub struct RecordSink {
     ends_head: usize,
     ends_in_buf: usize,
     last_seq: Option<(u16, u64)>,
-    ident: u16,
     carry: Box<[u8]>,
     pending: Pending,
 }
 
 impl RecordSink {
-    /// The consumer half of a sink of `rec` over `prod`; writes the first file's pcap header.
+    /// The consumer half of a sink of `rec` in `format` over `prod`; puts the first file's
+    /// stream header.
     pub fn new(
         rec: &Recorder,
+        format: AnyFormat,
         prod: SlotProducer<'static, RecBuf>,
         counters: &'static SinkCounters,
-        dst: ([u8; 4], u16),
-        frames: bool,
     ) -> Self {
-        let mut s = RecordSink {
-            format: rec.format,
-            snaplen: rec.snaplen as usize,
-            strip: rec.strip_bytes as usize,
-            frames,
-            dst,
+        let stream_header = format.stream_header().into_boxed_slice();
+        let mut out = Stream {
             prod,
             counters,
             cap: rec.buffer_bytes,
             stale: true,
-            header_len: match rec.format {
-                RecordFormat::Pcap => PcapFileHeader::LEN as u64,
-                RecordFormat::Dada => DADA_HEADER_LEN as u64,
-                RecordFormat::Raw => 0,
-            },
+            header_len: format.file_header_len() + stream_header.len() as u64,
+            stream_header,
             rotate_bytes: rec.rotate_bytes,
             rotate_ns: rec.rotate_ns,
             flush_ns: rec.flush_ns,
@@ -162,94 +155,77 @@ impl RecordSink {
             ends_head: 0,
             ends_in_buf: 0,
             last_seq: None,
-            ident: 0,
             carry: vec![0u8; ALIGN].into_boxed_slice(),
             pending: Pending::default(),
         };
-        s.start_file();
-        s
+        out.start_file();
+        RecordSink { format, out }
     }
 
-    /// Free slots (the one being filled included).
+    /// Records one packet (see the [module docs](super)).
     #[inline]
-    fn free(&self) -> usize {
-        self.prod.capacity() - self.prod.len()
+    pub fn on_packet(&mut self, p: &Packet<'_>) {
+        let Some(r) = self.format.record(p, &mut self.out) else {
+            return;
+        };
+        let seq = SeqHeader::parse(p.payload)
+            .ok()
+            .map(|h| (h.stream_id, h.seq));
+        self.out.end_record(r.total, r.data, seq, p.rx_ns);
     }
 
-    /// The buffer being filled, reset for the current file the first time it is seen.
+    /// Whether a record of up to `bytes` bytes would be taken now (room in the free
+    /// buffers, a rotation included), or would be counted as a write error anyway. The
+    /// merger of a shared sink waits for this instead of dropping.
+    pub fn has_room(&mut self, bytes: usize) -> bool {
+        let o = &mut self.out;
+        o.counters.failed.load(Relaxed) || (o.free() >= 2 && o.fits(bytes))
+    }
+
+    /// Records one block that is not a packet: a GPU stage's product of one batch (raw/dada
+    /// sinks only; `batch` numbers the stage's batches from 0, dropped ones included, so the
+    /// index counts the batches not recorded as gaps). False when it was not recorded
+    /// (counted as `record_full` / `record_error`).
     #[inline]
-    fn cur(&mut self) -> Option<&mut RecBuf> {
-        let (stale, file) = (self.stale, self.file);
-        let b = self.prod.slot()?;
-        if stale {
-            b.reset(file);
-            self.stale = false;
-            self.ends_in_buf = 0;
-            self.buf_first_ns = 0;
-        }
-        Some(b)
-    }
-
-    /// Hands the buffer being filled to the writer.
-    #[inline]
-    fn commit(&mut self) {
-        if self.prod.slot().is_some() && !self.stale {
-            let committed = self.prod.commit();
-            debug_assert!(committed.is_ok());
-            self.stale = true;
-        }
-    }
-
-    /// Starts the stream of the current file: a pcap file begins with its header.
-    fn start_file(&mut self) {
-        self.file_bytes = self.header_len;
-        self.file_start_ns = 0;
-        self.last_seq = None;
-        if self.format == RecordFormat::Pcap {
-            let h = PcapFileHeader::new(self.snaplen as u32, LINKTYPE_ETHERNET).to_bytes();
-            self.put(&h);
-        }
-    }
-
-    /// Appends bytes to the stream, moving on to the next buffer when one is full. The
-    /// caller made sure the free buffers hold them.
-    #[inline]
-    fn put(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            let cap = self.cap;
-            let Some(b) = self.cur() else { return };
-            if b.fill == cap {
-                self.commit();
-                continue;
-            }
-            let n = bytes.len().min(cap - b.fill);
-            let at = b.fill;
-            b.space()[at..at + n].copy_from_slice(&bytes[..n]);
-            b.fill += n;
-            bytes = &bytes[n..];
-        }
-    }
-
-    /// Ends the current file with the buffer being filled and starts the next one. False
-    /// when the free buffers cannot take that (the packet is then not recorded).
-    fn rotate(&mut self) -> bool {
-        if self.free() < 2 {
+    pub fn on_block(&mut self, data: &[u8], batch: u64, ts_ns: u64) -> bool {
+        if !self.out.admit(data.len(), ts_ns) {
             return false;
         }
-        if let Some(b) = self.cur() {
-            b.ends_file = true;
-        }
-        // Commit even an empty buffer: it carries the end-of-file mark.
-        if self.prod.slot().is_some() {
-            let committed = self.prod.commit();
-            debug_assert!(committed.is_ok());
-            self.stale = true;
-        }
-        self.file += 1;
-        self.start_file();
+        self.out.put(data);
+        self.out
+            .end_record(data.len(), data.len(), Some((0, batch)), ts_ns);
         true
     }
 
+    /// Called after every burst and when the queue is idle: publishes the counters and hands
+    /// a partly filled buffer to the writer once it waited `flush_ms` (its 4 KiB-aligned
+    /// part; the rest moves to the next buffer, so every write but a file's last stays
+    /// aligned).
+    #[inline]
+    pub fn tick(&mut self, now_ns: u64) {
+        self.out.tick(now_ns);
+    }
+
+    /// Adds the counts since the last call to the shared counters.
+    #[inline]
+    pub fn publish(&mut self) {
+        self.out.publish();
+    }
+
+    /// End of the run: the buffer being filled goes to the writer as the end of its file
+    /// (when a slot is free; else the writer closes the file after the last full buffer),
+    /// and the writer is told that nothing more comes.
+    pub fn finish(&mut self) {
+        self.out.finish();
+    }
+
+    /// The shared counters.
+    pub fn counters(&self) -> &'static SinkCounters {
+        self.out.counters
+    }
+}
+
+impl Out for Stream {
     /// Whether a record of `total` bytes received at `ts_ns` goes into the buffers:
     /// not after a write error (`record_error`), rotating first when the file is due, and
     /// only when the free buffers hold it (else `record_full`). Starts the flush timer of
@@ -280,54 +256,87 @@ impl RecordSink {
         true
     }
 
-    /// Records one packet (see the [module docs](super)).
+    /// Appends bytes to the stream, moving on to the next buffer when one is full. The
+    /// caller made sure the free buffers hold them.
     #[inline]
-    pub fn on_packet(&mut self, p: &Packet<'_>) {
-        // The record: header bytes (pcap) and data.
-        let (data, orig_len, synth) = match self.format {
-            RecordFormat::Pcap => match (self.frames, p.frame) {
-                (true, Some(f)) => (f, f.len(), false),
-                _ => (p.payload, p.payload.len() + UDP_HEADERS_LEN, true),
-            },
-            RecordFormat::Raw | RecordFormat::Dada => {
-                (p.payload.get(self.strip..).unwrap_or_default(), 0, false)
+    fn put(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let cap = self.cap;
+            let Some(b) = self.cur() else { return };
+            if b.fill == cap {
+                self.commit();
+                continue;
             }
-        };
-        let total = match self.format {
-            RecordFormat::Pcap => PcapRecord::LEN + orig_len.min(self.snaplen),
-            _ => data.len(),
-        };
-        if !self.admit(total, p.rx_ns) {
-            return;
+            let n = bytes.len().min(cap - b.fill);
+            let at = b.fill;
+            b.space()[at..at + n].copy_from_slice(&bytes[..n]);
+            b.fill += n;
+            bytes = &bytes[n..];
         }
-        match self.format {
-            RecordFormat::Pcap => {
-                let incl = orig_len.min(self.snaplen);
-                let rec = PcapRecord {
-                    ts_ns: p.rx_ns,
-                    incl_len: incl as u32,
-                    orig_len: orig_len as u32,
-                };
-                self.put(&rec.to_bytes());
-                if synth {
-                    let mut h = [0u8; UDP_HEADERS_LEN];
-                    let src = (p.meta.src_ip, p.meta.src_port);
-                    self.ident = self.ident.wrapping_add(1);
-                    // A datagram longer than 65507 bytes cannot arrive over UDP.
-                    let _ = emit_udp_headers(&mut h, src, self.dst, data.len(), self.ident);
-                    let n = incl.min(UDP_HEADERS_LEN);
-                    self.put(&h[..n]);
-                    self.put(&data[..incl - n]);
-                } else {
-                    self.put(&data[..incl]);
-                }
-            }
-            RecordFormat::Raw | RecordFormat::Dada => self.put(data),
+    }
+}
+
+impl Stream {
+    /// Free slots (the one being filled included).
+    #[inline]
+    fn free(&self) -> usize {
+        self.prod.capacity() - self.prod.len()
+    }
+
+    /// The buffer being filled, reset for the current file the first time it is seen.
+    #[inline]
+    fn cur(&mut self) -> Option<&mut RecBuf> {
+        let (stale, file) = (self.stale, self.file);
+        let b = self.prod.slot()?;
+        if stale {
+            b.reset(file);
+            self.stale = false;
+            self.ends_in_buf = 0;
+            self.buf_first_ns = 0;
         }
-        let seq = SeqHeader::parse(p.payload)
-            .ok()
-            .map(|h| (h.stream_id, h.seq));
-        self.end_record(total, data.len(), seq, p.rx_ns);
+        Some(b)
+    }
+
+    /// Hands the buffer being filled to the writer.
+    #[inline]
+    fn commit(&mut self) {
+        if self.prod.slot().is_some() && !self.stale {
+            let committed = self.prod.commit();
+            debug_assert!(committed.is_ok());
+            self.stale = true;
+        }
+    }
+
+    /// Starts the stream of the current file with the format's stream header.
+    fn start_file(&mut self) {
+        self.file_bytes = self.header_len;
+        self.file_start_ns = 0;
+        self.last_seq = None;
+        if !self.stream_header.is_empty() {
+            let h = std::mem::take(&mut self.stream_header);
+            self.put(&h);
+            self.stream_header = h;
+        }
+    }
+
+    /// Ends the current file with the buffer being filled and starts the next one. False
+    /// when the free buffers cannot take that (the packet is then not recorded).
+    fn rotate(&mut self) -> bool {
+        if self.free() < 2 {
+            return false;
+        }
+        if let Some(b) = self.cur() {
+            b.ends_file = true;
+        }
+        // Commit even an empty buffer: it carries the end-of-file mark.
+        if self.prod.slot().is_some() {
+            let committed = self.prod.commit();
+            debug_assert!(committed.is_ok());
+            self.stale = true;
+        }
+        self.file += 1;
+        self.start_file();
+        true
     }
 
     /// Whether a record of `total` bytes fits into the buffer being filled and the free
@@ -341,27 +350,6 @@ impl RecordSink {
         };
         let needed = 1 + total.saturating_sub(room).div_ceil(cap);
         self.free() >= needed
-    }
-
-    /// Whether a record of up to `bytes` bytes would be taken now (room in the free
-    /// buffers, a rotation included), or would be counted as a write error anyway. The
-    /// merger of a shared sink waits for this instead of dropping.
-    pub fn has_room(&mut self, bytes: usize) -> bool {
-        self.counters.failed.load(Relaxed) || (self.free() >= 2 && self.fits(bytes))
-    }
-
-    /// Records one block that is not a packet: a GPU stage's product of one batch (raw/dada
-    /// sinks only; `batch` numbers the stage's batches from 0, dropped ones included, so the
-    /// index counts the batches not recorded as gaps). False when it was not recorded
-    /// (counted as `record_full` / `record_error`).
-    #[inline]
-    pub fn on_block(&mut self, data: &[u8], batch: u64, ts_ns: u64) -> bool {
-        if !self.admit(data.len(), ts_ns) {
-            return false;
-        }
-        self.put(data);
-        self.end_record(data.len(), data.len(), Some((0, batch)), ts_ns);
-        true
     }
 
     /// Book-keeping after a record of `total` bytes (`len` of them data) went into the
@@ -421,7 +409,7 @@ impl RecordSink {
     /// part; the rest moves to the next buffer, so every write but a file's last stays
     /// aligned).
     #[inline]
-    pub fn tick(&mut self, now_ns: u64) {
+    fn tick(&mut self, now_ns: u64) {
         self.publish();
         if self.buf_first_ns == 0 || now_ns.saturating_sub(self.buf_first_ns) < self.flush_ns {
             return;
@@ -473,7 +461,7 @@ impl RecordSink {
 
     /// Adds the counts since the last call to the shared counters.
     #[inline]
-    pub fn publish(&mut self) {
+    fn publish(&mut self) {
         let c = self.counters;
         let p = std::mem::take(&mut self.pending);
         if p.full > 0 {
@@ -487,7 +475,7 @@ impl RecordSink {
     /// End of the run: the buffer being filled goes to the writer as the end of its file
     /// (when a slot is free; else the writer closes the file after the last full buffer),
     /// and the writer is told that nothing more comes.
-    pub fn finish(&mut self) {
+    fn finish(&mut self) {
         self.publish();
         if !self.stale {
             if let Some(b) = self.prod.slot() {
@@ -500,10 +488,5 @@ impl RecordSink {
         self.counters
             .producer_done
             .store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// The shared counters.
-    pub fn counters(&self) -> &'static SinkCounters {
-        self.counters
     }
 }

@@ -2,7 +2,9 @@
 //! larger than a buffer) are recorded whole, in order, and a block the free buffers cannot
 //! hold is counted, never half-written.
 
-use super::{writer::Writer, FileNaming, RecBuf, RecordSink, SinkCounters, SinkInfo};
+use super::{
+    writer::Writer, AnyFormat, FileNaming, Link, RecBuf, RecordSink, SinkCounters, SinkInfo,
+};
 use rtdaq_config::model::{DadaParams, RecordFormat, Recorder};
 use rtdaq_core::SlotRing;
 use std::sync::atomic::Ordering::Relaxed;
@@ -62,8 +64,14 @@ fn products_span_buffers_and_what_does_not_fit_is_counted() {
         SlotRing::new(Box::leak(bufs.into_boxed_slice())).unwrap(),
     ));
     let (prod, cons) = ring.split();
-    let w = Writer::open(info(&rec, &dir, "lo.rx0 gpu_stage fft"), cons, counters).unwrap();
-    let mut sink = RecordSink::new(&rec, prod, counters, ([0; 4], 0), false);
+    let w = Writer::open(
+        info(&rec, &dir, "lo.rx0 gpu_stage fft"),
+        AnyFormat::new(&rec, Link::default()),
+        cons,
+        counters,
+    )
+    .unwrap();
+    let mut sink = RecordSink::new(&rec, AnyFormat::new(&rec, Link::default()), prod, counters);
     let big = 3 << 19; // 1.5 MiB: every product spans two buffers
                        // The writer is not running yet: 4 MiB of buffers take products 0 and 1 (3 MiB, three
                        // buffers committed), product 2 (1.5 MiB) finds one free buffer and is refused whole,
@@ -121,8 +129,14 @@ fn shared_sink_merges_in_take_order_and_waits_for_a_lagging_tap() {
     };
     let counters: &'static SinkCounters = Box::leak(Box::default());
     let (prod, cons) = ring(4);
-    let w = Writer::open(info(&rec, &dir, "lo (shared)"), cons, counters).unwrap();
-    let sink = RecordSink::new(&rec, prod, counters, ([0; 4], 0), false);
+    let w = Writer::open(
+        info(&rec, &dir, "lo (shared)"),
+        AnyFormat::new(&rec, Link::default()),
+        cons,
+        counters,
+    )
+    .unwrap();
+    let sink = RecordSink::new(&rec, AnyFormat::new(&rec, Link::default()), prod, counters);
     let mut taps = Vec::new();
     let mut ends = Vec::new();
     for _ in 0..2 {

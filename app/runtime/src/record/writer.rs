@@ -2,9 +2,9 @@
 //! order, rotates files, writes each file's index, and turns every failure into counted,
 //! reported drops (never a silent gap).
 
-use super::common::{start_field, SinkCounters, SinkInfo, ALIGN, DADA_HEADER_LEN};
+use super::common::{SinkCounters, SinkInfo, ALIGN};
+use super::format::{AnyFormat, FileFacts, Format};
 use super::sink::{IndexDelta, RecBuf};
-use rtdaq_config::model::RecordFormat;
 use rtdaq_core::slot_ring::SlotConsumer;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -95,6 +95,7 @@ struct OpenFile {
 /// The writer of one sink; [`run`](Writer::run) is its thread.
 pub struct Writer {
     info: SinkInfo,
+    format: AnyFormat,
     cons: Option<SlotConsumer<'static, RecBuf>>,
     counters: &'static SinkCounters,
     file: Option<OpenFile>,
@@ -107,10 +108,11 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Opens the sink's first file (before the run: a directory that cannot be written
+    /// Opens the sink's first file in `format` (before the run: a directory that cannot be written
     /// fails the start). Errors: the path and what is wrong.
     pub(crate) fn open(
         info: SinkInfo,
+        format: AnyFormat,
         cons: SlotConsumer<'static, RecBuf>,
         counters: &'static SinkCounters,
     ) -> Result<Self, (String, String)> {
@@ -120,6 +122,7 @@ impl Writer {
                 ..WriterOutcome::default()
             },
             info,
+            format,
             cons: Some(cons),
             counters,
             file: None,
@@ -195,107 +198,39 @@ impl Writer {
             },
             first_len: 0,
         };
-        if self.info.recorder.format == RecordFormat::Dada {
-            let h = self.dada_header(&f, false);
-            f.plain
-                .write_all_at(&h, 0)
-                .map_err(|e| (shown.clone(), format!("cannot write the DADA header: {e}")))?;
-            f.offset = DADA_HEADER_LEN as u64;
+        if let Some(h) = self.format.file_header(&self.facts(&f, false)) {
+            f.plain.write_all_at(&h, 0).map_err(|e| {
+                let what = self.info.recorder.format.as_str();
+                (
+                    shown.clone(),
+                    format!("cannot write the {what} file header: {e}"),
+                )
+            })?;
+            f.offset = h.len() as u64;
             f.clean_end = f.offset;
         }
         self.file = Some(f);
         Ok(())
     }
 
-    /// The 4096-byte DADA header of `f` (`last`: the file is complete, sizes are final).
-    fn dada_header(&self, f: &OpenFile, last: bool) -> Vec<u8> {
-        let r = &self.info.recorder;
-        let d = &r.dada;
-        let start = if self.obs_start_ns != 0 {
-            self.obs_start_ns
-        } else {
-            self.info.start_unix_ns
-        };
-        let utc = crate::pacer::rfc3339_utc(start);
-        // 2026-12-01T12:53:09.123456789Z -> 2026-12-01-12:53:09 (DADA's UTC_START)
-        let utc_start = format!(
-            "{}-{}",
-            utc.get(..10).unwrap_or_default(),
-            utc.get(11..19).unwrap_or_default()
-        );
-        let size = if last {
-            f.offset.saturating_sub(DADA_HEADER_LEN as u64)
-        } else {
-            r.rotate_bytes
-                .map_or(0, |b| b.saturating_sub(DADA_HEADER_LEN as u64))
-        };
-        let mut lines = vec![
-            ("HEADER", "DADA".to_string()),
-            ("HDR_VERSION", "1.0".into()),
-            ("HDR_SIZE", DADA_HEADER_LEN.to_string()),
-            ("DADA_VERSION", "1.0".into()),
-            (
-                "OBS_ID",
-                format!(
-                    "{}_{}",
-                    self.info.config_name,
-                    start_field(self.info.start_unix_ns)
-                ),
-            ),
-            (
-                "FILE_NAME",
-                f.path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            ),
-            ("FILE_SIZE", size.to_string()),
-            ("FILE_NUMBER", f.index.to_string()),
-            ("OBS_OFFSET", f.obs_offset.to_string()),
-            ("OBS_OVERLAP", "0".into()),
-            ("UTC_START", utc_start),
-            ("MJD_START", mjd(start)),
-            ("SOURCE", d.source.clone()),
-            ("TELESCOPE", d.telescope.clone()),
-            ("INSTRUMENT", d.instrument.clone()),
-            ("RECEIVER", "unset".into()),
-            ("NBIT", d.nbit.to_string()),
-            ("NDIM", d.ndim.to_string()),
-            ("NPOL", d.npol.to_string()),
-            ("NCHAN", d.nchan.to_string()),
-            ("TSAMP", d.tsamp_us.to_string()),
-        ];
-        if let Some(v) = d.freq_mhz {
-            lines.push(("FREQ", v.to_string()));
+    /// What the format's file header says of `f` (`last`: the file is complete).
+    fn facts<'a>(&'a self, f: &'a OpenFile, last: bool) -> FileFacts<'a> {
+        FileFacts {
+            info: &self.info,
+            path: &f.path,
+            number: f.index,
+            obs_start_ns: if self.obs_start_ns != 0 {
+                self.obs_start_ns
+            } else {
+                self.info.start_unix_ns
+            },
+            obs_offset: f.obs_offset,
+            bytes: f.offset,
+            packets: f.report.packets,
+            first_seq: f.report.stream_id.zip(f.report.first_seq),
+            first_len: f.first_len,
+            last,
         }
-        if let Some(v) = d.bw_mhz {
-            lines.push(("BW", v.to_string()));
-        }
-        lines.extend([
-            ("RTDAQ_CONFIG", self.info.config_name.clone()),
-            ("RTDAQ_CONFIG_SHA256", self.info.config_sha256.clone()),
-            ("RTDAQ_QUEUE", self.info.queue.clone()),
-            ("RTDAQ_RECORDER", r.name.clone()),
-            ("STRIP_BYTES", r.strip_bytes.to_string()),
-        ]);
-        if last {
-            lines.push(("PACKETS", f.report.packets.to_string()));
-            if f.first_len > 0 {
-                lines.push(("PKT_SIZE", f.first_len.to_string()));
-            }
-            if let (Some(sid), Some(s)) = (f.report.stream_id, f.report.first_seq) {
-                lines.push(("FIRST_SEQ", s.to_string()));
-                lines.push(("SEQ_STREAM", sid.to_string()));
-            }
-        }
-        let mut text = String::new();
-        for (k, v) in lines {
-            text.push_str(&format!("{k:<20}{v}\n"));
-        }
-        text.push_str("# end of header\n");
-        let mut h = text.into_bytes();
-        h.resize(DADA_HEADER_LEN, 0);
-        h
     }
 
     /// Writes one buffer. Errors end the sink's recording (counted, reported).
@@ -381,24 +316,27 @@ impl Writer {
         self.close(false);
     }
 
-    /// Closes the open file: final DADA header, fsync, sidecar index.
+    /// Closes the open file: the format's final file header, fsync, sidecar index.
     fn close(&mut self, complete: bool) {
         let Some(mut f) = self.file.take() else {
             return;
         };
-        // The final header: FILE_SIZE is the data in the file, also when a failure cut it
-        // short (a reader trusts FILE_SIZE; the provisional one is the rotation size). The
-        // header's blocks exist already, so the rewrite needs no space on a full disk.
-        if self.info.recorder.format == RecordFormat::Dada {
-            let h = self.dada_header(&f, true);
+        // The final header (DADA: FILE_SIZE is the data in the file, also when a failure cut
+        // it short; a reader trusts FILE_SIZE, and the provisional one is the rotation size).
+        // The header's blocks exist already, so the rewrite needs no space on a full disk.
+        if let Some(h) = self.format.file_header(&self.facts(&f, true)) {
             if let Err(e) = f.plain.write_all_at(&h, 0) {
-                let msg = format!("{}: cannot rewrite the DADA header: {e}", f.path.display());
+                let msg = format!(
+                    "{}: cannot rewrite the {} file header: {e}",
+                    f.path.display(),
+                    self.info.recorder.format.as_str()
+                );
                 if complete {
                     self.file = Some(f);
                     return self.fail(msg, 0);
                 }
                 log::warn!(
-                    "{}: {msg}: its FILE_SIZE is the provisional one",
+                    "{}: {msg}: it keeps the provisional sizes (DADA: FILE_SIZE)",
                     self.who()
                 );
             }
@@ -413,10 +351,7 @@ impl Writer {
         // The file's length on disk: headers and complete records (after a failure, cut back).
         f.report.bytes = f.offset;
         f.report.complete = complete;
-        self.stream_bytes += f.offset.saturating_sub(match self.info.recorder.format {
-            RecordFormat::Dada => DADA_HEADER_LEN as u64,
-            _ => 0,
-        });
+        self.stream_bytes += f.offset.saturating_sub(self.format.file_header_len());
         let index = IndexFile {
             recorder: &self.info.recorder.name,
             format: self.info.recorder.format.as_str(),
@@ -490,25 +425,4 @@ struct IndexFile<'a> {
     last_ts: Option<String>,
     #[serde(flatten)]
     file: &'a FileReport,
-}
-
-/// `MJD_START` of a Unix time in ns: days since 1858-11-17 as `"61010.123456789012345"`.
-pub fn mjd(unix_ns: u64) -> String {
-    const DAY_NS: u128 = 86_400 * 1_000_000_000;
-    let ns = u128::from(unix_ns);
-    let days = ns / DAY_NS + 40_587;
-    let frac = (ns % DAY_NS) * 1_000_000_000_000_000 / DAY_NS;
-    format!("{days:05}.{frac:015}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::mjd;
-
-    #[test]
-    fn mjd_of_known_dates() {
-        assert_eq!(mjd(0), "40587.000000000000000");
-        // 2000-01-01T12:00:00Z is MJD 51544.5
-        assert_eq!(mjd(946_728_000 * 1_000_000_000), "51544.500000000000000");
-    }
 }

@@ -19,6 +19,29 @@ pub enum RecordFormat {
 }
 
 impl RecordFormat {
+    /// Every format, in the order error messages list them.
+    pub const ALL: [RecordFormat; 3] = [RecordFormat::Pcap, RecordFormat::Raw, RecordFormat::Dada];
+
+    /// The format spelled `s` in a config.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    /// What it holds, in a few words (error messages).
+    pub fn what(self) -> &'static str {
+        match self {
+            RecordFormat::Pcap => "packets, for tcpdump/Wireshark",
+            RecordFormat::Raw => "payloads back to back",
+            RecordFormat::Dada => "payloads behind a PSRDADA header",
+        }
+    }
+
+    /// Its records carry each packet's real sender (pcap rebuilds a socket datagram's
+    /// IPv4/UDP headers): a socket engine must report source addresses.
+    pub fn needs_source_address(self) -> bool {
+        matches!(self, RecordFormat::Pcap)
+    }
+
     /// The config spelling.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -98,18 +98,19 @@ pub(super) fn recorders(raw: &RawConfig, d: &Draft, errs: &mut Errors) -> Vec<Op
 }
 
 fn format_of(s: &str, p: &str, errs: &mut Errors) -> Option<RecordFormat> {
-    match s {
-        "pcap" => Some(RecordFormat::Pcap),
-        "raw" => Some(RecordFormat::Raw),
-        "dada" => Some(RecordFormat::Dada),
-        _ => {
-            errs.push(
-                format!("{p}.format"),
-                format!("unknown format {s:?}; use \"pcap\" (packets, for tcpdump/Wireshark), \"raw\" (payloads back to back) or \"dada\" (payloads behind a PSRDADA header)"),
-            );
-            None
-        }
+    let f = RecordFormat::from_name(s);
+    if f.is_none() {
+        let mut each: Vec<String> = RecordFormat::ALL
+            .iter()
+            .map(|f| format!("{:?} ({})", f.as_str(), f.what()))
+            .collect();
+        let last = each.pop().unwrap_or_default();
+        errs.push(
+            format!("{p}.format"),
+            format!("unknown format {s:?}; use {} or {last}", each.join(", ")),
+        );
     }
+    f
 }
 
 /// Checks a `file_name` pattern: a plain file name whose `{...}` fields are known.
