@@ -42,6 +42,14 @@ set -u
 cd "$(dirname "$0")/.." || exit 2
 C=gpu-carry
 
+# gpu-carry/ stays out of git (also in a linked worktree, where .git is a file).
+exclude_carry() {
+    local ex
+    ex=$(git rev-parse --git-path info/exclude)
+    mkdir -p "$(dirname "$ex")"
+    grep -qx '/gpu-carry/' "$ex" 2>/dev/null || echo '/gpu-carry/' >> "$ex"
+}
+
 # The watchdog pair (issue #29): a debug rtdaq with the tests' fault hooks (the `test-hooks`
 # feature, refused in release builds) and app/tests/notify.rs, both with --features gpu, so
 # the GPU kind of stall runs where a GPU is. `--prepare` builds it too; `--prepare watchdog`
@@ -54,7 +62,7 @@ prepare_watchdog() {
         tail -1)" $C/app-notify
     cp "$T/debug/rtdaq" $C/rtdaq-test-hooks
     strip $C/app-notify $C/rtdaq-test-hooks
-    grep -qx '/gpu-carry/' .git/info/exclude 2>/dev/null || echo '/gpu-carry/' >> .git/info/exclude
+    exclude_carry
 }
 
 if [ "${1:-}" = "--prepare" ]; then
@@ -75,7 +83,7 @@ if [ "${1:-}" = "--prepare" ]; then
     cp "$(exe -p rtdaq-runtime --features gpu --lib)" $C/runtime-unit
     cp "$(exe -p rtdaq-gpu --lib)" $C/unit
     cp "$(exe -p rtdaq-gpu --test gpu)" $C/gpu
-    grep -qx '/gpu-carry/' .git/info/exclude 2>/dev/null || echo '/gpu-carry/' >> .git/info/exclude
+    exclude_carry
     cp "$T/release/rtdaq" $C/rtdaq
     # The ibverbs + gpu appliance (GPUDirect RoCE config) and the RDMA user-space libraries it
     # links (the GPU host has none; without an RDMA device it must stop with "no RDMA device"

@@ -14,7 +14,7 @@ fn example() -> rtdaq_config::Config {
 #[test]
 fn raw_example_resolves_references() {
     let c = example();
-    assert_eq!(c.platform(), Platform::IgxOrin);
+    assert_eq!(c.platform(), Platform::from_name("igx-orin").unwrap());
     assert_eq!(c.engine_kind(), EngineKind::Dpdk);
     assert_eq!(c.engine_kind().as_str(), "dpdk");
     assert!(matches!(&c.engine, Engine::Dpdk(d) if d.main_core == Some(0)));

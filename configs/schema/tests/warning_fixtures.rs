@@ -65,13 +65,13 @@ fn every_warning_fixture_loads_and_warns_as_announced() {
 fn board_facts_come_from_the_platform_table() {
     use rtdaq_config::Platform;
     use rtdaq_platform::board;
-    assert_eq!(Platform::Host.board(), None);
-    assert_eq!(Platform::Host.cpu_count(), None);
-    for (p, b) in [
-        (Platform::IgxOrin, &board::IGX_ORIN),
-        (Platform::IgxThor, &board::IGX_THOR),
-        (Platform::DgxSpark, &board::DGX_SPARK),
-    ] {
+    assert_eq!(Platform::HOST.board(), None);
+    assert_eq!(Platform::HOST.cpu_count(), None);
+    assert_eq!(Platform::ALL.len(), board::BOARDS.len() + 1);
+    assert_eq!(Platform::ALL[0], Platform::HOST);
+    assert_eq!(Platform::from_name("igx-orn"), None);
+    for (p, b) in Platform::ALL[1..].iter().zip(board::BOARDS) {
+        assert_eq!(Platform::from_name(b.name), Some(*p));
         assert_eq!(p.board(), Some(b));
         assert_eq!(p.as_str(), b.name);
         assert_eq!(p.cpu_count(), Some(b.cpus));

@@ -48,43 +48,50 @@ pub struct RegionId(pub usize);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct InterfaceId(pub usize);
 
-/// The board the appliance runs on (`platform` key); matches the `platform-*` cargo features.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-pub enum Platform {
-    /// A development or CI machine (`host`): no board-specific checks.
-    #[serde(rename = "host")]
-    Host,
-    /// NVIDIA IGX Orin (`igx-orin`): 12 Arm Cortex-A78AE cores, 64 GB (facts:
-    /// `rtdaq_platform::board::IGX_ORIN`).
-    #[serde(rename = "igx-orin")]
-    IgxOrin,
-    /// NVIDIA IGX Thor (`igx-thor`): 14 Arm Neoverse-V3AE cores, 128 GB (facts:
-    /// `rtdaq_platform::board::IGX_THOR`).
-    #[serde(rename = "igx-thor")]
-    IgxThor,
-    /// NVIDIA DGX Spark (`dgx-spark`): 20 Arm cores (10 X925 + 10 A725), 128 GB unified memory
-    /// (facts: `rtdaq_platform::board::DGX_SPARK`).
-    #[serde(rename = "dgx-spark")]
-    DgxSpark,
-}
+/// The board the appliance runs on (`platform` key): `host` (any Linux machine, no board
+/// facts) or one of the boards of `rtdaq_platform::board::BOARDS` by its name (`igx-orin`,
+/// `igx-thor`, `dgx-spark`); the name is also the `platform-*` cargo feature's suffix. The
+/// boards come from that one table, so a new board is not listed here again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Platform(&'static str);
+
+/// `host` and the boards.
+const PLATFORMS: usize = rtdaq_platform::board::BOARDS.len() + 1;
 
 impl Platform {
-    /// Every platform, in documentation order.
-    pub const ALL: [Platform; 4] = [
-        Platform::Host,
-        Platform::IgxOrin,
-        Platform::IgxThor,
-        Platform::DgxSpark,
-    ];
+    /// A development or CI machine (`host`): no board-specific checks.
+    pub const HOST: Platform = Platform("host");
+
+    /// Every platform: `host`, then the boards in the table's order.
+    pub const ALL: [Platform; PLATFORMS] = {
+        let mut all = [Platform::HOST; PLATFORMS];
+        let mut i = 0;
+        while i < rtdaq_platform::board::BOARDS.len() {
+            all[i + 1] = Platform(rtdaq_platform::board::BOARDS[i].name);
+            i += 1;
+        }
+        all
+    };
+
+    /// Their names, as a config spells them.
+    const NAMES: [&'static str; PLATFORMS] = {
+        let mut names = [""; PLATFORMS];
+        let mut i = 0;
+        while i < PLATFORMS {
+            names[i] = Platform::ALL[i].0;
+            i += 1;
+        }
+        names
+    };
+
+    /// The platform called `name` (`"igx-thor"`), if there is one.
+    pub fn from_name(name: &str) -> Option<Platform> {
+        Self::ALL.into_iter().find(|p| p.0 == name)
+    }
 
     /// The config spelling (`"host"`, `"igx-orin"`, ...), also the cargo feature suffix.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Platform::Host => "host",
-            Platform::IgxOrin => "igx-orin",
-            Platform::IgxThor => "igx-thor",
-            Platform::DgxSpark => "dgx-spark",
-        }
+        self.0
     }
 
     /// The board's facts (cores, isolated cores, NICs, GPU kind, tuning targets) from the one
@@ -106,6 +113,14 @@ impl Platform {
     /// Number of NUMA nodes, or `None` when unknown (`host`). The boards have one.
     pub fn numa_nodes(self) -> Option<u32> {
         self.board().map(|b| b.numa_nodes)
+    }
+}
+
+impl<'de> Deserialize<'de> for Platform {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Platform::from_name(&name)
+            .ok_or_else(|| serde::de::Error::unknown_variant(&name, &Platform::NAMES))
     }
 }
 
