@@ -5,9 +5,9 @@
 #
 # Usage: scripts/build-sealed.sh --board BOARD --engine ENGINE --config FILE [--out DIR]
 #                                [--target TRIPLE]
-#   BOARD   host | igx-orin | igx-thor | dgx-spark  (the boards are aarch64; host builds for
-#           this machine unless --target says otherwise)
-#   ENGINE  socket | afpacket | afxdp | dpdk | ibverbs
+#   BOARD   host | igx-orin | igx-thor | dgx-spark  (a `platform-BOARD` feature of app/Cargo.toml;
+#           the boards are aarch64; host builds for this machine unless --target says otherwise)
+#   ENGINE  socket | afpacket | afxdp | dpdk | ibverbs  (an `engine-ENGINE` feature of app/Cargo.toml)
 #   FILE    the deployment config (its `platform` must be BOARD, its `engine.kind` ENGINE:
 #           app/build.rs refuses a mismatch, see docs/architecture.md)
 #   DIR     where the results go (default target/sealed):
@@ -44,8 +44,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 if [ -z "$board" ] || [ -z "$engine" ] || [ -z "$config" ]; then usage; fi
-case $board in host | igx-orin | igx-thor | dgx-spark) ;; *) die "unknown board '$board' (host, igx-orin, igx-thor, dgx-spark)" ;; esac
-case $engine in socket | afpacket | afxdp | dpdk | ibverbs) ;; *) die "unknown engine '$engine' (socket, afpacket, afxdp, dpdk, ibverbs)" ;; esac
+# The boards and engines are the app's features (one list: a new one is not added here).
+features() { sed -n "s/^$1-\([a-z0-9-]*\) *=.*/\1/p" app/Cargo.toml | paste -sd, - | sed 's/,/, /g'; }
+grep -q "^platform-$board *=" app/Cargo.toml || die "unknown board '$board' ($(features platform))"
+grep -q "^engine-$engine *=" app/Cargo.toml || die "unknown engine '$engine' ($(features engine))"
 [ -f "$config" ] || die "config file '$config' not found"
 config=$(realpath "$config")
 
@@ -54,14 +56,7 @@ if [ -z "$target" ]; then
     if [ "$board" = host ]; then target=$host_triple; else target=aarch64-unknown-linux-gnu; fi
 fi
 
-# The board's platform feature comes with its crate (platform/<board>); until that crate
-# exists the binary is built with platform-host, and the config must then say platform = "host".
 platform=$board
-if ! grep -q "^platform-$board *=" app/Cargo.toml; then
-    echo "note: app/Cargo.toml has no feature platform-$board yet (the board crates of issue 7);" \
-        "building with platform-host: the config must say platform = \"host\"" >&2
-    platform=host
-fi
 
 runner=()
 strip_tool="strip"

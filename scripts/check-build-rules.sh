@@ -53,7 +53,8 @@ done
 # Every shipped config builds into a binary of the engine/platform it names: configs/*.toml
 # and the board examples configs/<board>/*.toml (built with platform-<board>). A config with
 # GPU memory or a GPU stage is built with the `gpu` feature too.
-for f in configs/*.toml configs/{igx-orin,igx-thor,dgx-spark}/*.toml; do
+for f in configs/*.toml configs/*/*.toml; do
+    [ -f "$(dirname "$f")/Cargo.toml" ] && continue # configs/schema: the config crate
     read -r kind plat gpu < <(python3 -c 'import sys, tomllib
 c = tomllib.load(open(sys.argv[1], "rb"))
 gpu = bool(c.get("gpu_stages")) or any(r.get("kind") in ("host_pinned", "device") for r in c.get("memory_regions", []))

@@ -2,8 +2,8 @@
 //! writer puts at the head of each file and rewrites with the file's final size when the file
 //! closes (a reader trusts `FILE_SIZE`).
 
+use super::api::{FileFacts, Format, Out, Recorded};
 use super::raw::Raw;
-use super::{FileFacts, Format, Out, Recorded};
 use crate::record::common::{start_field, DADA_HEADER_LEN};
 use crate::stages::Packet;
 use rtdaq_config::model::Recorder;

@@ -2,7 +2,7 @@
 //! are written as they came; the socket engine's datagrams behind IPv4/UDP headers rebuilt
 //! from the real source (the engine's metadata) and the queue's address.
 
-use super::{Format, Link, Out, Recorded};
+use super::api::{Format, Link, Out, Recorded};
 use crate::stages::Packet;
 use rtdaq_config::model::Recorder;
 use rtdaq_core::wire::pcap::{

@@ -1,7 +1,7 @@
 //! `raw`: the payloads back to back, less the first `strip_bytes` of each (raw engines: the
 //! UDP payload of each frame). No header of any kind.
 
-use super::{Format, Out, Recorded};
+use super::api::{Format, Out, Recorded};
 use crate::stages::Packet;
 use rtdaq_config::model::Recorder;
 
