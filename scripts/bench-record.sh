@@ -8,8 +8,12 @@
 #      against the same shape without recording (configs/host-loopback-udp.toml);
 #   C. the pcap sink against `tcpdump -w` on the same loopback stream (rtdaq recording off,
 #      tcpdump capturing it): packets recorded, kernel drops, CPU per packet.
-# Usage: scripts/bench-record.sh [DIR] [REPEATS]   (DIR: a directory on the disk to measure,
-#        default target/bench-record; REPEATS default 3). Writes DIR/results.txt.
+#   E. (BENCH_PARTS=E, with BENCH_BASELINE_BIN=an earlier commit's release rtdaq) the record
+#      path before/after: configs/host-udp-record.toml at 1 Gb/s run by this build and by the
+#      baseline in turn; consumer CPU per packet, loss, packets not recorded.
+# Usage: [BENCH_PARTS="A B C"] [BENCH_BASELINE_BIN=PATH] scripts/bench-record.sh [DIR] [REPEATS]
+#        (DIR: a directory on the disk to measure, default target/bench-record; REPEATS
+#        default 3). Writes DIR/results.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-target/bench-record}
@@ -52,21 +56,36 @@ dd_run() {
     say "A dd oflag=direct bs=4M count=256: $line"
 }
 
-say "## A: sink write rate vs dd (same file system), interleaved"
-for _ in $(seq "$reps"); do
+parts=" ${BENCH_PARTS:-A B C} "
+part() { [[ $parts == *" $1 "* ]]; }
+
+if part E; then
+    base=${BENCH_BASELINE_BIN:?part E needs BENCH_BASELINE_BIN, the release rtdaq of an earlier commit}
+    after=$bin
+    say "## E: the record path, $after ($("$after" version | head -1)) vs $base ($("$base" version | head -1)), 1.0 Gb/s, 5 s, interleaved"
+    for _ in $(seq "$reps"); do
+        bin=$after
+        record_run 1.0 5 E-after
+        bin=$base
+        record_run 1.0 5 E-before
+    done
+    bin=$after
+fi
+part A && say "## A: sink write rate vs dd (same file system), interleaved"
+part A && for _ in $(seq "$reps"); do
     dd_run
     record_run 1.0 5 A
 done
-say "## B: highest loss-free rate, recording (pcap + DADA) vs not, interleaved"
-for rate in 1.0 1.5 2.0 2.5; do
+part B && say "## B: highest loss-free rate, recording (pcap + DADA) vs not, interleaved"
+part B && for rate in 1.0 1.5 2.0 2.5; do
     for _ in $(seq "$reps"); do
         plain_run "$rate" 5 B-plain
         record_run "$rate" 5 B-record
     done
 done
 
-say "## C: pcap sink vs tcpdump -w on the same stream (1.0 Gb/s, 5 s), interleaved"
-for _ in $(seq "$reps"); do
+part C && say "## C: pcap sink vs tcpdump -w on the same stream (1.0 Gb/s, 5 s), interleaved"
+part C && for _ in $(seq "$reps"); do
     record_run 1.0 5 C-rtdaq
     port=5000
     cap="$dir/tcpdump.pcap"
