@@ -37,6 +37,8 @@ pub mod stages;
 pub mod stall;
 #[cfg(feature = "test-hooks")]
 pub mod test_hooks;
+#[cfg(test)]
+mod test_support;
 mod thread_kind;
 mod threads;
 pub mod validator;

@@ -196,9 +196,8 @@ mod tests {
     /// job's RX queue ask for nothing.
     #[test]
     fn a_pcap_recorder_asks_the_engine_for_source_addresses() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
         let wants = |name: &str| {
-            let c = rtdaq_config::load_file(&root.join(name)).unwrap();
+            let c = rtdaq_config::load_file(&crate::test_support::shipped_config(name)).unwrap();
             let res = super::allocate(&c, false).unwrap();
             (
                 res.rx

@@ -833,6 +833,7 @@ mod tests {
     use super::*;
     use crate::queue::unwrap::{feed_burst, Unwrap};
     use crate::stages::validate::Validate;
+    use crate::test_support::shipped_config;
     use crate::validator::Validator;
     use rtdaq_core::traits::RxBurst;
     use rtdaq_gpu::reference::{run_batch, RefPacket};
@@ -936,23 +937,6 @@ mod tests {
             .map(|p| piece_checksum(&layout, 2, p.data, p.seq, p.offset, &mut scratch))
             .fold(0u64, u64::wrapping_add);
         assert_eq!(got, reference::checksum(&out));
-    }
-
-    /// A shipped config, found at run time: below `RTDAQ_ROOT` (the repository root where the
-    /// test binary runs, e.g. the GPU host's copy: scripts/gpu-host.sh sets it), else the
-    /// current directory's repository (cargo runs unit tests in the crate's directory).
-    fn shipped_config(name: &str) -> std::path::PathBuf {
-        let root = std::env::var_os("RTDAQ_ROOT").map_or_else(
-            || {
-                let here = std::env::current_dir().unwrap();
-                here.ancestors()
-                    .find(|d| d.join("configs").join(name).is_file())
-                    .unwrap_or(&here)
-                    .to_path_buf()
-            },
-            std::path::PathBuf::from,
-        );
-        root.join("configs").join(name)
     }
 
     /// `config check`'s GPU memory (rtdaq-config, no CUDA dependency) is the pipeline's
