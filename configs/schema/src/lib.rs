@@ -45,6 +45,7 @@
 //! |---|---|
 //! | [`model`] | the validated, typed [`Config`] |
 //! | `schema` | the serde schema (as written, `deny_unknown_fields`) |
+//! | `engines` | each packet engine's `[engine.<name>]`, in one file per engine: raw table, typed settings, validation, capabilities |
 //! | `de` | TOML → schema, with key paths, line/column and suggestions |
 //! | `validate` | one function per rule, all errors collected |
 //! | [`summary`] | threads, cores, memory footprint, hugepages |
@@ -55,6 +56,7 @@
 
 mod board;
 mod de;
+mod engines;
 mod error;
 mod flows;
 pub mod model;

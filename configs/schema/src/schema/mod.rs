@@ -4,14 +4,12 @@
 //! (addresses, prefixes, port ranges, names of other items) are kept as strings or wide
 //! integers here and checked by [`validate`](crate::validate), which collects every problem.
 
-mod engine;
 mod flow;
 mod gpu;
 mod interface;
 mod record;
 mod value;
 
-pub(crate) use engine::{RawAfpacket, RawAfxdp, RawDpdk, RawEngine, RawIbverbs, RawSocket};
 pub(crate) use flow::{RawFlow, RawMatch, RawWord, RawWordBase};
 pub(crate) use gpu::{RawBatchMode, RawGpuStage, RawProduct, RawSlotMode, RawStaging, RawWorkload};
 pub(crate) use interface::{
@@ -20,6 +18,7 @@ pub(crate) use interface::{
 pub(crate) use record::{RawDada, RawRecorder};
 pub(crate) use value::IntOrStr;
 
+use crate::engines::RawEngine;
 use crate::model::Platform;
 use serde::Deserialize;
 

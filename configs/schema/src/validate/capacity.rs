@@ -309,7 +309,7 @@ fn striding_fits(d: &Draft, errs: &mut Errors) {
     if ib.mode != IbMode::Raw || ib.striding_rq != StridingRq::On {
         return;
     }
-    use super::engine::{default_stride, IB_MIN_STRIDES};
+    use crate::engines::ibverbs::{default_stride, IB_MIN_STRIDES};
     for (i, iface) in d.interfaces.iter().enumerate() {
         let Some((max, _)) = largest_frame(d.kind, iface) else {
             continue;

@@ -3,13 +3,13 @@
 //! Each item (region, interface, queue, flow, ...) is converted on its own; a field that fails
 //! its rule is reported and the item is left out of the draft (`None`), so that rules across
 //! items only see sound items and one mistake does not cascade into many. Every rule is a
-//! function in one of the submodules; each reports errors with the key path they are about.
+//! function in one of the submodules, or, for an engine's own `[engine.<name>]` table and the
+//! rules only that engine has, in its module under `engines`; each reports errors with the
+//! key path they are about.
 
-mod afxdp;
 mod board;
 mod capacity;
 mod cores;
-mod engine;
 mod flows;
 mod format;
 mod generator;
@@ -24,6 +24,7 @@ mod top;
 pub use record::{DEFAULT_DIRECTORY, DEFAULT_FLUSH_MS, DEFAULT_SNAPLEN};
 pub use top::{check_run_duration, parse_metrics_addr, MAX_RUN_DURATION_S};
 
+use crate::engines;
 use crate::error::{ConfigError, ConfigErrors, Errors};
 use crate::model::{
     Address, Config, Engine, EngineKind, Flow, Generator, GpuStage, IbMode, Interface,
@@ -82,7 +83,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     top::name(raw, &mut errs);
     let run = top::run(raw, &mut errs);
     let rt = top::rt(raw, &mut errs);
-    let engine = engine::engine(&raw.engine, &mut errs);
+    let engine = engines::engine(&raw.engine, &mut errs);
     let kind = raw.engine.kind;
     let (regions, region_index) = regions::regions(raw, &mut errs);
     let mut draft = Draft {
@@ -102,7 +103,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     interfaces::interfaces(raw, &mut draft, &mut errs);
     regions::unused(raw, &mut errs);
     regions::footprint(raw.platform, &draft, &mut errs);
-    engine::engine_vs_interfaces(raw, &mut errs);
+    engines::engine_vs_interfaces(raw, &mut errs);
     capacity::frames_fit_buffers(&draft, &mut errs);
     capacity::enough_buffers(&draft, &mut errs);
     capacity::engine_frames(&draft, &mut errs);
@@ -110,8 +111,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     board::memory_kinds(raw, &draft, &mut errs);
     cores::busy_poll_cores(&draft, &mut errs);
     flows::flows(raw, &mut draft, &mut errs);
-    afxdp::umem(&draft, &mut errs);
-    engine::reply_reads_messages(raw, &draft, &mut errs);
+    engines::engine_vs_queues(raw, &draft, &mut errs);
     gpudirect::device_queues(raw, &draft, &mut errs);
     draft.gpu_stages = gpu::stages(raw, &draft, &mut errs);
     gpu::queues_fit_stages(raw, &draft, &mut errs);

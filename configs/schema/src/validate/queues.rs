@@ -1,8 +1,9 @@
 //! RX and TX queues: ids, thread placement, burst and ring sizes, region references, mode.
 
 use super::{int, rxq, txq, unknown_name, Draft};
+use crate::engines::{self, Dir};
 use crate::error::Errors;
-use crate::model::{EngineKind, RegionId, RegionKind, RoceOp, RxMode, RxQueue, TxQueue};
+use crate::model::{EngineKind, RegionId, RegionKind, RxMode, RxQueue, TxQueue};
 use crate::schema::{RawConfig, RawInterface, RawRxQueue, RawTxQueue};
 use rtdaq_core::MAX_SEGMENTS;
 
@@ -231,13 +232,6 @@ fn region_refs(
     ok.then_some(ids)
 }
 
-/// Queue direction, for the wording of the memory rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dir {
-    Rx,
-    Tx,
-}
-
 /// GPU memory (`device` regions) only where the NIC writes it and the CPU never reads it:
 /// RX queues of the ibverbs engine in RoCE mode (the region is registered through its
 /// dma-buf); DPDK RX queues (the region registered as DPDK external memory), whole frames or
@@ -272,53 +266,14 @@ fn device_regions_supported(
 }
 
 /// Why the engine cannot use GPU memory as segment `k` of `n` in this direction, with the
-/// fix; `None` where it can.
+/// fix; `None` where it can. The header region of header-data split is CPU memory for every
+/// engine that receives into GPU memory; the rest is the engine's own (`engines::*`).
 fn device_refusal(raw: &RawConfig, dir: Dir, k: usize, n: usize) -> Option<String> {
-    const ROCE_RX: &str =
-        "engine ibverbs (RoCE, or raw Ethernet) or engine dpdk to receive into GPU memory (GPUDirect)";
-    const HOST_KINDS: &str = "use a \"host\", \"huge\" or \"host_pinned\" region";
     const HEADER: &str = "the header region of header-data split (memory_regions[0]) is read by the CPU (flow match, the format's sequence number), so it must be CPU memory: use a \"host\", \"huge\" or \"host_pinned\" region for it and keep the \"device\" region second, for the payloads";
-    let why = match (raw.engine.kind, dir) {
-        (EngineKind::Dpdk | EngineKind::Ibverbs, Dir::Rx) if n >= 2 && k == 0 => HEADER.to_owned(),
-        (EngineKind::Dpdk, Dir::Rx) => return None,
-        (EngineKind::Dpdk, Dir::Tx) => format!(
-            "a DPDK TX queue sends the frames the generator (or replay) writes with the CPU, which cannot write GPU memory; {HOST_KINDS}"
-        ),
-        (EngineKind::Socket, Dir::Rx) => format!(
-            "the socket engine receives through the kernel, which cannot write GPU memory; use a \"host\" or \"host_pinned\" region (a gpu_stage reads \"host_pinned\" memory in place), or {ROCE_RX}"
-        ),
-        (EngineKind::Socket, Dir::Tx) => "the socket engine sends through the kernel, which cannot read GPU memory; use a \"host\" or \"host_pinned\" region".to_owned(),
-        (EngineKind::Afpacket, Dir::Rx) => format!(
-            "AF_PACKET frames arrive in a kernel ring in host memory and the afpacket engine copies them out with the CPU, which cannot write GPU memory; {HOST_KINDS} (a gpu_stage reads \"host_pinned\" memory in place), or {ROCE_RX}"
-        ),
-        (EngineKind::Afpacket, Dir::Tx) => format!(
-            "the afpacket engine copies each frame into a kernel ring in host memory with the CPU, which cannot read GPU memory; {HOST_KINDS}"
-        ),
-        (EngineKind::Afxdp, Dir::Rx) => format!(
-            "AF_XDP's UMEM must be host memory (the kernel maps its pages for the driver and the XDP program), so frames cannot be received into GPU memory; {HOST_KINDS} (a gpu_stage reads \"host_pinned\" memory in place), or {ROCE_RX}"
-        ),
-        (EngineKind::Afxdp, Dir::Tx) => format!(
-            "AF_XDP's UMEM must be host memory (the kernel maps its pages for the driver and the XDP program), so frames cannot be sent from GPU memory; {HOST_KINDS}"
-        ),
-        // RoCE messages; raw frames whole (steered by the NIC's flow rules, counted, not
-        // read) or as the data segment of a two-SGE split (gpudirect.rs).
-        (EngineKind::Ibverbs, Dir::Rx) => return None,
-        (EngineKind::Ibverbs, Dir::Tx) if !super::roce(raw) => format!(
-            "an ibverbs TX queue sends the frames the generator builds with the CPU, which cannot write GPU memory; {HOST_KINDS}; GPU memory is for RoCE receive queues (mode = \"roce\")"
-        ),
-        (EngineKind::Ibverbs, Dir::Tx) => {
-            let op = raw.engine.ibverbs.as_ref().and_then(|v| v.op);
-            format!(
-                "an ibverbs TX queue sends the messages the generator writes with the CPU, which cannot write GPU memory{}; {HOST_KINDS}; GPU memory is for RoCE receive queues",
-                if op == Some(RoceOp::Read) {
-                    ", and with op = \"read\" the receiver RDMA-READs each message from these buffers, registered as host memory"
-                } else {
-                    ""
-                }
-            )
-        }
-    };
-    Some(why)
+    if dir == Dir::Rx && n >= 2 && k == 0 && super::caps(raw).device_rx {
+        return Some(HEADER.to_owned());
+    }
+    engines::device_refusal(raw, dir)
 }
 
 /// `hds_split` is set exactly when a queue lists two or more regions, and only an engine
