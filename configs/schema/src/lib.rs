@@ -56,6 +56,7 @@
 
 mod board;
 mod de;
+mod egress;
 mod engines;
 mod error;
 mod flows;

@@ -148,6 +148,8 @@ pub struct RxQueue {
     pub gpu_stage: Option<super::GpuStageId>,
     /// Recorders this queue's `record` stage writes to (`record`), in order.
     pub record: Vec<super::RecorderId>,
+    /// Egress sinks this queue's `egress` stage forwards to (`egress`), in order.
+    pub egress: Vec<super::EgressId>,
 }
 
 /// One TX queue: an I/O thread pinned to `cpu_core` at `SCHED_FIFO` `rt_priority`.

@@ -14,6 +14,7 @@ mod run;
 
 // `EngineKind`, `Engine`, `Capabilities`, `SocketEngine`, ...: the list is in
 // `engines/mod.rs`, so that a new engine does not touch this file.
+pub use crate::egress::{Egress, EgressId, EgressProtocol};
 pub use crate::engines::exports::*;
 pub use format::{
     CodifParams, SpeadParams, StreamFormat, VdifParams, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
@@ -149,6 +150,8 @@ pub struct Config {
     pub gpu_stages: Vec<GpuStage>,
     /// Recorders, in file order (`[[recorders]]`).
     pub recorders: Vec<Recorder>,
+    /// Egress sinks, in file order (`[[egress]]`).
+    pub egress: Vec<Egress>,
     /// Traffic generator (`[generator]`).
     pub generator: Option<Generator>,
     /// Run parameters (`[run]`).

@@ -173,6 +173,8 @@ pub(crate) struct RawRxQueue {
     pub gpu_stage: Option<String>,
     #[serde(default)]
     pub record: Vec<String>,
+    #[serde(default)]
+    pub egress: Vec<String>,
 }
 
 /// `[[interfaces.tx_queues]]`.

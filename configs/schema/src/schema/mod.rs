@@ -42,6 +42,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub recorders: Vec<RawRecorder>,
     #[serde(default)]
+    pub egress: Vec<crate::egress::RawEgress>,
+    #[serde(default)]
     pub generator: Option<RawGenerator>,
     #[serde(default)]
     pub run: RawRun,

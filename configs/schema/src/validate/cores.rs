@@ -1,9 +1,9 @@
 //! Thread placement: cores exist on the board; busy-polling threads do not share a core with
 //! threads they would starve.
 
-use super::{rxq, txq, Draft};
+use super::{int, rxq, txq, Draft};
 use crate::error::Errors;
-use crate::model::{Engine, RxMode};
+use crate::model::{Engine, RxMode, WriterPlacement};
 use crate::schema::RawConfig;
 
 /// One thread the appliance will start.
@@ -119,4 +119,56 @@ fn conflict(b: &Thread, t: &Thread) -> Option<String> {
             t.core, spinner.what, spinner.prio, other.what, other.prio
         )
     })
+}
+
+/// A pinned helper thread's placement from its `*_core` / `*_priority` keys (`keys`: their
+/// paths): the core exists on the board and runs no busy-polling queue thread (which would
+/// never let it run); a priority needs a core. `who`: the thread in messages ("writer
+/// thread"), `short`: the same with its article ("a writer"). `None`: an error was reported.
+pub(crate) fn pinned_thread(
+    raw: &RawConfig,
+    d: &Draft,
+    (core, priority): (Option<i64>, Option<i64>),
+    (core_key, prio_key): (&str, &str),
+    (who, short): (&str, &str),
+    errs: &mut Errors,
+) -> Option<Option<WriterPlacement>> {
+    let Some(core) = core else {
+        if priority.is_some() {
+            let leaf = core_key.rsplit('.').next().unwrap_or(core_key);
+            errs.push(
+                prio_key,
+                format!("needs {leaf}: a real-time {who} is pinned to its core"),
+            );
+            return None;
+        }
+        return Some(None);
+    };
+    let max = raw.platform.cpu_count().map_or(4095, |n| i64::from(n) - 1);
+    let core = int::<u32>(
+        core,
+        0,
+        max,
+        core_key,
+        &format!(" (cores of {})", raw.platform),
+        errs,
+    )?;
+    let busy = d.interfaces.iter().flat_map(|i| i.rx.iter().flatten()).any(|q| {
+        q.busy_poll
+            && (q.cpu_core == core
+                || matches!(q.mode, RxMode::Indirect { consumer_core } if consumer_core == core))
+    }) || d
+        .interfaces
+        .iter()
+        .flat_map(|i| i.tx.iter().flatten())
+        .any(|q| q.busy_poll && q.cpu_core == core);
+    if busy {
+        errs.push(core_key, format!("core {core} runs a busy-polling queue thread, which never lets {short} run; pick another core"));
+        return None;
+    }
+    let priority = match priority {
+        None => None,
+        Some(v) => Some(int::<u8>(v, 1, 99, prio_key, " (SCHED_FIFO)", errs)?),
+    };
+    Some(Some(WriterPlacement { core, priority }))
 }

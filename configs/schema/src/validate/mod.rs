@@ -9,7 +9,7 @@
 
 mod board;
 mod capacity;
-mod cores;
+pub(crate) mod cores;
 mod flows;
 mod format;
 mod generator;
@@ -21,6 +21,7 @@ mod queues;
 mod record;
 mod regions;
 mod top;
+pub(crate) use cores::pinned_thread;
 pub use record::{DEFAULT_DIRECTORY, DEFAULT_FLUSH_MS, DEFAULT_SNAPLEN};
 pub use top::{check_run_duration, parse_metrics_addr, MAX_RUN_DURATION_S};
 
@@ -72,6 +73,8 @@ pub(crate) struct Draft {
     pub gpu_stages: Vec<Option<GpuStage>>,
     /// `[[recorders]]` in file order.
     pub recorders: Vec<Option<Recorder>>,
+    /// `[[egress]]` in file order.
+    pub egress: Vec<Option<crate::model::Egress>>,
     pub generator: Option<Option<Generator>>,
     pub run: Option<Run>,
     pub rt: Option<Rt>,
@@ -96,6 +99,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
         flows: Vec::new(),
         gpu_stages: Vec::new(),
         recorders: Vec::new(),
+        egress: Vec::new(),
         generator: None,
         run,
         rt,
@@ -116,6 +120,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     draft.gpu_stages = gpu::stages(raw, &draft, &mut errs);
     gpu::queues_fit_stages(raw, &draft, &mut errs);
     draft.recorders = record::recorders(raw, &draft, &mut errs);
+    draft.egress = crate::egress::egress(raw, &draft, &mut errs);
     draft.generator = raw
         .generator
         .as_ref()
@@ -166,6 +171,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
         flows: d.flows.into_iter().collect::<Option<_>>()?,
         gpu_stages: d.gpu_stages.into_iter().collect::<Option<_>>()?,
         recorders: d.recorders.into_iter().collect::<Option<_>>()?,
+        egress: d.egress.into_iter().collect::<Option<_>>()?,
         generator: match d.generator {
             None => None,
             Some(g) => Some(g?),

@@ -44,6 +44,7 @@ pub(super) fn rx_queue(
     let mode = mode(q, &p, errs);
     let gpu_stage = super::gpu::stage_ref(q.gpu_stage.as_ref(), &p, raw, errs);
     let record = super::record::recorder_refs(&q.record, &p, raw, errs);
+    let egress = crate::egress::egress_refs(&q.egress, &p, raw, errs);
     Some(RxQueue {
         id: id?,
         cpu_core: cpu_core?,
@@ -61,6 +62,7 @@ pub(super) fn rx_queue(
         busy_poll: q.busy_poll,
         gpu_stage: gpu_stage?,
         record: record?,
+        egress: egress?,
     })
 }
 

@@ -6,7 +6,7 @@ use super::{int, rxq, unknown_name, Draft};
 use crate::error::Errors;
 use crate::model::{
     Address, DadaParams, GpuStage, RecordFormat, Recorder, RecorderId, RegionKind, Transport,
-    WriterPlacement, FILE_NAME_FIELDS,
+    FILE_NAME_FIELDS,
 };
 use crate::schema::{RawConfig, RawDada, RawRecorder};
 
@@ -442,7 +442,14 @@ fn recorder(
         errs,
     )
     .map(|m| m * 1_000_000);
-    let writer = writer(raw, d, r, &p, errs);
+    let writer = super::cores::pinned_thread(
+        raw,
+        d,
+        (r.writer_core, r.writer_priority),
+        (&format!("{p}.writer_core"), &format!("{p}.writer_priority")),
+        ("writer thread", "a writer"),
+        errs,
+    );
     let dada = match (&r.dada, format) {
         (None, _) => Some(DadaParams::default()),
         (Some(t), Some(RecordFormat::Dada)) => dada(t, &format!("{p}.dada"), errs),
@@ -532,60 +539,6 @@ fn products_fit(
         return false;
     }
     true
-}
-
-/// `writer_core` / `writer_priority`.
-fn writer(
-    raw: &RawConfig,
-    d: &Draft,
-    r: &RawRecorder,
-    p: &str,
-    errs: &mut Errors,
-) -> Option<Option<WriterPlacement>> {
-    let Some(core) = r.writer_core else {
-        if r.writer_priority.is_some() {
-            errs.push(
-                format!("{p}.writer_priority"),
-                "needs writer_core: a real-time writer thread is pinned to its core",
-            );
-            return None;
-        }
-        return Some(None);
-    };
-    let max = raw.platform.cpu_count().map_or(4095, |n| i64::from(n) - 1);
-    let core = int::<u32>(
-        core,
-        0,
-        max,
-        &format!("{p}.writer_core"),
-        &format!(" (cores of {})", raw.platform),
-        errs,
-    )?;
-    let busy = d.interfaces.iter().flat_map(|i| i.rx.iter().flatten()).any(|q| {
-        q.busy_poll
-            && (q.cpu_core == core
-                || matches!(q.mode, crate::model::RxMode::Indirect { consumer_core } if consumer_core == core))
-    }) || d
-        .interfaces
-        .iter()
-        .flat_map(|i| i.tx.iter().flatten())
-        .any(|q| q.busy_poll && q.cpu_core == core);
-    if busy {
-        errs.push(format!("{p}.writer_core"), format!("core {core} runs a busy-polling queue thread, which never lets a writer run; pick another core"));
-        return None;
-    }
-    let priority = match r.writer_priority {
-        None => None,
-        Some(v) => Some(int::<u8>(
-            v,
-            1,
-            99,
-            &format!("{p}.writer_priority"),
-            " (SCHED_FIFO)",
-            errs,
-        )?),
-    };
-    Some(Some(WriterPlacement { core, priority }))
 }
 
 /// What a recorder needs from the queues that name it.

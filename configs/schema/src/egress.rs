@@ -1,0 +1,429 @@
+//! Egress sinks (`[[egress]]`): where a queue's `egress` stage forwards what it receives,
+//! in one file: the table as written, the typed settings and their rules with key paths.
+//!
+//! ```toml
+//! [[egress]]
+//! name = "spead-out"
+//! protocol = "spead"                 # SPEAD heaps over UDP (spead2, CASPER/MeerKAT)
+//! destinations = ["127.0.0.1:7149"]  # IPv4 host:port, unicast or multicast; heaps round-robin
+//! packets_per_heap = 1               # received payloads per heap
+//! max_packet = 1472                  # bytes of a SPEAD packet, header included (<= path MTU - 28)
+//!
+//! [[interfaces.rx_queues]]
+//! egress = ["spead-out"]
+//! ```
+
+use crate::error::Errors;
+use crate::model::{RegionKind, WriterPlacement};
+use crate::schema::RawConfig;
+use crate::validate::{int, item_name, rxq, unknown_name, Draft};
+use serde::Deserialize;
+use std::net::SocketAddrV4;
+
+/// Index of an egress sink in [`Config::egress`](crate::Config::egress).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EgressId(pub usize);
+
+/// How an egress sink sends (`protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EgressProtocol {
+    /// SPEAD heaps over UDP, the CASPER/MeerKAT convention (`spead`): each heap carries a
+    /// heap counter, a timestamp item, a packet-count item and the data item; item
+    /// descriptors at the start and every `descriptors_every` heaps; an end-of-stream heap
+    /// when the run stops.
+    Spead,
+}
+
+impl EgressProtocol {
+    /// Every protocol, in the order error messages list them.
+    pub const ALL: [EgressProtocol; 1] = [EgressProtocol::Spead];
+
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EgressProtocol::Spead => "spead",
+        }
+    }
+}
+
+/// One egress sink (`[[egress]]`). Every RX queue naming it gets its own heap buffers and
+/// egress thread, which send to the same destinations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Egress {
+    /// Unique name (queues refer to it in `egress`).
+    pub name: String,
+    /// How it sends.
+    pub protocol: EgressProtocol,
+    /// Where heaps go, in turn (`destinations`): unicast or multicast IPv4 addresses.
+    pub destinations: Vec<SocketAddrV4>,
+    /// SPEAD heap-address bits (`flavour`: `"64-48"` → 48, `"64-40"` → 40).
+    pub heap_address_bits: u8,
+    /// Received payloads per heap (`packets_per_heap`); a heap also closes early when the
+    /// next payload does not fit its buffer, or after `flush_ms`.
+    pub packets_per_heap: u32,
+    /// Bytes of one SPEAD packet, header and item pointers included (`max_packet`).
+    pub max_packet: u32,
+    /// Data heaps between repeated item descriptors (`descriptors_every`; 0: only at the
+    /// start).
+    pub descriptors_every: u32,
+    /// Paced send rate in bits per second (`rate_gbps`), `None`: as fast as the socket
+    /// takes them.
+    pub rate_bps: Option<f64>,
+    /// Heap buffers between the queue's consumer and the egress thread (`heap_buffers`,
+    /// power of two).
+    pub heap_buffers: u32,
+    /// Bytes of one heap buffer (`max_heap_kib`).
+    pub max_heap_bytes: usize,
+    /// A partly filled heap goes out after this many ns (`flush_ms`).
+    pub flush_ns: u64,
+    /// Bytes skipped at the start of each payload (`strip_bytes`).
+    pub strip_bytes: u32,
+    /// Multicast TTL (`ttl`).
+    pub ttl: u8,
+    /// The egress thread's placement (`egress_core`, `egress_priority`); `None`: unpinned,
+    /// normal scheduler.
+    pub thread: Option<WriterPlacement>,
+}
+
+/// `[[egress]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEgress {
+    pub name: String,
+    pub protocol: String,
+    pub destinations: Vec<String>,
+    #[serde(default)]
+    pub flavour: Option<String>,
+    #[serde(default = "one")]
+    pub packets_per_heap: i64,
+    #[serde(default = "default_max_packet")]
+    pub max_packet: i64,
+    #[serde(default)]
+    pub descriptors_every: i64,
+    #[serde(default)]
+    pub rate_gbps: f64,
+    #[serde(default = "default_heap_buffers")]
+    pub heap_buffers: i64,
+    #[serde(default = "default_max_heap_kib")]
+    pub max_heap_kib: i64,
+    #[serde(default = "default_flush_ms")]
+    pub flush_ms: i64,
+    #[serde(default)]
+    pub strip_bytes: i64,
+    #[serde(default = "one")]
+    pub ttl: i64,
+    #[serde(default)]
+    pub egress_core: Option<i64>,
+    #[serde(default)]
+    pub egress_priority: Option<i64>,
+}
+
+/// Default `max_packet`: spead2's default, an Ethernet MTU of 1500 less IPv4 and UDP.
+pub const DEFAULT_MAX_PACKET: i64 = 1472;
+/// Default `heap_buffers`.
+pub const DEFAULT_HEAP_BUFFERS: i64 = 256;
+/// Default `max_heap_kib`: any UDP payload fits.
+pub const DEFAULT_MAX_HEAP_KIB: i64 = 64;
+/// Default `flush_ms`.
+pub const DEFAULT_FLUSH_MS: i64 = 10;
+
+fn one() -> i64 {
+    1
+}
+fn default_max_packet() -> i64 {
+    DEFAULT_MAX_PACKET
+}
+fn default_heap_buffers() -> i64 {
+    DEFAULT_HEAP_BUFFERS
+}
+fn default_max_heap_kib() -> i64 {
+    DEFAULT_MAX_HEAP_KIB
+}
+fn default_flush_ms() -> i64 {
+    DEFAULT_FLUSH_MS
+}
+
+/// Resolves an RX queue's `egress` names (to indices in `[[egress]]`).
+pub(crate) fn egress_refs(
+    names: &[String],
+    p: &str,
+    raw: &RawConfig,
+    errs: &mut Errors,
+) -> Option<Vec<EgressId>> {
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (k, name) in names.iter().enumerate() {
+        match raw.egress.iter().position(|e| &e.name == name) {
+            Some(_) if names[..k].contains(name) => {
+                errs.push(
+                    format!("{p}.egress[{k}]"),
+                    format!("egress \"{name}\" is named twice; list it once"),
+                );
+                ok = false;
+            }
+            Some(i) => out.push(EgressId(i)),
+            None => {
+                let known: Vec<&str> = raw.egress.iter().map(|e| e.name.as_str()).collect();
+                errs.push(
+                    format!("{p}.egress[{k}]"),
+                    unknown_name("egress sink ([[egress]])", name, &known),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// Converts every egress sink; reports each field that breaks its rule, an unused sink and
+/// a queue that cannot feed one.
+pub(crate) fn egress(raw: &RawConfig, d: &Draft, errs: &mut Errors) -> Vec<Option<Egress>> {
+    let out = raw
+        .egress
+        .iter()
+        .enumerate()
+        .map(|(k, e)| one_egress(raw, d, k, e, errs))
+        .collect();
+    queues_fit_egress(raw, d, errs);
+    out
+}
+
+fn one_egress(
+    raw: &RawConfig,
+    d: &Draft,
+    k: usize,
+    e: &RawEgress,
+    errs: &mut Errors,
+) -> Option<Egress> {
+    let p = format!("egress[{k}]");
+    let names: Vec<&str> = raw.egress.iter().map(|x| x.name.as_str()).collect();
+    let mut ok = item_name(&names, k, "egress sink", "egress", &p, errs);
+    let used = raw
+        .interfaces
+        .iter()
+        .any(|i| i.rx_queues.iter().any(|q| q.egress.contains(&e.name)));
+    if !used && ok {
+        errs.push(
+            p.clone(),
+            format!("egress sink \"{}\" is not used by any RX queue; add egress = [\"{}\"] to a queue, or remove it", e.name, e.name),
+        );
+        ok = false;
+    }
+    let protocol = protocol(&e.protocol, &p, errs);
+    let destinations = destinations(&e.destinations, &p, errs);
+    let heap_address_bits = match e.flavour.as_deref() {
+        None | Some("64-48") => Some(48),
+        Some("64-40") => Some(40),
+        Some(f) => {
+            errs.push(
+                format!("{p}.flavour"),
+                format!(
+                    "unknown SPEAD flavour {f:?}; use \"64-48\" (spead2's default) or \"64-40\""
+                ),
+            );
+            None
+        }
+    };
+    let sizes = sizes(e, &p, errs);
+    let rate_bps = rate(e.rate_gbps, &p, errs);
+    let thread = crate::validate::pinned_thread(
+        raw,
+        d,
+        (e.egress_core, e.egress_priority),
+        (&format!("{p}.egress_core"), &format!("{p}.egress_priority")),
+        ("egress thread", "an egress thread"),
+        errs,
+    );
+    let (packets_per_heap, max_packet, heap_buffers, max_heap_bytes) = sizes?;
+    Some(Egress {
+        name: e.name.clone(),
+        protocol: protocol?,
+        destinations: destinations?,
+        heap_address_bits: heap_address_bits?,
+        packets_per_heap,
+        max_packet,
+        descriptors_every: int(
+            e.descriptors_every,
+            0,
+            1_000_000,
+            &format!("{p}.descriptors_every"),
+            " data heaps between item descriptors (0: only at the start)",
+            errs,
+        )?,
+        rate_bps: rate_bps?,
+        heap_buffers,
+        max_heap_bytes,
+        flush_ns: int::<u64>(e.flush_ms, 1, 10_000, &format!("{p}.flush_ms"), " ms", errs)?
+            * 1_000_000,
+        strip_bytes: int(
+            e.strip_bytes,
+            0,
+            65_535,
+            &format!("{p}.strip_bytes"),
+            " bytes skipped at the start of each payload",
+            errs,
+        )?,
+        ttl: int(
+            e.ttl,
+            1,
+            255,
+            &format!("{p}.ttl"),
+            " (multicast hops)",
+            errs,
+        )?,
+        thread: thread?,
+    })
+    .filter(|_| ok)
+}
+
+fn protocol(s: &str, p: &str, errs: &mut Errors) -> Option<EgressProtocol> {
+    let found = EgressProtocol::ALL.into_iter().find(|x| x.as_str() == s);
+    if found.is_none() {
+        errs.push(
+            format!("{p}.protocol"),
+            format!("unknown protocol {s:?}; use \"spead\" (SPEAD heaps over UDP, read by spead2)"),
+        );
+    }
+    found
+}
+
+/// `destinations`: one or more `a.b.c.d:port`, unicast or multicast, no wildcard address.
+fn destinations(list: &[String], p: &str, errs: &mut Errors) -> Option<Vec<SocketAddrV4>> {
+    if list.is_empty() {
+        errs.push(
+            format!("{p}.destinations"),
+            "no destination; give one or more \"host:port\" (IPv4, unicast or a multicast group)",
+        );
+        return None;
+    }
+    let mut out = Vec::with_capacity(list.len());
+    let mut ok = true;
+    for (k, s) in list.iter().enumerate() {
+        let path = format!("{p}.destinations[{k}]");
+        match s.parse::<SocketAddrV4>() {
+            Ok(a) if a.port() == 0 => {
+                errs.push(path, format!("{s:?} has port 0; give the receiver's port"));
+                ok = false;
+            }
+            Ok(a) if a.ip().is_unspecified() || a.ip().is_broadcast() => {
+                errs.push(
+                    path,
+                    format!("{s:?} is not one host or group; give the receiver's address"),
+                );
+                ok = false;
+            }
+            Ok(a) if out.contains(&a) => {
+                errs.push(path, format!("{s:?} is listed twice; list it once"));
+                ok = false;
+            }
+            Ok(a) => out.push(a),
+            Err(_) => {
+                errs.push(path, format!("{s:?} is not an IPv4 \"host:port\" (e.g. \"127.0.0.1:7149\" or \"239.9.0.1:7149\")"));
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+/// `packets_per_heap`, `max_packet`, `heap_buffers`, `max_heap_kib`.
+fn sizes(e: &RawEgress, p: &str, errs: &mut Errors) -> Option<(u32, u32, u32, usize)> {
+    let per_heap = int::<u32>(
+        e.packets_per_heap,
+        1,
+        65_536,
+        &format!("{p}.packets_per_heap"),
+        " received payloads per heap",
+        errs,
+    );
+    // Room for the header, the first packet's item pointers and some data.
+    let max_packet = int::<u32>(
+        e.max_packet,
+        128,
+        65_507,
+        &format!("{p}.max_packet"),
+        " bytes of a SPEAD packet (at most the path MTU less 28 bytes of IPv4 and UDP)",
+        errs,
+    );
+    let buffers = int::<u32>(
+        e.heap_buffers,
+        2,
+        65_536,
+        &format!("{p}.heap_buffers"),
+        " heap buffers",
+        errs,
+    )
+    .filter(|b| {
+        let pow2 = b.is_power_of_two();
+        if !pow2 {
+            errs.push(
+                format!("{p}.heap_buffers"),
+                format!(
+                    "{b} is not a power of two; use e.g. {}",
+                    b.next_power_of_two()
+                ),
+            );
+        }
+        pow2
+    });
+    let heap = int::<usize>(
+        e.max_heap_kib,
+        DEFAULT_MAX_HEAP_KIB,
+        65_536,
+        &format!("{p}.max_heap_kib"),
+        " KiB per heap buffer (at least 64: any UDP payload fits one)",
+        errs,
+    )
+    .map(|k| k << 10);
+    Some((per_heap?, max_packet?, buffers?, heap?))
+}
+
+/// `rate_gbps`: 0 = unpaced.
+fn rate(gbps: f64, p: &str, errs: &mut Errors) -> Option<Option<f64>> {
+    if !(0.0..=400.0).contains(&gbps) || gbps.is_nan() {
+        errs.push(
+            format!("{p}.rate_gbps"),
+            format!("{gbps} is out of range 0..=400 Gb/s (0: as fast as the socket takes them)"),
+        );
+        return None;
+    }
+    Some((gbps > 0.0).then_some(gbps * 1e9))
+}
+
+/// What an egress sink needs from the queues that name it: payloads the CPU can read, no
+/// larger than a heap buffer.
+fn queues_fit_egress(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
+    for (i, iface) in raw.interfaces.iter().enumerate() {
+        for (q, rq) in iface.rx_queues.iter().enumerate() {
+            if rq.egress.is_empty() {
+                continue;
+            }
+            let p = rxq(i, q);
+            let device = rq.memory_regions.iter().any(|n| {
+                d.region_index
+                    .get(n)
+                    .and_then(|&k| d.regions[k].as_ref())
+                    .is_some_and(|r| r.kind == RegionKind::Device)
+            });
+            if device {
+                errs.push(format!("{p}.egress"), "this queue receives into GPU memory (a \"device\" region), which the CPU cannot read to send on; use a \"host_pinned\" region");
+            }
+            let Some(di) = d.interfaces.get(i) else {
+                continue;
+            };
+            let message = di.max_message_size.flatten().map(|m| m as usize);
+            for (k, name) in rq.egress.iter().enumerate() {
+                let Some(e) = raw.egress.iter().find(|e| &e.name == name) else {
+                    continue;
+                };
+                let heap = usize::try_from(e.max_heap_kib).unwrap_or(0) << 10;
+                if let Some(m) = message.filter(|&m| m > heap && heap > 0) {
+                    errs.push(
+                        format!("{p}.egress[{k}]"),
+                        format!("interface \"{}\" delivers messages of up to {m} bytes, more than egress \"{name}\"'s heap buffer ({} KiB); raise its max_heap_kib to at least {}", di.name, heap >> 10, m.div_ceil(1024)),
+                    );
+                }
+            }
+        }
+    }
+}
