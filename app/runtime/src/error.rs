@@ -45,6 +45,14 @@ pub enum RuntimeError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// An egress sink cannot start (its socket, its destination).
+    #[error("{key}: {message}")]
+    Egress {
+        /// Config key (`egress[0].destinations[1]`).
+        key: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// The replay file cannot be replayed.
     #[error("replay: {0}")]
     Replay(String),

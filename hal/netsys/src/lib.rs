@@ -7,6 +7,8 @@
 //!   timestamping and channel counts; `SIOC[GS]HWTSTAMP`);
 //! - [`poll`]: `ppoll` over a preallocated `pollfd` array (hot path: never allocates);
 //! - [`clock`]: the calling thread's CPU time;
+//! - [`dgram`]: [`dgram::DatagramBatch`], datagrams sent in batches by one `sendmmsg` on a
+//!   connected UDP socket (preallocated headers);
 //! - [`inet`]: IPv4 sockets (create, bind, listen, connect, accept, local address, blocking
 //!   mode) through `nix`;
 //! - [`packet`]: `AF_PACKET` sockets (create, bind to a device);
@@ -25,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod dgram;
 pub mod error;
 pub mod inet;
 pub mod map;

@@ -440,3 +440,75 @@ unsafe impl PlainOption for libc::xdp_statistics {}
 unsafe impl PlainOption for libc::xdp_options {}
 // SAFETY: see above.
 unsafe impl PlainOption for libc::xdp_mmap_offsets {}
+
+/// The `mmsghdr`/`iovec` arrays of one `sendmmsg`, kept between calls so that a send builds
+/// nothing on the heap. Their pointers are written anew before every call, from the buffer
+/// that call sends, and point nowhere else.
+pub(crate) struct MmsgHeaders {
+    hdrs: Box<[libc::mmsghdr]>,
+    iovs: Box<[libc::iovec]>,
+}
+
+// SAFETY: the arrays' pointers are set from the borrowed buffer at the start of `send` and
+// are not read after it returns; between calls they refer to nothing that could be shared.
+unsafe impl Send for MmsgHeaders {}
+
+impl MmsgHeaders {
+    /// Headers for up to `cap` datagrams.
+    pub(crate) fn new(cap: usize) -> Self {
+        // SAFETY: `mmsghdr` and `iovec` are plain C structs for which all-zero bytes are a
+        // valid value (null pointers, zero lengths).
+        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        let zero_iov = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        MmsgHeaders {
+            hdrs: vec![zero_hdr; cap].into_boxed_slice(),
+            iovs: vec![zero_iov; cap].into_boxed_slice(),
+        }
+    }
+
+    /// `sendmmsg` on a connected socket of the datagrams `buf[i * stride..][..lens[i]]`
+    /// (`lens.len()` at most the capacity, each length at most `stride` and inside `buf`):
+    /// how many the kernel took.
+    pub(crate) fn send(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        buf: &[u8],
+        stride: usize,
+        lens: &[u32],
+    ) -> io::Result<usize> {
+        let n = lens.len().min(self.hdrs.len());
+        for (i, &len) in lens[..n].iter().enumerate() {
+            let start = (i * stride).min(buf.len());
+            let len = (len as usize).min(stride).min(buf.len() - start);
+            self.iovs[i] = libc::iovec {
+                // The kernel only reads through it (sendmmsg takes no write access).
+                iov_base: buf[start..].as_ptr() as *mut c_void,
+                iov_len: len,
+            };
+            let h = &mut self.hdrs[i];
+            h.msg_hdr.msg_name = std::ptr::null_mut();
+            h.msg_hdr.msg_namelen = 0;
+            h.msg_hdr.msg_iov = &mut self.iovs[i];
+            h.msg_hdr.msg_iovlen = 1;
+            h.msg_hdr.msg_control = std::ptr::null_mut();
+            h.msg_hdr.msg_controllen = 0;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+        }
+        // SAFETY: the first `n` headers each point at one iovec of `self.iovs`, which points
+        // at `len` bytes inside `buf` (clamped above); `buf` and both arrays outlive the call,
+        // and the kernel writes only `msg_len` of each header.
+        let r = unsafe {
+            libc::sendmmsg(
+                fd.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        cvt(r).map(|k| k as usize)
+    }
+}

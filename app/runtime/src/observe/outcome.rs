@@ -52,6 +52,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                 &rs.gpu,
             ))
             .with_record(r.record.get(k).cloned().unwrap_or_default())
+            .with_egress(r.egress.get(k).cloned().unwrap_or_default())
             .with_streams(v),
         );
     }
@@ -85,6 +86,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
     let (lost, gpu_failed) = judge(&rx, lost);
     // Packets a record sink could not write are lost to the deployment too.
     let lost = lost + not_recorded(&rx);
+    // So are payloads an egress sink could not send.
+    let lost = lost + not_sent(&rx);
     let loss_tolerance = config.run.loss_tolerance;
     RunReport {
         engine: id.engine.to_string(),
@@ -132,6 +135,14 @@ pub(crate) fn judge(rx: &[QueueReport], lost: u64) -> (u64, bool) {
             .sum::<u64>(),
         gpus().any(crate::observe::gpu_report::GpuReport::failed),
     )
+}
+
+/// Payloads the queues' egress sinks did not send: lost to the deployment.
+fn not_sent(rx: &[QueueReport]) -> u64 {
+    rx.iter()
+        .flat_map(|q| q.egress.iter())
+        .map(crate::egress::EgressReport::dropped_total)
+        .sum()
 }
 
 /// Packets the queues' sinks did not record: lost to the deployment (a GPU product not

@@ -333,6 +333,9 @@ pub struct QueueReport {
     /// RX queues that record: one entry per sink ([`crate::record`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub record: Vec<crate::record::SinkReport>,
+    /// RX queues that forward: one entry per egress sink ([`crate::egress`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress: Vec<crate::egress::EgressReport>,
     /// RX queues of an interface with an instrument format (`[interfaces.format]`): the
     /// format and its learned parameters (absent for rtdaq's own header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -461,6 +464,12 @@ impl QueueReport {
         self
     }
 
+    /// The queue's egress sinks.
+    pub fn with_egress(mut self, egress: Vec<crate::egress::EgressReport>) -> Self {
+        self.egress = egress;
+        self
+    }
+
     /// A TX queue from its counters and the run's elapsed seconds.
     pub fn tx(
         interface: impl Into<String>,
@@ -488,6 +497,7 @@ impl QueueReport {
             rx: None,
             gpu: None,
             record: Vec::new(),
+            egress: Vec::new(),
             format: None,
             streams: Vec::new(),
         }
@@ -651,6 +661,7 @@ impl QueueReport {
             rx,
             gpu: None,
             record: Vec::new(),
+            egress: Vec::new(),
             format: None,
             streams: Vec::new(),
         }
@@ -775,6 +786,9 @@ fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> f
         }
         for r in &q.record {
             writeln!(f, "        {r}")?;
+        }
+        for e in &q.egress {
+            writeln!(f, "        {e}")?;
         }
         write_format(f, q)?;
     }

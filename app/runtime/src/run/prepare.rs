@@ -3,6 +3,7 @@
 
 use super::plan::Plan;
 use super::threads::{queue_name, spawn};
+use crate::egress::EgressParts;
 use crate::error::RuntimeError;
 use crate::memory::{self, Resources};
 use crate::record::SinkParts;
@@ -27,6 +28,8 @@ pub(super) struct Prepared<'o> {
     pub chains: Vec<(QueueStages, DoneOnDrop)>,
     /// Every record sink's writer (and a shared sink's merger), running.
     pub writers: Vec<WriterThread>,
+    /// Every egress sink's sender, running.
+    pub egress: Vec<EgressThread>,
     /// The replay, its first window read.
     pub replay: Option<Replay>,
     /// The thread that streams the rest of the replay file.
@@ -48,6 +51,8 @@ impl<'o> Plan<'o> {
         let res = memory::allocate(config, config.rt.required && config.rt.lock_memory)?;
         // GPU stages (feature `gpu`): pipelines built before any thread starts.
         let gpu = crate::gpu_hook::prepare(config, &res.gpu_maps, res.rx, res.rx_stats)?;
+        // Egress sinks: heap buffers allocated, sockets connected (before any file exists).
+        let mut egress = crate::egress::prepare(config, &res)?;
         // Record sinks: directories created, first files opened, buffers allocated.
         let mut sinks = crate::record::prepare(
             config,
@@ -59,17 +64,19 @@ impl<'o> Plan<'o> {
         // The main thread leaves the queue threads' cores (where it can) before it spawns
         // the writers: an unpinned writer inherits that CPU set and so stays off them.
         keep_main_thread_off_queue_cores(config);
-        let chains = chains(config, &res, &mut sinks, gpu);
+        let chains = chains(config, &res, &mut sinks, &mut egress, gpu);
         let mut p = Prepared {
             plan: self,
             res,
             chains,
             writers: Vec::new(),
+            egress: Vec::new(),
             replay: None,
             replay_reader: None,
         };
         if let Err(e) = p
             .start_writers(&mut sinks)
+            .and_then(|()| p.start_egress(&mut egress))
             .and_then(|()| p.open_replay::<E>())
         {
             p.abandon();
@@ -85,6 +92,7 @@ fn chains(
     config: &Config,
     res: &Resources,
     sinks: &mut [Vec<SinkParts>],
+    egress: &mut [Vec<EgressParts>],
     mut gpu: Vec<Option<crate::stages::chain::GpuStage>>,
 ) -> Vec<(QueueStages, DoneOnDrop)> {
     let mut out = Vec::with_capacity(res.rx.len());
@@ -96,6 +104,7 @@ fn chains(
         let record: Vec<_> = record.into_iter().map(|(_, s)| s).collect();
         let products: Vec<_> = products.into_iter().map(|(_, s)| s).collect();
         let taps: Vec<_> = sinks[k].iter_mut().filter_map(|p| p.tap.take()).collect();
+        let out_sinks: Vec<_> = egress[k].iter_mut().filter_map(|p| p.sink.take()).collect();
         let done = DoneOnDrop(
             record
                 .iter()
@@ -103,6 +112,7 @@ fn chains(
                 .map(|s| s.counters())
                 .collect(),
             taps.iter().map(|t| t.tap_counters()).collect(),
+            out_sinks.iter().map(|s| s.counters()).collect(),
         );
         let iface = &config.interfaces[r.interface];
         let validator = Validator::with_streams(
@@ -113,7 +123,7 @@ fn chains(
         let mut stage = gpu[k].take();
         crate::gpu_hook::attach_products(&mut stage, products);
         let validate = Validate::new(validator, &res.rx_stats[k]);
-        out.push((queue_stages(validate, record, taps, stage), done));
+        out.push((queue_stages(validate, record, taps, out_sinks, stage), done));
     }
     out
 }
@@ -192,6 +202,44 @@ impl Prepared<'_> {
         Ok(())
     }
 
+    /// Starts every egress sink's sender thread (pinned when `egress_core` says so).
+    fn start_egress(&mut self, egress: &mut [Vec<EgressParts>]) -> Result<(), RuntimeError> {
+        let config = self.plan.config;
+        for (k, queue_parts) in egress.iter_mut().enumerate() {
+            for parts in queue_parts.iter_mut() {
+                let Some(s) = parts.sender.take() else {
+                    continue;
+                };
+                let eg = &config.egress[parts.egress];
+                let name = s.label().to_string();
+                let placement = eg.thread;
+                let what = name.clone();
+                let handle = spawn(&format!("egr-{}", eg.name), 1 << 20, move || {
+                    if let Some(p) = placement {
+                        let req = rt::RtRequest {
+                            core: Some(p.core as usize),
+                            priority: p.priority,
+                            prefault_stack_kib: 0,
+                            required: false,
+                        };
+                        if let Err(e) = rt::enter_thread(&req) {
+                            log::warn!("{what} sender: {e}; it runs unpinned");
+                        }
+                    }
+                    s.run()
+                })?;
+                self.egress.push(EgressThread {
+                    name,
+                    handle,
+                    queue: k,
+                    egress: parts.egress,
+                    counters: parts.counters,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Replay: its first window is read (and checked) before any thread starts; the reader
     /// thread that streams the rest runs off the queue cores.
     fn open_replay<E>(&mut self) -> Result<(), RuntimeError>
@@ -221,6 +269,9 @@ impl Prepared<'_> {
                 }
             }
         }
+        for e in self.egress {
+            let _ = e.handle.join();
+        }
         // The replay's reader ends once its chunks' channels close (not waited for).
         drop(self.replay);
         drop(self.replay_reader);
@@ -244,11 +295,24 @@ pub(super) struct WriterThread {
     pub counters: &'static crate::record::SinkCounters,
 }
 
-/// Tells a queue's writers that no more buffers come, however its consumer thread ends (a
-/// panic or a run that never started included), so they close their files and end.
+/// An egress sink's sender thread (its result: its CPU time, ns).
+pub(super) struct EgressThread {
+    pub name: String,
+    pub handle: JoinHandle<u64>,
+    /// Index of the RX queue in `res.rx`.
+    pub queue: usize,
+    /// Index in `config.egress`.
+    pub egress: usize,
+    pub counters: &'static crate::egress::EgressCounters,
+}
+
+/// Tells a queue's writers and senders that no more buffers come, however its consumer
+/// thread ends (a panic or a run that never started included), so they close their files,
+/// send what they have and end.
 pub(super) struct DoneOnDrop(
     Vec<&'static crate::record::SinkCounters>,
     Vec<&'static crate::record::shared::TapCounters>,
+    Vec<&'static crate::egress::EgressCounters>,
 );
 
 impl Drop for DoneOnDrop {
@@ -258,6 +322,9 @@ impl Drop for DoneOnDrop {
         }
         for t in &self.1 {
             t.done.store(true, Release);
+        }
+        for e in &self.2 {
+            e.producer_done.store(true, Release);
         }
     }
 }

@@ -54,6 +54,9 @@ pub struct RunResults {
     /// The record sinks of each RX queue (config order; empty for queues that record
     /// nothing).
     pub record: Vec<Vec<crate::record::SinkReport>>,
+    /// The egress sinks of each RX queue (config order; empty for queues that forward
+    /// nothing).
+    pub egress: Vec<Vec<crate::egress::EgressReport>>,
     /// Generator totals per TX queue (config order; zero for queues without a generator).
     pub generated: Vec<GenTotals>,
     /// Allocations made by I/O and consumer threads after their set-up.

@@ -3,7 +3,7 @@
 //! then start watching: the live line, `/metrics` and `/status`, systemd's notifications.
 
 use super::park::{Parked, RxFeed, TxFeed};
-use super::prepare::{generator_of, Replay, WriterThread};
+use super::prepare::{generator_of, EgressThread, Replay, WriterThread};
 use super::results::StatsHook;
 use super::threads::queue_name;
 use crate::error::RuntimeError;
@@ -188,7 +188,7 @@ where
         };
         let rx_names: Vec<String> = res.rx.iter().map(|r| name(r, "rx")).collect();
         let tx_names: Vec<String> = res.tx.iter().map(|r| name(r, "tx")).collect();
-        let watched = watched_threads(config, res, &rx_names, writers);
+        let watched = watched_threads(config, res, &rx_names, (writers, &parked.prepared.egress));
         Running {
             parked,
             _memberships: memberships,
@@ -454,7 +454,7 @@ pub(super) fn watched_threads(
     config: &Config,
     res: &Resources,
     rx_names: &[String],
-    writers: &[WriterThread],
+    (writers, egress): (&[WriterThread], &[EgressThread]),
 ) -> Vec<(String, &'static crate::stall::StallWatch)> {
     let mut w = Vec::new();
     for (k, (name, st)) in rx_names.iter().zip(res.rx_stats).enumerate() {
@@ -471,6 +471,9 @@ pub(super) fn watched_threads(
     for s in writers {
         w.push((format!("{} writer", s.name), &s.counters.writer_stall));
         w.push((format!("{} merger", s.name), &s.counters.merger_stall));
+    }
+    for e in egress {
+        w.push((format!("{} sender", e.name), &e.counters.stall));
     }
     w
 }

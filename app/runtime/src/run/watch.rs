@@ -2,7 +2,7 @@
 //! fails; then stop the generators, let the receivers drain, stop and join every thread,
 //! close the files and collect what the report needs.
 
-use super::prepare::WriterThread;
+use super::prepare::{EgressThread, WriterThread};
 use super::results::{RunResults, ThreadFailure};
 use super::start::Running;
 use super::threads::join_queue_thread;
@@ -206,6 +206,14 @@ where
             writer_elapsed,
             &mut failed_threads,
         );
+        // ... and the senders send their last heaps (and the end of stream).
+        let egress = finish_egress(
+            config,
+            &res,
+            prepared.egress,
+            writer_elapsed,
+            &mut failed_threads,
+        );
         // Every RX thread has stopped: close the RX queues together.
         drop(parked.graveyard);
         drop(parked.closed_rx.try_iter().collect::<Vec<_>>());
@@ -239,6 +247,7 @@ where
             cpu_steal_s,
             validators,
             record,
+            egress,
             generated,
             io_thread_allocations: alloc_audit::armed_allocations(),
             interrupted: prepared.plan.signalled.load(Relaxed),
@@ -274,6 +283,35 @@ fn write_status(
     } else if final_one {
         log::info!("status written to {}", path.display());
     }
+}
+
+/// Joins every egress sink's sender: each sink's report, per RX queue.
+fn finish_egress(
+    config: &Config,
+    res: &Resources,
+    senders: Vec<EgressThread>,
+    elapsed_s: f64,
+    failed: &mut Vec<ThreadFailure>,
+) -> Vec<Vec<crate::egress::EgressReport>> {
+    let mut out: Vec<Vec<crate::egress::EgressReport>> =
+        res.rx.iter().map(|_| Vec::new()).collect();
+    for s in senders {
+        let cpu_ns = join_queue_thread(s.handle, &format!("{} sender", s.name), || 0, failed);
+        let report = crate::egress::EgressReport::of(
+            &config.egress[s.egress],
+            s.counters,
+            cpu_ns,
+            elapsed_s,
+        );
+        if let Some(e) = &report.error {
+            log::warn!(
+                "{}: a send failed ({e}); its heaps are counted as not sent",
+                s.name
+            );
+        }
+        out[s.queue].push(report);
+    }
+    out
 }
 
 /// Joins every sink's merger and writer: each sink's report, per RX queue.

@@ -7,6 +7,7 @@
 use super::validate::Validate;
 #[cfg(not(feature = "gpu"))]
 use super::Stage;
+use crate::egress::EgressSink;
 use crate::record::{RecordSink, Tap};
 use crate::validator::Validator;
 
@@ -26,17 +27,24 @@ impl Stage for GpuStage {
 }
 
 /// Every RX queue's stages: validate, record (its own sinks, then its taps of shared
-/// sinks), GPU (when it names a `gpu_stage`).
-pub(crate) type QueueStages = (Validate, (Vec<RecordSink>, (Vec<Tap>, Option<GpuStage>)));
+/// sinks), egress, GPU (when it names a `gpu_stage`).
+pub(crate) type QueueStages = (
+    Validate,
+    (
+        Vec<RecordSink>,
+        (Vec<Tap>, (Vec<EgressSink>, Option<GpuStage>)),
+    ),
+);
 
 /// The chain of one queue, in order.
 pub(crate) fn queue_stages(
     validate: Validate,
     record: Vec<RecordSink>,
     taps: Vec<Tap>,
+    egress: Vec<EgressSink>,
     gpu: Option<GpuStage>,
 ) -> QueueStages {
-    (validate, (record, (taps, gpu)))
+    (validate, (record, (taps, (egress, gpu))))
 }
 
 /// The validator of a finished chain (its counts go to the report).

@@ -1,0 +1,282 @@
+//! The `egress` stage: forwards what an RX queue receives to downstream hosts while it is
+//! being acquired, as SPEAD heaps over UDP (read by spead2, a correlator, a beamformer).
+//!
+//! Each RX queue naming an egress sink (`egress = ["name"]`) gets its own ring of
+//! preallocated heap buffers ([`HeapBuf`], `heap_buffers` × `max_heap_kib`) between the
+//! queue's consumer ([`EgressSink`], hot path) and one **sender thread** ([`sender`]):
+//!
+//! - the consumer copies each payload (less `strip_bytes`) into the heap it is filling; a
+//!   heap goes to the sender when it holds `packets_per_heap` payloads, when the next
+//!   payload does not fit, or `flush_ms` after its first payload. It never waits: a payload
+//!   that finds no free heap buffer is counted as `egress_full` (the sender or the network is
+//!   behind) and the run counts it lost;
+//! - the sender splits each heap into SPEAD packets of at most `max_packet` bytes
+//!   (`rtdaq_core::format::spead_tx`), in batches sent by one `sendmmsg` on a connected UDP
+//!   socket per destination (heaps go round-robin over `destinations`), paced to `rate_gbps`
+//!   when set; item descriptors go to every destination at the start and every
+//!   `descriptors_every` heaps, and the last sender of a sink to finish sends the
+//!   end-of-stream heap. A send that fails counts the heaps it held as `egress_error`, or
+//!   `peer_gone` when the destination refused them (ICMP port unreachable: no receiver).
+//!
+//! What a heap holds ([`ITEM_TIMESTAMP`], [`ITEM_PACKETS`], [`ITEM_DATA`]): the heap counter
+//! (`n × S + k` for the `k`-th of the `S` queues feeding the sink, so a receiver tells them
+//! apart), the receive time of its first payload, how many payloads it holds, and the
+//! payloads back to back. Nothing here allocates after `prepare`.
+
+mod sender;
+mod sink;
+
+pub use sender::Sender;
+pub use sink::{EgressSink, HeapBuf};
+
+use crate::error::RuntimeError;
+use crate::memory::Resources;
+use rtdaq_config::model::{Config, Egress};
+use rtdaq_core::SlotRing;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// Item id of a heap's timestamp: the receive time of its first payload, ns since the Unix
+/// epoch, an 8-byte big-endian unsigned integer.
+pub const ITEM_TIMESTAMP: u32 = 0x1600;
+/// Item id of a heap's payload count (immediate).
+pub const ITEM_PACKETS: u32 = 0x1601;
+/// Item id of a heap's data: its payloads back to back.
+pub const ITEM_DATA: u32 = 0x1800;
+
+/// Counters of one queue's egress sink (one writer per field: the consumer or the sender).
+#[derive(Debug, Default)]
+pub struct EgressCounters {
+    /// Payloads put into heaps (consumer).
+    pub payloads_in: AtomicU64,
+    /// Payloads not sent: no free heap buffer (consumer).
+    pub dropped_full: AtomicU64,
+    /// Payloads not sent: larger than a heap buffer (consumer).
+    pub dropped_too_large: AtomicU64,
+    /// Payloads sent, in heaps that went out whole (sender).
+    pub payloads_sent: AtomicU64,
+    /// Data heaps sent (sender).
+    pub heaps: AtomicU64,
+    /// SPEAD packets sent, descriptors and the end-of-stream heap included (sender).
+    pub datagrams: AtomicU64,
+    /// Bytes of those packets (UDP payload bytes; sender).
+    pub bytes: AtomicU64,
+    /// Descriptor heaps sent (sender).
+    pub descriptors: AtomicU64,
+    /// Payloads of heaps a send error dropped (sender).
+    pub dropped_error: AtomicU64,
+    /// Payloads of heaps a destination refused: no receiver there (sender).
+    pub dropped_peer_gone: AtomicU64,
+    /// `errno` of the sender's first failed send (0: none).
+    pub first_errno: AtomicI32,
+    /// Raised by the consumer after its last heap went to the sender.
+    pub producer_done: AtomicBool,
+    /// The sender thread's turns (the systemd watchdog watches them).
+    pub stall: crate::stall::StallWatch,
+}
+
+impl EgressCounters {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.store(c.load(Relaxed) + n, Relaxed);
+    }
+
+    /// Payloads not sent.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_full.load(Relaxed)
+            + self.dropped_too_large.load(Relaxed)
+            + self.dropped_error.load(Relaxed)
+            + self.dropped_peer_gone.load(Relaxed)
+    }
+}
+
+/// What the senders of one egress sink share: how many have not finished (the last one
+/// sends the end-of-stream heap).
+#[derive(Debug)]
+pub struct SinkShared {
+    /// Senders still running.
+    pub running: AtomicUsize,
+}
+
+/// One queue's egress sink, ready to run: the consumer half (into the queue's chain) and the
+/// sender (its own thread).
+pub struct EgressParts {
+    /// Index in `config.egress`.
+    pub egress: usize,
+    /// Consumer half.
+    pub sink: Option<EgressSink>,
+    /// The sender.
+    pub sender: Option<Sender>,
+    /// Its counters.
+    pub counters: &'static EgressCounters,
+}
+
+/// The egress sinks of every RX queue (in `res.rx` order): heap buffers allocated, sockets
+/// created and connected. A destination that cannot be reached from here (no route) stops
+/// the run, naming the key.
+pub(crate) fn prepare(
+    config: &Config,
+    res: &Resources,
+) -> Result<Vec<Vec<EgressParts>>, RuntimeError> {
+    // Which queues feed each sink, in `res.rx` order: the heap-counter step and residue.
+    let mut feeders: Vec<Vec<usize>> = vec![Vec::new(); config.egress.len()];
+    for (k, r) in res.rx.iter().enumerate() {
+        let q = &config.interfaces[r.interface].rx_queues[r.queue];
+        for e in &q.egress {
+            feeders[e.0].push(k);
+        }
+    }
+    let shared: Vec<&'static SinkShared> = feeders
+        .iter()
+        .map(|f| {
+            &*Box::leak(Box::new(SinkShared {
+                running: AtomicUsize::new(f.len()),
+            }))
+        })
+        .collect();
+    let mut out = Vec::with_capacity(res.rx.len());
+    for (k, r) in res.rx.iter().enumerate() {
+        let iface = &config.interfaces[r.interface];
+        let q = &iface.rx_queues[r.queue];
+        let mut parts = Vec::with_capacity(q.egress.len());
+        for e in &q.egress {
+            let eg = &config.egress[e.0];
+            let step = feeders[e.0].len() as u64;
+            let residue = feeders[e.0].iter().position(|&x| x == k).unwrap_or(0) as u64;
+            let label = format!("{}.rx{} egress {}", iface.name, q.id, eg.name);
+            parts.push(one(eg, e.0, (step, residue), shared[e.0], label)?);
+        }
+        out.push(parts);
+    }
+    Ok(out)
+}
+
+/// One queue's sink of `eg` (`egress[id]`).
+fn one(
+    eg: &Egress,
+    id: usize,
+    (step, residue): (u64, u64),
+    shared: &'static SinkShared,
+    label: String,
+) -> Result<EgressParts, RuntimeError> {
+    let counters: &'static EgressCounters = Box::leak(Box::default());
+    let bufs: Vec<HeapBuf> = (0..eg.heap_buffers)
+        .map(|_| HeapBuf::new(eg.max_heap_bytes))
+        .collect();
+    let ring =
+        SlotRing::new(Box::leak(bufs.into_boxed_slice())).map_err(|e| RuntimeError::Egress {
+            key: format!("egress[{id}].heap_buffers"),
+            message: e.to_string(),
+        })?;
+    let (prod, cons) = Box::leak(Box::new(ring)).split();
+    let sender = Sender::new(eg, id, cons, counters, shared, (step, residue), label)?;
+    Ok(EgressParts {
+        egress: id,
+        sink: Some(EgressSink::new(eg, prod, counters)),
+        sender: Some(sender),
+        counters,
+    })
+}
+
+/// The report of one queue's egress sink.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EgressReport {
+    /// Egress sink name.
+    pub egress: String,
+    /// `spead`.
+    pub protocol: String,
+    /// Where its heaps went.
+    pub destinations: Vec<String>,
+    /// Payloads taken from the queue.
+    pub payloads: u64,
+    /// Payloads sent, in heaps that went out whole.
+    pub payloads_sent: u64,
+    /// Data heaps sent.
+    pub heaps: u64,
+    /// SPEAD packets sent (descriptors and the end of stream included).
+    pub datagrams: u64,
+    /// Bytes of those packets.
+    pub bytes: u64,
+    /// Descriptor heaps sent.
+    pub descriptors: u64,
+    /// Payloads not sent, by reason: `egress_full` (no free heap buffer: the sender or the
+    /// network was behind), `egress_error` (a send failed, or a payload larger than a heap
+    /// buffer), `peer_gone` (a destination refused them: no receiver).
+    pub dropped: BTreeMap<String, u64>,
+    /// The first failed send, if any (`ECONNREFUSED`: no receiver at a destination).
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Gb/s of SPEAD packets over the run.
+    pub gbps: f64,
+    /// CPU time of the sender thread, seconds.
+    pub sender_cpu_s: f64,
+}
+
+impl EgressReport {
+    /// Payloads not sent.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+
+    /// The report of a sink from its counters; `sender_cpu_ns` from its joined thread.
+    pub fn of(eg: &Egress, c: &EgressCounters, sender_cpu_ns: u64, elapsed_s: f64) -> Self {
+        let bytes = c.bytes.load(Relaxed);
+        let dropped = BTreeMap::from([
+            ("egress_full".to_string(), c.dropped_full.load(Relaxed)),
+            (
+                "egress_error".to_string(),
+                c.dropped_error.load(Relaxed) + c.dropped_too_large.load(Relaxed),
+            ),
+            ("peer_gone".to_string(), c.dropped_peer_gone.load(Relaxed)),
+        ]);
+        EgressReport {
+            egress: eg.name.clone(),
+            protocol: eg.protocol.as_str().to_string(),
+            destinations: eg.destinations.iter().map(ToString::to_string).collect(),
+            payloads: c.payloads_in.load(Relaxed) + c.dropped_full.load(Relaxed),
+            payloads_sent: c.payloads_sent.load(Relaxed),
+            heaps: c.heaps.load(Relaxed),
+            datagrams: c.datagrams.load(Relaxed),
+            bytes,
+            descriptors: c.descriptors.load(Relaxed),
+            dropped,
+            error: match c.first_errno.load(Relaxed) {
+                0 => None,
+                e => Some(std::io::Error::from_raw_os_error(e).to_string()),
+            },
+            gbps: if elapsed_s > 0.0 {
+                bytes as f64 * 8.0 / elapsed_s / 1e9
+            } else {
+                0.0
+            },
+            sender_cpu_s: sender_cpu_ns as f64 / 1e9,
+        }
+    }
+}
+
+impl std::fmt::Display for EgressReport {
+    /// `egress spead-out (spead to 127.0.0.1:7149): 1000 payloads in 1000 heaps, 2001
+    /// packets, 1.5 MB, 0.00 Gb/s · not sent: egress_full=0 egress_error=0 peer_gone=0`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "egress {} ({} to {}): {} of {} payloads sent in {} heaps, {} packets, {:.1} MB, {:.2} Gb/s · not sent:",
+            self.egress,
+            self.protocol,
+            self.destinations.join(", "),
+            self.payloads_sent,
+            self.payloads,
+            self.heaps,
+            self.datagrams,
+            self.bytes as f64 / 1e6,
+            self.gbps
+        )?;
+        for (why, n) in &self.dropped {
+            write!(f, " {why}={n}")?;
+        }
+        if let Some(e) = &self.error {
+            write!(f, " · first send error: {e}")?;
+        }
+        Ok(())
+    }
+}

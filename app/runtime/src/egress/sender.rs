@@ -1,0 +1,409 @@
+//! The sender half of an egress sink: one thread that takes the sink's heaps in order,
+//! splits each into SPEAD packets and sends them in `sendmmsg` batches on a connected UDP
+//! socket per destination (see the [module docs](super)).
+
+use super::{EgressCounters, HeapBuf, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TIMESTAMP};
+use crate::error::RuntimeError;
+use rtdaq_config::model::Egress;
+use rtdaq_core::format::spead::Flavour;
+use rtdaq_core::format::spead_tx::{self, Heap, Packetizer};
+use rtdaq_core::slot_ring::SlotConsumer;
+use rtdaq_netsys::dgram::DatagramBatch;
+use rtdaq_netsys::inet;
+use std::net::SocketAddrV4;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::time::Duration;
+
+/// How long an idle sender sleeps before it looks at the ring again.
+const IDLE: Duration = Duration::from_micros(50);
+/// Datagrams per `sendmmsg`.
+const BATCH: usize = 64;
+/// Requested socket send buffer (the kernel caps it at `net.core.wmem_max` without
+/// `CAP_NET_ADMIN`).
+const SNDBUF: i32 = 4 << 20;
+
+/// Why packets were not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lost {
+    /// The send failed (`egress_error`).
+    Error,
+    /// The destination refused them: no receiver there (`peer_gone`).
+    PeerGone,
+}
+
+/// One destination: its connected socket and the batch of packets waiting for it.
+struct Dest {
+    fd: OwnedFd,
+    batch: DatagramBatch,
+    /// Heaps in the batch: (index after its last packet, its payloads), oldest first.
+    marks: Box<[(usize, u32)]>,
+    nmarks: usize,
+}
+
+/// The sender of one queue's egress sink; [`run`](Sender::run) is its thread.
+pub struct Sender {
+    label: String,
+    cons: Option<SlotConsumer<'static, HeapBuf>>,
+    counters: &'static EgressCounters,
+    shared: &'static SinkShared,
+    dests: Vec<Dest>,
+    packetizer: Packetizer,
+    flavour: Flavour,
+    /// Heap counter: `(n + 1) × step + residue` for the `n`-th heap of this sender.
+    step: u64,
+    residue: u64,
+    next_heap: u64,
+    descriptors_every: u64,
+    data_heaps: u64,
+    /// Paced rate in bits per second, and when the next bytes may go (monotonic ns).
+    rate_bps: Option<f64>,
+    next_send_ns: f64,
+    /// Descriptor blobs, encoded once: timestamp, packets, data.
+    descriptors: Vec<Vec<u8>>,
+}
+
+impl Sender {
+    /// The sender of `eg` (`egress[id]`) over `cons`: one socket per destination, created and
+    /// connected now (a destination with no route stops the start, naming its key).
+    pub(crate) fn new(
+        eg: &Egress,
+        id: usize,
+        cons: SlotConsumer<'static, HeapBuf>,
+        counters: &'static EgressCounters,
+        shared: &'static SinkShared,
+        (step, residue): (u64, u64),
+        label: String,
+    ) -> Result<Self, RuntimeError> {
+        let flavour = Flavour {
+            heap_address_bits: eg.heap_address_bits,
+        };
+        let max_packet = eg.max_packet as usize;
+        let packetizer =
+            Packetizer::new(flavour, max_packet).ok_or_else(|| RuntimeError::Egress {
+                key: format!("egress[{id}].max_packet"),
+                message: format!(
+                    "{max_packet} bytes cannot hold a SPEAD header and its item pointers; raise it"
+                ),
+            })?;
+        let mut dests = Vec::with_capacity(eg.destinations.len());
+        for (k, &addr) in eg.destinations.iter().enumerate() {
+            let fd = socket_to(addr, eg.ttl).map_err(|e| RuntimeError::Egress {
+                key: format!("egress[{id}].destinations[{k}]"),
+                message: format!(
+                    "cannot send to {addr}: {e} (is there a route to it from this host?)"
+                ),
+            })?;
+            dests.push(Dest {
+                fd,
+                batch: DatagramBatch::new(BATCH, max_packet),
+                marks: vec![(0, 0); BATCH].into_boxed_slice(),
+                nmarks: 0,
+            });
+        }
+        let descriptors = descriptors(flavour);
+        Ok(Sender {
+            label,
+            cons: Some(cons),
+            counters,
+            shared,
+            dests,
+            packetizer,
+            flavour,
+            step: step.max(1),
+            residue,
+            next_heap: 0,
+            descriptors_every: u64::from(eg.descriptors_every),
+            data_heaps: 0,
+            rate_bps: eg.rate_bps,
+            next_send_ns: 0.0,
+            descriptors,
+        })
+    }
+
+    /// The sink's name in messages (`lo_udp.rx0 egress spead-out`).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The next heap counter.
+    fn heap_cnt(&mut self) -> u64 {
+        self.next_heap += 1;
+        self.next_heap * self.step + self.residue
+    }
+
+    /// The sender thread: descriptors, then every heap the consumer hands over until it is
+    /// done and the ring is empty, then (the last sender of the sink) the end of stream.
+    pub fn run(mut self) -> u64 {
+        let Some(mut cons) = self.cons.take() else {
+            return 0;
+        };
+        let mut turns = crate::stall::StallClock::start(
+            &self.counters.stall,
+            crate::pacer::now_ns(),
+            crate::stall::ThreadKind::Writer,
+        );
+        self.next_send_ns = crate::pacer::now_ns() as f64;
+        // From here on nothing allocates (the audit counts it if something did).
+        rtdaq_platform::alloc_audit::arm_current_thread();
+        self.send_descriptors();
+        loop {
+            turns.tick(crate::pacer::now_ns());
+            // Read before the ring: the consumer raises it after its last commit.
+            let done = self.counters.producer_done.load(Acquire);
+            match cons.front() {
+                Some(h) => {
+                    self.send_heap(h);
+                    let released = cons.release();
+                    debug_assert!(released.is_ok());
+                }
+                None => {
+                    self.flush_all();
+                    if done {
+                        break;
+                    }
+                    std::thread::sleep(IDLE);
+                }
+            }
+        }
+        if self.shared.running.fetch_sub(1, AcqRel) == 1 {
+            self.send_stop();
+        }
+        rtdaq_platform::alloc_audit::disarm_current_thread();
+        rtdaq_platform::rt::thread_cpu_ns().unwrap_or(0)
+    }
+
+    /// Descriptors to every destination (one heap each).
+    fn send_descriptors(&mut self) {
+        for d in 0..self.dests.len() {
+            let cnt = self.heap_cnt();
+            // Taken out while `self` sends them (no copy), put back after.
+            let descs = std::mem::take(&mut self.descriptors);
+            let items: [(u32, &[u8]); 3] = [
+                (spead_tx::ITEM_DESCRIPTOR, &descs[0]),
+                (spead_tx::ITEM_DESCRIPTOR, &descs[1]),
+                (spead_tx::ITEM_DESCRIPTOR, &descs[2]),
+            ];
+            let heap = Heap {
+                cnt,
+                immediates: &[],
+                items: &items,
+            };
+            self.put_heap(d, &heap, 0);
+            self.descriptors = descs;
+            EgressCounters::add(&self.counters.descriptors, 1);
+        }
+    }
+
+    /// One data heap, to the next destination in turn (descriptors first when due).
+    fn send_heap(&mut self, h: &HeapBuf) {
+        if self.descriptors_every > 0
+            && self.data_heaps > 0
+            && self.data_heaps % self.descriptors_every == 0
+        {
+            self.send_descriptors();
+        }
+        let d = (self.data_heaps % self.dests.len() as u64) as usize;
+        self.data_heaps += 1;
+        let cnt = self.heap_cnt();
+        let ts = h.first_rx_ns.to_be_bytes();
+        let items: [(u32, &[u8]); 2] = [(ITEM_TIMESTAMP, &ts), (ITEM_DATA, h.data())];
+        let immediates = [(ITEM_PACKETS, u64::from(h.payloads))];
+        let heap = Heap {
+            cnt,
+            immediates: &immediates,
+            items: &items,
+        };
+        self.put_heap(d, &heap, h.payloads);
+    }
+
+    /// Puts every packet of `heap` into destination `d`'s batch, sending full batches; the
+    /// heap's `payloads` count as sent or dropped with its packets.
+    fn put_heap(&mut self, d: usize, heap: &Heap<'_>, payloads: u32) {
+        let n = self.packetizer.count(heap);
+        // A batch sent while it held the heap's first packets, and not all of them went.
+        let mut failed = None;
+        for k in 0..n {
+            if self.dests[d].batch.slot().is_none() {
+                failed = failed.or(self.flush(d));
+            }
+            let dest = &mut self.dests[d];
+            let Some(out) = dest.batch.slot() else { return };
+            let len = self.packetizer.emit(heap, k, out);
+            if len == 0 {
+                // Cannot happen for a heap within the packetizer's limits: counted, not sent.
+                failed = Some(Lost::Error);
+                break;
+            }
+            dest.batch.push(len);
+        }
+        if payloads > 0 {
+            EgressCounters::add(&self.counters.heaps, 1);
+        }
+        if let Some(why) = failed {
+            self.drop_payloads(why, payloads);
+            return;
+        }
+        // A batch holds at most BATCH packets, so at most BATCH heaps end in it.
+        let dest = &mut self.dests[d];
+        debug_assert!(dest.nmarks < dest.marks.len());
+        let end = dest.batch.pending();
+        if let Some(m) = dest.marks.get_mut(dest.nmarks) {
+            *m = (end, payloads);
+            dest.nmarks += 1;
+        }
+    }
+
+    /// Counts `payloads` as not sent, for `why`.
+    fn drop_payloads(&self, why: Lost, payloads: u32) {
+        let c = self.counters;
+        let counter = match why {
+            Lost::Error => &c.dropped_error,
+            Lost::PeerGone => &c.dropped_peer_gone,
+        };
+        EgressCounters::add(counter, u64::from(payloads));
+    }
+
+    /// Sends everything pending for every destination.
+    fn flush_all(&mut self) {
+        for d in 0..self.dests.len() {
+            let _ = self.flush(d);
+        }
+    }
+
+    /// Sends destination `d`'s batch (paced), counting the heaps that end in it as sent or
+    /// dropped; `Some(why)` when not every packet went.
+    fn flush(&mut self, d: usize) -> Option<Lost> {
+        let dest = &mut self.dests[d];
+        let total = dest.batch.pending();
+        if total == 0 {
+            return None;
+        }
+        let bytes = dest.batch.pending_bytes();
+        pace(self.rate_bps, &mut self.next_send_ns, bytes);
+        let mut sent = 0usize;
+        let mut err = None;
+        while sent < total {
+            match dest.batch.send(dest.fd.as_fd()) {
+                Ok(0) => break,
+                Ok(k) => sent += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        dest.batch.clear();
+        let c = self.counters;
+        EgressCounters::add(&c.datagrams, sent as u64);
+        if err.is_none() {
+            EgressCounters::add(&c.bytes, bytes);
+        }
+        // Heaps whose last packet went are sent; the others are dropped, by reason.
+        let refused = err
+            .as_ref()
+            .is_some_and(|e| e.raw_os_error() == Some(libc::ECONNREFUSED));
+        let why = if refused { Lost::PeerGone } else { Lost::Error };
+        for &(end, payloads) in &dest.marks[..dest.nmarks] {
+            let p = u64::from(payloads);
+            if end <= sent {
+                EgressCounters::add(&c.payloads_sent, p);
+            } else if refused {
+                EgressCounters::add(&c.dropped_peer_gone, p);
+            } else {
+                EgressCounters::add(&c.dropped_error, p);
+            }
+        }
+        dest.nmarks = 0;
+        let failed = (sent < total).then_some(why);
+        // Said once, by the main thread at the end (a log line would allocate here).
+        if let Some(e) = &err {
+            let code = e.raw_os_error().unwrap_or(-1);
+            let _ = c.first_errno.compare_exchange(0, code, Relaxed, Relaxed);
+        }
+        failed
+    }
+
+    /// The end-of-stream heap to every destination.
+    fn send_stop(&mut self) {
+        for d in 0..self.dests.len() {
+            let cnt = self.heap_cnt();
+            let dest = &mut self.dests[d];
+            if let Some(out) = dest.batch.slot() {
+                let len = spead_tx::emit_end(self.flavour, cnt, out);
+                dest.batch.push(len);
+            }
+            let _ = self.flush(d);
+        }
+    }
+}
+
+/// Waits until `bytes` more may go at `rate_bps` (`None`: unpaced); a sender that fell
+/// behind catches up at most 1 ms of schedule.
+fn pace(rate_bps: Option<f64>, next_ns: &mut f64, bytes: u64) {
+    let Some(rate) = rate_bps else { return };
+    let now = crate::pacer::now_ns() as f64;
+    if *next_ns < now - 1e6 {
+        *next_ns = now - 1e6;
+    }
+    if *next_ns > now {
+        std::thread::sleep(Duration::from_nanos((*next_ns - now) as u64));
+    }
+    *next_ns += bytes as f64 * 8e9 / rate;
+}
+
+/// A blocking UDP socket connected to `addr` (multicast TTL `ttl`).
+fn socket_to(addr: SocketAddrV4, ttl: u8) -> std::io::Result<OwnedFd> {
+    let fd = inet::socket(inet::Kind::Datagram)?;
+    inet::set_nonblocking(fd.as_fd(), false)?;
+    // Best effort: the kernel caps it, and a smaller buffer only makes sends block sooner.
+    let _ = rtdaq_netsys::sockopt::set_int(fd.as_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, SNDBUF);
+    if addr.ip().is_multicast() {
+        rtdaq_netsys::sockopt::set_int(
+            fd.as_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_TTL,
+            i32::from(ttl),
+        )?;
+    }
+    inet::connect(fd.as_fd(), addr)?;
+    Ok(fd)
+}
+
+/// The item descriptors of a data heap, encoded: timestamp, packets, data.
+fn descriptors(flavour: Flavour) -> Vec<Vec<u8>> {
+    use spead_tx::{Descriptor, ItemType};
+    let imm = [(b'u', u32::from(flavour.heap_address_bits))];
+    let all = [
+        Descriptor {
+            id: ITEM_TIMESTAMP,
+            name: b"timestamp",
+            description: b"receive time of the heap's first payload, ns since the Unix epoch",
+            shape: &[],
+            ty: ItemType::Format(&[(b'u', 64)]),
+        },
+        Descriptor {
+            id: ITEM_PACKETS,
+            name: b"packets",
+            description: b"payloads in the heap",
+            shape: &[],
+            ty: ItemType::Format(&imm),
+        },
+        Descriptor {
+            id: ITEM_DATA,
+            name: b"data",
+            description: b"the payloads back to back",
+            shape: &[None],
+            ty: ItemType::Format(&[(b'u', 8)]),
+        },
+    ];
+    all.iter()
+        .map(|d| {
+            let mut buf = vec![0u8; d.len(flavour).unwrap_or(0)];
+            let n = d.emit(flavour, &mut buf);
+            buf.truncate(n);
+            buf
+        })
+        .collect()
+}
