@@ -16,7 +16,7 @@
 use crate::error::Errors;
 use crate::model::{RegionKind, WriterPlacement};
 use crate::schema::RawConfig;
-use crate::validate::{int, item_name, rxq, unknown_name, Draft};
+use crate::validate::{capacity::largest_frame, int, item_name, rxq, unknown_name, Draft};
 use serde::Deserialize;
 use std::net::SocketAddrV4;
 
@@ -104,8 +104,8 @@ pub(crate) struct RawEgress {
     pub rate_gbps: f64,
     #[serde(default = "default_heap_buffers")]
     pub heap_buffers: i64,
-    #[serde(default = "default_max_heap_kib")]
-    pub max_heap_kib: i64,
+    #[serde(default)]
+    pub max_heap_kib: Option<i64>,
     #[serde(default = "default_flush_ms")]
     pub flush_ms: i64,
     #[serde(default)]
@@ -122,8 +122,8 @@ pub(crate) struct RawEgress {
 pub const DEFAULT_MAX_PACKET: i64 = 1472;
 /// Default `heap_buffers`.
 pub const DEFAULT_HEAP_BUFFERS: i64 = 256;
-/// Default `max_heap_kib`: any UDP payload fits.
-pub const DEFAULT_MAX_HEAP_KIB: i64 = 64;
+/// Largest heap buffer, KiB.
+pub const MAX_HEAP_KIB: i64 = 65_536;
 /// Default `flush_ms`.
 pub const DEFAULT_FLUSH_MS: i64 = 10;
 
@@ -135,9 +135,6 @@ fn default_max_packet() -> i64 {
 }
 fn default_heap_buffers() -> i64 {
     DEFAULT_HEAP_BUFFERS
-}
-fn default_max_heap_kib() -> i64 {
-    DEFAULT_MAX_HEAP_KIB
 }
 fn default_flush_ms() -> i64 {
     DEFAULT_FLUSH_MS
@@ -224,7 +221,8 @@ fn one_egress(
             None
         }
     };
-    let sizes = sizes(e, &p, errs);
+    let largest = largest_payload(raw, d, &e.name);
+    let sizes = sizes(e, largest, &p, errs);
     let rate_bps = rate(e.rate_gbps, &p, errs);
     let thread = crate::validate::pinned_thread(
         raw,
@@ -326,8 +324,33 @@ fn destinations(list: &[String], p: &str, errs: &mut Errors) -> Option<Vec<Socke
     ok.then_some(out)
 }
 
-/// `packets_per_heap`, `max_packet`, `heap_buffers`, `max_heap_kib`.
-fn sizes(e: &RawEgress, p: &str, errs: &mut Errors) -> Option<(u32, u32, u32, usize)> {
+/// The largest payload the queues naming egress sink `name` receive (the largest frame or
+/// message of their interfaces), with how it was derived; `None` when unknown.
+fn largest_payload(raw: &RawConfig, d: &Draft, name: &str) -> Option<(u32, String)> {
+    raw.interfaces
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| {
+            i.rx_queues
+                .iter()
+                .any(|q| q.egress.iter().any(|n| n == name))
+        })
+        .filter_map(|(i, _)| {
+            let di = d.interfaces.get(i)?;
+            let (n, why) = largest_frame(d.kind, di)?;
+            Some((n, format!("interface \"{}\": {why}", di.name)))
+        })
+        .max_by_key(|(n, _)| *n)
+}
+
+/// `packets_per_heap`, `max_packet`, `heap_buffers`, `max_heap_kib` (default: room for
+/// `packets_per_heap` of the largest payload the queues receive, `largest`).
+fn sizes(
+    e: &RawEgress,
+    largest: Option<(u32, String)>,
+    p: &str,
+    errs: &mut Errors,
+) -> Option<(u32, u32, u32, usize)> {
     let per_heap = int::<u32>(
         e.packets_per_heap,
         1,
@@ -366,15 +389,29 @@ fn sizes(e: &RawEgress, p: &str, errs: &mut Errors) -> Option<(u32, u32, u32, us
         }
         pow2
     });
-    let heap = int::<usize>(
-        e.max_heap_kib,
-        DEFAULT_MAX_HEAP_KIB,
-        65_536,
-        &format!("{p}.max_heap_kib"),
-        " KiB per heap buffer (at least 64: any UDP payload fits one)",
-        errs,
-    )
-    .map(|k| k << 10);
+    let largest_n = largest.as_ref().map_or(65_536, |(n, _)| *n as usize);
+    let heap = match e.max_heap_kib {
+        None => per_heap.map(|k| (largest_n * k as usize).min((MAX_HEAP_KIB as usize) << 10)),
+        Some(kib) => int::<usize>(
+            kib,
+            1,
+            MAX_HEAP_KIB,
+            &format!("{p}.max_heap_kib"),
+            " KiB per heap buffer",
+            errs,
+        )
+        .map(|k| k << 10)
+        .filter(|&b| {
+            let fits = b >= largest_n;
+            if let (false, Some((n, why))) = (fits, &largest) {
+                errs.push(
+                    format!("{p}.max_heap_kib"),
+                    format!("{} KiB holds no payload of {n} bytes ({why}); raise it to at least {}, or leave it out (room for packets_per_heap of them)", b >> 10, n.div_ceil(1024)),
+                );
+            }
+            fits || largest.is_none()
+        }),
+    };
     Some((per_heap?, max_packet?, buffers?, heap?))
 }
 
@@ -390,8 +427,7 @@ fn rate(gbps: f64, p: &str, errs: &mut Errors) -> Option<Option<f64>> {
     Some((gbps > 0.0).then_some(gbps * 1e9))
 }
 
-/// What an egress sink needs from the queues that name it: payloads the CPU can read, no
-/// larger than a heap buffer.
+/// What an egress sink needs from the queues that name it: payloads the CPU can read.
 fn queues_fit_egress(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
     for (i, iface) in raw.interfaces.iter().enumerate() {
         for (q, rq) in iface.rx_queues.iter().enumerate() {
@@ -407,22 +443,6 @@ fn queues_fit_egress(raw: &RawConfig, d: &Draft, errs: &mut Errors) {
             });
             if device {
                 errs.push(format!("{p}.egress"), "this queue receives into GPU memory (a \"device\" region), which the CPU cannot read to send on; use a \"host_pinned\" region");
-            }
-            let Some(di) = d.interfaces.get(i) else {
-                continue;
-            };
-            let message = di.max_message_size.flatten().map(|m| m as usize);
-            for (k, name) in rq.egress.iter().enumerate() {
-                let Some(e) = raw.egress.iter().find(|e| &e.name == name) else {
-                    continue;
-                };
-                let heap = usize::try_from(e.max_heap_kib).unwrap_or(0) << 10;
-                if let Some(m) = message.filter(|&m| m > heap && heap > 0) {
-                    errs.push(
-                        format!("{p}.egress[{k}]"),
-                        format!("interface \"{}\" delivers messages of up to {m} bytes, more than egress \"{name}\"'s heap buffer ({} KiB); raise its max_heap_kib to at least {}", di.name, heap >> 10, m.div_ceil(1024)),
-                    );
-                }
             }
         }
     }

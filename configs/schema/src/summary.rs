@@ -146,6 +146,8 @@ pub struct Summary {
     pub sinks: Vec<String>,
     /// Buffer memory of every record sink (locked with the rest).
     pub sink_bytes: u64,
+    /// One line per egress sink (queue × egress): protocol, destinations, heap memory.
+    pub egress: Vec<String>,
     /// One line describing the generator, if any.
     pub generator: Option<String>,
     /// Run length in seconds (0 = until stopped).
@@ -247,6 +249,7 @@ impl Config {
             regions,
             gpus: self.gpu_summary(),
             sinks: self.sink_lines(),
+            egress: self.egress_lines(),
             sink_bytes: self.sink_bytes(),
             generator: self.generator.as_ref().map(|g| self.describe_generator(g)),
             duration_s: self.run.duration_s,
@@ -311,6 +314,33 @@ impl Config {
                 .iter()
                 .map(|(_, q, r)| ring(r) * (q.len() as u64 + 1))
                 .sum::<u64>()
+    }
+
+    fn egress_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for i in &self.interfaces {
+            for q in &i.rx_queues {
+                for e in &q.egress {
+                    let e = &self.egress[e.0];
+                    let dests: Vec<String> =
+                        e.destinations.iter().map(ToString::to_string).collect();
+                    out.push(format!(
+                        "{} rx queue {} -> {} ({} to {}): {} payload(s) per heap, packets of {} B, {} heap buffers x {} = {}",
+                        i.name,
+                        q.id,
+                        e.name,
+                        e.protocol.as_str(),
+                        dests.join(", "),
+                        e.packets_per_heap,
+                        e.max_packet,
+                        e.heap_buffers,
+                        human_bytes(e.max_heap_bytes as u64),
+                        human_bytes(e.max_heap_bytes as u64 * u64::from(e.heap_buffers))
+                    ));
+                }
+            }
+        }
+        out
     }
 
     fn sink_lines(&self) -> Vec<String> {
@@ -656,6 +686,9 @@ impl fmt::Display for Summary {
                 self.sink_bytes,
                 human_bytes(self.sink_bytes)
             )?;
+        }
+        for e in &self.egress {
+            writeln!(f, "egress: {e}")?;
         }
         if let Some(g) = &self.generator {
             writeln!(f, "generator: {g}")?;

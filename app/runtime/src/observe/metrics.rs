@@ -77,6 +77,8 @@ pub struct Source {
     pub tx: Vec<(QueueLabel, &'static QueueStats)>,
     /// Record sinks: name (as in the live line) and counters.
     pub sinks: Vec<(String, &'static SinkCounters)>,
+    /// Egress sinks: name (`lo_udp.rx0 egress spead-out`) and counters.
+    pub egress: Vec<(String, &'static crate::egress::EgressCounters)>,
     /// The NIC counters of the interfaces' devices, when any is watched ([`crate::observe::nic`]).
     pub nics: Option<crate::observe::nic::Shared>,
     /// The engine's own ports (DPDK), when it has them ([`crate::observe::nic::PortWatch`]).
@@ -212,6 +214,11 @@ struct Counters {
     rec_packets: IntCounterVec,
     rec_bytes: IntCounterVec,
     rec_dropped: IntCounterVec,
+    egress_payloads: IntCounterVec,
+    egress_heaps: IntCounterVec,
+    egress_packets: IntCounterVec,
+    egress_bytes: IntCounterVec,
+    egress_dropped: IntCounterVec,
     nic_pause: IntCounterVec,
     nic_dropped: IntCounterVec,
     port_packets: IntCounterVec,
@@ -277,6 +284,11 @@ impl Exporter {
             rec_packets: counter("rtdaq_record_packets_total", "Records (packets, or GPU batches) on disk, per sink.", &["sink"]),
             rec_bytes: counter("rtdaq_record_bytes_total", "Bytes on disk, file headers included, per sink.", &["sink"]),
             rec_dropped: counter("rtdaq_record_dropped_total", "Records not written, by reason (full, tap, error).", &["sink", "reason"]),
+            egress_payloads: counter("rtdaq_egress_payloads_total", "Received payloads an egress sink took (taken) and sent in heaps that went out whole (sent), per sink.", &["sink", "state"]),
+            egress_heaps: counter("rtdaq_egress_heaps_total", "Data heaps an egress sink sent, per sink.", &["sink"]),
+            egress_packets: counter("rtdaq_egress_packets_total", "SPEAD packets an egress sink sent (descriptors and the end of stream included), per sink.", &["sink"]),
+            egress_bytes: counter("rtdaq_egress_bytes_total", "Bytes of those packets (UDP payload bytes), per sink.", &["sink"]),
+            egress_dropped: counter("rtdaq_egress_dropped_total", "Payloads an egress sink did not send, by reason (egress_full, egress_error, peer_gone): lost to the deployment.", &["sink", "reason"]),
             nic_pause: counter("rtdaq_nic_pause_frames_total", "Pause frames of the interface's NIC since the run started, by direction (received: the link partner throttled this host's transmit; sent: this NIC throttled the sender). The largest of the driver's pause counters.", &["interface", "netdev", "direction"]),
             nic_dropped: counter("rtdaq_nic_rx_dropped_total", "Frames the NIC or driver dropped before any queue saw them since the run started (the largest of those counters).", &["interface", "netdev"]),
             port_packets: counter("rtdaq_port_packets_total", "Packets of an engine's own port (DPDK: rte_eth_stats), by direction.", &["interface", "port", "direction"]),
@@ -478,6 +490,25 @@ impl Exporter {
                 ("error", v(&s.dropped_error) + v(&s.dropped_error_writer)),
             ] {
                 set_counter(&c.rec_dropped, &[name, reason], n);
+            }
+        }
+        for (name, e) in &self.src.egress {
+            let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+            let taken = v(&e.payloads_in) + v(&e.dropped_full);
+            set_counter(&c.egress_payloads, &[name, "taken"], taken);
+            set_counter(&c.egress_payloads, &[name, "sent"], v(&e.payloads_sent));
+            set_counter(&c.egress_heaps, &[name], v(&e.heaps));
+            set_counter(&c.egress_packets, &[name], v(&e.datagrams));
+            set_counter(&c.egress_bytes, &[name], v(&e.bytes));
+            for (reason, n) in [
+                ("egress_full", v(&e.dropped_full)),
+                (
+                    "egress_error",
+                    v(&e.dropped_error) + v(&e.dropped_too_large),
+                ),
+                ("peer_gone", v(&e.dropped_peer_gone)),
+            ] {
+                set_counter(&c.egress_dropped, &[name, reason], n);
             }
         }
     }
@@ -787,6 +818,12 @@ mod tests {
         rx.ring_wait_ns.store(2_500_000, Relaxed);
         let every = crate::observe::report::tests::every_counter_set().named();
         rx.checks.store(&every);
+        let egress: &'static crate::egress::EgressCounters = leak(Default::default());
+        egress.payloads_in.store(9, Relaxed);
+        egress.dropped_full.store(2, Relaxed);
+        egress.payloads_sent.store(6, Relaxed);
+        egress.dropped_peer_gone.store(3, Relaxed);
+        egress.datagrams.store(9, Relaxed);
         let ep = Endpoint::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = ep.addr();
         let label = |gpu| QueueLabel {
@@ -804,6 +841,7 @@ mod tests {
                 rx: vec![(label(false), rx)],
                 tx: vec![(label(false), tx)],
                 sinks: vec![("lo_udp.rx0 pcap".into(), sink)],
+                egress: vec![("lo_udp.rx0 egress spead-out".into(), egress)],
                 nics: None,
                 ports: None,
                 start_ns: crate::pacer::now_ns(),
@@ -822,6 +860,11 @@ mod tests {
             "rtdaq_rx_stream_missing{interface=\"lo_udp\",queue=\"0\",stream=\"0x105c800\"} 3",
             "rtdaq_tx_packets_total{interface=\"lo_udp\",queue=\"0\"} 12",
             "rtdaq_record_packets_total{sink=\"lo_udp.rx0 pcap\"} 7",
+            "rtdaq_egress_payloads_total{sink=\"lo_udp.rx0 egress spead-out\",state=\"taken\"} 11",
+            "rtdaq_egress_payloads_total{sink=\"lo_udp.rx0 egress spead-out\",state=\"sent\"} 6",
+            "rtdaq_egress_packets_total{sink=\"lo_udp.rx0 egress spead-out\"} 9",
+            "rtdaq_egress_dropped_total{reason=\"egress_full\",sink=\"lo_udp.rx0 egress spead-out\"} 2",
+            "rtdaq_egress_dropped_total{reason=\"peer_gone\",sink=\"lo_udp.rx0 egress spead-out\"} 3",
             "rtdaq_build_info{commit=\"\",config=\"test\"",
             "# TYPE rtdaq_rx_packets_total counter",
             "# TYPE rtdaq_rx_latency_seconds histogram",

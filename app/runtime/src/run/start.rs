@@ -161,6 +161,12 @@ where
                     .iter()
                     .map(|w| (w.name.clone(), w.counters))
                     .collect(),
+                egress: parked
+                    .prepared
+                    .egress
+                    .iter()
+                    .map(|e| (e.name.clone(), e.counters))
+                    .collect(),
                 nics: (!nics.is_empty()).then(|| nics.shared()),
                 ports: port_watch
                     .as_ref()

@@ -8,7 +8,7 @@
 //! key path they are about.
 
 mod board;
-mod capacity;
+pub(crate) mod capacity;
 pub(crate) mod cores;
 mod flows;
 mod format;

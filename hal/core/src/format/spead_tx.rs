@@ -508,7 +508,11 @@ impl Descriptor<'_> {
     /// Writes the descriptor packet into the start of `out` and returns its length; 0
     /// when it cannot be encoded ([`len`](Self::len)) or `out` is shorter.
     pub fn emit(&self, f: Flavour, out: &mut [u8]) -> usize {
-        let (Some(total), Some(fields)) = (self.len(f), self.fields(f)) else {
+        // `len` checks the flavour before `fields` uses it.
+        let Some(total) = self.len(f) else {
+            return 0;
+        };
+        let Some(fields) = self.fields(f) else {
             return 0;
         };
         let Some(out) = out.get_mut(..total) else {
@@ -595,4 +599,492 @@ pub fn numpy_u8_header(n: u64, out: &mut [u8]) -> usize {
     b.copy_from_slice(num);
     c.copy_from_slice(TAIL);
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spead::SpeadPacket;
+    use super::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    const FLAVOURS: [Flavour; 2] = [Flavour::F64_48, Flavour::F64_40];
+
+    /// The pointers of a packet: (immediate, id, value).
+    fn pointers(pkt: &[u8]) -> Vec<(bool, u32, u64)> {
+        let bits = u32::from(pkt[3]) * 8;
+        let n = usize::from(u16::from_be_bytes([pkt[6], pkt[7]]));
+        pkt[HEADER_LEN..HEADER_LEN + 8 * n]
+            .chunks_exact(8)
+            .map(|c| {
+                let v = u64::from_be_bytes(c.try_into().unwrap());
+                let id = ((v >> bits) & ((1 << (63 - bits)) - 1)) as u32;
+                (v >> 63 == 1, id, v & ((1 << bits) - 1))
+            })
+            .collect()
+    }
+
+    /// Emits every packet of `h`, checks each against `SpeadPacket::parse` and the layout,
+    /// and returns the reassembled payload.
+    fn round_trip(p: &Packetizer, h: &Heap) -> Vec<u8> {
+        let n = p.count(h);
+        assert!(n >= 1);
+        let size = p.heap_size(h).unwrap();
+        let mut heap = vec![0u8; size as usize];
+        let mut next = 0u64;
+        let mut buf = vec![0u8; p.max_packet() + 16];
+        for k in 0..n {
+            let len = p.emit(h, k, &mut buf);
+            assert!(len > 0 && len <= p.max_packet(), "packet {k}: {len}");
+            let s = p.span(h, k).unwrap();
+            assert_eq!(s.total(), len);
+            let pkt = SpeadPacket::parse(&buf[..len], Some(p.flavour())).unwrap();
+            assert_eq!(pkt.heap_cnt, h.cnt);
+            assert_eq!(pkt.heap_size, Some(size));
+            assert_eq!(pkt.offset, next, "contiguous");
+            assert!(pkt.length >= 1);
+            assert!(!pkt.stop);
+            let ptrs = pointers(&buf[..len]);
+            let fixed: Vec<u32> = ptrs.iter().take(4).map(|p| p.1).collect();
+            assert_eq!(fixed, [1, 2, 3, 4]);
+            if k == 0 {
+                assert_eq!(ptrs.len(), p.first_packet_pointers(h));
+                let imm = &ptrs[4..4 + h.immediates.len()];
+                for (got, want) in imm.iter().zip(h.immediates) {
+                    assert_eq!((got.0, got.1, got.2), (true, want.0, want.1));
+                }
+                let mut addr = 0;
+                for (got, want) in ptrs[4 + h.immediates.len()..].iter().zip(h.items) {
+                    assert_eq!((got.0, got.1, got.2), (false, want.0, addr));
+                    addr += want.1.len() as u64;
+                }
+            } else {
+                assert_eq!(ptrs.len(), 4);
+                // Every packet but the last is full.
+                if k + 1 < n {
+                    assert_eq!(len, p.max_packet());
+                }
+            }
+            if k + 1 < n {
+                assert_eq!(len, p.max_packet(), "all but the last packet are full");
+            }
+            let off = pkt.offset as usize;
+            heap[off..off + pkt.length as usize]
+                .copy_from_slice(&buf[len - pkt.length as usize..len]);
+            next += pkt.length;
+            assert_eq!(p.emit(h, k, &mut buf[..len - 1]), 0, "short out");
+        }
+        assert_eq!(next, size, "covers the heap");
+        assert_eq!(p.emit(h, n, &mut buf), 0, "k out of range");
+        assert!(p.span(h, n).is_none());
+        heap
+    }
+
+    fn concat(h: &Heap) -> Vec<u8> {
+        h.items
+            .iter()
+            .flat_map(|(_, b)| b.iter().copied())
+            .collect()
+    }
+
+    #[test]
+    fn split_and_reassemble() {
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let small = [0xA5u8];
+        let mid: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        for f in FLAVOURS {
+            for max in [MIN_PACKET, 57, 64, 100, 1472, 9000] {
+                let p = Packetizer::new(f, max).unwrap();
+                let cases: [&[(u32, &[u8])]; 5] = [
+                    &[(0x1800, &small)],
+                    &[(0x1800, &mid)],
+                    &[(0x1800, &big)],
+                    &[
+                        (0x1800, &mid),
+                        (0x1801, &[]),
+                        (0x1802, &small),
+                        (0x1803, &big),
+                    ],
+                    &[(0x1800, &mid[..8]), (0x1801, &big[..max])],
+                ];
+                for items in cases {
+                    for imm in [&[][..], &[(0x1600, 42)][..]] {
+                        let h = Heap {
+                            cnt: 77,
+                            immediates: imm,
+                            items,
+                        };
+                        if p.count(&h) == 0 {
+                            // Only the smallest packets cannot hold 6+ pointers.
+                            assert!(max < HEADER_LEN + 8 * p.first_packet_pointers_raw(&h) + 1);
+                            continue;
+                        }
+                        assert_eq!(round_trip(&p, &h), concat(&h), "{f:?} max {max}");
+                    }
+                }
+            }
+        }
+    }
+
+    impl Packetizer {
+        /// First-packet pointers even when the heap cannot be sent.
+        fn first_packet_pointers_raw(&self, h: &Heap) -> usize {
+            4 + h.immediates.len()
+                + h.items.len()
+                + usize::from(h.items.iter().all(|(_, b)| b.is_empty()))
+        }
+    }
+
+    #[test]
+    fn spead2_split_at_1472() {
+        // spead2 at 1472-byte packets: 1416 payload bytes in the first packet of a heap of
+        // two items (8 + 6 × 8 bytes before them), 1432 in the others.
+        let data = vec![1u8; 5000];
+        let h = Heap {
+            cnt: 1,
+            immediates: &[(0x1600, 0)],
+            items: &[(0x1800, &data)],
+        };
+        let p = Packetizer::new(Flavour::F64_48, 1472).unwrap();
+        assert_eq!(p.count(&h), 4);
+        let lens: Vec<usize> = (0..4).map(|k| p.span(&h, k).unwrap().len).collect();
+        assert_eq!(lens, [1416, 1432, 1432, 720]);
+        assert_eq!(p.full_payload(), 1432);
+    }
+
+    #[test]
+    fn empty_heap_is_padded_like_spead2() {
+        for f in FLAVOURS {
+            let p = Packetizer::new(f, 1500).unwrap();
+            let h = Heap {
+                cnt: 5,
+                immediates: &[(0x1600, 9)],
+                items: &[],
+            };
+            assert_eq!(p.count(&h), 1);
+            assert_eq!(p.heap_size(&h), Some(1));
+            assert_eq!(round_trip(&p, &h), [0]);
+            let mut b = [0xFFu8; 64];
+            let n = p.emit(&h, 0, &mut b);
+            assert_eq!(n, 8 + 6 * 8 + 1);
+            assert_eq!(pointers(&b[..n])[5], (false, ITEM_NULL, 0));
+            // Zero-length items only: padded too, their pointers all at address 0.
+            let h = Heap {
+                cnt: 5,
+                immediates: &[],
+                items: &[(0x1800, &[]), (0x1801, &[])],
+            };
+            assert_eq!(round_trip(&p, &h), [0]);
+        }
+    }
+
+    #[test]
+    fn end_of_stream_matches_spead2() {
+        // spead2 4.5.1, `BytesStream.send_heap(ItemGroup(flavour 64-48).get_end())`.
+        let want: [u8; END_LEN] = [
+            0x53, 0x04, 0x02, 0x06, 0, 0, 0, 6, //
+            0x80, 0x01, 0, 0, 0, 0, 0, 0x01, //
+            0x80, 0x02, 0, 0, 0, 0, 0, 0x01, //
+            0x80, 0x03, 0, 0, 0, 0, 0, 0, //
+            0x80, 0x04, 0, 0, 0, 0, 0, 0x01, //
+            0x80, 0x06, 0, 0, 0, 0, 0, 0x02, //
+            0, 0, 0, 0, 0, 0, 0, 0, //
+            0,
+        ];
+        let mut b = [0xEEu8; 80];
+        assert_eq!(emit_end(Flavour::F64_48, 1, &mut b), END_LEN);
+        assert_eq!(b[..END_LEN], want);
+        let pkt = SpeadPacket::parse(&b[..END_LEN], None).unwrap();
+        assert!(pkt.stop);
+        assert_eq!(emit_end(Flavour::F64_40, 3, &mut b), END_LEN);
+        let pkt = SpeadPacket::parse(&b[..END_LEN], Some(Flavour::F64_40)).unwrap();
+        assert!(pkt.stop && pkt.heap_cnt == 3);
+        assert_eq!(emit_end(Flavour::F64_48, 1, &mut b[..END_LEN - 1]), 0);
+        assert_eq!(emit_end(Flavour::F64_48, 1 << 48, &mut b), 0);
+    }
+
+    #[test]
+    fn refusals() {
+        let f = Flavour::F64_48;
+        assert!(Packetizer::new(f, MIN_PACKET - 1).is_none());
+        for bits in [0u8, 4, 64, 200] {
+            let bad = Flavour {
+                heap_address_bits: bits,
+            };
+            assert!(Packetizer::new(bad, 1500).is_none());
+            assert_eq!(emit_end(bad, 1, &mut [0u8; 64]), 0);
+        }
+        let d = [0u8; 100];
+        let fits = Heap {
+            cnt: 1,
+            immediates: &[],
+            items: &[(0x1800, &d)],
+        };
+        // The smallest packet holds the 4 fixed pointers and 8 payload bytes, but no item.
+        let p = Packetizer::new(f, MIN_PACKET).unwrap();
+        assert_eq!(p.count(&fits), 0);
+        // 57 bytes: 4 + 1 pointers leave 9 payload bytes, 17 in the other packets; 4 + 5
+        // pointers do not fit.
+        let p = Packetizer::new(f, 57).unwrap();
+        assert_eq!(p.count(&fits), 1 + (100 - 9usize).div_ceil(17));
+        let items = [(0x1800, &d[..]); 5];
+        let crowded = Heap {
+            cnt: 1,
+            immediates: &[],
+            items: &items,
+        };
+        assert_eq!(p.count(&crowded), 0);
+        assert_eq!(p.emit(&crowded, 0, &mut [0u8; 100]), 0);
+        assert!(p.span(&crowded, 0).is_none());
+        assert_eq!(p.first_packet_pointers(&crowded), 0);
+        let p = Packetizer::new(f, 1500).unwrap();
+        let wide = [
+            Heap {
+                cnt: 1 << 48,
+                immediates: &[],
+                items: &[(0x1800, &d)],
+            },
+            Heap {
+                cnt: 1,
+                immediates: &[(0x1600, 1 << 48)],
+                items: &[(0x1800, &d)],
+            },
+            Heap {
+                cnt: 1,
+                immediates: &[(0x8000, 1)],
+                items: &[(0x1800, &d)],
+            },
+            Heap {
+                cnt: 1,
+                immediates: &[],
+                items: &[(0x8000, &d)],
+            },
+        ];
+        for h in &wide {
+            assert_eq!(p.count(h), 0, "{h:?}");
+            assert_eq!(p.emit(h, 0, &mut [0u8; 1500]), 0);
+        }
+        // 64-40 has 23 id bits.
+        let p40 = Packetizer::new(Flavour::F64_40, 1500).unwrap();
+        assert_eq!(p40.count(&wide[2]), 1);
+        assert_eq!(p40.count(&wide[0]), 0);
+    }
+
+    #[test]
+    fn emit_head_matches_emit() {
+        let data: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8).collect();
+        let h = Heap {
+            cnt: 9,
+            immediates: &[(0x1600, 3)],
+            items: &[(0x1800, &data[..1000]), (0x1801, &data[1000..])],
+        };
+        let lens = [(0x1800, 1000u64), (0x1801, 3000)];
+        let p = Packetizer::new(Flavour::F64_48, 1000).unwrap();
+        assert_eq!(p.count_sized(9, h.immediates, &lens), p.count(&h));
+        let (mut a, mut b) = ([0u8; 1000], [0u8; 1000]);
+        for k in 0..=p.count(&h) {
+            let n = p.emit(&h, k, &mut a);
+            let Some(s) = p.emit_head(9, h.immediates, &lens, k, &mut b) else {
+                assert_eq!(n, 0);
+                continue;
+            };
+            let off = s.offset as usize;
+            b[s.head..s.total()].copy_from_slice(&data[off..off + s.len]);
+            assert_eq!(a[..n], b[..s.total()]);
+        }
+    }
+
+    /// spead2 4.5.1's descriptors of `ItemGroup(flavour 64-48)`:
+    /// `add_item(0x1600, "timestamp", "ts", shape=(), format=[("u", 48)])`,
+    /// `add_item(0x1800, "data", "d", shape=(None,), format=[("u", 8)])`,
+    /// `add_item(0x1801, "data2", "d", shape=(3,), dtype=np.uint8)`, each as
+    /// `Heap.add_descriptor` encodes it (the value of an item 0x05 of a `BytesStream`).
+    const SPEAD2_DESCRIPTORS: [&str; 3] = [
+        concat!(
+            "53040206000000098001000000000001800200000000000e8003000000000000",
+            "800400000000000e801400000000160000100000000000000011000000000009",
+            "001300000000000b001200000000000e74696d657374616d707473750030",
+        ),
+        concat!(
+            "53040206000000098001000000000001800200000000000f8003000000000000",
+            "800400000000000f801400000000180000100000000000000011000000000004",
+            "00130000000000050012000000000008646174616475000801000000000000",
+        ),
+        concat!(
+            "530402060000000a800100000000000180020000000000448003000000000000",
+            "8004000000000044801400000000180100100000000000000011000000000005",
+            "00130000000000060012000000000006001500000000000d6461746132640000",
+            "00000000037b276465736372273a20277c7531272c2027666f727472616e5f6f",
+            "72646572273a2046616c73652c20277368617065273a2028332c297d",
+        ),
+    ];
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn descriptors_match_spead2() {
+        let f = Flavour::F64_48;
+        let mut np = [0u8; 80];
+        let nh = numpy_u8_header(3, &mut np);
+        let ds = [
+            Descriptor {
+                id: 0x1600,
+                name: b"timestamp",
+                description: b"ts",
+                shape: &[],
+                ty: ItemType::Format(&[(b'u', 48)]),
+            },
+            Descriptor {
+                id: 0x1800,
+                name: b"data",
+                description: b"d",
+                shape: &[None],
+                ty: ItemType::Format(&[(b'u', 8)]),
+            },
+            Descriptor {
+                id: 0x1801,
+                name: b"data2",
+                description: b"d",
+                shape: &[Some(3)],
+                ty: ItemType::Dtype(&np[..nh]),
+            },
+        ];
+        let mut b = [0u8; 256];
+        for (d, want) in ds.iter().zip(SPEAD2_DESCRIPTORS) {
+            let n = d.emit(f, &mut b);
+            assert_eq!(Some(n), d.len(f));
+            assert_eq!(b[..n], hex(want)[..], "{d:?}");
+            assert!(SpeadPacket::parse(&b[..n], Some(f)).is_ok());
+            assert_eq!(d.emit(f, &mut b[..n - 1]), 0, "short out");
+        }
+    }
+
+    #[test]
+    fn descriptor_refusals_and_flavour_40() {
+        let f = Flavour::F64_40;
+        let d = Descriptor {
+            id: 0x1600,
+            name: b"t",
+            description: b"",
+            shape: &[Some(5), None],
+            ty: ItemType::Format(&[(b'u', 40), (b'i', 70_000)]),
+        };
+        let mut b = [0u8; 256];
+        let n = d.emit(f, &mut b);
+        // 4-byte format fields and 6-byte dimensions in 64-40.
+        assert_eq!(n, 8 + 9 * 8 + 1 + 2 * 4 + 2 * 6);
+        let body = &b[n - 20..n];
+        assert_eq!(body[..8], [b'u', 0, 0, 40, b'i', 0x01, 0x11, 0x70]);
+        assert_eq!(body[8..], [0, 0, 0, 0, 0, 5, 1, 0, 0, 0, 0, 0]);
+        // 70000 bits do not fit the 2 bytes of a 64-48 format field.
+        assert_eq!(d.emit(Flavour::F64_48, &mut b), 0);
+        let bad = [
+            Descriptor { id: 0, ..d },
+            Descriptor { id: 1 << 23, ..d },
+            Descriptor {
+                shape: &[Some(1 << 40)],
+                ..d
+            },
+        ];
+        for x in bad {
+            assert_eq!(x.len(f), None);
+            assert_eq!(x.emit(f, &mut b), 0);
+        }
+        let nf = Flavour {
+            heap_address_bits: 64,
+        };
+        assert_eq!(d.emit(nf, &mut b), 0);
+    }
+
+    #[test]
+    fn numpy_headers() {
+        let mut b = [0u8; 80];
+        let n = numpy_u8_header(0, &mut b);
+        assert_eq!(
+            &b[..n],
+            b"{'descr': '|u1', 'fortran_order': False, 'shape': (0,)}"
+        );
+        let n = numpy_u8_header(u64::MAX, &mut b);
+        assert!(b[..n].ends_with(b"(18446744073709551615,)}"));
+        assert_eq!(numpy_u8_header(12, &mut b[..10]), 0);
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn any_heap_round_trips_or_is_refused(
+                f48 in any::<bool>(),
+                max in MIN_PACKET..2000usize,
+                cnt in 0u64..(1 << 40),
+                imm in proptest::collection::vec((0x1000u32..0x7fff, any::<u64>()), 0..4),
+                lens in proptest::collection::vec(0usize..5000, 0..5),
+                seed in any::<u8>(),
+            ) {
+                let f = if f48 { Flavour::F64_48 } else { Flavour::F64_40 };
+                let imm: Vec<(u32, u64)> = imm.into_iter().map(|(i, v)| (i, v & f.value_mask())).collect();
+                let bufs: Vec<Vec<u8>> = lens
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &l)| (0..l).map(|j| (j as u8) ^ seed ^ (i as u8)).collect())
+                    .collect();
+                let items: Vec<(u32, &[u8])> =
+                    bufs.iter().enumerate().map(|(i, b)| (0x1800 + i as u32, &b[..])).collect();
+                let h = Heap { cnt, immediates: &imm, items: &items };
+                let p = Packetizer::new(f, max).unwrap();
+                if p.count(&h) == 0 {
+                    prop_assert!(max < HEADER_LEN + 8 * p.first_packet_pointers_raw(&h) + 1);
+                } else {
+                    let got = round_trip(&p, &h);
+                    let want = concat(&h);
+                    if want.is_empty() {
+                        prop_assert_eq!(got, vec![0u8]);
+                    } else {
+                        prop_assert_eq!(got, want);
+                    }
+                }
+            }
+
+            #[test]
+            fn emit_never_panics(
+                max in 0usize..200,
+                bits in any::<u8>(),
+                k in 0usize..50,
+                out_len in 0usize..300,
+                lens in proptest::collection::vec(0usize..300, 0..4),
+                cnt in any::<u64>(),
+                id in any::<u32>(),
+            ) {
+                let f = Flavour { heap_address_bits: bits };
+                let bufs: Vec<Vec<u8>> = lens.iter().map(|&l| vec![7u8; l]).collect();
+                let items: Vec<(u32, &[u8])> = bufs.iter().map(|b| (id, &b[..])).collect();
+                let h = Heap { cnt, immediates: &[(id, cnt)], items: &items };
+                let mut out = vec![0u8; out_len];
+                if let Some(p) = Packetizer::new(f, max) {
+                    let n = p.emit(&h, k, &mut out);
+                    prop_assert!(n <= out_len && n <= max);
+                    let _ = p.count(&h);
+                }
+                let _ = emit_end(f, cnt, &mut out);
+                let d = Descriptor {
+                    id,
+                    name: b"n",
+                    description: b"",
+                    shape: &[Some(cnt), None],
+                    ty: ItemType::Format(&[(b'u', id)]),
+                };
+                let n = d.emit(f, &mut out);
+                prop_assert!(n <= out_len);
+            }
+        }
+    }
 }

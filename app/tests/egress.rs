@@ -1,0 +1,296 @@
+//! The egress stage (issue #31) end to end, against a real SPEAD receiver: **spead2**
+//! (PyPI, MeerKAT's SPEAD library) assembling rtdaq's heaps (`scripts/peers/spead_peer.py
+//! egress-recv`, a `spead2.recv` stream and an `ItemGroup`).
+//!
+//! rtdaq runs `configs/host-udp-egress-spead.toml` in side A of a namespace pair (its
+//! generator → 127.0.0.1:5000 → one RX queue whose egress stage forwards every payload) and
+//! sends its heaps to spead2 in side B:
+//!
+//! - every heap arrives whole, the descriptors name the items, the end of stream arrives,
+//!   and the data items are exactly the payloads rtdaq received (sequence header and pattern
+//!   checked, no sequence number missing), as many as rtdaq's report says it sent;
+//! - with nftables in side B dropping every 7th egress datagram (heaps of 4 payloads in 4
+//!   packets each), spead2's incomplete heaps equal nft's drop count exactly, and the
+//!   payloads missing at the receiver are those heaps' payloads;
+//! - the receiver killed (SIGKILL) mid-run: rtdaq keeps receiving (no gap on its own
+//!   queue), counts what it could not deliver (`peer_gone`, from the ICMP port-unreachable
+//!   answers) and every payload is accounted for (sent + not sent = taken); the run fails
+//!   on that loss.
+//!
+//! Needs root (namespaces, nftables), `nft`, the repository's Python venv with spead2
+//! (`scripts/install-test-deps.sh` makes `target/pyenv`) and `target/engines/rtdaq-socket`
+//! (`scripts/build-engines.sh`); without them each test fails in `scripts/test.sh`
+//! (`RTDAQ_TEST_REQUIRE=1`) and skips, recorded, elsewhere (`rtdaq_testbed::require`).
+
+mod e2e;
+
+use e2e::{edited, finish, root, show, start, tmp, u};
+use rtdaq_testbed::{Side, VethPair};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// One at a time: each pins rtdaq's threads to cores 0 and 1.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The egress destination port in side B.
+const PORT: &str = "7149";
+
+fn python() -> PathBuf {
+    root().join("target/pyenv/bin/python")
+}
+
+fn spead_peer() -> PathBuf {
+    root().join("scripts/peers/spead_peer.py")
+}
+
+/// Why the tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    if !rtdaq_testbed::is_root() {
+        return Some("not root (namespaces and nftables need it)".into());
+    }
+    let nft = ["/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft"]
+        .iter()
+        .any(|p| Path::new(p).exists());
+    if !nft {
+        return Some("no nft (Debian: apt-get install nftables)".into());
+    }
+    let spead2 = Command::new(python())
+        .args(["-c", "import spead2, numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !spead2 {
+        return Some("no target/pyenv with spead2 (scripts/install-test-deps.sh makes it)".into());
+    }
+    if !root().join("target/engines/rtdaq-socket").exists() {
+        return Some("no target/engines/rtdaq-socket (scripts/build-engines.sh)".into());
+    }
+    None
+}
+
+/// True when the test cannot run here: a failure in `scripts/test.sh`, a recorded skip
+/// elsewhere.
+fn skipped() -> bool {
+    match skip_reason() {
+        Some(why) => {
+            rtdaq_testbed::require::skip(why);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The shipped egress config sending to side B, at `rate_gbps`, with `packets_per_heap`
+/// payloads per heap, descriptors only at the start.
+fn config(pair: &VethPair, rate_gbps: &str, per_heap: u32, tag: &str) -> PathBuf {
+    let ip = pair.ip(Side::B).to_string();
+    edited(
+        "host-udp-egress-spead.toml",
+        &[
+            (
+                "destinations = [\"127.0.0.1:7149\"]",
+                format!("destinations = [\"{ip}:{PORT}\"]"),
+            ),
+            (
+                "packets_per_heap = 1 ",
+                format!("packets_per_heap = {per_heap} "),
+            ),
+            ("descriptors_every = 1000 ", "descriptors_every = 0 ".into()),
+            ("rate_gbps = 1.0 ", format!("rate_gbps = {rate_gbps} ")),
+        ],
+        tag,
+    )
+}
+
+/// spead2 receiving in side B until the end of stream (or `timeout_s`), checking every data
+/// item as 1400-byte rtdaq payloads; its stdout is piped.
+fn receiver(pair: &VethPair, timeout_s: u32) -> Child {
+    let ip = pair.ip(Side::B).to_string();
+    let child = pair
+        .command(Side::B, python().to_str().unwrap())
+        .arg(spead_peer())
+        .args([
+            "egress-recv",
+            &ip,
+            PORT,
+            "--payload-size",
+            "1400",
+            "--timeout",
+        ])
+        .arg(timeout_s.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn spead_peer.py");
+    // spead2 binds within a fraction of a second; rtdaq's descriptors go first.
+    std::thread::sleep(Duration::from_millis(800));
+    child
+}
+
+/// The JSON the receiver printed.
+fn received(child: Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "spead_peer egress-recv: {}",
+        show(&out)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "spead_peer egress-recv printed no JSON ({e}): {}",
+            show(&out)
+        )
+    })
+}
+
+/// The report's one egress sink.
+fn egress(r: &Value) -> &Value {
+    &r["rx"]["queues"][0]["egress"][0]
+}
+
+/// An nftables table in side B dropping every `every`th UDP datagram to the egress port
+/// (index ≡ `phase` mod `every`), with a counter; the packets it dropped, read later.
+fn nft_drop(pair: &VethPair, every: u32, phase: u32) {
+    let rules = format!(
+        "table inet rtdaq_egress {{\n chain input {{\n  type filter hook input priority -10; policy accept;\n  udp dport {PORT} numgen inc mod {every} {phase} counter drop\n }}\n}}\n"
+    );
+    let f = tmp("nft", "rules");
+    std::fs::write(&f, rules).unwrap();
+    let out = pair
+        .command(Side::B, "nft")
+        .arg("-f")
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "nft -f: {}", show(&out));
+}
+
+fn nft_dropped(pair: &VethPair) -> u64 {
+    let out = pair
+        .command(Side::B, "nft")
+        .args(["list", "table", "inet", "rtdaq_egress"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split("counter packets ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {text}"))
+}
+
+#[test]
+#[ignore = "needs root, nft, spead2 and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn spead2_assembles_every_heap_and_its_data_is_what_rtdaq_received() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("egr-whole").unwrap();
+    let cfg = config(&pair, "0.1", 1, "egress-whole");
+    let rx = receiver(&pair, 30);
+    let run = start(&pair, Side::A, "socket", &cfg, 3.0, "egress-whole");
+    let (out, r) = finish(run, "egress-whole");
+    let got = received(rx);
+    let e = egress(&r);
+    let received_by_rtdaq = u(&r, "/rx/totals/packets");
+    assert_eq!(u(&r, "/lost"), 0, "{}", show(&out));
+    assert!(received_by_rtdaq > 10_000, "{}", show(&out));
+    // rtdaq: every payload it received went out, one heap each.
+    assert_eq!(u(e, "/payloads"), received_by_rtdaq, "{e}");
+    assert_eq!(u(e, "/payloads_sent"), received_by_rtdaq, "{e}");
+    assert_eq!(u(e, "/heaps"), received_by_rtdaq, "{e}");
+    assert_eq!(u(e, "/descriptors"), 1, "{e}");
+    // spead2: every heap whole, described, ended; the data is the payloads, none missing.
+    assert_eq!(u(&got, "/heaps"), received_by_rtdaq, "{got}");
+    assert_eq!(u(&got, "/incomplete"), 0, "{got}");
+    assert_eq!(got["end"], true, "{got}");
+    assert_eq!(got["undescribed"], serde_json::json!([]), "{got}");
+    for (id, name) in [
+        ("0x1600", "timestamp"),
+        ("0x1601", "packets"),
+        ("0x1800", "data"),
+    ] {
+        assert_eq!(got["names"][id], name, "{got}");
+    }
+    assert_eq!(u(&got, "/data_bytes"), 1400 * received_by_rtdaq, "{got}");
+    assert_eq!(u(&got, "/payloads/good"), received_by_rtdaq, "{got}");
+    assert_eq!(u(&got, "/payloads/bad"), 0, "{got}");
+    let s = &got["streams"]["1"];
+    assert_eq!((u(s, "/gaps"), u(s, "/duplicates")), (0, 0), "{got}");
+    assert_eq!(u(s, "/count"), received_by_rtdaq, "{got}");
+    assert_eq!(got["cnt"]["missing"], 0, "{got}");
+}
+
+#[test]
+#[ignore = "needs root, nft, spead2 and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn every_egress_datagram_nft_drops_is_one_incomplete_heap_at_spead2() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("egr-nft").unwrap();
+    // 4 payloads of 1400 B per heap: 5 608 bytes in 4 packets of at most 1472, so two
+    // drops 7 datagrams apart never hit one heap. The descriptor heap (the first datagrams)
+    // is spared: index 6, 13, ... are dropped.
+    let cfg = config(&pair, "0.1", 4, "egress-nft");
+    nft_drop(&pair, 7, 6);
+    let rx = receiver(&pair, 12);
+    let run = start(&pair, Side::A, "socket", &cfg, 3.0, "egress-nft");
+    let (out, r) = finish(run, "egress-nft");
+    let got = received(rx);
+    let dropped = nft_dropped(&pair);
+    let e = egress(&r);
+    assert_eq!(u(&r, "/lost"), 0, "rtdaq sent everything: {}", show(&out));
+    assert!(dropped > 100, "nft dropped {dropped}");
+    // The end-of-stream packet (one datagram) may be one nft dropped: then spead2 ends at
+    // its timeout, and that drop broke no data heap.
+    let incomplete = u(&got, "/incomplete");
+    let end_dropped = u64::from(got["end"] != true);
+    assert_eq!(incomplete + end_dropped, dropped, "{got}");
+    let heaps = u(e, "/heaps");
+    assert_eq!(u(&got, "/heaps") + incomplete, heaps, "{got} vs {e}");
+    // The receiver misses exactly the payloads of the incomplete heaps.
+    let s = &got["streams"]["1"];
+    let sent = u(e, "/payloads_sent");
+    assert_eq!(u(s, "/count") + u(s, "/gaps"), sent, "{got}");
+    assert_eq!(u(&got, "/payloads/bad"), 0, "{got}");
+}
+
+#[test]
+#[ignore = "needs root, nft, spead2 and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn a_receiver_killed_mid_run_stalls_nothing_and_every_payload_is_accounted_for() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("egr-kill").unwrap();
+    let cfg = config(&pair, "0.2", 1, "egress-kill");
+    let mut rx = receiver(&pair, 30);
+    let run = start(&pair, Side::A, "socket", &cfg, 4.0, "egress-kill");
+    std::thread::sleep(Duration::from_millis(1500));
+    rx.kill().unwrap();
+    let _ = rx.wait();
+    let (out, r) = finish(run, "egress-kill");
+    let e = egress(&r);
+    let q = &r["rx"]["queues"][0];
+    // The receive path never waited for the downstream: no gap, nothing dropped on the queue.
+    assert_eq!(u(q, "/rx/seq_gaps"), 0, "{}", show(&out));
+    assert_eq!(u(q, "/drops_total"), 0, "{}", show(&out));
+    // Every payload taken is sent or counted, by reason; peer_gone from the refused sends.
+    let taken = u(e, "/payloads");
+    let not_sent: u64 = ["egress_full", "egress_error", "peer_gone"]
+        .iter()
+        .map(|k| u(&e["dropped"], &format!("/{k}")))
+        .sum();
+    assert_eq!(u(e, "/payloads_sent") + not_sent, taken, "{e}");
+    assert!(u(&e["dropped"], "/peer_gone") > 0, "{e}");
+    assert!(u(e, "/payloads_sent") > 0, "{e}");
+    // The run fails on that loss, and says why.
+    assert_eq!(u(&r, "/lost"), not_sent, "{}", show(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("Connection refused"), "{log}");
+}
