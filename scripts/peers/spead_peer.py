@@ -15,9 +15,51 @@
       against rtdaq's generator (scripts: docs/formats.md) and prints JSON {"heaps": n,
       "good": n, "bad": n, "timestamps": {residue: [first, last, count]}, "stats": {...}}
       where residue = heap counter mod --heap-step.
+  spead_peer.py egress-recv HOST PORT [--group MCAST_GROUP] [--flavour 48|40] [--timeout S]
+                [--max-heaps N] [--payload-size P] [--data-id ID] [--max-packet B]
+      the receiving end of rtdaq's SPEAD egress stage (issue #31), as a MeerKAT consumer
+      receives: a spead2.recv stream assembles heaps and a spead2.ItemGroup applies the
+      descriptors they carry. Unicast: binds HOST:PORT. With --group: binds the group
+      address on PORT and joins the group on the interface whose address is HOST (use
+      127.0.0.1 for loopback multicast; the sender must send out of that interface).
+      Ends at the end-of-stream heap (stream control 2), after N data heaps (--max-heaps,
+      0 = no limit) or after S seconds (default 20). Only complete heaps are delivered
+      (spead2's default); the others count in the stats. Heaps of another flavour than
+      --flavour are counted, not used. Prints one JSON object:
+        heaps            data heaps (heaps with an item other than SPEAD's own items
+                         0x00-0x06; descriptor-only and end-of-stream heaps excluded)
+        descriptor_heaps heaps that carried descriptors
+        end              the end-of-stream heap arrived (spead2 ends the stream at it)
+        timed_out        stopped by --timeout
+        wrong_flavour    heaps of another flavour
+        incomplete       incomplete heaps: spead2's "incomplete_heaps_evicted" +
+                         "incomplete_heaps_flushed" (both also under "stats"); spead2
+                         4.5 counts nowhere a heap whose first packet (the one with the
+                         item pointers) was lost: compare "heaps" and cnt "missing" with
+                         what was sent
+        names            {"0x1800": "data", ...}: id -> name, from the descriptors
+        undescribed      ids of items that arrived without a descriptor
+        data_bytes       bytes of the data item (--data-id, default 0x1800) in all heaps
+        data_heaps_without_data  data heaps without the data item
+        cnt              {"first", "last", "consecutive", "missing"}: the data heaps'
+                         counters (consecutive: each is the previous + 1; missing:
+                         counters between first and last that did not arrive)
+        stats            every spead2 stream statistic, by name
+      With --payload-size P each data item is checked as a concatenation of P-byte rtdaq
+      payloads: a 32-byte sequence header (big-endian magic 0x52544451 "RTDQ", version 1,
+      flags, stream id u16, seq u64, tx timestamp u64, payload length u32 = P - 32,
+      reserved u32) and, when flag 0x01 is set, the SplitMix64 pattern of
+      hal/core/src/wire/seqhdr.rs; a data item that is not a multiple of P counts its tail
+      as one bad payload. Adds
+        payloads         {"checked", "good", "bad", "unpatterned" (flag 0x01 clear: header
+                         checked only), "partial" (data items not a multiple of P)}
+        streams          {"<stream id>": {"first", "last", "count", "duplicates", "gaps"
+                         (missing sequence numbers between first and last), "missing"
+                         (the first 20 missing ones)}}
 """
 import argparse
 import json
+import struct
 import threading
 
 import numpy as np
@@ -121,6 +163,161 @@ def recv(a):
                                 "packets": st.packets}}))
 
 
+# --- egress-recv: the receiving end of rtdaq's SPEAD egress ------------------------------
+
+SEQ_MAGIC = 0x52544451
+SEQ_HEADER = struct.Struct(">IBBHQQII")
+FLAG_PATTERN = 0x01
+PATTERN_SALT = 0x5254_4451_5041_5454
+GOLDEN = 0x9E37_79B9_7F4A_7C15
+MASK64 = (1 << 64) - 1
+STREAM_CTRL_ID = 0x06
+
+
+def pattern(stream_id, seq, n):
+    """The n bytes of hal/core/src/wire/seqhdr.rs fill_pattern(stream_id, seq): SplitMix64
+    outputs k = 1, 2, ... are mix(seed + k * GOLDEN), as big-endian words, the last one cut."""
+    seed = (((seq << 16) | (seq >> 48)) & MASK64) ^ stream_id ^ PATTERN_SALT
+    k = np.arange(1, (n + 7) // 8 + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) + k * np.uint64(GOLDEN)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58_476D_1CE4_E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D0_49BB_1331_11EB)
+        z = z ^ (z >> np.uint64(31))
+    return z.astype(">u8").tobytes()[:n]
+
+
+class PayloadCheck:
+    """Checks data items as concatenations of P-byte rtdaq payloads."""
+
+    def __init__(self, size):
+        if size <= SEQ_HEADER.size:
+            raise SystemExit(f"--payload-size must exceed the {SEQ_HEADER.size}-byte header")
+        self.size = size
+        self.checked = self.good = self.bad = self.unpatterned = self.partial = 0
+        self.seqs = {}
+
+    def item(self, data):
+        p = self.size
+        whole = len(data) - len(data) % p
+        for off in range(0, whole, p):
+            self.payload(data[off:off + p])
+        if whole != len(data):
+            self.partial += 1
+            self.checked += 1
+            self.bad += 1
+
+    def payload(self, b):
+        self.checked += 1
+        magic, version, flags, stream, seq, _ts, length, _res = SEQ_HEADER.unpack_from(b)
+        if magic != SEQ_MAGIC or version != 1 or length != self.size - SEQ_HEADER.size:
+            self.bad += 1
+            return
+        self.seqs.setdefault(stream, []).append(seq)
+        if not flags & FLAG_PATTERN:
+            self.unpatterned += 1
+            self.good += 1
+        elif pattern(stream, seq, length) == bytes(b[SEQ_HEADER.size:]):
+            self.good += 1
+        else:
+            self.bad += 1
+
+    def report(self):
+        streams = {}
+        for sid, seqs in sorted(self.seqs.items()):
+            uniq = sorted(set(seqs))
+            missing, gaps = [], 0
+            for a, b in zip(uniq, uniq[1:]):
+                gaps += b - a - 1
+                missing.extend(range(a + 1, min(b, a + 1 + 20 - len(missing))))
+            streams[str(sid)] = {"first": uniq[0], "last": uniq[-1], "count": len(seqs),
+                                 "duplicates": len(seqs) - len(uniq), "gaps": gaps,
+                                 "missing": missing[:20]}
+        return ({"checked": self.checked, "good": self.good, "bad": self.bad,
+                 "unpatterned": self.unpatterned, "partial": self.partial}, streams)
+
+
+def egress_recv(a):
+    stream = spead2.recv.Stream(spead2.ThreadPool(), spead2.recv.StreamConfig(max_heaps=16),
+                                spead2.recv.RingStreamConfig(heaps=256))
+    if a.group:
+        stream.add_udp_reader(a.group, a.port, max_size=a.max_packet, buffer_size=32 << 20,
+                              interface_address=a.host)
+    else:
+        stream.add_udp_reader(a.port, bind_hostname=a.host, max_size=a.max_packet,
+                              buffer_size=32 << 20)
+    timed_out = threading.Event()
+
+    def expire():
+        timed_out.set()
+        stream.stop()
+
+    timer = threading.Timer(a.timeout, expire)
+    timer.start()
+    check = PayloadCheck(a.payload_size) if a.payload_size else None
+    ig = spead2.ItemGroup()
+    heaps = descriptor_heaps = wrong_flavour = data_bytes = without_data = 0
+    end = stopped = False
+    cnts, undescribed = [], set()
+    for heap in stream:
+        if heap.is_end_of_stream():
+            end = True
+            break
+        if heap.flavour.heap_address_bits != a.flavour:
+            wrong_flavour += 1
+            continue
+        descriptors = heap.get_descriptors()
+        descriptor_heaps += bool(descriptors)
+        ig.update(heap)
+        raw = [it for it in heap.get_items() if it.id > STREAM_CTRL_ID]
+        if not raw:
+            continue
+        heaps += 1
+        cnts.append(heap.cnt)
+        data = None
+        for it in raw:
+            if it.id not in ig.ids():
+                undescribed.add(it.id)
+            if it.id == a.data_id:
+                data = np.array(it, np.uint8, copy=False)
+        if data is None:
+            without_data += 1
+        else:
+            data_bytes += data.size
+            if check:
+                check.item(memoryview(data))
+        if a.max_heaps and heaps >= a.max_heaps:
+            stopped = True
+            break
+    timer.cancel()
+    # spead2 ends the stream at the end-of-stream packet without delivering its heap (a
+    # heap that carried other items too would come with is_end_of_stream()): a UDP stream
+    # that ends before the timeout and the heap limit ended so.
+    end = end or not (timed_out.is_set() or stopped)
+    stream.stop()
+    st = dict(stream.stats.items())
+    consecutive = all(b == x + 1 for x, b in zip(cnts, cnts[1:]))
+    out = {
+        "heaps": heaps,
+        "descriptor_heaps": descriptor_heaps,
+        "end": end,
+        "timed_out": timed_out.is_set(),
+        "wrong_flavour": wrong_flavour,
+        "incomplete": st.get("incomplete_heaps_evicted", 0) + st.get("incomplete_heaps_flushed", 0),
+        "names": {hex(item.id): name for name, item in ig.items()},
+        "undescribed": sorted(hex(i) for i in undescribed),
+        "data_bytes": data_bytes,
+        "data_heaps_without_data": without_data,
+        "cnt": {"first": cnts[0] if cnts else None, "last": cnts[-1] if cnts else None,
+                "consecutive": consecutive,
+                "missing": (max(cnts) - min(cnts) + 1 - len(set(cnts))) if cnts else 0},
+        "stats": st,
+    }
+    if check:
+        out["payloads"], out["streams"] = check.report()
+    print(json.dumps(out))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -140,8 +337,18 @@ def main():
     r.add_argument("--heap-step", type=int, default=1)
     r.add_argument("--heaps", type=int, default=0)
     r.add_argument("--timeout", type=float, default=20)
+    e = sub.add_parser("egress-recv")
+    e.add_argument("host", help="bind address; with --group, the interface to join on")
+    e.add_argument("port", type=int)
+    e.add_argument("--group", help="multicast group to join")
+    e.add_argument("--flavour", type=int, choices=[48, 40], default=48)
+    e.add_argument("--timeout", type=float, default=20)
+    e.add_argument("--max-heaps", type=int, default=0, help="stop after N data heaps (0: no limit)")
+    e.add_argument("--payload-size", type=int, default=0, help="check P-byte rtdaq payloads")
+    e.add_argument("--data-id", type=lambda v: int(v, 0), default=DATA)
+    e.add_argument("--max-packet", type=int, default=9200, help="largest packet accepted")
     a = p.parse_args()
-    {"send": send, "recv": recv}[a.cmd](a)
+    {"send": send, "recv": recv, "egress-recv": egress_recv}[a.cmd](a)
 
 
 if __name__ == "__main__":

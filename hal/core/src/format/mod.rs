@@ -13,20 +13,26 @@
 //! | `codif` | `group << 16 \| thread` | `(period index − first) × frames per period + frame number`; frames per period configured or learned at the first period boundary | [`codif`] |
 //! | `ecpri` | `message type << 16 \| PC_ID` (types 0–2), PC_ID (type 3) | the sequence id, unwrapped per stream (8 or 32 bits) | [`ecpri`] |
 //! | `spead` | `heap counter % heap_step` | heaps assembled in a window: complete, incomplete and missing heaps, missing bytes and packets (not a `SeqTracker` sequence) | [`spead`] |
+//! | `spead` (sending) | — | — (heaps split into packets, item descriptors and the end-of-stream heap as spead2 sends them, for the egress stage) | [`spead_tx`] |
 //! | `vdif` | station id and thread id | `(seconds from the reference epoch − first) × frames per second + data frame number`; frames per second configured or learned at the first second boundary | [`vdif`] |
 //!
-//! Everything here is `no_std`, allocation-free and `O(1)` per packet; no input panics
-//! (the parsers are fuzzed in `tests/format_props.rs`).
+//! [`spead_tx`] is the other direction: it encodes SPEAD for rtdaq's egress stage.
+//!
+//! Everything here is `no_std`, allocation-free and `O(1)` per packet (the SPEAD
+//! packetizer: `O(items)`); no input panics (the parsers are fuzzed in
+//! `tests/format_props.rs`).
 
 pub mod codif;
 pub mod counter;
 pub mod ecpri;
 pub mod spead;
+pub mod spead_tx;
 pub mod vdif;
 
 pub use codif::CodifHeader;
 pub use counter::{CounterField, CounterFormat, Unwrap};
 pub use spead::{Flavour, HeapStats, HeapTracker, SpeadPacket};
+pub use spead_tx::{Descriptor, ItemType, Packetizer};
 pub use vdif::{VdifHeader, VdifSequencer};
 
 /// Where one payload sits: its stream and its linear sequence number in that stream.
