@@ -12,12 +12,11 @@
 //!
 //! Nothing here allocates after construction, blocks or logs.
 
-use rtdaq_config::model::{
-    Generator, GeneratorLimit, StreamFormat, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
-};
+use rtdaq_config::model::{Generator, GeneratorLimit, StreamFormat};
 use rtdaq_core::format::codif::{CodifHeader, HEADER_LEN as CODIF_HEADER_LEN};
 use rtdaq_core::format::ecpri;
-use rtdaq_core::format::spead::{self, Flavour};
+use rtdaq_core::format::spead::Flavour;
+use rtdaq_core::format::spead_tx::{Packetizer, MIN_PACKET};
 use rtdaq_core::format::vdif::{epoch_unix_seconds, VdifHeader};
 use rtdaq_core::format::CounterFormat;
 use rtdaq_core::wire::seqhdr::{fill_pattern, SeqHeader, FLAG_PATTERN};
@@ -82,59 +81,38 @@ pub const SPEAD_ITEM_DATA: u32 = 0x1800;
 
 /// The generator's SPEAD heaps. Sequence number `s` is packet `s % per_heap` of heap
 /// number `n = s / per_heap`, heap counter `(n + 1) × heap_step + stream_id % heap_step`.
-/// Every packet carries the heap counter, heap size, heap offset and payload length; the
-/// first also the timestamp (`n`) and the data item's pointer, as spead2 sends a heap
-/// without descriptors. Packets are `payload_size` bytes but a heap's last.
+/// The packets are [`Packetizer`]'s of `payload_size`-byte packets: every packet carries
+/// the heap counter, heap size, heap offset and payload length; the first also the
+/// timestamp (`n`) and the data item's pointer, as spead2 sends a heap without
+/// descriptors. Packets are `payload_size` bytes but a heap's last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct SpeadShape {
-    flavour: Flavour,
+    packetizer: Packetizer,
     step: u64,
     residue: u64,
     heap_bytes: u64,
-    /// Payload bytes in a heap's first packet and in the others.
-    first: u64,
-    full: u64,
     per_heap: u64,
 }
 
 impl SpeadShape {
     fn fill(&self, seq: u64, out: &mut [u8]) -> usize {
         let (n, k) = (seq / self.per_heap, seq % self.per_heap);
-        let f = self.flavour;
-        let (off, items) = if k == 0 {
-            (0, 6u16)
-        } else {
-            (self.first + (k - 1) * self.full, 4)
-        };
-        let cap = if k == 0 { self.first } else { self.full };
-        let len = cap.min(self.heap_bytes - off);
-        let head = spead::HEADER_LEN + 8 * usize::from(items);
-        let total = head + len as usize;
-        let Some(out) = out.get_mut(..total) else {
+        let cnt = (n + 1) * self.step + self.residue;
+        let Some(s) = self.packetizer.emit_head(
+            cnt,
+            &[(SPEAD_ITEM_TIMESTAMP, n)],
+            &[(SPEAD_ITEM_DATA, self.heap_bytes)],
+            k as usize,
+            out,
+        ) else {
             return 0;
         };
-        let ptrs = [
-            f.pointer(
-                true,
-                spead::ITEM_HEAP_CNT,
-                (n + 1) * self.step + self.residue,
-            ),
-            f.pointer(true, spead::ITEM_HEAP_SIZE, self.heap_bytes),
-            f.pointer(true, spead::ITEM_HEAP_OFFSET, off),
-            f.pointer(true, spead::ITEM_PAYLOAD_LEN, len),
-            f.pointer(true, SPEAD_ITEM_TIMESTAMP, n),
-            f.pointer(false, SPEAD_ITEM_DATA, 0),
-        ];
-        spead::emit_header(out, f, items);
-        for (i, p) in ptrs.iter().take(usize::from(items)).enumerate() {
-            spead::emit_pointer(out, i, *p);
-        }
-        let mut b = (off.wrapping_add(n)) as u8;
-        for x in &mut out[head..] {
+        let mut b = (s.offset.wrapping_add(n)) as u8;
+        for x in &mut out[s.head..s.total()] {
             *x = b;
             b = b.wrapping_add(1);
         }
-        total
+        s.total()
     }
 }
 
@@ -229,25 +207,27 @@ impl PayloadGen {
                 };
             }
             StreamFormat::Spead(sp) => {
-                // The config guarantees payload_size > SPEAD_FIRST_OVERHEAD.
-                let first = u64::from(payload_size as u32 - SPEAD_FIRST_OVERHEAD).max(1);
-                let full = u64::from(payload_size as u32 - SPEAD_OVERHEAD).max(1);
-                let heap_bytes = u64::from(sp.heap_bytes).max(1);
-                let per_heap = if heap_bytes <= first {
-                    1
-                } else {
-                    1 + (heap_bytes - first).div_ceil(full)
+                // The config guarantees payload_size > SPEAD_FIRST_OVERHEAD (≥ MIN_PACKET),
+                // and its flavours are 64-48 and 64-40: the packetizer exists.
+                let flavour = sp.flavour.unwrap_or(Flavour::F64_48);
+                let Some(packetizer) = Packetizer::new(flavour, payload_size.max(MIN_PACKET))
+                else {
+                    return g;
                 };
+                let heap_bytes = u64::from(sp.heap_bytes).max(1);
                 let step = u64::from(sp.heap_step.max(1));
+                let per_heap = packetizer.count_sized(
+                    0,
+                    &[(SPEAD_ITEM_TIMESTAMP, 0)],
+                    &[(SPEAD_ITEM_DATA, heap_bytes)],
+                );
                 g.payload_size = payload_size;
                 g.shape = Shape::Spead(SpeadShape {
-                    flavour: sp.flavour.unwrap_or(Flavour::F64_48),
+                    packetizer,
                     step,
                     residue: u64::from(stream_id) % step,
                     heap_bytes,
-                    first,
-                    full,
-                    per_heap,
+                    per_heap: (per_heap as u64).max(1),
                 });
             }
         }
@@ -507,5 +487,39 @@ mod tests {
         let u = SendLimit::from_config(GeneratorLimit::Run, 0);
         assert_eq!(u.remaining(u64::MAX, u64::MAX), u64::MAX);
         assert_eq!(u.clamp(8, 0, 0), 8);
+    }
+
+    #[test]
+    fn spead_packets_are_the_packetizers() {
+        use rtdaq_config::model::SpeadParams;
+        use rtdaq_core::format::spead_tx::Heap;
+        for (flavour, ps, hb, step) in [
+            (None, 1472usize, 5000u32, 1u32),
+            (Some(Flavour::F64_40), 57, 100, 3),
+            (None, 9000, 1, 2),
+        ] {
+            let f = StreamFormat::Spead(SpeadParams {
+                flavour,
+                heap_step: step,
+                heap_bytes: hb,
+            });
+            let mut g = PayloadGen::for_format(5, ps, f, 0);
+            let p = Packetizer::new(flavour.unwrap_or(Flavour::F64_48), ps).unwrap();
+            let (mut a, mut b) = (vec![0u8; ps], vec![0u8; ps]);
+            for n in 0..3u64 {
+                let data: Vec<u8> = (0..u64::from(hb)).map(|j| (j + n) as u8).collect();
+                let heap = Heap {
+                    cnt: (n + 1) * u64::from(step) + 5 % u64::from(step),
+                    immediates: &[(SPEAD_ITEM_TIMESTAMP, n)],
+                    items: &[(SPEAD_ITEM_DATA, &data)],
+                };
+                assert_eq!(g.unit_packets(), p.count(&heap) as u64);
+                for k in 0..p.count(&heap) {
+                    let len = g.fill(&mut a, 0);
+                    assert_eq!(len, p.emit(&heap, k, &mut b));
+                    assert_eq!(a[..len], b[..len], "heap {n} packet {k}");
+                }
+            }
+        }
     }
 }
