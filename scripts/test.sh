@@ -147,6 +147,12 @@ run "recording and replay with real readers (cargo test --test record -- --ignor
 # (app/tests/formats.rs; root for namespaces and nftables).
 run "instrument formats with real peers: baseband VDIF, spead2 both ways, scapy eCPRI, nft drops, VDIF recording (cargo test --test formats -- --ignored)" \
     cargo test -p rtdaq --test formats -- --ignored --test-threads 1
+# Egress (issue #31): rtdaq's SPEAD egress assembled by spead2 in a namespace (every heap
+# whole, the data = the payloads rtdaq received), nftables dropping every 7th egress datagram
+# (each drop costs spead2 exactly one heap), the receiver SIGKILLed mid-run (rtdaq's receive
+# path stalls not, every payload accounted for) (app/tests/egress.rs; root).
+run "egress: SPEAD heaps to spead2, nft drops, a receiver killed mid-run (cargo test --test egress -- --ignored)" \
+    cargo test -p rtdaq --test egress -- --ignored --test-threads 1
 run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership, an AF_PACKET generator to a group (cargo test --test multicast -- --ignored)" \
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1
 run "metrics endpoint with real peers: a Prometheus server scraping a 10 s run, promtool check metrics, 100 scrapes a second for 10 s with a fixed thread count, only queue threads on queue cores (cargo test --test metrics -- --ignored)" \

@@ -17,6 +17,7 @@
       where residue = heap counter mod --heap-step.
   spead_peer.py egress-recv HOST PORT [--group MCAST_GROUP] [--flavour 48|40] [--timeout S]
                 [--max-heaps N] [--payload-size P] [--data-id ID] [--max-packet B]
+                [--ring-heaps H]
       the receiving end of rtdaq's SPEAD egress stage (issue #31), as a MeerKAT consumer
       receives: a spead2.recv stream assembles heaps and a spead2.ItemGroup applies the
       descriptors they carry. Unicast: binds HOST:PORT. With --group: binds the group
@@ -238,8 +239,11 @@ class PayloadCheck:
 
 
 def egress_recv(a):
+    # A deep ring: spead2's reader thread assembles heaps at line rate while this Python
+    # loop checks them at its own pace (a full ring would block the reader and lose packets
+    # in the socket buffer, which a test would read as the sender's loss).
     stream = spead2.recv.Stream(spead2.ThreadPool(), spead2.recv.StreamConfig(max_heaps=16),
-                                spead2.recv.RingStreamConfig(heaps=256))
+                                spead2.recv.RingStreamConfig(heaps=a.ring_heaps))
     if a.group:
         stream.add_udp_reader(a.group, a.port, max_size=a.max_packet, buffer_size=32 << 20,
                               interface_address=a.host)
@@ -341,6 +345,8 @@ def main():
     e.add_argument("host", help="bind address; with --group, the interface to join on")
     e.add_argument("port", type=int)
     e.add_argument("--group", help="multicast group to join")
+    e.add_argument("--ring-heaps", type=int, default=256,
+                   help="heaps spead2 may hold assembled while this script checks them")
     e.add_argument("--flavour", type=int, choices=[48, 40], default=48)
     e.add_argument("--timeout", type=float, default=20)
     e.add_argument("--max-heaps", type=int, default=0, help="stop after N data heaps (0: no limit)")

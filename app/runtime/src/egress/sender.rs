@@ -2,7 +2,8 @@
 //! splits each into SPEAD packets and sends them in `sendmmsg` batches on a connected UDP
 //! socket per destination (see the [module docs](super)).
 
-use super::{EgressCounters, HeapBuf, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TIMESTAMP};
+use super::common::{EgressCounters, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TIMESTAMP};
+use super::sink::HeapBuf;
 use crate::error::RuntimeError;
 use rtdaq_config::model::Egress;
 use rtdaq_core::format::spead::Flavour;

@@ -2,7 +2,7 @@
 //! hands full (or timed-out) heaps to the sender. Hot path: no allocation, no logging, no
 //! blocking; a payload that finds no free heap buffer is counted.
 
-use super::EgressCounters;
+use super::common::EgressCounters;
 use crate::stages::Packet;
 use rtdaq_config::model::Egress;
 use rtdaq_core::slot_ring::SlotProducer;

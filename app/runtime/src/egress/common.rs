@@ -1,0 +1,65 @@
+//! What an egress sink's consumer half and sender share: the heap's item ids, the counters,
+//! the sink-wide state of its senders (a leaf of `egress`).
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// Item id of a heap's timestamp: the receive time of its first payload, ns since the Unix
+/// epoch, an 8-byte big-endian unsigned integer.
+pub const ITEM_TIMESTAMP: u32 = 0x1600;
+/// Item id of a heap's payload count (immediate).
+pub const ITEM_PACKETS: u32 = 0x1601;
+/// Item id of a heap's data: its payloads back to back.
+pub const ITEM_DATA: u32 = 0x1800;
+
+/// Counters of one queue's egress sink (one writer per field: the consumer or the sender).
+#[derive(Debug, Default)]
+pub struct EgressCounters {
+    /// Payloads put into heaps (consumer).
+    pub payloads_in: AtomicU64,
+    /// Payloads not sent: no free heap buffer (consumer).
+    pub dropped_full: AtomicU64,
+    /// Payloads not sent: larger than a heap buffer (consumer).
+    pub dropped_too_large: AtomicU64,
+    /// Payloads sent, in heaps that went out whole (sender).
+    pub payloads_sent: AtomicU64,
+    /// Data heaps sent (sender).
+    pub heaps: AtomicU64,
+    /// SPEAD packets sent, descriptors and the end-of-stream heap included (sender).
+    pub datagrams: AtomicU64,
+    /// Bytes of those packets (UDP payload bytes; sender).
+    pub bytes: AtomicU64,
+    /// Descriptor heaps sent (sender).
+    pub descriptors: AtomicU64,
+    /// Payloads of heaps a send error dropped (sender).
+    pub dropped_error: AtomicU64,
+    /// Payloads of heaps a destination refused: no receiver there (sender).
+    pub dropped_peer_gone: AtomicU64,
+    /// `errno` of the sender's first failed send (0: none).
+    pub first_errno: AtomicI32,
+    /// Raised by the consumer after its last heap went to the sender.
+    pub producer_done: AtomicBool,
+    /// The sender thread's turns (the systemd watchdog watches them).
+    pub stall: crate::stall::StallWatch,
+}
+
+impl EgressCounters {
+    pub(crate) fn add(c: &AtomicU64, n: u64) {
+        c.store(c.load(Relaxed) + n, Relaxed);
+    }
+
+    /// Payloads not sent.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_full.load(Relaxed)
+            + self.dropped_too_large.load(Relaxed)
+            + self.dropped_error.load(Relaxed)
+            + self.dropped_peer_gone.load(Relaxed)
+    }
+}
+
+/// What the senders of one egress sink share: how many have not finished (the last one
+/// sends the end-of-stream heap).
+#[derive(Debug)]
+pub struct SinkShared {
+    /// Senders still running.
+    pub running: AtomicUsize,
+}
