@@ -149,9 +149,10 @@ run "instrument formats with real peers: baseband VDIF, spead2 both ways, scapy 
     cargo test -p rtdaq --test formats -- --ignored --test-threads 1
 # Egress (issue #31): rtdaq's SPEAD egress assembled by spead2 in a namespace (every heap
 # whole, the data = the payloads rtdaq received), nftables dropping every 7th egress datagram
-# (each drop costs spead2 exactly one heap), the receiver SIGKILLed mid-run (rtdaq's receive
-# path stalls not, every payload accounted for) (app/tests/egress.rs; root).
-run "egress: SPEAD heaps to spead2, nft drops, a receiver killed mid-run (cargo test --test egress -- --ignored)" \
+# (each drop costs spead2 exactly one heap), a second rtdaq receiving the stream as SPEAD, the
+# receiver SIGKILLed mid-run (rtdaq's receive path stalls not, every payload accounted for)
+# (app/tests/egress.rs; root).
+run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed mid-run (cargo test --test egress -- --ignored)" \
     cargo test -p rtdaq --test egress -- --ignored --test-threads 1
 run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership, an AF_PACKET generator to a group (cargo test --test multicast -- --ignored)" \
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1

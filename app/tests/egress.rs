@@ -14,6 +14,8 @@
 //!   heaps it never started (their first packet was the one dropped: spead2 cannot see
 //!   those) equal nft's drop count, and the payloads missing at the receiver are those
 //!   heaps' payloads;
+//! - a chain: rtdaq A forwards to rtdaq B (`configs/host-spead2-rx.toml`, a `spead` format
+//!   interface) in side B, which assembles every heap A sent, none incomplete or missing;
 //! - the receiver killed (SIGKILL) mid-run: rtdaq keeps receiving (no gap on its own
 //!   queue), counts what it could not deliver (`peer_gone`, from the ICMP port-unreachable
 //!   answers) and every payload is accounted for (sent + not sent = taken); the run fails
@@ -296,4 +298,60 @@ fn a_receiver_killed_mid_run_stalls_nothing_and_every_payload_is_accounted_for()
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("Connection refused"), "{log}");
+}
+
+#[test]
+#[ignore = "needs root, nft, spead2 and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn a_second_rtdaq_receives_the_egress_as_a_spead_stream_and_loses_nothing() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("egr-chain").unwrap();
+    let ip_b = pair.ip(Side::B).to_string();
+    // B: the shipped SPEAD receiver (a `spead` format interface) on side B's address.
+    let cfg_b = edited(
+        "host-spead2-rx.toml",
+        &[(
+            "address = \"udp://127.0.0.1:7148\"",
+            format!("address = \"udp://{ip_b}:7148\""),
+        )],
+        "egress-chain-b",
+    );
+    // A: the egress job, sending to B, 4 payloads per heap (4 packets each).
+    let cfg_a = edited(
+        "host-udp-egress-spead.toml",
+        &[
+            (
+                "destinations = [\"127.0.0.1:7149\"]",
+                format!("destinations = [\"{ip_b}:7148\"]"),
+            ),
+            ("packets_per_heap = 1 ", "packets_per_heap = 4 ".into()),
+            ("rate_gbps = 1.0 ", "rate_gbps = 0.2 ".into()),
+        ],
+        "egress-chain-a",
+    );
+    let b = start(&pair, Side::B, "socket", &cfg_b, 6.0, "egress-chain-b");
+    let a = start(&pair, Side::A, "socket", &cfg_a, 3.0, "egress-chain-a");
+    let (out_a, ra) = finish(a, "egress-chain-a");
+    let (out_b, rb) = finish(b, "egress-chain-b");
+    let e = egress(&ra);
+    assert_eq!(u(&ra, "/lost"), 0, "A: {}", show(&out_a));
+    assert_eq!(u(e, "/payloads_sent"), u(&ra, "/rx/totals/packets"), "{e}");
+    // B: every heap A sent (its data heaps, the descriptor heap; the end of stream is a
+    // control heap) complete, none incomplete or missing, nothing lost.
+    assert_eq!(u(&rb, "/lost"), 0, "B: {}", show(&out_b));
+    let h = &rb["rx"]["totals"]["heaps"];
+    assert_eq!(
+        (u(h, "/incomplete"), u(h, "/missing")),
+        (0, 0),
+        "B: {}",
+        show(&out_b)
+    );
+    assert_eq!(
+        u(h, "/complete"),
+        u(e, "/heaps") + u(e, "/descriptors"),
+        "B heaps {h} vs A {e}"
+    );
+    assert_eq!(u(&rb, "/rx/totals/packets"), u(e, "/datagrams"), "{e}");
 }
