@@ -9,6 +9,12 @@
       heap counters 1..N; --end sends spead2's end-of-stream heap after them. The packets
       are counted by encoding the same heaps into a spead2 BytesStream. Prints JSON
       {"heaps": N, "packets": p, "packets_per_heap": k, "end": bool}.
+  spead_peer.py bench-send HOST PORT --heaps N [--heap-bytes B] [--packet-size S]
+                [--flavour 48|40] [--rate BYTES_PER_S] [--batch K]
+      spead2's sender at its best, for scripts/bench-egress.sh: the send mode's heap (B bytes
+      of data) built once and sent N times in groups of K through send_heaps; prints JSON
+      {"heaps", "packets", "packets_per_heap", "cpu_s" (getrusage of the process, every
+      thread, over the sending), "wall_s"}.
   spead_peer.py recv HOST PORT --heap-bytes B [--heaps N] [--timeout S]
       a spead2.recv stream on HOST:PORT assembles heaps until N arrived (or S seconds
       passed, default 20, or an end-of-stream), checks every heap's timestamp and data
@@ -125,6 +131,39 @@ def send(a):
         counted.send_heap(end)
     print(json.dumps({"heaps": a.heaps, "packets": count_packets(counted.getvalue()),
                       "packets_per_heap": first_heap_packets, "end": a.end}))
+
+
+def bench_send(a):
+    """spead2's sender at its best for a benchmark: one heap built once, sent N times in
+    groups of --batch through send_heaps (one call per group, spead2's C++ packetizer and
+    send loop on its own thread pool); the process's CPU time (all threads, getrusage) over
+    the sending."""
+    import resource
+    import time
+    fl = flavour(a.flavour)
+    pool = spead2.ThreadPool(1)
+    cfg = spead2.send.StreamConfig(max_packet_size=a.packet_size, rate=a.rate,
+                                   max_heaps=a.batch)
+    udp = spead2.send.UdpStream(pool, [(a.host, a.port)], cfg, buffer_size=4 << 20)
+    ig = items(fl, a.heap_bytes)
+    ig["timestamp"].value = 1
+    ig["data"].value = np.zeros(a.heap_bytes, np.uint8)
+    heap = ig.get_heap(descriptors="none", data="all")
+    heap.repeat_pointers = False
+    counted = spead2.send.BytesStream(pool, spead2.send.StreamConfig(max_packet_size=a.packet_size))
+    counted.send_heap(heap)
+    per_heap = count_packets(counted.getvalue())
+    refs = [spead2.send.HeapReference(heap)] * a.batch
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    sent = 0
+    while sent < a.heaps:
+        k = min(a.batch, a.heaps - sent)
+        udp.send_heaps(refs[:k], spead2.send.GroupMode.SERIAL)
+        sent += k
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    print(json.dumps({"heaps": sent, "packets": sent * per_heap, "packets_per_heap": per_heap,
+                      "cpu_s": cpu, "wall_s": t1 - t0}))
 
 
 def recv(a):
@@ -334,6 +373,15 @@ def main():
     s.add_argument("--flavour", type=int, choices=[48, 40], default=48)
     s.add_argument("--rate", type=float, default=50e6, help="bytes per second (0: unpaced)")
     s.add_argument("--end", action="store_true")
+    b = sub.add_parser("bench-send")
+    b.add_argument("host")
+    b.add_argument("port", type=int)
+    b.add_argument("--heaps", type=int, required=True)
+    b.add_argument("--heap-bytes", type=int, default=1400)
+    b.add_argument("--packet-size", type=int, default=1472)
+    b.add_argument("--flavour", type=int, choices=[48, 40], default=48)
+    b.add_argument("--rate", type=float, default=0, help="bytes per second (0: unpaced)")
+    b.add_argument("--batch", type=int, default=64, help="heaps per send_heaps call")
     r = sub.add_parser("recv")
     r.add_argument("host")
     r.add_argument("port", type=int)
@@ -354,7 +402,7 @@ def main():
     e.add_argument("--data-id", type=lambda v: int(v, 0), default=DATA)
     e.add_argument("--max-packet", type=int, default=9200, help="largest packet accepted")
     a = p.parse_args()
-    {"send": send, "recv": recv, "egress-recv": egress_recv}[a.cmd](a)
+    {"send": send, "bench-send": bench_send, "recv": recv, "egress-recv": egress_recv}[a.cmd](a)
 
 
 if __name__ == "__main__":
