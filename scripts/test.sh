@@ -149,7 +149,8 @@ run "instrument formats with real peers: baseband VDIF, spead2 both ways, scapy 
     cargo test -p rtdaq --test formats -- --ignored --test-threads 1
 # Egress (issue #31): rtdaq's SPEAD egress assembled by spead2 in a namespace (every heap
 # whole, the data = the payloads rtdaq received), nftables dropping every 7th egress datagram
-# (each drop costs spead2 exactly one heap), a second rtdaq receiving the stream as SPEAD, the
+# (each drop costs spead2 exactly one heap), two multicast groups round-robin, a second rtdaq
+# receiving the stream as SPEAD, the
 # receiver SIGKILLed mid-run (rtdaq's receive path stalls not, every payload accounted for)
 # (app/tests/egress.rs; root).
 run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed mid-run (cargo test --test egress -- --ignored)" \

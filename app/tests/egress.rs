@@ -14,6 +14,9 @@
 //!   heaps it never started (their first packet was the one dropped: spead2 cannot see
 //!   those) equal nft's drop count, and the payloads missing at the receiver are those
 //!   heaps' payloads;
+//! - two multicast groups as destinations (heaps round-robin, sent out of side A's veth by
+//!   `multicast_interface`): a spead2 receiver per group in side B gets the descriptors,
+//!   every other data heap whole and the end of stream; together every payload;
 //! - a chain: rtdaq A forwards to rtdaq B (`configs/host-spead2-rx.toml`, a `spead` format
 //!   interface) in side B, which assembles every heap A sent, none incomplete or missing;
 //! - the receiver killed (SIGKILL) mid-run: rtdaq keeps receiving (no gap on its own
@@ -354,4 +357,72 @@ fn a_second_rtdaq_receives_the_egress_as_a_spead_stream_and_loses_nothing() {
         "B heaps {h} vs A {e}"
     );
     assert_eq!(u(&rb, "/rx/totals/packets"), u(e, "/datagrams"), "{e}");
+}
+
+#[test]
+#[ignore = "needs root, nft, spead2 and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn heaps_go_round_robin_to_two_multicast_groups_each_receiver_assembling_its_share() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("egr-mcast").unwrap();
+    let (ip_a, ip_b) = (pair.ip(Side::A).to_string(), pair.ip(Side::B).to_string());
+    let groups = ["239.9.31.1", "239.9.31.2"];
+    let cfg = edited(
+        "host-udp-egress-spead.toml",
+        &[
+            (
+                "destinations = [\"127.0.0.1:7149\"]",
+                format!(
+                    "destinations = [\"{}:{PORT}\", \"{}:{PORT}\"]\nmulticast_interface = \"{ip_a}\"",
+                    groups[0], groups[1]
+                ),
+            ),
+            ("descriptors_every = 1000 ", "descriptors_every = 0 ".into()),
+            ("rate_gbps = 1.0 ", "rate_gbps = 0.1 ".into()),
+        ],
+        "egress-mcast",
+    );
+    // One spead2 receiver per group in side B, each joining its group on B's veth.
+    let rx: Vec<Child> = groups
+        .iter()
+        .map(|g| {
+            pair.command(Side::B, python().to_str().unwrap())
+                .arg(spead_peer())
+                .args([
+                    "egress-recv",
+                    &ip_b,
+                    PORT,
+                    "--group",
+                    g,
+                    "--payload-size",
+                    "1400",
+                ])
+                .args(["--ring-heaps", "65536", "--timeout", "30"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn spead_peer.py")
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    let run = start(&pair, Side::A, "socket", &cfg, 3.0, "egress-mcast");
+    let (out, r) = finish(run, "egress-mcast");
+    let got: Vec<Value> = rx.into_iter().map(received).collect();
+    let e = egress(&r);
+    let sent = u(e, "/payloads_sent");
+    assert_eq!(u(&r, "/lost"), 0, "{}", show(&out));
+    assert_eq!(sent, u(&r, "/rx/totals/packets"), "{e}");
+    // Each group got the descriptors, every other data heap, whole, and the end of stream.
+    for g in &got {
+        assert_eq!(g["end"], true, "{g}");
+        assert_eq!(u(g, "/incomplete"), 0, "{g}");
+        assert_eq!(g["names"]["0x1800"], "data", "{g}");
+        assert_eq!(u(g, "/payloads/bad"), 0, "{g}");
+        let share = u(g, "/heaps");
+        assert!(share.abs_diff(sent / 2) <= 1, "{share} of {sent}: {g}");
+    }
+    let good: u64 = got.iter().map(|g| u(g, "/payloads/good")).sum();
+    assert_eq!(good, sent, "{got:?}");
 }

@@ -80,6 +80,9 @@ pub struct Egress {
     pub strip_bytes: u32,
     /// Multicast TTL (`ttl`).
     pub ttl: u8,
+    /// The address of the interface multicast heaps go out of (`multicast_interface`);
+    /// `None`: the kernel's route to the group.
+    pub multicast_interface: Option<std::net::Ipv4Addr>,
     /// The egress thread's placement (`egress_core`, `egress_priority`); `None`: unpinned,
     /// normal scheduler.
     pub thread: Option<WriterPlacement>,
@@ -112,6 +115,8 @@ pub(crate) struct RawEgress {
     pub strip_bytes: i64,
     #[serde(default = "one")]
     pub ttl: i64,
+    #[serde(default)]
+    pub multicast_interface: Option<String>,
     #[serde(default)]
     pub egress_core: Option<i64>,
     #[serde(default)]
@@ -224,6 +229,7 @@ fn one_egress(
     let largest = largest_payload(raw, d, &e.name);
     let sizes = sizes(e, largest, &p, errs);
     let rate_bps = rate(e.rate_gbps, &p, errs);
+    let multicast_interface = multicast_interface(e, destinations.as_deref(), &p, errs);
     let thread = crate::validate::pinned_thread(
         raw,
         d,
@@ -269,6 +275,7 @@ fn one_egress(
             " (multicast hops)",
             errs,
         )?,
+        multicast_interface: multicast_interface?,
         thread: thread?,
     })
     .filter(|_| ok)
@@ -413,6 +420,32 @@ fn sizes(
         }),
     };
     Some((per_heap?, max_packet?, buffers?, heap?))
+}
+
+/// `multicast_interface`: an IPv4 address (of this host's interface), only with a multicast
+/// destination.
+fn multicast_interface(
+    e: &RawEgress,
+    dests: Option<&[SocketAddrV4]>,
+    p: &str,
+    errs: &mut Errors,
+) -> Option<Option<std::net::Ipv4Addr>> {
+    let Some(s) = &e.multicast_interface else {
+        return Some(None);
+    };
+    let path = format!("{p}.multicast_interface");
+    let Ok(ip) = s.parse::<std::net::Ipv4Addr>() else {
+        errs.push(path, format!("{s:?} is not an IPv4 address (the address of the interface to send multicast from, e.g. \"169.254.77.1\")"));
+        return None;
+    };
+    if dests.is_some_and(|d| !d.iter().any(|a| a.ip().is_multicast())) {
+        errs.push(
+            path,
+            "no destination is a multicast group; remove it (unicast heaps follow the route)",
+        );
+        return None;
+    }
+    Some(Some(ip))
 }
 
 /// `rate_gbps`: 0 = unpaced.

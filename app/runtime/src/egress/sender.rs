@@ -89,11 +89,13 @@ impl Sender {
             })?;
         let mut dests = Vec::with_capacity(eg.destinations.len());
         for (k, &addr) in eg.destinations.iter().enumerate() {
-            let fd = socket_to(addr, eg.ttl).map_err(|e| RuntimeError::Egress {
-                key: format!("egress[{id}].destinations[{k}]"),
-                message: format!(
-                    "cannot send to {addr}: {e} (is there a route to it from this host?)"
-                ),
+            let fd = socket_to(addr, eg.ttl, eg.multicast_interface).map_err(|e| {
+                RuntimeError::Egress {
+                    key: format!("egress[{id}].destinations[{k}]"),
+                    message: format!(
+                        "cannot send to {addr}: {e} (is there a route to it from this host?)"
+                    ),
+                }
             })?;
             dests.push(Dest {
                 fd,
@@ -354,8 +356,13 @@ fn pace(rate_bps: Option<f64>, next_ns: &mut f64, bytes: u64) {
     *next_ns += bytes as f64 * 8e9 / rate;
 }
 
-/// A blocking UDP socket connected to `addr` (multicast TTL `ttl`).
-fn socket_to(addr: SocketAddrV4, ttl: u8) -> std::io::Result<OwnedFd> {
+/// A blocking UDP socket connected to `addr` (a multicast group: TTL `ttl`, sent out of the
+/// interface with address `mcast_if` when given).
+fn socket_to(
+    addr: SocketAddrV4,
+    ttl: u8,
+    mcast_if: Option<std::net::Ipv4Addr>,
+) -> std::io::Result<OwnedFd> {
     let fd = inet::socket(inet::Kind::Datagram)?;
     inet::set_nonblocking(fd.as_fd(), false)?;
     // Best effort: the kernel caps it, and a smaller buffer only makes sends block sooner.
@@ -367,6 +374,12 @@ fn socket_to(addr: SocketAddrV4, ttl: u8) -> std::io::Result<OwnedFd> {
             libc::IP_MULTICAST_TTL,
             i32::from(ttl),
         )?;
+        if let Some(ip) = mcast_if {
+            let a = libc::in_addr {
+                s_addr: u32::from_ne_bytes(ip.octets()),
+            };
+            rtdaq_netsys::sockopt::set(fd.as_fd(), libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &a)?;
+        }
     }
     inet::connect(fd.as_fd(), addr)?;
     Ok(fd)
