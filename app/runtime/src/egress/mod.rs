@@ -26,6 +26,8 @@
 mod common;
 mod sender;
 mod sink;
+#[cfg(test)]
+mod tests;
 
 pub use common::{EgressCounters, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TIMESTAMP};
 pub use sender::Sender;

@@ -224,8 +224,9 @@ impl Sender {
     /// heap's `payloads` count as sent or dropped with its packets.
     fn put_heap(&mut self, d: usize, heap: &Heap<'_>, payloads: u32) {
         let n = self.packetizer.count(heap);
-        // A batch sent while it held the heap's first packets, and not all of them went.
-        let mut failed = None;
+        // A batch sent while it held the heap's first packets, and not all of them went; or
+        // a heap the packetizer cannot split (none within the config's limits).
+        let mut failed = (n == 0).then_some(Lost::Error);
         for k in 0..n {
             if self.dests[d].batch.slot().is_none() {
                 failed = failed.or(self.flush(d));

@@ -1,0 +1,162 @@
+//! The sink and the sender together over a real UDP socket on loopback, without a queue:
+//! heaps fill and close as configured, every SPEAD packet parses, and every payload is
+//! accounted for (sent, or counted with its reason).
+
+use super::{EgressCounters, EgressSink, HeapBuf, Sender, SinkShared};
+use crate::stages::Packet;
+use rtdaq_config::model::{Egress, EgressProtocol};
+use rtdaq_core::format::spead::SpeadPacket;
+use rtdaq_core::{PacketMeta, SlotRing};
+use std::net::{SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::Duration;
+
+fn egress(dest: SocketAddrV4, per_heap: u32, buffers: u32) -> Egress {
+    Egress {
+        name: "out".into(),
+        protocol: EgressProtocol::Spead,
+        destinations: vec![dest],
+        heap_address_bits: 48,
+        packets_per_heap: per_heap,
+        max_packet: 1472,
+        descriptors_every: 0,
+        rate_bps: None,
+        heap_buffers: buffers,
+        max_heap_bytes: 4096 * per_heap as usize,
+        flush_ns: 1_000_000_000,
+        strip_bytes: 0,
+        ttl: 1,
+        multicast_interface: None,
+        thread: None,
+    }
+}
+
+/// A sink and its sender for `eg`.
+fn parts(eg: &Egress) -> (EgressSink, Sender, &'static EgressCounters) {
+    let counters: &'static EgressCounters = Box::leak(Box::default());
+    let shared: &'static SinkShared = Box::leak(Box::new(SinkShared {
+        running: AtomicUsize::new(1),
+    }));
+    let bufs: Vec<HeapBuf> = (0..eg.heap_buffers)
+        .map(|_| HeapBuf::new(eg.max_heap_bytes))
+        .collect();
+    let ring = Box::leak(Box::new(
+        SlotRing::new(Box::leak(bufs.into_boxed_slice())).unwrap(),
+    ));
+    let (prod, cons) = ring.split();
+    let sender = Sender::new(eg, 0, cons, counters, shared, (1, 0), "test".into()).unwrap();
+    (EgressSink::new(eg, prod, counters), sender, counters)
+}
+
+fn payload(k: u32) -> Vec<u8> {
+    (0..1000u32).map(|i| (i + k) as u8).collect()
+}
+
+/// Every datagram on `rx` until it is quiet for 300 ms, parsed.
+fn drain(rx: &UdpSocket) -> Vec<SpeadPacket> {
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    let mut out = Vec::new();
+    while let Ok(n) = rx.recv(&mut buf) {
+        out.push(SpeadPacket::parse(&buf[..n], None).expect("a SPEAD packet"));
+    }
+    out
+}
+
+/// 10 payloads, 4 per heap: heaps of 4, 4 and 2 (the last closed by `finish`), each one
+/// packet of its counter; descriptors first, the end of stream last.
+#[test]
+fn heaps_of_n_payloads_go_out_whole_and_in_order() {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let std::net::SocketAddr::V4(dest) = rx.local_addr().unwrap() else {
+        unreachable!()
+    };
+    rx.set_nonblocking(false).unwrap();
+    let eg = egress(dest, 4, 8);
+    let (mut sink, sender, c) = parts(&eg);
+    let data: Vec<Vec<u8>> = (0..10).map(payload).collect();
+    for (k, d) in data.iter().enumerate() {
+        sink.on_packet(&Packet::host(
+            None,
+            d,
+            PacketMeta::default(),
+            1_000 + k as u64,
+        ));
+    }
+    sink.finish();
+    let t = std::thread::spawn(move || sender.run());
+    let got = drain(&rx);
+    t.join().unwrap();
+    // Descriptor heap (counter 1), three data heaps (2, 3, 4), the end of stream (5).
+    let cnts: Vec<u64> = got.iter().map(|p| p.heap_cnt).collect();
+    assert!(cnts.windows(2).all(|w| w[0] <= w[1]), "{cnts:?}");
+    assert_eq!(cnts.first(), Some(&1));
+    let last = got.last().unwrap();
+    assert!(last.stop && last.heap_cnt == 5, "{last:?}");
+    let sizes: Vec<u64> = got
+        .iter()
+        .filter(|p| (2..=4).contains(&p.heap_cnt) && p.offset == 0)
+        .filter_map(|p| p.heap_size)
+        .collect();
+    assert_eq!(sizes, vec![8 + 4000, 8 + 4000, 8 + 2000]);
+    assert_eq!(c.payloads_in.load(Relaxed), 10);
+    assert_eq!(c.payloads_sent.load(Relaxed), 10);
+    assert_eq!(c.heaps.load(Relaxed), 3);
+    assert_eq!(c.descriptors.load(Relaxed), 1);
+    assert_eq!(c.datagrams.load(Relaxed), got.len() as u64);
+    assert_eq!(c.dropped(), 0);
+}
+
+/// A sink whose sender has not run yet holds `heap_buffers` heaps; the payloads after those
+/// are counted as `egress_full`, never waited for, and the rest go out once it runs.
+#[test]
+fn a_full_ring_counts_egress_full_and_the_rest_is_sent() {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let std::net::SocketAddr::V4(dest) = rx.local_addr().unwrap() else {
+        unreachable!()
+    };
+    let eg = egress(dest, 1, 4);
+    let (mut sink, sender, c) = parts(&eg);
+    let d = payload(0);
+    for k in 0..10 {
+        sink.on_packet(&Packet::host(None, &d, PacketMeta::default(), k));
+    }
+    sink.tick(0);
+    assert_eq!(c.dropped_full.load(Relaxed), 6);
+    sink.finish();
+    let t = std::thread::spawn(move || sender.run());
+    let got = drain(&rx);
+    t.join().unwrap();
+    assert_eq!(c.payloads_sent.load(Relaxed), 4);
+    assert_eq!(c.payloads_sent.load(Relaxed) + c.dropped(), 10);
+    assert_eq!(got.iter().filter(|p| p.length == 8 + 1000).count(), 4);
+}
+
+/// A destination with no receiver refuses the datagrams (ICMP port unreachable): what the
+/// kernel reports refused counts as `peer_gone`, and every payload is accounted for.
+#[test]
+fn a_destination_without_a_receiver_counts_peer_gone() {
+    // A port that was bound and closed: nothing listens there.
+    let dest = {
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let std::net::SocketAddr::V4(a) = s.local_addr().unwrap() else {
+            unreachable!()
+        };
+        a
+    };
+    let eg = egress(dest, 1, 64);
+    let (mut sink, sender, c) = parts(&eg);
+    let d = payload(0);
+    let t = std::thread::spawn(move || sender.run());
+    for k in 0..40 {
+        sink.on_packet(&Packet::host(None, &d, PacketMeta::default(), k));
+        sink.tick(0);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    sink.finish();
+    t.join().unwrap();
+    assert!(c.dropped_peer_gone.load(Relaxed) > 0, "{c:?}");
+    assert_eq!(c.payloads_sent.load(Relaxed) + c.dropped(), 40, "{c:?}");
+    assert_eq!(c.first_errno.load(Relaxed), libc::ECONNREFUSED);
+}
