@@ -19,6 +19,7 @@
 //!   every other data heap whole and the end of stream; together every payload;
 //! - a chain: rtdaq A forwards to rtdaq B (`configs/host-spead2-rx.toml`, a `spead` format
 //!   interface) in side B, which assembles every heap A sent, none incomplete or missing;
+//! - a destination with no route from side A stops the start with exit 2, naming its key;
 //! - the receiver killed (SIGKILL) mid-run: rtdaq keeps receiving (no gap on its own
 //!   queue), counts what it could not deliver (`peer_gone`, from the ICMP port-unreachable
 //!   answers) and every payload is accounted for (sent + not sent = taken); the run fails
@@ -425,4 +426,35 @@ fn heaps_go_round_robin_to_two_multicast_groups_each_receiver_assembling_its_sha
     }
     let good: u64 = got.iter().map(|g| u(g, "/payloads/good")).sum();
     assert_eq!(good, sent, "{got:?}");
+}
+
+#[test]
+#[ignore = "needs root, nft, spead2 and target/engines/rtdaq-socket; scripts/test.sh runs it"]
+fn a_destination_with_no_route_stops_the_start_with_exit_2_naming_its_key() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pair = VethPair::new("egr-route").unwrap();
+    // TEST-NET-2: side A has no route there (only its veth's link and loopback); nothing is
+    // ever sent.
+    let cfg = edited(
+        "host-udp-egress-spead.toml",
+        &[(
+            "destinations = [\"127.0.0.1:7149\"]",
+            "destinations = [\"127.0.0.1:7149\", \"198.51.100.7:7149\"]".into(),
+        )],
+        "egress-route",
+    );
+    let out = pair
+        .command(Side::A, e2e::bin("socket").to_str().unwrap())
+        .args(["run", "--config", cfg.to_str().unwrap(), "--duration", "1"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        log.contains("egress[0].destinations[1]") && log.contains("198.51.100.7:7149"),
+        "{log}"
+    );
 }
