@@ -261,10 +261,18 @@ fn every_egress_datagram_nft_drops_costs_spead2_exactly_one_heap() {
         "most drops hit a later packet: {got}"
     );
     assert_eq!(incomplete + vanished + end_dropped, dropped, "{got} vs {e}");
-    // The receiver misses exactly the payloads of the incomplete heaps.
+    // The receiver misses exactly the payloads of the heaps it lost: 4 each, but the last
+    // heap of the run, which `finish` may have closed with fewer (its sequence numbers may
+    // lie past the last one seen, so they are not all gaps).
     let s = &got["streams"]["1"];
     let sent = u(e, "/payloads_sent");
-    assert_eq!(u(s, "/count") + u(s, "/gaps"), sent, "{got}");
+    let missing = sent - u(s, "/count");
+    let lost_heaps = incomplete + vanished;
+    assert!(
+        missing <= 4 * lost_heaps && missing + 3 >= 4 * lost_heaps,
+        "{missing} payloads missing, {lost_heaps} heaps lost: {got}"
+    );
+    assert!(u(s, "/gaps") <= missing, "{got}");
     assert_eq!(u(&got, "/payloads/bad"), 0, "{got}");
 }
 
