@@ -16,7 +16,7 @@
 use crate::error::Errors;
 use crate::model::{RegionKind, WriterPlacement};
 use crate::schema::RawConfig;
-use crate::validate::{capacity::largest_frame, int, item_name, rxq, unknown_name, Draft};
+use crate::validate::{capacity::largest_frame, int, item_name, rxq, Draft};
 use serde::Deserialize;
 use std::net::SocketAddrV4;
 
@@ -152,29 +152,15 @@ pub(crate) fn egress_refs(
     raw: &RawConfig,
     errs: &mut Errors,
 ) -> Option<Vec<EgressId>> {
-    let mut out = Vec::new();
-    let mut ok = true;
-    for (k, name) in names.iter().enumerate() {
-        match raw.egress.iter().position(|e| &e.name == name) {
-            Some(_) if names[..k].contains(name) => {
-                errs.push(
-                    format!("{p}.egress[{k}]"),
-                    format!("egress \"{name}\" is named twice; list it once"),
-                );
-                ok = false;
-            }
-            Some(i) => out.push(EgressId(i)),
-            None => {
-                let known: Vec<&str> = raw.egress.iter().map(|e| e.name.as_str()).collect();
-                errs.push(
-                    format!("{p}.egress[{k}]"),
-                    unknown_name("egress sink ([[egress]])", name, &known),
-                );
-                ok = false;
-            }
-        }
-    }
-    ok.then_some(out)
+    let known: Vec<&str> = raw.egress.iter().map(|e| e.name.as_str()).collect();
+    let ids = crate::validate::name_refs(
+        names,
+        (p, "egress"),
+        ("egress", "egress sink ([[egress]])"),
+        &known,
+        errs,
+    )?;
+    Some(ids.into_iter().map(EgressId).collect())
 }
 
 /// Converts every egress sink; reports each field that breaks its rule, an unused sink and

@@ -162,19 +162,7 @@ impl Prepared<'_> {
                     )
                 };
                 let placement = rec.writer;
-                let enter = move |what: &str| {
-                    if let Some(p) = placement {
-                        let req = rt::RtRequest {
-                            core: Some(p.core as usize),
-                            priority: p.priority,
-                            prefault_stack_kib: 0,
-                            required: false,
-                        };
-                        if let Err(e) = rt::enter_thread(&req) {
-                            log::warn!("recorder {what}: {e}; it runs unpinned");
-                        }
-                    }
-                };
+                let enter = move |what: &str| pin(placement, &format!("recorder {what}"));
                 let h = spawn(&format!("rec-{}", rec.name), 1 << 20, move || {
                     enter("writer");
                     w.run()
@@ -213,19 +201,9 @@ impl Prepared<'_> {
                 let eg = &config.egress[parts.egress];
                 let name = s.label().to_string();
                 let placement = eg.thread;
-                let what = name.clone();
+                let what = format!("{name} sender");
                 let handle = spawn(&format!("egr-{}", eg.name), 1 << 20, move || {
-                    if let Some(p) = placement {
-                        let req = rt::RtRequest {
-                            core: Some(p.core as usize),
-                            priority: p.priority,
-                            prefault_stack_kib: 0,
-                            required: false,
-                        };
-                        if let Err(e) = rt::enter_thread(&req) {
-                            log::warn!("{what} sender: {e}; it runs unpinned");
-                        }
-                    }
+                    pin(placement, &what);
                     s.run()
                 })?;
                 self.egress.push(EgressThread {
@@ -293,6 +271,21 @@ pub(super) struct WriterThread {
     /// A shared sink: the queues feeding it.
     pub shared_by: Vec<String>,
     pub counters: &'static crate::record::SinkCounters,
+}
+
+/// Pins the calling helper thread (a writer, a merger, a sender) where `placement` says, at
+/// its priority; without the privilege it warns, naming `what`, and runs unpinned.
+fn pin(placement: Option<rtdaq_config::model::WriterPlacement>, what: &str) {
+    let Some(p) = placement else { return };
+    let req = rt::RtRequest {
+        core: Some(p.core as usize),
+        priority: p.priority,
+        prefault_stack_kib: 0,
+        required: false,
+    };
+    if let Err(e) = rt::enter_thread(&req) {
+        log::warn!("{what}: {e}; it runs unpinned");
+    }
 }
 
 /// An egress sink's sender thread (its result: its CPU time, ns).

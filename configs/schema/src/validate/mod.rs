@@ -237,6 +237,37 @@ pub(crate) fn quoted<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     }
 }
 
+/// Resolves a list of names (a queue's `record` or `egress`: `{p}.{key}[k]`) to the indices
+/// of the `known` items they name; each name once (`noun` in the message), each known
+/// (`what`, with its table, in the message). `None` after reporting every bad one.
+pub(crate) fn name_refs(
+    names: &[String],
+    (p, key): (&str, &str),
+    (noun, what): (&str, &str),
+    known: &[&str],
+    errs: &mut Errors,
+) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    let mut ok = true;
+    for (k, name) in names.iter().enumerate() {
+        match known.iter().position(|n| n == name) {
+            Some(_) if names[..k].contains(name) => {
+                errs.push(
+                    format!("{p}.{key}[{k}]"),
+                    format!("{noun} \"{name}\" is named twice; list it once"),
+                );
+                ok = false;
+            }
+            Some(i) => out.push(i),
+            None => {
+                errs.push(format!("{p}.{key}[{k}]"), unknown_name(what, name, known));
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
 /// Message for a name that refers to nothing: suggestion when one is close, plus the list.
 pub(crate) fn unknown_name(what: &str, name: &str, known: &[&str]) -> String {
     let hint = crate::suggest::closest(name, known)

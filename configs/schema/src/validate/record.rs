@@ -2,7 +2,7 @@
 //! rotation, buffers, writer placement, DADA header values, and what a recorder needs from
 //! its queues (packets the CPU can read; IPv4/UDP for pcap of socket traffic).
 
-use super::{int, rxq, unknown_name, Draft};
+use super::{int, rxq, Draft};
 use crate::error::Errors;
 use crate::model::{
     Address, DadaParams, GpuStage, RecordFormat, Recorder, RecorderId, RegionKind, Transport,
@@ -24,29 +24,15 @@ pub(super) fn recorder_refs(
     raw: &RawConfig,
     errs: &mut Errors,
 ) -> Option<Vec<RecorderId>> {
-    let mut out = Vec::new();
-    let mut ok = true;
-    for (k, name) in names.iter().enumerate() {
-        match raw.recorders.iter().position(|r| &r.name == name) {
-            Some(_) if names[..k].contains(name) => {
-                errs.push(
-                    format!("{p}.record[{k}]"),
-                    format!("recorder \"{name}\" is named twice; list it once"),
-                );
-                ok = false;
-            }
-            Some(i) => out.push(RecorderId(i)),
-            None => {
-                let known: Vec<&str> = raw.recorders.iter().map(|r| r.name.as_str()).collect();
-                errs.push(
-                    format!("{p}.record[{k}]"),
-                    unknown_name("recorder ([[recorders]])", name, &known),
-                );
-                ok = false;
-            }
-        }
-    }
-    ok.then_some(out)
+    let known: Vec<&str> = raw.recorders.iter().map(|r| r.name.as_str()).collect();
+    let ids = super::name_refs(
+        names,
+        (p, "record"),
+        ("recorder", "recorder ([[recorders]])"),
+        &known,
+        errs,
+    )?;
+    Some(ids.into_iter().map(RecorderId).collect())
 }
 
 /// The queues (interface index, queue index) whose `record` names recorder `k`.
