@@ -499,7 +499,7 @@ fn pcap_and_dada_read_by_real_readers_and_the_pcap_replays_lossless() {
 }
 
 /// Shared sinks (`configs/host-udp-4q-record.toml`): four SO_REUSEPORT queues, 16 generator
-/// streams spread over them, one pcap and one raw file for all. capinfos and tshark count
+/// streams spread over them (at least two queues busy), one pcap and one raw file for all. capinfos and tshark count
 /// every packet of every queue; the raw file holds every payload once, each stream's in
 /// sequence order (a stream lands on one queue: its order through the tap and the merger is
 /// the order its queue took it); the report names the four queues of the one sink.
@@ -518,9 +518,11 @@ fn shared_sinks_hold_every_queue_in_arrival_order() {
     assert_eq!(u(&r, "/io_thread_allocations"), 0);
     let queues = r.pointer("/rx/queues").unwrap().as_array().unwrap();
     assert_eq!(queues.len(), 4);
-    for q in queues {
-        assert!(u(q, "/packets") > 0, "every queue gets streams: {q}");
-    }
+    // The kernel spreads the 16 source ports over the 4 sockets by a boot-seeded hash, so
+    // one queue is left without a stream in about 4 % of boots (4 x (3/4)^16): the sink
+    // must hold more than one queue's packets, not necessarily all four's.
+    let busy = queues.iter().filter(|q| u(q, "/packets") > 0).count();
+    assert!(busy >= 2, "the streams spread over the queues: {queues:?}");
     let sinks = queues[0]["record"].as_array().unwrap();
     assert_eq!(sinks.len(), 2, "both shared sinks under the first queue");
     for s in sinks {
