@@ -228,6 +228,13 @@ fn main() {
             path.display()
         ));
     }
+    if config.uses_ucx() && env::var_os("CARGO_FEATURE_UCX").is_none() {
+        mismatch.push(format!(
+            "{}: an egress sink sends over UCX (protocol = \"ucx\") but this binary is built \
+             without `--features ucx`; build with `--features ucx` (needs libucx-dev)",
+            path.display()
+        ));
+    }
     if !mismatch.is_empty() {
         fail(&mismatch);
     }

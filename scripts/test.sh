@@ -80,6 +80,9 @@ run "watchdog: each kind of thread stalled in turn stops WATCHDOG=1 (cargo test 
 # The GPU data path (`gpu` feature): it builds without CUDA (cudarc loads it at run time), a
 # gpu build runs CPU configs, a GPU config says "no CUDA driver found" (exit 2); the GPU-only
 # tests print "skipped: no CUDA driver" here and run on the GPU host (docs/benchmarks/gpu.md).
+run "ucx feature: clippy, runtime tests (cargo test -p rtdaq-runtime --features ucx)" \
+    sh -c 'cargo clippy -p rtdaq-runtime -p rtdaq --features ucx --all-targets -- -D warnings &&
+           cargo test -p rtdaq-runtime --features ucx egress'
 run "gpu feature: clippy, runtime tests, app tests (cargo test --features gpu)" \
     sh -c 'cargo clippy -p rtdaq-runtime -p rtdaq --features gpu --all-targets -- -D warnings &&
            cargo test -p rtdaq-runtime --features gpu && cargo test -p rtdaq --features gpu --test gpu'
@@ -103,10 +106,10 @@ release_checks() {
     local f out
     for f in configs/*.toml; do
         out=$("$bin" config check "$f" 2>&1) && continue
-        # A GPU config needs a `--features gpu` binary: this one must say so (exit 2); the
-        # gpu build of it is checked by check-build-rules.sh and app/tests/gpu.rs.
-        if grep -qF 'built without' <<<"$out" && grep -qF 'features gpu' <<<"$out"; then
-            echo "$f: needs --features gpu (this binary says so)"
+        # A GPU (UCX) config needs a `--features gpu` (`ucx`) binary: this one must say so
+        # (exit 2); the feature build is checked by check-build-rules.sh and its tests.
+        if grep -qF 'built without' <<<"$out" && grep -qE 'features (gpu|ucx)' <<<"$out"; then
+            echo "$f: needs $(grep -oE 'features (gpu|ucx)' <<<"$out" | head -1) (this binary says so)"
             continue
         fi
         echo "config check failed on $f: $out" >&2
@@ -155,6 +158,20 @@ run "instrument formats with real peers: baseband VDIF, spead2 both ways, scapy 
 # (app/tests/egress.rs; root).
 run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed mid-run (cargo test --test egress -- --ignored)" \
     cargo test -p rtdaq --test egress -- --ignored --test-threads 1
+# UCX egress (issue #31): the socket binary with --features ucx sends over UCX (TCP on
+# loopback) to a C receiver built against the system's UCX (scripts/peers/ucx_recv.c):
+# every message in sequence and its data = the raw recording of the run; no listener =
+# exit 2, connect_wait_ms waits for a late one; the receiver SIGKILLed and restarted
+# (reconnection, the gap counted); a receiver too slow (egress_full, no stall); and
+# ucx_perftest tag_bw over the same transport (app/tests/egress_ucx.rs).
+ucx_egress() {
+    RTDAQ_CONFIG=configs/host-udp-egress-ucx.toml cargo build -q -p rtdaq --no-default-features \
+        --features engine-socket,platform-host,ucx || return 1
+    mkdir -p target/engines && cp target/debug/rtdaq target/engines/rtdaq-socket-ucx || return 1
+    cargo test -p rtdaq --test egress_ucx -- --ignored --test-threads 1
+}
+run "UCX egress: ucx_perftest, every message to a C UCX receiver, no listener, a receiver restarted, a slow receiver (cargo test --test egress_ucx -- --ignored)" \
+    ucx_egress
 run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership, an AF_PACKET generator to a group (cargo test --test multicast -- --ignored)" \
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1
 run "metrics endpoint with real peers: a Prometheus server scraping a 10 s run, promtool check metrics, 100 scrapes a second for 10 s with a fixed thread count, only queue threads on queue cores (cargo test --test metrics -- --ignored)" \

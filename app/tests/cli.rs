@@ -85,12 +85,21 @@ fn every_shipped_config_checks_ok() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
             let out = rtdaq(&["config", "check", path.to_str().unwrap()]);
-            let gpu = rtdaq_config::load_file(&path).is_ok_and(|c| c.uses_gpu());
-            if gpu && !cfg!(feature = "gpu") {
-                // A GPU deployment needs a `--features gpu` binary: exit 2, saying so.
+            let loaded = rtdaq_config::load_file(&path);
+            let gpu = loaded.as_ref().is_ok_and(|c| c.uses_gpu());
+            let ucx = loaded.as_ref().is_ok_and(|c| c.uses_ucx());
+            // A GPU (UCX) deployment needs a `--features gpu` (`ucx`) binary: exit 2, saying so.
+            let missing = if gpu && !cfg!(feature = "gpu") {
+                Some("built without `--features gpu`")
+            } else if ucx && !cfg!(feature = "ucx") {
+                Some("built without `--features ucx`")
+            } else {
+                None
+            };
+            if let Some(why) = missing {
                 assert_eq!(out.status.code(), Some(2), "{}", path.display());
                 assert!(
-                    text(&out.stderr).contains("built without `--features gpu`"),
+                    text(&out.stderr).contains(why),
                     "{}: {}",
                     path.display(),
                     text(&out.stderr)

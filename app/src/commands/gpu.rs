@@ -1,4 +1,5 @@
-//! What `config check` and `run` say about configs that need the GPU data path.
+//! What `config check` and `run` say about configs that need an optional part this binary
+//! may lack: the GPU data path (`gpu`), UCX egress (`ucx`).
 
 use rtdaq_config::Config;
 
@@ -10,6 +11,16 @@ pub fn refusal(config: &Config, label: &str) -> Option<String> {
     Some(format!(
         "{label}: uses GPU memory or a GPU stage, but {}; rebuild with `cargo build --release --features gpu`",
         rtdaq_runtime::gpu_hook::NOT_BUILT_WITH_GPU
+    ))
+}
+
+/// `Some(message)` when `config` sends over UCX and this binary lacks the `ucx` feature.
+pub fn ucx_refusal(config: &Config, label: &str) -> Option<String> {
+    if cfg!(feature = "ucx") || !config.uses_ucx() {
+        return None;
+    }
+    Some(format!(
+        "{label}: an egress sink sends over UCX (protocol = \"ucx\"), but this binary was built without `--features ucx`; rebuild with `cargo build --release --features ucx` (needs libucx-dev)"
     ))
 }
 

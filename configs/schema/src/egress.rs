@@ -9,8 +9,15 @@
 //! packets_per_heap = 1               # received payloads per heap
 //! max_packet = 1472                  # bytes of a SPEAD packet, header included (<= path MTU - 28)
 //!
+//! [[egress]]
+//! name = "ucx-out"
+//! protocol = "ucx"                   # tagged UCX messages (TCP, RDMA) to a UCP listener
+//! destinations = ["127.0.0.1:13337"] # the listener's IPv4 host:port; messages round-robin
+//! packets_per_heap = 64              # received payloads per message
+//! ucx_transports = "tcp"             # UCX_TLS for this sink (default: UCX's own choice)
+//!
 //! [[interfaces.rx_queues]]
-//! egress = ["spead-out"]
+//! egress = ["spead-out", "ucx-out"]
 //! ```
 
 use crate::error::Errors;
@@ -32,19 +39,45 @@ pub enum EgressProtocol {
     /// descriptors at the start and every `descriptors_every` heaps; an end-of-stream heap
     /// when the run stops.
     Spead,
+    /// Tagged UCX messages (`ucx`, the binary's `ucx` feature): a 40-byte header
+    /// (`rtdaq_core::format::egress_msg`) and the payloads back to back, sent with
+    /// `ucp_tag_send_nbx` over whatever transport UCX picks (TCP, RDMA, shared memory).
+    Ucx,
 }
 
 impl EgressProtocol {
     /// Every protocol, in the order error messages list them.
-    pub const ALL: [EgressProtocol; 1] = [EgressProtocol::Spead];
+    pub const ALL: [EgressProtocol; 2] = [EgressProtocol::Spead, EgressProtocol::Ucx];
 
     /// The config spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             EgressProtocol::Spead => "spead",
+            EgressProtocol::Ucx => "ucx",
         }
     }
 }
+
+/// What only a `ucx` sink has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UcxEgress {
+    /// The tag of every message (`ucx_tag`); a receiver posts its receives with it.
+    pub tag: u64,
+    /// `UCX_TLS` for this sink's UCX context (`ucx_transports`, e.g. `"tcp"`,
+    /// `"rc_verbs,ud_verbs"`, `"tcp,cuda_copy"`); `None`: UCX's own choice.
+    pub transports: Option<String>,
+    /// How long the start waits for a destination's listener (`connect_wait_ms`); 0: a
+    /// destination that does not answer stops the start (exit 2).
+    pub connect_wait_ms: u64,
+    /// How often a sender tries to reconnect to a destination that went away
+    /// (`reconnect_ms`).
+    pub reconnect_ms: u64,
+}
+
+/// Default `ucx_tag`: "RTDQ" in the high 32 bits.
+pub const DEFAULT_UCX_TAG: i64 = 0x5254_4451_0000_0000;
+/// Default `reconnect_ms`.
+pub const DEFAULT_RECONNECT_MS: i64 = 500;
 
 /// One egress sink (`[[egress]]`). Every RX queue naming it gets its own heap buffers and
 /// egress thread, which send to the same destinations.
@@ -86,6 +119,8 @@ pub struct Egress {
     /// The egress thread's placement (`egress_core`, `egress_priority`); `None`: unpinned,
     /// normal scheduler.
     pub thread: Option<WriterPlacement>,
+    /// The UCX settings of a `ucx` sink (`None` for `spead`).
+    pub ucx: Option<UcxEgress>,
 }
 
 /// `[[egress]]` as written.
@@ -99,10 +134,10 @@ pub(crate) struct RawEgress {
     pub flavour: Option<String>,
     #[serde(default = "one")]
     pub packets_per_heap: i64,
-    #[serde(default = "default_max_packet")]
-    pub max_packet: i64,
     #[serde(default)]
-    pub descriptors_every: i64,
+    pub max_packet: Option<i64>,
+    #[serde(default)]
+    pub descriptors_every: Option<i64>,
     #[serde(default)]
     pub rate_gbps: f64,
     #[serde(default = "default_heap_buffers")]
@@ -113,14 +148,22 @@ pub(crate) struct RawEgress {
     pub flush_ms: i64,
     #[serde(default)]
     pub strip_bytes: i64,
-    #[serde(default = "one")]
-    pub ttl: i64,
+    #[serde(default)]
+    pub ttl: Option<i64>,
     #[serde(default)]
     pub multicast_interface: Option<String>,
     #[serde(default)]
     pub egress_core: Option<i64>,
     #[serde(default)]
     pub egress_priority: Option<i64>,
+    #[serde(default)]
+    pub ucx_tag: Option<i64>,
+    #[serde(default)]
+    pub ucx_transports: Option<String>,
+    #[serde(default)]
+    pub connect_wait_ms: Option<i64>,
+    #[serde(default)]
+    pub reconnect_ms: Option<i64>,
 }
 
 /// Default `max_packet`: spead2's default, an Ethernet MTU of 1500 less IPv4 and UDP.
@@ -134,9 +177,6 @@ pub const DEFAULT_FLUSH_MS: i64 = 10;
 
 fn one() -> i64 {
     1
-}
-fn default_max_packet() -> i64 {
-    DEFAULT_MAX_PACKET
 }
 fn default_heap_buffers() -> i64 {
     DEFAULT_HEAP_BUFFERS
@@ -198,7 +238,17 @@ fn one_egress(
         ok = false;
     }
     let protocol = protocol(&e.protocol, &p, errs);
+    if let Some(proto) = protocol {
+        ok &= keys_fit_protocol(e, proto, &p, errs);
+    }
     let destinations = destinations(&e.destinations, &p, errs);
+    if protocol == Some(EgressProtocol::Ucx) {
+        ok &= ucx_unicast(destinations.as_deref(), &p, errs);
+    }
+    let ucx = match protocol {
+        Some(EgressProtocol::Ucx) => ucx_settings(e, &p, errs).map(Some),
+        _ => Some(None),
+    };
     let heap_address_bits = match e.flavour.as_deref() {
         None | Some("64-48") => Some(48),
         Some("64-40") => Some(40),
@@ -233,7 +283,7 @@ fn one_egress(
         packets_per_heap,
         max_packet,
         descriptors_every: int(
-            e.descriptors_every,
+            e.descriptors_every.unwrap_or(0),
             0,
             1_000_000,
             &format!("{p}.descriptors_every"),
@@ -254,7 +304,7 @@ fn one_egress(
             errs,
         )?,
         ttl: int(
-            e.ttl,
+            e.ttl.unwrap_or(1),
             1,
             255,
             &format!("{p}.ttl"),
@@ -263,8 +313,115 @@ fn one_egress(
         )?,
         multicast_interface: multicast_interface?,
         thread: thread?,
+        ucx: ucx?,
     })
     .filter(|_| ok)
+}
+
+/// The keys of one protocol given to a sink of the other: each is an error naming it.
+fn keys_fit_protocol(e: &RawEgress, proto: EgressProtocol, p: &str, errs: &mut Errors) -> bool {
+    let spead_only = [
+        ("flavour", e.flavour.is_some()),
+        ("max_packet", e.max_packet.is_some()),
+        ("descriptors_every", e.descriptors_every.is_some()),
+        ("ttl", e.ttl.is_some()),
+        ("multicast_interface", e.multicast_interface.is_some()),
+    ];
+    let ucx_only = [
+        ("ucx_tag", e.ucx_tag.is_some()),
+        ("ucx_transports", e.ucx_transports.is_some()),
+        ("connect_wait_ms", e.connect_wait_ms.is_some()),
+        ("reconnect_ms", e.reconnect_ms.is_some()),
+    ];
+    let (foreign, owner): (&[(&str, bool)], &str) = match proto {
+        EgressProtocol::Spead => (&ucx_only, "ucx"),
+        EgressProtocol::Ucx => (&spead_only, "spead"),
+    };
+    let mut ok = true;
+    for (key, given) in foreign {
+        if *given {
+            errs.push(
+                format!("{p}.{key}"),
+                format!(
+                    "`{key}` is a setting of protocol \"{owner}\", not of \"{}\"; remove it",
+                    proto.as_str()
+                ),
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// A UCX destination is one listener: no multicast group.
+fn ucx_unicast(dests: Option<&[SocketAddrV4]>, p: &str, errs: &mut Errors) -> bool {
+    let Some(dests) = dests else { return true };
+    let mut ok = true;
+    for (k, a) in dests.iter().enumerate() {
+        if a.ip().is_multicast() {
+            errs.push(
+                format!("{p}.destinations[{k}]"),
+                format!("{a} is a multicast group; a UCX destination is one receiver's listener (host:port), or use protocol \"spead\" for multicast"),
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// `ucx_tag`, `ucx_transports`, `connect_wait_ms`, `reconnect_ms`.
+fn ucx_settings(e: &RawEgress, p: &str, errs: &mut Errors) -> Option<UcxEgress> {
+    let tag = e.ucx_tag.unwrap_or(DEFAULT_UCX_TAG);
+    let transports = match e.ucx_transports.as_deref().map(str::trim) {
+        None => Some(None),
+        Some(t)
+            if !t.is_empty()
+                && t.split(',').all(|x| {
+                    let x = x.trim();
+                    !x.is_empty()
+                        && x.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'^')
+                }) =>
+        {
+            Some(Some(t.to_owned()))
+        }
+        Some(t) => {
+            errs.push(
+                format!("{p}.ucx_transports"),
+                format!("{t:?} is not a UCX transport list; give UCX_TLS's comma-separated names, e.g. \"tcp\", \"rc_verbs,ud_verbs\" or \"tcp,cuda_copy\" (`ucx_info -d` lists this host's)"),
+            );
+            None
+        }
+    };
+    let wait = int::<u64>(
+        e.connect_wait_ms.unwrap_or(0),
+        0,
+        600_000,
+        &format!("{p}.connect_wait_ms"),
+        " ms the start waits for a destination's listener (0: it must answer at once)",
+        errs,
+    );
+    let reconnect = int::<u64>(
+        e.reconnect_ms.unwrap_or(DEFAULT_RECONNECT_MS),
+        10,
+        600_000,
+        &format!("{p}.reconnect_ms"),
+        " ms between reconnection attempts to a destination that went away",
+        errs,
+    );
+    if tag < 0 {
+        errs.push(
+            format!("{p}.ucx_tag"),
+            format!("{tag} is negative; give a tag in 0..=0x7fffffffffffffff"),
+        );
+        return None;
+    }
+    Some(UcxEgress {
+        tag: tag as u64,
+        transports: transports?,
+        connect_wait_ms: wait?,
+        reconnect_ms: reconnect?,
+    })
 }
 
 fn protocol(s: &str, p: &str, errs: &mut Errors) -> Option<EgressProtocol> {
@@ -272,7 +429,7 @@ fn protocol(s: &str, p: &str, errs: &mut Errors) -> Option<EgressProtocol> {
     if found.is_none() {
         errs.push(
             format!("{p}.protocol"),
-            format!("unknown protocol {s:?}; use \"spead\" (SPEAD heaps over UDP, read by spead2)"),
+            format!("unknown protocol {s:?}; use \"spead\" (SPEAD heaps over UDP, read by spead2) or \"ucx\" (tagged UCX messages to a UCP listener; a binary built with --features ucx)"),
         );
     }
     found
@@ -354,7 +511,7 @@ fn sizes(
     );
     // Room for the header, the first packet's item pointers and some data.
     let max_packet = int::<u32>(
-        e.max_packet,
+        e.max_packet.unwrap_or(DEFAULT_MAX_PACKET),
         128,
         65_507,
         &format!("{p}.max_packet"),

@@ -36,6 +36,10 @@ pub struct EgressCounters {
     pub dropped_peer_gone: AtomicU64,
     /// `errno` of the sender's first failed send (0: none).
     pub first_errno: AtomicI32,
+    /// UCX status of the first failed send or endpoint (0: none).
+    pub first_ucx_status: AtomicI32,
+    /// Connections made again to a destination that went away (UCX).
+    pub reconnects: AtomicU64,
     /// Raised by the consumer after its last heap went to the sender.
     pub producer_done: AtomicBool,
     /// The sender thread's turns (the systemd watchdog watches them).

@@ -1,5 +1,7 @@
 //! The `egress` stage: forwards what an RX queue receives to downstream hosts while it is
-//! being acquired, as SPEAD heaps over UDP (read by spead2, a correlator, a beamformer).
+//! being acquired, as SPEAD heaps over UDP (read by spead2, a correlator, a beamformer), or
+//! (the `ucx` feature) as tagged UCX messages ([`UcxSender`], its own module docs). Below,
+//! the SPEAD sender; the consumer half and the ring are the same for both.
 //!
 //! Each RX queue naming an egress sink (`egress = ["name"]`) gets its own ring of
 //! preallocated heap buffers ([`HeapBuf`], `heap_buffers` × `max_heap_kib`) between the
@@ -24,18 +26,51 @@
 //! payloads back to back. Nothing here allocates after `prepare`.
 
 mod common;
-mod sender;
 mod sink;
+mod spead;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "ucx")]
+mod ucx;
 
 pub use common::{EgressCounters, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TIMESTAMP};
-pub use sender::Sender;
 pub use sink::{EgressSink, HeapBuf};
+pub use spead::SpeadSender;
+#[cfg(feature = "ucx")]
+pub use ucx::UcxSender;
+
+/// The sender of one queue's egress sink, by protocol; [`run`](Sender::run) is its thread.
+pub enum Sender {
+    /// SPEAD heaps over UDP.
+    Spead(SpeadSender),
+    /// Tagged UCX messages.
+    #[cfg(feature = "ucx")]
+    Ucx(UcxSender),
+}
+
+impl Sender {
+    /// The sink's name in messages (`lo_udp.rx0 egress spead-out`).
+    pub fn label(&self) -> &str {
+        match self {
+            Sender::Spead(s) => s.label(),
+            #[cfg(feature = "ucx")]
+            Sender::Ucx(s) => s.label(),
+        }
+    }
+
+    /// The sender thread; returns its CPU time, ns.
+    pub fn run(self) -> u64 {
+        match self {
+            Sender::Spead(s) => s.run(),
+            #[cfg(feature = "ucx")]
+            Sender::Ucx(s) => s.run(),
+        }
+    }
+}
 
 use crate::error::RuntimeError;
 use crate::memory::Resources;
-use rtdaq_config::model::{Config, Egress};
+use rtdaq_config::model::{Config, Egress, EgressProtocol};
 use rtdaq_core::SlotRing;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -52,6 +87,9 @@ pub struct EgressParts {
     pub sender: Option<Sender>,
     /// Its counters.
     pub counters: &'static EgressCounters,
+    /// A UCX sender's word that its destinations answered, and how long to wait for it.
+    #[cfg(feature = "ucx")]
+    pub ready: Option<(std::sync::mpsc::Receiver<ucx::Ready>, std::time::Duration)>,
 }
 
 /// The egress sinks of every RX queue (in `res.rx` order): heap buffers allocated, sockets
@@ -103,21 +141,63 @@ fn one(
     label: String,
 ) -> Result<EgressParts, RuntimeError> {
     let counters: &'static EgressCounters = Box::leak(Box::default());
-    let bufs: Vec<HeapBuf> = (0..eg.heap_buffers)
-        .map(|_| HeapBuf::new(eg.max_heap_bytes))
+    // A UCX message's header goes in front of its payloads, in the same buffer.
+    let head = match eg.protocol {
+        EgressProtocol::Spead => 0,
+        EgressProtocol::Ucx => rtdaq_core::format::egress_msg::HEADER_LEN,
+    };
+    #[allow(unused_mut)]
+    let mut bufs: Vec<HeapBuf> = (0..eg.heap_buffers)
+        .map(|_| HeapBuf::with_headroom(eg.max_heap_bytes, head))
         .collect();
+    #[cfg(feature = "ucx")]
+    let reg = match eg.protocol {
+        EgressProtocol::Ucx => Some(ucx::register(eg, id, &mut bufs)?),
+        EgressProtocol::Spead => None,
+    };
     let ring =
         SlotRing::new(Box::leak(bufs.into_boxed_slice())).map_err(|e| RuntimeError::Egress {
             key: format!("egress[{id}].heap_buffers"),
             message: e.to_string(),
         })?;
     let (prod, cons) = Box::leak(Box::new(ring)).split();
-    let sender = Sender::new(eg, id, cons, counters, shared, (step, residue), label)?;
+    #[cfg(feature = "ucx")]
+    let mut ready = None;
+    let sender = match eg.protocol {
+        EgressProtocol::Spead => Sender::Spead(SpeadSender::new(
+            eg,
+            id,
+            cons,
+            counters,
+            shared,
+            (step, residue),
+            label,
+        )?),
+        #[cfg(feature = "ucx")]
+        EgressProtocol::Ucx => {
+            let reg = reg.ok_or_else(|| RuntimeError::Egress {
+                key: format!("egress[{id}]"),
+                message: "no UCX registration".into(),
+            })?;
+            let (s, rx) = UcxSender::new(eg, id, cons, counters, (residue, reg), label)?;
+            ready = Some((rx, UcxSender::ready_within(eg)));
+            Sender::Ucx(s)
+        }
+        #[cfg(not(feature = "ucx"))]
+        EgressProtocol::Ucx => {
+            return Err(RuntimeError::Egress {
+                key: format!("egress[{id}].protocol"),
+                message: "\"ucx\" needs a binary built with `--features ucx`".into(),
+            })
+        }
+    };
     Ok(EgressParts {
         egress: id,
         sink: Some(EgressSink::new(eg, prod, counters)),
         sender: Some(sender),
         counters,
+        #[cfg(feature = "ucx")]
+        ready,
     })
 }
 
@@ -146,9 +226,13 @@ pub struct EgressReport {
     /// network was behind), `egress_error` (a send failed, or a payload larger than a heap
     /// buffer), `peer_gone` (a destination refused them: no receiver).
     pub dropped: BTreeMap<String, u64>,
-    /// The first failed send, if any (`ECONNREFUSED`: no receiver at a destination).
+    /// The first failed send, if any (`ECONNREFUSED`: no receiver at a destination; for
+    /// UCX, the status of the first failed send or endpoint).
     #[serde(default)]
     pub error: Option<String>,
+    /// Connections made again to a destination that went away (UCX).
+    #[serde(default)]
+    pub reconnects: u64,
     /// Gb/s of SPEAD packets over the run.
     pub gbps: f64,
     /// CPU time of the sender thread, seconds.
@@ -183,10 +267,15 @@ impl EgressReport {
             bytes,
             descriptors: c.descriptors.load(Relaxed),
             dropped,
-            error: match c.first_errno.load(Relaxed) {
-                0 => None,
-                e => Some(std::io::Error::from_raw_os_error(e).to_string()),
+            error: match (
+                c.first_errno.load(Relaxed),
+                c.first_ucx_status.load(Relaxed),
+            ) {
+                (0, 0) => None,
+                (0, s) => Some(ucx_status_text(s)),
+                (e, _) => Some(std::io::Error::from_raw_os_error(e).to_string()),
             },
+            reconnects: c.reconnects.load(Relaxed),
             gbps: if elapsed_s > 0.0 {
                 bytes as f64 * 8.0 / elapsed_s / 1e9
             } else {
@@ -195,6 +284,17 @@ impl EgressReport {
             sender_cpu_s: sender_cpu_ns as f64 / 1e9,
         }
     }
+}
+
+/// A UCX status code in words.
+fn ucx_status_text(s: i32) -> String {
+    #[cfg(feature = "ucx")]
+    {
+        let st = rtdaq_ucx_sys::Status(s as _);
+        format!("UCX status {s}: {}", st.text())
+    }
+    #[cfg(not(feature = "ucx"))]
+    format!("UCX status {s}")
 }
 
 impl std::fmt::Display for EgressReport {
@@ -216,6 +316,9 @@ impl std::fmt::Display for EgressReport {
         )?;
         for (why, n) in &self.dropped {
             write!(f, " {why}={n}")?;
+        }
+        if self.reconnects > 0 {
+            write!(f, " · reconnects {}", self.reconnects)?;
         }
         if let Some(e) = &self.error {
             write!(f, " · first send error: {e}")?;

@@ -9,10 +9,15 @@ use rtdaq_core::slot_ring::SlotProducer;
 use std::sync::atomic::Ordering::Release;
 
 /// One heap between a consumer and its sender: a preallocated buffer (locked with the rest
-/// of the process) and what the sender puts into the heap's items.
+/// of the process) and what the sender puts into the heap's items. The payloads start
+/// `head` bytes into the buffer: room for a UCX message's header (0 for SPEAD).
 pub struct HeapBuf {
     mem: Box<[u8]>,
-    /// Bytes of payload data in `mem`.
+    head: usize,
+    /// Which preallocated buffer `mem` is (a UCX sender swaps buffers in flight for spare
+    /// ones and finds each one's memory registration by it).
+    pub mem_id: u32,
+    /// Bytes of payload data after the headroom.
     pub len: usize,
     /// Payloads in it.
     pub payloads: u32,
@@ -23,8 +28,15 @@ pub struct HeapBuf {
 impl HeapBuf {
     /// An empty heap buffer of `cap` bytes.
     pub fn new(cap: usize) -> Self {
+        Self::with_headroom(cap, 0)
+    }
+
+    /// An empty buffer with `head` bytes before `cap` bytes of payload room.
+    pub fn with_headroom(cap: usize, head: usize) -> Self {
         HeapBuf {
-            mem: vec![0u8; cap].into_boxed_slice(),
+            mem: vec![0u8; head + cap].into_boxed_slice(),
+            head,
+            mem_id: 0,
             len: 0,
             payloads: 0,
             first_rx_ns: 0,
@@ -33,7 +45,33 @@ impl HeapBuf {
 
     /// The heap's data: its payloads back to back.
     pub fn data(&self) -> &[u8] {
-        &self.mem[..self.len]
+        &self.mem[self.head..self.head + self.len]
+    }
+
+    /// Bytes of the whole buffer, headroom included.
+    pub fn capacity(&self) -> usize {
+        self.mem.len()
+    }
+
+    /// Bytes of payload room.
+    fn room(&self) -> usize {
+        self.mem.len() - self.head
+    }
+
+    /// The headroom (to write a header into) and the message it starts: headroom and data.
+    pub fn message_len(&self) -> usize {
+        self.head + self.len
+    }
+
+    /// The whole buffer, mutable (the headroom is `..head`).
+    pub fn mem_mut(&mut self) -> &mut [u8] {
+        &mut self.mem
+    }
+
+    /// Exchanges this buffer's memory (and its id) with `other`'s: no copy, no allocation.
+    pub fn swap_mem(&mut self, other: &mut (Box<[u8]>, u32)) {
+        std::mem::swap(&mut self.mem, &mut other.0);
+        std::mem::swap(&mut self.mem_id, &mut other.1);
     }
 
     fn reset(&mut self) {
@@ -92,7 +130,7 @@ impl EgressSink {
             let fits = self
                 .prod
                 .slot()
-                .is_some_and(|h| h.len + data.len() <= h.mem.len());
+                .is_some_and(|h| h.len + data.len() <= h.room());
             if !fits {
                 self.commit();
             }
@@ -102,7 +140,7 @@ impl EgressSink {
                 self.pending.full += 1;
                 return;
             };
-            if data.len() > h.mem.len() {
+            if data.len() > h.room() {
                 self.pending.too_large += 1;
                 return;
             }
@@ -113,7 +151,7 @@ impl EgressSink {
             }
         }
         let Some(h) = self.prod.slot() else { return };
-        let at = h.len;
+        let at = h.head + h.len;
         h.mem[at..at + data.len()].copy_from_slice(data);
         h.len += data.len();
         if h.payloads == 0 {
@@ -174,5 +212,13 @@ impl EgressSink {
     /// The shared counters.
     pub fn counters(&self) -> &'static EgressCounters {
         self.counters
+    }
+}
+
+impl Drop for EgressSink {
+    /// A sink dropped without [`finish`](EgressSink::finish) (a start that unwinds) still
+    /// tells its sender that nothing more comes, so the sender ends and can be joined.
+    fn drop(&mut self) {
+        self.counters.producer_done.store(true, Release);
     }
 }

@@ -2,7 +2,7 @@
 //! heaps fill and close as configured, every SPEAD packet parses, and every payload is
 //! accounted for (sent, or counted with its reason).
 
-use super::{EgressCounters, EgressSink, HeapBuf, Sender, SinkShared};
+use super::{EgressCounters, EgressSink, HeapBuf, SinkShared, SpeadSender};
 use crate::stages::Packet;
 use rtdaq_config::model::{Egress, EgressProtocol};
 use rtdaq_core::format::spead::SpeadPacket;
@@ -28,11 +28,12 @@ fn egress(dest: SocketAddrV4, per_heap: u32, buffers: u32) -> Egress {
         ttl: 1,
         multicast_interface: None,
         thread: None,
+        ucx: None,
     }
 }
 
 /// A sink and its sender for `eg`.
-fn parts(eg: &Egress) -> (EgressSink, Sender, &'static EgressCounters) {
+fn parts(eg: &Egress) -> (EgressSink, SpeadSender, &'static EgressCounters) {
     let counters: &'static EgressCounters = Box::leak(Box::default());
     let shared: &'static SinkShared = Box::leak(Box::new(SinkShared {
         running: AtomicUsize::new(1),
@@ -44,7 +45,7 @@ fn parts(eg: &Egress) -> (EgressSink, Sender, &'static EgressCounters) {
         SlotRing::new(Box::leak(bufs.into_boxed_slice())).unwrap(),
     ));
     let (prod, cons) = ring.split();
-    let sender = Sender::new(eg, 0, cons, counters, shared, (1, 0), "test".into()).unwrap();
+    let sender = SpeadSender::new(eg, 0, cons, counters, shared, (1, 0), "test".into()).unwrap();
     (EgressSink::new(eg, prod, counters), sender, counters)
 }
 

@@ -219,6 +219,7 @@ struct Counters {
     egress_packets: IntCounterVec,
     egress_bytes: IntCounterVec,
     egress_dropped: IntCounterVec,
+    egress_reconnects: IntCounterVec,
     nic_pause: IntCounterVec,
     nic_dropped: IntCounterVec,
     port_packets: IntCounterVec,
@@ -285,9 +286,10 @@ impl Exporter {
             rec_bytes: counter("rtdaq_record_bytes_total", "Bytes on disk, file headers included, per sink.", &["sink"]),
             rec_dropped: counter("rtdaq_record_dropped_total", "Records not written, by reason (full, tap, error).", &["sink", "reason"]),
             egress_payloads: counter("rtdaq_egress_payloads_total", "Received payloads an egress sink took (taken) and sent in heaps that went out whole (sent), per sink.", &["sink", "state"]),
-            egress_heaps: counter("rtdaq_egress_heaps_total", "Data heaps an egress sink sent, per sink.", &["sink"]),
-            egress_packets: counter("rtdaq_egress_packets_total", "SPEAD packets an egress sink sent (descriptors and the end of stream included), per sink.", &["sink"]),
-            egress_bytes: counter("rtdaq_egress_bytes_total", "Bytes of those packets (UDP payload bytes), per sink.", &["sink"]),
+            egress_heaps: counter("rtdaq_egress_heaps_total", "Data heaps (SPEAD) or messages (UCX) an egress sink sent, per sink.", &["sink"]),
+            egress_packets: counter("rtdaq_egress_packets_total", "SPEAD packets (descriptors and the end of stream included) or UCX messages (the end of stream included) an egress sink sent, per sink.", &["sink"]),
+            egress_bytes: counter("rtdaq_egress_bytes_total", "Bytes of those packets (UDP payload bytes) or messages (header and data), per sink.", &["sink"]),
+            egress_reconnects: counter("rtdaq_egress_reconnects_total", "Connections an egress sink made again to a destination whose receiver went away (UCX), per sink.", &["sink"]),
             egress_dropped: counter("rtdaq_egress_dropped_total", "Payloads an egress sink did not send, by reason (egress_full, egress_error, peer_gone): lost to the deployment.", &["sink", "reason"]),
             nic_pause: counter("rtdaq_nic_pause_frames_total", "Pause frames of the interface's NIC since the run started, by direction (received: the link partner throttled this host's transmit; sent: this NIC throttled the sender). The largest of the driver's pause counters.", &["interface", "netdev", "direction"]),
             nic_dropped: counter("rtdaq_nic_rx_dropped_total", "Frames the NIC or driver dropped before any queue saw them since the run started (the largest of those counters).", &["interface", "netdev"]),
@@ -500,6 +502,7 @@ impl Exporter {
             set_counter(&c.egress_heaps, &[name], v(&e.heaps));
             set_counter(&c.egress_packets, &[name], v(&e.datagrams));
             set_counter(&c.egress_bytes, &[name], v(&e.bytes));
+            set_counter(&c.egress_reconnects, &[name], v(&e.reconnects));
             for (reason, n) in [
                 ("egress_full", v(&e.dropped_full)),
                 (

@@ -206,6 +206,23 @@ impl Prepared<'_> {
                     pin(placement, &what);
                     s.run()
                 })?;
+                // A UCX sender connects on its own thread: the start waits for its word.
+                #[cfg(feature = "ucx")]
+                if let Some((rx, within)) = parts.ready.take() {
+                    let heard = rx.recv_timeout(within);
+                    let failed = match heard {
+                        Ok(Ok(())) => None,
+                        Ok(Err((key, message))) => Some((key, message)),
+                        Err(_) => Some((
+                            format!("egress[{}]", parts.egress),
+                            format!("the UCX sender did not connect within {within:?}"),
+                        )),
+                    };
+                    if let Some((key, message)) = failed {
+                        let _ = handle.join();
+                        return Err(RuntimeError::Egress { key, message });
+                    }
+                }
                 self.egress.push(EgressThread {
                     name,
                     handle,

@@ -14,7 +14,7 @@ mod run;
 
 // `EngineKind`, `Engine`, `Capabilities`, `SocketEngine`, ...: the list is in
 // `engines/mod.rs`, so that a new engine does not touch this file.
-pub use crate::egress::{Egress, EgressId, EgressProtocol};
+pub use crate::egress::{Egress, EgressId, EgressProtocol, UcxEgress};
 pub use crate::engines::exports::*;
 pub use format::{
     CodifParams, SpeadParams, StreamFormat, VdifParams, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
@@ -211,6 +211,13 @@ impl Config {
     /// `host_pinned` / `device` memory region.
     pub fn uses_gpu(&self) -> bool {
         !self.gpu_stages.is_empty() || self.memory_regions.iter().any(|r| r.kind.is_gpu())
+    }
+
+    /// True when an egress sink sends over UCX (the binary's `ucx` feature).
+    pub fn uses_ucx(&self) -> bool {
+        self.egress
+            .iter()
+            .any(|e| e.protocol == EgressProtocol::Ucx)
     }
 
     /// The memory region behind an id.

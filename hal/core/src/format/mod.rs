@@ -16,7 +16,8 @@
 //! | `spead` (sending) | — | — (heaps split into packets, item descriptors and the end-of-stream heap as spead2 sends them, for the egress stage) | [`spead_tx`] |
 //! | `vdif` | station id and thread id | `(seconds from the reference epoch − first) × frames per second + data frame number`; frames per second configured or learned at the first second boundary | [`vdif`] |
 //!
-//! [`spead_tx`] is the other direction: it encodes SPEAD for rtdaq's egress stage.
+//! [`spead_tx`] is the other direction: it encodes SPEAD for rtdaq's egress stage, and
+//! [`egress_msg`] is the header of the messages a `ucx` egress sink sends.
 //!
 //! Everything here is `no_std`, allocation-free and `O(1)` per packet (the SPEAD
 //! packetizer: `O(items)`); no input panics (the parsers are fuzzed in
@@ -25,6 +26,7 @@
 pub mod codif;
 pub mod counter;
 pub mod ecpri;
+pub mod egress_msg;
 pub mod spead;
 pub mod spead_tx;
 pub mod vdif;

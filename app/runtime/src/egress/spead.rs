@@ -42,8 +42,8 @@ struct Dest {
     nmarks: usize,
 }
 
-/// The sender of one queue's egress sink; [`run`](Sender::run) is its thread.
-pub struct Sender {
+/// The sender of one queue's egress sink; [`run`](SpeadSender::run) is its thread.
+pub struct SpeadSender {
     label: String,
     cons: Option<SlotConsumer<'static, HeapBuf>>,
     counters: &'static EgressCounters,
@@ -64,7 +64,7 @@ pub struct Sender {
     descriptors: Vec<Vec<u8>>,
 }
 
-impl Sender {
+impl SpeadSender {
     /// The sender of `eg` (`egress[id]`) over `cons`: one socket per destination, created and
     /// connected now (a destination with no route stops the start, naming its key).
     pub(crate) fn new(
@@ -105,7 +105,7 @@ impl Sender {
             });
         }
         let descriptors = descriptors(flavour);
-        Ok(Sender {
+        Ok(SpeadSender {
             label,
             cons: Some(cons),
             counters,
@@ -345,7 +345,7 @@ impl Sender {
 
 /// Waits until `bytes` more may go at `rate_bps` (`None`: unpaced); a sender that fell
 /// behind catches up at most 1 ms of schedule.
-fn pace(rate_bps: Option<f64>, next_ns: &mut f64, bytes: u64) {
+pub(super) fn pace(rate_bps: Option<f64>, next_ns: &mut f64, bytes: u64) {
     let Some(rate) = rate_bps else { return };
     let now = crate::pacer::now_ns() as f64;
     if *next_ns < now - 1e6 {
