@@ -41,6 +41,10 @@ use std::time::{Duration, Instant};
 
 /// How long an idle sender sleeps before it looks at the ring again.
 const IDLE: Duration = Duration::from_micros(20);
+/// How long a sender with nothing in flight and nothing to send sleeps: a buffer waits at
+/// most this long more (against `flush_ms` and the time it takes to fill), and the thread
+/// does not wake 50 000 times a second for nothing.
+const IDLE_EMPTY: Duration = Duration::from_micros(200);
 /// Spare buffers (sends in flight at most), or the ring's size when smaller.
 const MAX_IN_FLIGHT: usize = 64;
 /// How long one connection attempt may take to answer at start.
@@ -268,6 +272,7 @@ impl UcxSender {
                     debug_assert!(released.is_ok());
                 }
                 None if done => break,
+                None if s.in_flight.is_empty() => std::thread::sleep(IDLE_EMPTY),
                 None => std::thread::sleep(IDLE),
             }
         }
