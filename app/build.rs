@@ -200,41 +200,7 @@ fn main() {
             fail(&lines)
         }
     };
-    let mut mismatch = Vec::new();
-    if config.engine_kind().as_str() != engine {
-        mismatch.push(format!(
-            "{}: engine.kind = \"{}\" but this binary is built with engine-{engine}; \
-             build with `--no-default-features --features engine-{},platform-{}`",
-            path.display(),
-            config.engine_kind().as_str(),
-            config.engine_kind().as_str(),
-            config.platform().as_str()
-        ));
-    }
-    if config.platform().as_str() != platform {
-        mismatch.push(format!(
-            "{}: platform = \"{}\" but this binary is built with platform-{platform}; \
-             build with `--no-default-features --features engine-{},platform-{}`",
-            path.display(),
-            config.platform().as_str(),
-            config.engine_kind().as_str(),
-            config.platform().as_str()
-        ));
-    }
-    if config.uses_gpu() && env::var_os("CARGO_FEATURE_GPU").is_none() {
-        mismatch.push(format!(
-            "{}: the config uses GPU memory or a GPU stage but this binary is built without \
-             `--features gpu`; build with `--features gpu`",
-            path.display()
-        ));
-    }
-    if config.uses_ucx() && env::var_os("CARGO_FEATURE_UCX").is_none() {
-        mismatch.push(format!(
-            "{}: an egress sink sends over UCX (protocol = \"ucx\") but this binary is built \
-             without `--features ucx`; build with `--features ucx` (needs libucx-dev)",
-            path.display()
-        ));
-    }
+    let mismatch = mismatches(&config, &path, engine, platform);
     if !mismatch.is_empty() {
         fail(&mismatch);
     }
@@ -283,4 +249,50 @@ fn main() {
         commit = git_commit(&root),
     );
     fs::write(out.join("embedded.rs"), code).expect("write embedded.rs");
+}
+
+/// What a valid config needs that this build lacks: its engine, its board, the `gpu` or
+/// `ucx` feature; each line says how to build it.
+fn mismatches(
+    config: &rtdaq_config::Config,
+    path: &Path,
+    engine: &str,
+    platform: &str,
+) -> Vec<String> {
+    let mut mismatch = Vec::new();
+    if config.engine_kind().as_str() != engine {
+        mismatch.push(format!(
+            "{}: engine.kind = \"{}\" but this binary is built with engine-{engine}; \
+             build with `--no-default-features --features engine-{},platform-{}`",
+            path.display(),
+            config.engine_kind().as_str(),
+            config.engine_kind().as_str(),
+            config.platform().as_str()
+        ));
+    }
+    if config.platform().as_str() != platform {
+        mismatch.push(format!(
+            "{}: platform = \"{}\" but this binary is built with platform-{platform}; \
+             build with `--no-default-features --features engine-{},platform-{}`",
+            path.display(),
+            config.platform().as_str(),
+            config.engine_kind().as_str(),
+            config.platform().as_str()
+        ));
+    }
+    if config.uses_gpu() && env::var_os("CARGO_FEATURE_GPU").is_none() {
+        mismatch.push(format!(
+            "{}: the config uses GPU memory or a GPU stage but this binary is built without \
+             `--features gpu`; build with `--features gpu`",
+            path.display()
+        ));
+    }
+    if config.uses_ucx() && env::var_os("CARGO_FEATURE_UCX").is_none() {
+        mismatch.push(format!(
+            "{}: an egress sink sends over UCX (protocol = \"ucx\") but this binary is built \
+             without `--features ucx`; build with `--features ucx` (needs libucx-dev)",
+            path.display()
+        ));
+    }
+    mismatch
 }

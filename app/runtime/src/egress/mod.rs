@@ -32,6 +32,8 @@ mod spead;
 mod tests;
 #[cfg(feature = "ucx")]
 mod ucx;
+#[cfg(all(test, feature = "ucx"))]
+mod ucx_tests;
 
 pub use common::{EgressCounters, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TIMESTAMP};
 pub use sink::{EgressSink, HeapBuf};
