@@ -164,10 +164,15 @@ run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed
 # exit 2, connect_wait_ms waits for a late one; the receiver SIGKILLed and restarted
 # (reconnection, the gap counted); a receiver too slow (egress_full, no stall); and
 # ucx_perftest tag_bw over the same transport (app/tests/egress_ucx.rs).
-ucx_egress() {
+build_socket_ucx() {
     RTDAQ_CONFIG=configs/host-udp-egress-ucx.toml cargo build -q -p rtdaq --no-default-features \
         --features engine-socket,platform-host,ucx || return 1
     mkdir -p target/engines && cp target/debug/rtdaq target/engines/rtdaq-socket-ucx || return 1
+    # the default features again in target/debug for the steps after this one
+    cargo build -q -p rtdaq
+}
+ucx_egress() {
+    build_socket_ucx || return 1
     cargo test -p rtdaq --test egress_ucx -- --ignored --test-threads 1
 }
 run "UCX egress: ucx_perftest, every message to a C UCX receiver, no listener, a receiver restarted, a slow receiver (cargo test --test egress_ucx -- --ignored)" \
@@ -267,6 +272,15 @@ ibverbs_guest_tests() {
     mapfile -t tests < <(jq -r 'select(.reason == "compiler-artifact" and .target.kind == ["test"]) | .executable // empty' <<< "$json")
     scripts/vm/ibverbs-tests.sh target/engines/rtdaq-ibverbs "${tests[@]}"
 }
+# UCX egress over RDMA: rtdaq (--features ucx) sends over UCX rc_verbs between the guest's
+# two Soft-RoCE devices to the C receiver; ucx_info and ucx_perftest (UCT put_bw) prove
+# the transport; no listener = exit 2 (scripts/vm/ucx-tests.sh).
+ucx_guest_tests() {
+    [ -x target/engines/rtdaq-socket-ucx ] || build_socket_ucx || return 1
+    # shellcheck disable=SC2046 # pkg-config's flags are words
+    cc -O2 -Wall -o target/ucx_recv-vm scripts/peers/ucx_recv.c $(pkg-config --cflags --libs ucx) || return 1
+    scripts/vm/ucx-tests.sh target/engines/rtdaq-socket-ucx target/ucx_recv-vm
+}
 ibverbs_rt_guest_tests() {
     [ -x target/engines/rtdaq-ibverbs ] || scripts/build-engines.sh ibverbs || return 1
     RTDAQ_IB_KERNEL=rt scripts/vm/ibverbs-tests.sh target/engines/rtdaq-ibverbs
@@ -276,6 +290,8 @@ if [ -f scripts/vm/ibverbs-tests.sh ]; then
     run "ibverbs engine on the PREEMPT_RT guest: SCHED_FIFO queue threads, doctor (RTDAQ_IB_KERNEL=rt scripts/vm/ibverbs-tests.sh)" \
         ibverbs_rt_guest_tests
 fi
+run "UCX egress over Soft-RoCE (rc_verbs) in the guest: ucx_info, ucx_perftest put_bw, rtdaq to the C receiver, no listener (scripts/vm/ucx-tests.sh)" \
+    ucx_guest_tests
 run "shellcheck scripts/*.sh" shellcheck -x scripts/*.sh scripts/lib/*.sh
 run "shellcheck scripts/vm/" shellcheck -x scripts/vm/*.sh scripts/vm/guest/*.sh
 run "shellcheck rt-tuning/" shellcheck -x rt-tuning/*.sh rt-tuning/lib/*.sh rt-tuning/tests/*.sh

@@ -9,7 +9,7 @@
  *
  *   cc -O2 -o ucx_recv scripts/peers/ucx_recv.c $(pkg-config --cflags --libs ucx)
  *   UCX_TLS=tcp ./ucx_recv --port 13337 --streams 1 --seconds 30 --json out.json \
- *       [--data payloads.bin] [--tag 0x5254445100000000] [--max-bytes 1048576] \
+ *       [--addr 127.0.0.1] [--data payloads.bin] [--tag 0x5254445100000000] [--max-bytes 1048576] \
  *       [--buffers 16] [--slow-us 0] [--snapshot-ms 100]
  *
  * It prints "listening PORT" on stdout once the listener is up, and exits when --streams
@@ -136,13 +136,14 @@ int main(int argc, char **argv) {
     double seconds = 30;
     uint64_t tag = 0x5254445100000000ull;
     size_t max_bytes = 1 << 20;
-    const char *json = NULL, *data_path = NULL;
+    const char *json = NULL, *data_path = NULL, *addr = "127.0.0.1";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--port")) port = atoi(v);
         else if (!strcmp(k, "--streams")) streams = atoi(v);
         else if (!strcmp(k, "--seconds")) seconds = atof(v);
         else if (!strcmp(k, "--json")) json = v;
+        else if (!strcmp(k, "--addr")) addr = v;
         else if (!strcmp(k, "--data")) data_path = v;
         else if (!strcmp(k, "--tag")) tag = strtoull(v, NULL, 0);
         else if (!strcmp(k, "--max-bytes")) max_bytes = strtoull(v, NULL, 0);
@@ -168,7 +169,7 @@ int main(int argc, char **argv) {
     if (ucp_worker_create(ctx, &wp, &worker) != UCS_OK) return 2;
 
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) { fprintf(stderr, "ucx_recv: bad --addr %s\n", addr); return 2; }
     ucp_listener_params_t lp = {
         .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
         .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = sizeof sa},
