@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# gpu-host-egress.sh: the UCX egress on the 16-core GPU host (issue #31), a machine with no
+# Rust toolchain, no UCX and no network: everything runs from gpu-carry/.
+#
+# Prepare here:   scripts/gpu-host-egress.sh --prepare
+#   gpu-carry/rtdaq-ucx (release, --features ucx, socket engine), gpu-carry/ucx_recv (the C
+#   receiver, scripts/peers/ucx_recv.c), ucx_perftest, and Debian's UCX 1.13 libraries with
+#   their modules (gpu-carry/lib, gpu-carry/lib/ucx) and libnuma/libgomp.
+# There:          bash scripts/gpu-host-egress.sh        (the `run` tool, carry ["gpu-carry"])
+#   perftest  ucx_perftest tag_bw over UCX_TLS=tcp on 127.0.0.1, 1 MiB messages, server on
+#             core 6, client on core 5: the transport's bandwidth there (REPS repeats)
+#   ladder    rtdaq-ucx (configs/host-udp-egress-ucx.toml: its generator -> one RX queue ->
+#             UCX egress; 8000-byte payloads, 128 a message = 1 MiB, 64 message buffers;
+#             RX I/O core 1, consumer core 2, generator core 3, sender core 4) to ucx_recv on
+#             core 7, at RATES Gb/s offered (default "shipped 1 5 10 20 30"; "shipped": the
+#             config as shipped, 1 Gb/s of 1400-byte payloads), SECS s each, REPS
+#             repeats: loss-free when rtdaq lost nothing and the receiver got every payload;
+#             the highest loss-free rate in every repeat, and the sender's CPU per GB.
+# Output under $OUT (the run tool's folder): log-egress, runs/.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+C=gpu-carry
+
+if [ "${1:-}" = "--prepare" ]; then
+    set -e
+    RTDAQ_CONFIG=configs/host-udp-egress-ucx.toml cargo build --release -p rtdaq --features ucx
+    mkdir -p $C/lib/ucx
+    cp target/release/rtdaq $C/rtdaq-ucx
+    strip $C/rtdaq-ucx
+    # shellcheck disable=SC2046 # pkg-config's flags are words
+    cc -O2 -Wall -o $C/ucx_recv scripts/peers/ucx_recv.c $(pkg-config --cflags --libs ucx)
+    cp "$(command -v ucx_perftest)" "$(command -v ucx_info)" $C/
+    for l in libucp libuct libucs libucm libnuma libgomp; do
+        cp -L "$(ldconfig -p | awk -v l="$l.so." '$1 ~ "^"l {print $NF; exit}')" $C/lib/
+    done
+    # UCX finds its transport modules in <libucs's directory>/ucx.
+    cp -L /usr/lib/x86_64-linux-gnu/ucx/libuct_*.so.0 $C/lib/ucx/
+    git_ex=$(git rev-parse --git-path info/exclude)
+    grep -qx '/gpu-carry/' "$git_ex" 2>/dev/null || echo '/gpu-carry/' >> "$git_ex"
+    ls -la $C $C/lib $C/lib/ucx; du -sh $C
+    exit 0
+fi
+
+OUT=${OUT:-/tmp/rtdaq-gpu-host}
+REPS=${REPS:-2}
+SECS=${SECS:-4}
+RATES=${RATES:-shipped 1 5 10 20 30}
+mkdir -p "$OUT/runs"
+export LD_LIBRARY_PATH="$PWD/$C/lib:${LD_LIBRARY_PATH:-}"
+export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+perftest() {
+    local port
+    port=$(free_port)
+    taskset -c 6 $C/ucx_perftest -p "$port" > "$OUT/runs/pt-server.txt" 2>&1 &
+    local sp=$!
+    sleep 0.5
+    taskset -c 5 $C/ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s 1048576 -n 5000 \
+        > "$OUT/runs/pt.txt" 2>&1
+    wait $sp
+    echo "perftest: $(grep '^Final:' "$OUT/runs/pt.txt" | tr -s ' ')"
+}
+
+# one RATE TAG: rtdaq-ucx at RATE Gb/s to ucx_recv; prints one result line.
+one() {
+    local rate=$1 tag=$2 port cfg="$OUT/runs/$2.toml"
+    port=$(free_port)
+    if [ "$rate" = shipped ]; then # the shipped config as it is: 1 Gb/s of 1400-byte payloads
+        sed -e "s/destinations = \[\"127.0.0.1:13337\"\]/destinations = [\"127.0.0.1:$port\"]/" \
+            configs/host-udp-egress-ucx.toml > "$cfg"
+    else
+    sed -e "s/destinations = \[\"127.0.0.1:13337\"\]/destinations = [\"127.0.0.1:$port\"]/" \
+        -e "s/^rate_gbps = 1.0 .*/rate_gbps = $rate/" \
+        -e "s/^payload_size = 1400 .*/payload_size = 8000/" \
+        -e "s/^mtu = 1500 .*/mtu = 9000/" \
+        -e "s/^buf_size = 2048/buf_size = 9216/" \
+        -e "s/^packets_per_heap = 64 .*/packets_per_heap = 128/" \
+        -e "s/^heap_buffers = 256 .*/heap_buffers = 64/" \
+        -e "s/^consumer_core = 0/consumer_core = 2/" \
+        -e "s/^egress_core = 1 .*/egress_core = 4/" \
+        -e "s/^rcvbuf = .*/rcvbuf = 67108864/" \
+        configs/host-udp-egress-ucx.toml |
+        awk '/^\[\[interfaces.tx_queues\]\]/ {tx=1} tx && /^cpu_core = 0/ {print "cpu_core = 3"; tx=0; next} {print}' > "$cfg"
+    fi
+    taskset -c 7 $C/ucx_recv --port "$port" --streams 1 --seconds $((SECS + 30)) \
+        --max-bytes 2097152 --json "$OUT/runs/$tag-recv.json" > "$OUT/runs/$tag-recv.txt" 2>&1 &
+    local rp=$!
+    sleep 0.5
+    RUST_LOG=warn taskset -c 8-15 $C/rtdaq-ucx run --config "$cfg" --duration "$SECS" \
+        --report-json "$OUT/runs/$tag.json" > "$OUT/runs/$tag.txt" 2>&1
+    local rc=$?
+    wait $rp
+    python3 - "$OUT/runs/$tag.json" "$OUT/runs/$tag-recv.json" "$rate" "$tag" "$rc" <<'EOP'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2]))
+except Exception as e:
+    print(f"{sys.argv[4]}: offered {sys.argv[3]} rc {sys.argv[5]} no report ({e})"); sys.exit(0)
+e = r["rx"]["queues"][0]["egress"][0]; t = r["rx"]["totals"]
+ok = r["lost"] == 0 and g["payloads"] == t["packets"] and g["missing"] == 0
+print(f"{sys.argv[4]}: offered {sys.argv[3]} rc {sys.argv[5]} rx_gbps {t['gbps']:.3f} egress_gbps {e['gbps']:.3f} "
+      f"lost {r['lost']} kernel_drops {t['drops'].get('kernel', 0)} not_sent {sum(e['dropped'].values())} "
+      f"recv_payloads {g['payloads']} rx_packets {t['packets']} missing {g['missing']} "
+      f"sender_cpu_s_per_gb {e['sender_cpu_s'] / max(1e-9, e['bytes'] / 1e9):.3f} loss_free {ok}")
+EOP
+}
+
+{
+    echo "== host"; date -u +%FT%TZ; nproc; uname -r; grep -m1 'model name' /proc/cpuinfo
+    echo "rmem_max=$(cat /proc/sys/net/core/rmem_max)"; $C/ucx_info -v | head -1
+    $C/rtdaq-ucx version | head -3
+    echo "== UCX egress on the GPU host: ucx_perftest tag_bw 1 MiB x 5000 (tcp, loopback), then rtdaq at $RATES Gb/s offered, $SECS s each, $REPS repeats"
+    for rep in $(seq 1 "$REPS"); do
+        perftest
+        for rate in $RATES; do
+            one "$rate" "r$rep-$rate"
+        done
+    done
+} 2>&1 | tee "$OUT/log-egress"
+python3 - "$OUT/log-egress" <<'EOP' | tee -a "$OUT/log-egress"
+import re, statistics as st, sys
+pt, runs = [], {}
+for line in open(sys.argv[1]):
+    if line.startswith("perftest: Final:"):
+        f = line.split()
+        pt.append(float(f[7]) * 8 / 1e3)
+    m = re.match(r"r(\d+)-\S+: offered ([\d.]+) .*rx_gbps (\S+) egress_gbps (\S+) .*sender_cpu_s_per_gb (\S+) loss_free (\w+)", line)
+    if m:
+        runs.setdefault(int(m[1]), []).append((float(m[2]), float(m[3]), float(m[4]), float(m[5]), m[6] == "True"))
+if pt:
+    print(f"\nucx_perftest tag_bw 1 MiB (tcp): {min(pt):.2f} / {st.median(pt):.2f} / {max(pt):.2f} Gb/s (n={len(pt)})")
+for rep, v in sorted(runs.items()):
+    best = max((x for x in v if x[4]), default=None, key=lambda x: x[0])
+    print(f"repeat {rep}: highest loss-free offered rate {best[0] if best else 'none'} Gb/s"
+          + (f" (rx {best[1]:.2f}, egress {best[2]:.2f} Gb/s, sender {best[3]:.3f} CPU-s/GB)" if best else ""))
+EOP
+tar czf "$OUT/runs.tar.gz" -C "$OUT" runs 2>/dev/null && rm -rf "$OUT/runs"
