@@ -1,6 +1,6 @@
 //! The `egress` stage: forwards what an RX queue receives to downstream hosts while it is
 //! being acquired, as SPEAD heaps over UDP (read by spead2, a correlator, a beamformer), or
-//! (the `ucx` feature) as tagged UCX messages ([`UcxSender`], its own module docs). Below,
+//! (the `ucx` feature) as tagged UCX messages (`UcxSender`, its own module docs, built with the feature). Below,
 //! the SPEAD sender; the consumer half and the ring are the same for both.
 //!
 //! Each RX queue naming an egress sink (`egress = ["name"]`) gets its own ring of
