@@ -190,7 +190,7 @@ impl UcxSender {
         Ok((sender, rx))
     }
 
-    /// How long the start waits for [`Ready`].
+    /// How long the start waits for the `Ready` word.
     pub fn ready_within(eg: &Egress) -> Duration {
         let wait = eg.ucx.as_ref().map_or(0, |u| u.connect_wait_ms);
         Duration::from_millis(wait)
