@@ -80,7 +80,11 @@ pub fn register(eg: &Egress, id: usize, bufs: &mut [HeapBuf]) -> Result<Register
         .ucx
         .as_ref()
         .ok_or_else(|| err(".protocol", "not a ucx sink".into()))?;
-    let options: Vec<(&str, &str)> = ucx.transports.iter().map(|t| ("TLS", t.as_str())).collect();
+    // TCP_PUT_ENABLE=n: UCX 1.13's TCP rendezvous over PUT can abort the process on an
+    // assertion (tcp_ep.c:939, seen in this crate's loopback tests); the appliance never
+    // takes that path. Other transports ignore it.
+    let mut options: Vec<(&str, &str)> = vec![("TCP_PUT_ENABLE", "n")];
+    options.extend(ucx.transports.iter().map(|t| ("TLS", t.as_str())));
     let ctx = Context::with_options(
         Features {
             tag: true,
