@@ -221,6 +221,15 @@ fn report(name: &str, out: &Output) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// Every payload the sink took was sent or counted with its reason.
+fn assert_accounted(e: &Value) {
+    let dropped: u64 = ["egress_full", "egress_error", "peer_gone"]
+        .iter()
+        .map(|why| u(e, &format!("/dropped/{why}")))
+        .sum();
+    assert_eq!(u(e, "/payloads"), u(e, "/payloads_sent") + dropped, "{e}");
+}
+
 fn egress(r: &Value) -> &Value {
     &r["rx"]["queues"][0]["egress"][0]
 }
@@ -418,14 +427,7 @@ fn a_receiver_killed_and_restarted_gets_a_reconnection_and_the_gap_is_counted() 
     assert!(gone > 0, "{e}");
     assert!(u(e, "/reconnects") >= 1, "{e}");
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    assert_eq!(
-        u(e, "/payloads"),
-        u(e, "/payloads_sent")
-            + gone
-            + u(e, "/dropped/egress_full")
-            + u(e, "/dropped/egress_error"),
-        "{e}"
-    );
+    assert_accounted(e);
     // Receiver A got the start, B everything from its first message to the end, in
     // sequence; B's first message comes after A's last: the gap between them is what the
     // restart cost.
@@ -473,11 +475,7 @@ fn a_receiver_too_slow_never_stalls_the_queue_and_the_overflow_is_counted() {
     let full = u(e, "/dropped/egress_full");
     assert!(full > 0, "{e}");
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    assert_eq!(
-        u(e, "/payloads"),
-        u(e, "/payloads_sent") + full + u(e, "/dropped/peer_gone") + u(e, "/dropped/egress_error"),
-        "{e}"
-    );
+    assert_accounted(e);
     // The receiver got what rtdaq says it sent, no message missing in between.
     assert_eq!(u(&got, "/payloads"), u(e, "/payloads_sent"), "{got} {e}");
     assert_eq!(u(&got, "/missing"), 0, "{got}");

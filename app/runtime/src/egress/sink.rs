@@ -58,7 +58,7 @@ impl HeapBuf {
         self.mem.len() - self.head
     }
 
-    /// The headroom (to write a header into) and the message it starts: headroom and data.
+    /// Bytes of the message: the headroom (where a UCX header goes) and the data.
     pub fn message_len(&self) -> usize {
         self.head + self.len
     }
