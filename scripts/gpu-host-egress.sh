@@ -5,10 +5,12 @@
 # Prepare here:   scripts/gpu-host-egress.sh --prepare
 #   gpu-carry/rtdaq-ucx (release, --features ucx, socket engine), gpu-carry/ucx_recv (the C
 #   receiver, scripts/peers/ucx_recv.c), ucx_perftest, and Debian's UCX 1.13 libraries with
-#   their modules (gpu-carry/lib, gpu-carry/lib/ucx) and libnuma/libgomp.
+#   their modules (gpu-carry/lib, gpu-carry/lib/ucx) and libnuma/libgomp; gpu-carry/recvmmsg_rx
+#   (benches/socket/recvmmsg_rx.c, the SPEAD ladder's receiver).
 # There:          bash scripts/gpu-host-egress.sh        (the `run` tool, carry ["gpu-carry"])
 #   perftest  ucx_perftest tag_bw over UCX_TLS=tcp on 127.0.0.1, 1 MiB messages, server on
-#             core 6, client on core 5: the transport's bandwidth there (REPS repeats)
+#             core 6, client on core 5: the transport's bandwidth there (REPS repeats), with
+#             UCX's default and with TCP_PUT_ENABLE=n as rtdaq's egress sets it
 #   ladder    rtdaq-ucx (configs/host-udp-egress-ucx.toml: its generator -> one RX queue ->
 #             UCX egress; 8000-byte payloads, 128 a message = 1 MiB, 64 message buffers;
 #             RX I/O core 1, consumer core 2, generator core 3, sender core 4) to ucx_recv on
@@ -16,6 +18,12 @@
 #             config as shipped, 1 Gb/s of 1400-byte payloads), SECS s each, REPS
 #             repeats: loss-free when rtdaq lost nothing and the receiver got every payload;
 #             the highest loss-free rate in every repeat, and the sender's CPU per GB.
+#   spead     the same ladder with SPEAD egress (configs/host-udp-egress-spead.toml, changed
+#             alike: 8000-byte payloads, one a heap, SPEAD packets of at most 8972 bytes) to the
+#             plain C receiver benches/socket/recvmmsg_rx (core 7, 64 MiB SO_RCVBUF): loss-free
+#             when rtdaq lost nothing and the receiver got every SPEAD packet rtdaq sent
+#             (descriptors and end of stream included)
+#   bash scripts/gpu-host-egress.sh [ucx|spead|all]   (default all)
 # Output under $OUT (the run tool's folder): log-egress, runs/.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -29,6 +37,7 @@ if [ "${1:-}" = "--prepare" ]; then
     strip $C/rtdaq-ucx
     # shellcheck disable=SC2046 # pkg-config's flags are words
     cc -O2 -Wall -o $C/ucx_recv scripts/peers/ucx_recv.c $(pkg-config --cflags --libs ucx)
+    cc -O2 -Wall -o $C/recvmmsg_rx benches/socket/recvmmsg_rx.c
     cp "$(command -v ucx_perftest)" "$(command -v ucx_info)" $C/
     for l in libucp libuct libucs libucm libnuma libgomp; do
         cp -L "$(ldconfig -p | awk -v l="$l.so." '$1 ~ "^"l {print $NF; exit}')" $C/lib/
@@ -50,16 +59,18 @@ export LD_LIBRARY_PATH="$PWD/$C/lib:${LD_LIBRARY_PATH:-}"
 export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# perftest PUT: ucx_perftest with UCX_TCP_PUT_ENABLE=PUT (y: UCX's default; n: what rtdaq's
+# egress context sets, see app/runtime/src/egress/ucx.rs), so the comparison is like for like.
 perftest() {
-    local port
+    local port put=$1
     port=$(free_port)
-    taskset -c 6 $C/ucx_perftest -p "$port" > "$OUT/runs/pt-server.txt" 2>&1 &
+    UCX_TCP_PUT_ENABLE=$put taskset -c 6 $C/ucx_perftest -p "$port" > "$OUT/runs/pt-server.txt" 2>&1 &
     local sp=$!
     sleep 0.5
-    taskset -c 5 $C/ucx_perftest 127.0.0.1 -p "$port" -t tag_bw -s 1048576 -n 5000 \
-        > "$OUT/runs/pt.txt" 2>&1
+    UCX_TCP_PUT_ENABLE=$put taskset -c 5 $C/ucx_perftest 127.0.0.1 -p "$port" -t tag_bw \
+        -s 1048576 -n 5000 > "$OUT/runs/pt.txt" 2>&1
     wait $sp
-    echo "perftest: $(grep '^Final:' "$OUT/runs/pt.txt" | tr -s ' ')"
+    echo "perftest put=$put: $(grep '^Final:' "$OUT/runs/pt.txt" | tr -s ' ')"
 }
 
 # one RATE TAG: rtdaq-ucx at RATE Gb/s to ucx_recv; prints one result line.
@@ -70,18 +81,9 @@ one() {
         sed -e "s/destinations = \[\"127.0.0.1:13337\"\]/destinations = [\"127.0.0.1:$port\"]/" \
             configs/host-udp-egress-ucx.toml > "$cfg"
     else
-    sed -e "s/destinations = \[\"127.0.0.1:13337\"\]/destinations = [\"127.0.0.1:$port\"]/" \
-        -e "s/^rate_gbps = 1.0 .*/rate_gbps = $rate/" \
-        -e "s/^payload_size = 1400 .*/payload_size = 8000/" \
-        -e "s/^mtu = 1500 .*/mtu = 9000/" \
-        -e "s/^buf_size = 2048/buf_size = 9216/" \
-        -e "s/^packets_per_heap = 64 .*/packets_per_heap = 128/" \
-        -e "s/^heap_buffers = 256 .*/heap_buffers = 64/" \
-        -e "s/^consumer_core = 0/consumer_core = 2/" \
-        -e "s/^egress_core = 1 .*/egress_core = 4/" \
-        -e "s/^rcvbuf = .*/rcvbuf = 67108864/" \
-        configs/host-udp-egress-ucx.toml |
-        awk '/^\[\[interfaces.tx_queues\]\]/ {tx=1} tx && /^cpu_core = 0/ {print "cpu_core = 3"; tx=0; next} {print}' > "$cfg"
+        ladder_cfg "$rate" "127.0.0.1:$port" < configs/host-udp-egress-ucx.toml |
+            sed -e "s/^packets_per_heap = 64 .*/packets_per_heap = 128/" \
+                -e "s/^heap_buffers = 256 .*/heap_buffers = 64/" > "$cfg"
     fi
     taskset -c 7 $C/ucx_recv --port "$port" --streams 1 --seconds $((SECS + 30)) \
         --max-bytes 2097152 --json "$OUT/runs/$tag-recv.json" > "$OUT/runs/$tag-recv.txt" 2>&1 &
@@ -106,33 +108,101 @@ print(f"{sys.argv[4]}: offered {sys.argv[3]} rc {sys.argv[5]} rx_gbps {t['gbps']
 EOP
 }
 
+# The ladder's config changes (8000-byte payloads, one RX queue on core 1, consumer core 2,
+# generator core 3, sender core 4): sed/awk over a shipped egress config on stdin.
+ladder_cfg() {
+    local rate=$1 dest=$2
+    sed -e "s/destinations = \[\"127.0.0.1:[0-9]*\"\]/destinations = [\"$dest\"]/" \
+        -e "s/^rate_gbps = 1.0 .*/rate_gbps = $rate/" \
+        -e "s/^payload_size = 1400 .*/payload_size = 8000/" \
+        -e "s/^mtu = 1500 .*/mtu = 9000/" \
+        -e "s/^buf_size = 2048/buf_size = 9216/" \
+        -e "s/^consumer_core = 0/consumer_core = 2/" \
+        -e "s/^egress_core = 1 .*/egress_core = 4/" \
+        -e "s/^rcvbuf = .*/rcvbuf = 67108864/" |
+        awk '/^\[\[interfaces.tx_queues\]\]/ {tx=1} tx && /^cpu_core = 0/ {print "cpu_core = 3"; tx=0; next} {print}'
+}
+
+# one_spead RATE TAG: rtdaq's SPEAD egress at RATE Gb/s to recvmmsg_rx; one result line.
+one_spead() {
+    local rate=$1 tag=$2 port cfg="$OUT/runs/$2.toml"
+    port=$(free_port)
+    if [ "$rate" = shipped ]; then
+        sed -e "s/destinations = \[\"127.0.0.1:7149\"\]/destinations = [\"127.0.0.1:$port\"]/" \
+            configs/host-udp-egress-spead.toml > "$cfg"
+    else
+        ladder_cfg "$rate" "127.0.0.1:$port" < configs/host-udp-egress-spead.toml |
+            sed -e "s/^max_packet = 1472 .*/max_packet = 8972/" > "$cfg"
+    fi
+    local err0
+    err0=$(awk '/^Udp:/ {n++} /^Udp:/ && n==2 {print $4 + $6}' /proc/net/snmp)
+    $C/recvmmsg_rx --port "$port" --cpu 7 --seconds $((SECS + 4)) --bufsize 9216 \
+        --rcvbuf 67108864 > "$OUT/runs/$tag-recv.json" 2> "$OUT/runs/$tag-recv.txt" &
+    local rp=$!
+    sleep 0.5
+    RUST_LOG=warn taskset -c 8-15 $C/rtdaq-ucx run --config "$cfg" --duration "$SECS" \
+        --report-json "$OUT/runs/$tag.json" > "$OUT/runs/$tag.txt" 2>&1
+    local rc=$?
+    wait $rp
+    local err1
+    err1=$(awk '/^Udp:/ {n++} /^Udp:/ && n==2 {print $4 + $6}' /proc/net/snmp)
+    python3 - "$OUT/runs/$tag.json" "$OUT/runs/$tag-recv.json" "$rate" "$tag" "$rc" "$((err1 - err0))" <<'EOP'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2]))
+except Exception as e:
+    print(f"{sys.argv[4]}: offered {sys.argv[3]} rc {sys.argv[5]} no report ({e})"); sys.exit(0)
+e = r["rx"]["queues"][0]["egress"][0]; t = r["rx"]["totals"]
+ok = r["lost"] == 0 and g["packets"] == e["datagrams"] and e["payloads_sent"] == t["packets"]
+print(f"{sys.argv[4]}: offered {sys.argv[3]} rc {sys.argv[5]} rx_gbps {t['gbps']:.3f} egress_gbps {e['gbps']:.3f} "
+      f"lost {r['lost']} kernel_drops {t['drops'].get('kernel', 0)} not_sent {sum(e['dropped'].values())} "
+      f"spead_packets {e['datagrams']} recv_packets {g['packets']} udp_errors_delta {sys.argv[6]} "
+      f"sender_cpu_s_per_gb {e['sender_cpu_s'] / max(1e-9, e['bytes'] / 1e9):.3f} loss_free {ok}")
+EOP
+}
+
+MODE=${1:-all}
 {
     echo "== host"; date -u +%FT%TZ; nproc; uname -r; grep -m1 'model name' /proc/cpuinfo
     echo "rmem_max=$(cat /proc/sys/net/core/rmem_max)"; $C/ucx_info -v | head -1
     $C/rtdaq-ucx version | head -3
+    if [ "$MODE" != spead ]; then
     echo "== UCX egress on the GPU host: ucx_perftest tag_bw 1 MiB x 5000 (tcp, loopback), then rtdaq at $RATES Gb/s offered, $SECS s each, $REPS repeats"
     for rep in $(seq 1 "$REPS"); do
-        perftest
+        perftest y
+        perftest n
         for rate in $RATES; do
             one "$rate" "r$rep-$rate"
         done
     done
+    fi
+    if [ "$MODE" != ucx ]; then
+    echo "== SPEAD egress on the GPU host: rtdaq at $RATES Gb/s offered to recvmmsg_rx, $SECS s each, $REPS repeats"
+    for rep in $(seq 1 "$REPS"); do
+        for rate in $RATES; do
+            one_spead "$rate" "s$rep-$rate"
+        done
+    done
+    fi
 } 2>&1 | tee "$OUT/log-egress"
 python3 - "$OUT/log-egress" <<'EOP' | tee -a "$OUT/log-egress"
 import re, statistics as st, sys
-pt, runs = [], {}
+pt, runs = {}, {}
 for line in open(sys.argv[1]):
-    if line.startswith("perftest: Final:"):
-        f = line.split()
-        pt.append(float(f[7]) * 8 / 1e3)
-    m = re.match(r"r(\d+)-\S+: offered ([\d.]+) .*rx_gbps (\S+) egress_gbps (\S+) .*sender_cpu_s_per_gb (\S+) loss_free (\w+)", line)
+    m = re.match(r"perftest put=(\w): Final:", line)
     if m:
-        runs.setdefault(int(m[1]), []).append((float(m[2]), float(m[3]), float(m[4]), float(m[5]), m[6] == "True"))
-if pt:
-    print(f"\nucx_perftest tag_bw 1 MiB (tcp): {min(pt):.2f} / {st.median(pt):.2f} / {max(pt):.2f} Gb/s (n={len(pt)})")
-for rep, v in sorted(runs.items()):
+        f = line.split()
+        pt.setdefault(m[1], []).append(float(f[8]) * 8 / 1e3)
+    m = re.match(r"([rs])(\d+)-\S+: offered ([\d.]+) .*rx_gbps (\S+) egress_gbps (\S+) .*sender_cpu_s_per_gb (\S+) loss_free (\w+)", line)
+    if m:
+        proto = "ucx" if m[1] == "r" else "spead"
+        runs.setdefault((proto, int(m[2])), []).append((float(m[3]), float(m[4]), float(m[5]), float(m[6]), m[7] == "True"))
+for put, v in sorted(pt.items()):
+    print(f"ucx_perftest tag_bw 1 MiB (tcp, TCP_PUT_ENABLE={put}): min/median/max "
+          f"{min(v):.2f} / {st.median(v):.2f} / {max(v):.2f} Gb/s (n={len(v)})")
+for (proto, rep), v in sorted(runs.items()):
     best = max((x for x in v if x[4]), default=None, key=lambda x: x[0])
-    print(f"repeat {rep}: highest loss-free offered rate {best[0] if best else 'none'} Gb/s"
+    print(f"{proto} repeat {rep}: highest loss-free offered rate {best[0] if best else 'none'} Gb/s"
           + (f" (rx {best[1]:.2f}, egress {best[2]:.2f} Gb/s, sender {best[3]:.3f} CPU-s/GB)" if best else ""))
 EOP
 tar czf "$OUT/runs.tar.gz" -C "$OUT" runs 2>/dev/null && rm -rf "$OUT/runs"

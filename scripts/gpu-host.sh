@@ -5,12 +5,15 @@
 # Prepare here (a host with the toolchain), then carry gpu-carry/ to the GPU host:
 #   scripts/gpu-host.sh --prepare      # builds with --release --features gpu, fills gpu-carry/
 # On the GPU host, from the repository root (the `run` tool: carry ["gpu-carry"]):
-#   bash scripts/gpu-host.sh [all|tests|unit|bench|paced|dpdk|watchdog]   # logs, reports under $OUT
+#   bash scripts/gpu-host.sh [all|tests|unit|bench|paced|dpdk|watchdog|egress]   # logs, reports under $OUT
 #
 # What it runs:
 #   watchdog  app/tests/notify.rs with --features gpu,test-hooks: an RX I/O thread, an RX
 #          consumer, a generator, a record writer and a GPU stage's completions each stall in
 #          turn and the WATCHDOG=1 pings stop (also the first part of `tests`)
+#   egress app/tests/gpu_egress.rs with --features gpu,ucx: configs/host-loopback-udp-gpu-egress-ucx.toml,
+#          each batch's FFT spectra to scripts/peers/ucx_recv.c over UCX (TCP, loopback) and
+#          into a DADA file: every product arrives, equal to the recording (also in `tests`)
 #   tests  rtdaq-gpu's unit and GPU test binaries (hal/gpu), the runtime's unit tests
 #          (gpu feature), the app's GPU integration test (socket loopback -> host_pinned ->
 #          GPU reorder -> checksums), the GPUDirect RoCE config with the ibverbs + gpu build
@@ -65,12 +68,29 @@ prepare_watchdog() {
     exclude_carry
 }
 
+# GPU products downstream (issue #31): the gpu + ucx appliance and app/tests/gpu_egress.rs;
+# the C receiver and UCX 1.13's libraries come from scripts/gpu-host-egress.sh --prepare.
+# `--prepare` builds them too; `--prepare egress` builds only them.
+prepare_egress() {
+    cargo build --release -p rtdaq --features gpu,ucx
+    mkdir -p $C
+    cp "$T/release/rtdaq" $C/rtdaq-gpu-ucx
+    cp "$(cargo test --release -p rtdaq --features gpu,ucx --test gpu_egress --no-run --message-format=json |
+        jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test) | .executable' |
+        tail -1)" $C/app-gpu-egress
+    strip $C/rtdaq-gpu-ucx $C/app-gpu-egress
+    CARGO_TARGET_DIR=target bash scripts/gpu-host-egress.sh --prepare
+    exclude_carry
+}
+
 if [ "${1:-}" = "--prepare" ]; then
     set -e
     T=${CARGO_TARGET_DIR:-target/h-gpu2}
     export CARGO_TARGET_DIR=$T
     if [ "${2:-}" = "watchdog" ]; then prepare_watchdog; ls -la $C; exit 0; fi
+    if [ "${2:-}" = "egress" ]; then prepare_egress; ls -la $C; exit 0; fi
     prepare_watchdog
+    prepare_egress
     cargo build --release -p rtdaq --features gpu
     mkdir -p $C
     # Test executables by name from cargo's own report (app/tests/gpu.rs and hal/gpu/tests/gpu.rs
@@ -153,8 +173,19 @@ watchdog() {
     echo "rc=$?"
 }
 
+# GPU products to a UCX receiver (app/tests/gpu_egress.rs, gpu + ucx): every product
+# arrives, equal byte for byte to the DADA recording of the same run.
+gpu_egress() {
+    echo "== GPU products -> UCX receiver: configs/host-loopback-udp-gpu-egress-ucx.toml (gpu_egress test, gpu + ucx)"
+    LD_LIBRARY_PATH="$PWD/$C/lib:$LD_LIBRARY_PATH" RTDAQ_BIN=$PWD/$C/rtdaq-gpu-ucx \
+        RTDAQ_UCX_RECV=$PWD/$C/ucx_recv RTDAQ_ROOT=$PWD timeout 300 $C/app-gpu-egress \
+        --test-threads=1 --nocapture
+    echo "rc=$?"
+}
+
 tests() {
     watchdog
+    gpu_egress
     for t in unit gpu; do
         echo "== rtdaq-gpu test binary $t"
         timeout 300 "$C/$t" --test-threads=1; echo "rc=$?"
@@ -574,6 +605,7 @@ EOP
         boards) boards ;;
         scaling) scaling ;;
         watchdog) watchdog ;;
+        egress) gpu_egress ;;
         *) tests; bench; summary ;;
     esac
 } 2>&1 | tee "$LOG"

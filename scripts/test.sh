@@ -86,6 +86,11 @@ run "ucx feature: clippy, runtime tests (cargo test -p rtdaq-runtime --features 
 run "gpu feature: clippy, runtime tests, app tests (cargo test --features gpu)" \
     sh -c 'cargo clippy -p rtdaq-runtime -p rtdaq --features gpu --all-targets -- -D warnings &&
            cargo test -p rtdaq-runtime --features gpu && cargo test -p rtdaq --features gpu --test gpu'
+# GPU products downstream (`gpu,ucx`): builds and lints together; the end-to-end test needs a
+# CUDA driver and runs on the GPU host (scripts/gpu-host.sh egress), here it skips, recorded.
+run "gpu + ucx features: clippy, GPU products over UCX (cargo test --features gpu,ucx --test gpu_egress)" \
+    sh -c 'cargo clippy -p rtdaq-runtime -p rtdaq --features gpu,ucx --all-targets -- -D warnings &&
+           cargo test -p rtdaq --features gpu,ucx --test gpu_egress'
 run "rtdaq-core builds as no_std" cargo build -p rtdaq-core --no-default-features
 run "rtdaq-core builds with alloc only" cargo build -p rtdaq-core --no-default-features --features alloc
 

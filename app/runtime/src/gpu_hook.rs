@@ -3,6 +3,7 @@
 //! the feature a config that needs a GPU is refused with a clear error, and a queue never
 //! has a stage (`GpuStage` is then an empty enum).
 
+use crate::egress::EgressSink;
 use crate::error::RuntimeError;
 use crate::gpu_region::{GpuMap, GpuRegionMem};
 use crate::queue::stats::QueueStats;
@@ -73,9 +74,26 @@ pub(crate) fn prepare(
     }
 }
 
-/// Hands a queue's GPU stage the record sinks of its products (empty without a stage:
-/// `config check` allows product recorders on GPU stages only).
-pub(crate) fn attach_products(stage: &mut Option<GpuStage>, sinks: Vec<RecordSink>) {
+/// Where a GPU stage's products go: its recorders' sinks (`record`) and its egress sinks
+/// (`egress`), each given every completed batch's product.
+#[derive(Default)]
+pub struct ProductSinks {
+    /// Record sinks of the products.
+    pub record: Vec<RecordSink>,
+    /// Egress sinks of the products: one heap (message) each.
+    pub egress: Vec<EgressSink>,
+}
+
+impl ProductSinks {
+    /// No sink at all.
+    pub fn is_empty(&self) -> bool {
+        self.record.is_empty() && self.egress.is_empty()
+    }
+}
+
+/// Hands a queue's GPU stage the sinks of its products (none without a stage: `config
+/// check` allows product recorders and egress sinks on GPU stages only).
+pub(crate) fn attach_products(stage: &mut Option<GpuStage>, sinks: ProductSinks) {
     match stage {
         None => debug_assert!(sinks.is_empty(), "product sinks without a GPU stage"),
         #[cfg(feature = "gpu")]

@@ -8,8 +8,14 @@ pub fn refusal(config: &Config, label: &str) -> Option<String> {
     if cfg!(feature = "gpu") || !config.uses_gpu() {
         return None;
     }
+    // A config that also sends over UCX names both features, so one rebuild does.
+    let features = if config.uses_ucx() && !cfg!(feature = "ucx") {
+        "gpu,ucx"
+    } else {
+        "gpu"
+    };
     Some(format!(
-        "{label}: uses GPU memory or a GPU stage, but {}; rebuild with `cargo build --release --features gpu`",
+        "{label}: uses GPU memory or a GPU stage, but {}; rebuild with `cargo build --release --features {features}`",
         rtdaq_runtime::gpu_hook::NOT_BUILT_WITH_GPU
     ))
 }

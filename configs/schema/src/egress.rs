@@ -18,6 +18,9 @@
 //!
 //! [[interfaces.rx_queues]]
 //! egress = ["spead-out", "ucx-out"]
+//!
+//! [[gpu_stages]]                     # or: a GPU stage's products, one heap/message each
+//! egress = ["products-out"]          # (a sink sends payloads or products, not both)
 //! ```
 
 use crate::error::Errors;
@@ -58,6 +61,17 @@ impl EgressProtocol {
     }
 }
 
+/// What an egress sink sends: the payloads of the RX queues that name it, or the products
+/// of the GPU stages that name it (never both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EgressFeed {
+    /// Received payloads (less `strip_bytes`), `packets_per_heap` to a heap.
+    Payloads,
+    /// Each batch's product of the GPU stages naming the sink (pinned host memory the
+    /// stage copies back), one product per heap or message.
+    Products,
+}
+
 /// What only a `ucx` sink has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UcxEgress {
@@ -73,6 +87,10 @@ pub struct UcxEgress {
     /// (`reconnect_ms`).
     pub reconnect_ms: u64,
 }
+
+/// UCX messages one sink has in flight at most: as many spare buffers (at most
+/// `heap_buffers`) are allocated and registered besides the ring's.
+pub const UCX_MAX_IN_FLIGHT: u32 = 64;
 
 /// Default `ucx_tag`: "RTDQ" in the high 32 bits.
 pub const DEFAULT_UCX_TAG: i64 = 0x5254_4451_0000_0000;
@@ -121,6 +139,8 @@ pub struct Egress {
     pub thread: Option<WriterPlacement>,
     /// The UCX settings of a `ucx` sink (`None` for `spead`).
     pub ucx: Option<UcxEgress>,
+    /// Payloads or GPU products.
+    pub feed: EgressFeed,
 }
 
 /// `[[egress]]` as written.
@@ -226,17 +246,33 @@ fn one_egress(
     let p = format!("egress[{k}]");
     let names: Vec<&str> = raw.egress.iter().map(|x| x.name.as_str()).collect();
     let mut ok = item_name(&names, k, "egress sink", "egress", &p, errs);
-    let used = raw
+    let by_queues = raw
         .interfaces
         .iter()
         .any(|i| i.rx_queues.iter().any(|q| q.egress.contains(&e.name)));
-    if !used && ok {
+    let by_stages: Vec<usize> = (0..raw.gpu_stages.len())
+        .filter(|&s| raw.gpu_stages[s].egress.contains(&e.name))
+        .collect();
+    if !by_queues && by_stages.is_empty() && ok {
         errs.push(
             p.clone(),
-            format!("egress sink \"{}\" is not used by any RX queue; add egress = [\"{}\"] to a queue, or remove it", e.name, e.name),
+            format!("egress sink \"{}\" is not used by any RX queue or GPU stage; add egress = [\"{}\"] to a queue (its payloads) or to a [[gpu_stages]] entry (its products), or remove it", e.name, e.name),
         );
         ok = false;
     }
+    if by_queues && !by_stages.is_empty() {
+        errs.push(
+            p.clone(),
+            format!("egress sink \"{}\" is named by RX queues (it would send their payloads) and by GPU stage \"{}\" (its products): one sink sends one kind of stream; define a second [[egress]] entry", e.name, raw.gpu_stages[by_stages[0]].name),
+        );
+        ok = false;
+    }
+    let feed = if by_stages.is_empty() {
+        EgressFeed::Payloads
+    } else {
+        ok &= products_fit(e, &p, errs);
+        EgressFeed::Products
+    };
     let protocol = protocol(&e.protocol, &p, errs);
     if let Some(proto) = protocol {
         ok &= keys_fit_protocol(e, proto, &p, errs);
@@ -262,8 +298,27 @@ fn one_egress(
             None
         }
     };
-    let largest = largest_payload(raw, d, &e.name);
-    let sizes = sizes(e, largest, &p, errs);
+    let largest = match feed {
+        EgressFeed::Payloads => largest_payload(raw, d, &e.name),
+        EgressFeed::Products => largest_product(d, &by_stages),
+    };
+    let unit = match feed {
+        EgressFeed::Payloads => "payload",
+        EgressFeed::Products => "product",
+    };
+    let sizes = sizes(e, (largest.clone(), unit), &p, errs);
+    // The default heap buffer is capped at the largest; a product larger than that cannot go.
+    if let (EgressFeed::Products, None, Some((_, _, _, heap)), Some((n, why))) =
+        (feed, e.max_heap_kib, sizes, &largest)
+    {
+        if heap < *n as usize {
+            errs.push(
+                format!("{p}.max_heap_kib"),
+                format!("a heap buffer of {} KiB holds no product of {n} bytes ({why}), and the largest is {MAX_HEAP_KIB} KiB; make the stage's product smaller (packets_per_batch, max_payload)", heap >> 10),
+            );
+            ok = false;
+        }
+    }
     let rate_bps = rate(e.rate_gbps, &p, errs);
     let multicast_interface = multicast_interface(e, destinations.as_deref(), &p, errs);
     let thread = crate::validate::pinned_thread(
@@ -314,8 +369,47 @@ fn one_egress(
         multicast_interface: multicast_interface?,
         thread: thread?,
         ucx: ucx?,
+        feed,
     })
     .filter(|_| ok)
+}
+
+/// A sink of GPU products sends each product whole as one heap: no `packets_per_heap` above
+/// 1, no `strip_bytes`.
+fn products_fit(e: &RawEgress, p: &str, errs: &mut Errors) -> bool {
+    let mut ok = true;
+    if e.packets_per_heap != 1 {
+        errs.push(
+            format!("{p}.packets_per_heap"),
+            "this sink sends a GPU stage's products, one product per heap (or message); remove packets_per_heap",
+        );
+        ok = false;
+    }
+    if e.strip_bytes != 0 {
+        errs.push(
+            format!("{p}.strip_bytes"),
+            "this sink sends a GPU stage's products whole; strip_bytes applies to received payloads; remove it",
+        );
+        ok = false;
+    }
+    ok
+}
+
+/// The largest product of the GPU stages `stages` (indices in `[[gpu_stages]]`), with which
+/// stage makes it; `None` when no stage converted.
+fn largest_product(d: &Draft, stages: &[usize]) -> Option<(u32, String)> {
+    stages
+        .iter()
+        .filter_map(|&s| d.gpu_stages.get(s)?.as_ref())
+        .map(|st| {
+            let n = u32::try_from(st.product_bytes()).unwrap_or(u32::MAX);
+            let what = st.product.map_or("", |x| x.as_str());
+            (
+                n,
+                format!("GPU stage \"{}\": product \"{what}\" of {n} bytes", st.name),
+            )
+        })
+        .max_by_key(|(n, _)| *n)
 }
 
 /// The keys of one protocol given to a sink of the other: each is an error naming it.
@@ -494,10 +588,11 @@ fn largest_payload(raw: &RawConfig, d: &Draft, name: &str) -> Option<(u32, Strin
 }
 
 /// `packets_per_heap`, `max_packet`, `heap_buffers`, `max_heap_kib` (default: room for
-/// `packets_per_heap` of the largest payload the queues receive, `largest`).
+/// `packets_per_heap` of the largest payload the queues receive, or the largest product:
+/// `largest`, a `unit`).
 fn sizes(
     e: &RawEgress,
-    largest: Option<(u32, String)>,
+    (largest, unit): (Option<(u32, String)>, &str),
     p: &str,
     errs: &mut Errors,
 ) -> Option<(u32, u32, u32, usize)> {
@@ -556,7 +651,7 @@ fn sizes(
             if let (false, Some((n, why))) = (fits, &largest) {
                 errs.push(
                     format!("{p}.max_heap_kib"),
-                    format!("{} KiB holds no payload of {n} bytes ({why}); raise it to at least {}, or leave it out (room for packets_per_heap of them)", b >> 10, n.div_ceil(1024)),
+                    format!("{} KiB holds no {unit} of {n} bytes ({why}); raise it to at least {}, or leave it out (room for packets_per_heap of them)", b >> 10, n.div_ceil(1024)),
                 );
             }
             fits || largest.is_none()

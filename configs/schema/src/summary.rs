@@ -1,8 +1,8 @@
 //! [`Summary`]: what a config asks of the machine — threads, cores, memory, hugepages.
 
 use crate::model::{
-    Config, EngineKind, GeneratorLimit, GeneratorRate, PageSize, Placement, Platform, RegionKind,
-    RxMode,
+    Config, EgressProtocol, EngineKind, GeneratorLimit, GeneratorRate, PageSize, Placement,
+    Platform, RegionKind, RxMode,
 };
 use crate::validate::human_bytes;
 use rtdaq_core::flow::DefaultAction;
@@ -320,22 +320,54 @@ impl Config {
         let mut out = Vec::new();
         for i in &self.interfaces {
             for q in &i.rx_queues {
-                for e in &q.egress {
+                let stage = q.gpu_stage.map(|s| &self.gpu_stages[s.0]);
+                let own = q.egress.iter().map(|e| (e, None));
+                let products = stage
+                    .into_iter()
+                    .flat_map(|s| s.egress.iter().map(move |e| (e, Some(s))));
+                for (e, stage) in own.chain(products) {
                     let e = &self.egress[e.0];
                     let dests: Vec<String> =
                         e.destinations.iter().map(ToString::to_string).collect();
+                    let what = match stage {
+                        None => format!("{} payload(s) per heap", e.packets_per_heap),
+                        Some(s) => format!(
+                            "GPU stage {}'s products ({}, {} B), one a heap",
+                            s.name,
+                            s.product.map_or("", |p| p.as_str()),
+                            s.product_bytes()
+                        ),
+                    };
+                    // A UCX sink also has spare buffers for the messages in flight.
+                    let (bufs, layout) = match e.protocol {
+                        EgressProtocol::Spead => (
+                            e.heap_buffers,
+                            format!(
+                                "packets of {} B, {} heap buffers",
+                                e.max_packet, e.heap_buffers
+                            ),
+                        ),
+                        EgressProtocol::Ucx => {
+                            let spares = e.heap_buffers.min(crate::model::UCX_MAX_IN_FLIGHT);
+                            (
+                                e.heap_buffers + spares,
+                                format!(
+                                    "({} message buffers + {spares} spares for messages in flight)",
+                                    e.heap_buffers
+                                ),
+                            )
+                        }
+                    };
                     out.push(format!(
-                        "{} rx queue {} -> {} ({} to {}): {} payload(s) per heap, packets of {} B, {} heap buffers x {} = {}",
+                        "{} rx queue {} -> {} ({} to {}): {}, {layout} x {} = {}",
                         i.name,
                         q.id,
                         e.name,
                         e.protocol.as_str(),
                         dests.join(", "),
-                        e.packets_per_heap,
-                        e.max_packet,
-                        e.heap_buffers,
+                        what,
                         human_bytes(e.max_heap_bytes as u64),
-                        human_bytes(e.max_heap_bytes as u64 * u64::from(e.heap_buffers))
+                        human_bytes(e.max_heap_bytes as u64 * u64::from(bufs))
                     ));
                 }
             }

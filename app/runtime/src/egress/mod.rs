@@ -89,9 +89,27 @@ pub struct EgressParts {
     pub sender: Option<Sender>,
     /// Its counters.
     pub counters: &'static EgressCounters,
+    /// The sink sends the queue's GPU stage's products (one heap each), not its payloads.
+    pub products: bool,
     /// A UCX sender's word that its destinations answered, and how long to wait for it.
     #[cfg(feature = "ucx")]
     pub ready: Option<(std::sync::mpsc::Receiver<ucx::Ready>, std::time::Duration)>,
+}
+
+/// The egress sinks one RX queue feeds: its own (`egress`: its payloads), then its GPU
+/// stage's (the stage's products), each with `true` for products.
+fn queue_sinks(config: &Config, r: &rtdaq_core::traits::QueueResources<'_>) -> Vec<(usize, bool)> {
+    let q = &config.interfaces[r.interface].rx_queues[r.queue];
+    let stage = q.gpu_stage.map(|s| &config.gpu_stages[s.0]);
+    q.egress
+        .iter()
+        .map(|e| (e.0, false))
+        .chain(
+            stage
+                .into_iter()
+                .flat_map(|s| s.egress.iter().map(|e| (e.0, true))),
+        )
+        .collect()
 }
 
 /// The egress sinks of every RX queue (in `res.rx` order): heap buffers allocated, sockets
@@ -104,9 +122,8 @@ pub(crate) fn prepare(
     // Which queues feed each sink, in `res.rx` order: the heap-counter step and residue.
     let mut feeders: Vec<Vec<usize>> = vec![Vec::new(); config.egress.len()];
     for (k, r) in res.rx.iter().enumerate() {
-        let q = &config.interfaces[r.interface].rx_queues[r.queue];
-        for e in &q.egress {
-            feeders[e.0].push(k);
+        for (e, _) in queue_sinks(config, r) {
+            feeders[e].push(k);
         }
     }
     let shared: Vec<&'static SinkShared> = feeders
@@ -121,13 +138,16 @@ pub(crate) fn prepare(
     for (k, r) in res.rx.iter().enumerate() {
         let iface = &config.interfaces[r.interface];
         let q = &iface.rx_queues[r.queue];
-        let mut parts = Vec::with_capacity(q.egress.len());
-        for e in &q.egress {
-            let eg = &config.egress[e.0];
-            let step = feeders[e.0].len() as u64;
-            let residue = feeders[e.0].iter().position(|&x| x == k).unwrap_or(0) as u64;
+        let sinks = queue_sinks(config, r);
+        let mut parts = Vec::with_capacity(sinks.len());
+        for (e, products) in sinks {
+            let eg = &config.egress[e];
+            let step = feeders[e].len() as u64;
+            let residue = feeders[e].iter().position(|&x| x == k).unwrap_or(0) as u64;
             let label = format!("{}.rx{} egress {}", iface.name, q.id, eg.name);
-            parts.push(one(eg, e.0, (step, residue), shared[e.0], label)?);
+            let mut p = one(eg, e, (step, residue), shared[e], label)?;
+            p.products = products;
+            parts.push(p);
         }
         out.push(parts);
     }
@@ -198,6 +218,7 @@ fn one(
         sink: Some(EgressSink::new(eg, prod, counters)),
         sender: Some(sender),
         counters,
+        products: false,
         #[cfg(feature = "ucx")]
         ready,
     })
@@ -212,7 +233,15 @@ pub struct EgressReport {
     pub protocol: String,
     /// Where its heaps went.
     pub destinations: Vec<String>,
-    /// Payloads taken from the queue.
+    /// What it sent: `payloads` (received payloads), or `batches` (a GPU stage's products,
+    /// one heap each); `payloads`, `payloads_sent` and `dropped` count these.
+    #[serde(default = "payloads_unit")]
+    pub unit: String,
+    /// Packets one item not sent stands for when the run judges its loss: 1, or the GPU
+    /// stage's `packets_per_batch` (an upper bound: a timed-out batch holds fewer).
+    #[serde(default = "one_packet")]
+    pub packets_per_item: u64,
+    /// Payloads (products) taken from the queue (its GPU stage).
     pub payloads: u64,
     /// Payloads sent, in heaps that went out whole.
     pub payloads_sent: u64,
@@ -241,14 +270,34 @@ pub struct EgressReport {
     pub sender_cpu_s: f64,
 }
 
+fn payloads_unit() -> String {
+    "payloads".into()
+}
+
+fn one_packet() -> u64 {
+    1
+}
+
 impl EgressReport {
-    /// Payloads not sent.
+    /// Payloads (products) not sent.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.values().sum()
     }
 
-    /// The report of a sink from its counters; `sender_cpu_ns` from its joined thread.
-    pub fn of(eg: &Egress, c: &EgressCounters, sender_cpu_ns: u64, elapsed_s: f64) -> Self {
+    /// Packets lost with the items not sent.
+    pub fn lost_packets(&self) -> u64 {
+        self.dropped_total() * self.packets_per_item.max(1)
+    }
+
+    /// The report of a sink from its counters; `sender_cpu_ns` from its joined thread;
+    /// `batch_packets`: `Some(packets_per_batch)` for a sink of GPU-stage products.
+    pub fn of(
+        eg: &Egress,
+        c: &EgressCounters,
+        sender_cpu_ns: u64,
+        elapsed_s: f64,
+        batch_packets: Option<u32>,
+    ) -> Self {
         let bytes = c.bytes.load(Relaxed);
         let dropped = BTreeMap::from([
             ("egress_full".to_string(), c.dropped_full.load(Relaxed)),
@@ -262,6 +311,13 @@ impl EgressReport {
             egress: eg.name.clone(),
             protocol: eg.protocol.as_str().to_string(),
             destinations: eg.destinations.iter().map(ToString::to_string).collect(),
+            unit: if batch_packets.is_some() {
+                "batches"
+            } else {
+                "payloads"
+            }
+            .to_string(),
+            packets_per_item: batch_packets.map_or(1, u64::from),
             payloads: c.payloads_in.load(Relaxed) + c.dropped_full.load(Relaxed),
             payloads_sent: c.payloads_sent.load(Relaxed),
             heaps: c.heaps.load(Relaxed),
@@ -305,12 +361,17 @@ impl std::fmt::Display for EgressReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "egress {} ({} to {}): {} of {} payloads sent in {} heaps, {} packets, {:.1} MB, {:.2} Gb/s · not sent:",
+            "egress {} ({} to {}): {} of {} {} sent in {} heaps, {} packets, {:.1} MB, {:.2} Gb/s · not sent:",
             self.egress,
             self.protocol,
             self.destinations.join(", "),
             self.payloads_sent,
             self.payloads,
+            if self.unit == "batches" {
+                "GPU products"
+            } else {
+                "payloads"
+            },
             self.heaps,
             self.datagrams,
             self.bytes as f64 / 1e6,

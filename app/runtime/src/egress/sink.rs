@@ -165,6 +165,31 @@ impl EgressSink {
         }
     }
 
+    /// Sends one block, a GPU stage's product, as a heap (message) of its own, stamped
+    /// `ts_ns` (its batch's first receive time). Never waits: no free heap buffer counts it
+    /// as `egress_full`, one larger than a heap buffer (`config check` sizes them for the
+    /// stage's product) as `egress_error`.
+    #[inline]
+    pub fn on_block(&mut self, data: &[u8], ts_ns: u64) {
+        self.commit();
+        let Some(h) = self.prod.slot() else {
+            self.pending.full += 1;
+            return;
+        };
+        if data.len() > h.room() {
+            self.pending.too_large += 1;
+            return;
+        }
+        h.reset();
+        h.mem[h.head..h.head + data.len()].copy_from_slice(data);
+        h.len = data.len();
+        h.payloads = 1;
+        h.first_rx_ns = ts_ns;
+        self.pending.payloads += 1;
+        self.open = true;
+        self.commit();
+    }
+
     /// Hands the heap being filled to the sender.
     #[inline]
     fn commit(&mut self) {

@@ -4,7 +4,7 @@
 
 use super::{EgressCounters, EgressSink, HeapBuf, SinkShared, SpeadSender};
 use crate::stages::Packet;
-use rtdaq_config::model::{Egress, EgressProtocol};
+use rtdaq_config::model::{Egress, EgressFeed, EgressProtocol};
 use rtdaq_core::format::spead::SpeadPacket;
 use rtdaq_core::{PacketMeta, SlotRing};
 use std::net::{SocketAddrV4, UdpSocket};
@@ -29,6 +29,7 @@ fn egress(dest: SocketAddrV4, per_heap: u32, buffers: u32) -> Egress {
         multicast_interface: None,
         thread: None,
         ucx: None,
+        feed: EgressFeed::Payloads,
     }
 }
 
@@ -160,4 +161,75 @@ fn a_destination_without_a_receiver_counts_peer_gone() {
     assert!(c.dropped_peer_gone.load(Relaxed) > 0, "{c:?}");
     assert_eq!(c.payloads_sent.load(Relaxed) + c.dropped(), 40, "{c:?}");
     assert_eq!(c.first_errno.load(Relaxed), libc::ECONNREFUSED);
+}
+
+/// A GPU stage's products (`on_block`): each goes whole as one heap of its own, split into
+/// SPEAD packets of at most `max_packet` bytes, its data equal to the product; with no free
+/// heap buffer a product is counted as `egress_full`, one larger than a buffer as
+/// `egress_error`, never waited for.
+#[test]
+fn products_go_whole_one_a_heap_and_what_does_not_fit_is_counted() {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let std::net::SocketAddr::V4(dest) = rx.local_addr().unwrap() else {
+        unreachable!()
+    };
+    let mut eg = egress(dest, 1, 4);
+    eg.max_heap_bytes = 5000;
+    let (mut sink, sender, c) = parts(&eg);
+    let products: Vec<Vec<u8>> = (0..6u32)
+        .map(|k| (0..3000u32).map(|i| (i * 7 + k) as u8).collect())
+        .collect();
+    for (k, p) in products.iter().enumerate() {
+        sink.on_block(p, 1_000 + k as u64);
+    }
+    sink.on_block(&[0u8; 6000], 2_000);
+    sink.tick(0);
+    assert_eq!(c.payloads_in.load(Relaxed), 4, "the ring holds 4 heaps");
+    assert_eq!(
+        c.dropped_full.load(Relaxed),
+        3,
+        "2 products and the large one"
+    );
+    assert_eq!(
+        c.dropped_too_large.load(Relaxed),
+        0,
+        "no free buffer came first"
+    );
+    sink.finish();
+    let t = std::thread::spawn(move || sender.run());
+    // Every packet with its payload bytes, grouped by heap.
+    rx.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    let mut heaps: std::collections::BTreeMap<u64, Vec<u8>> = Default::default();
+    let mut packets = 0;
+    while let Ok(n) = rx.recv(&mut buf) {
+        let p = SpeadPacket::parse(&buf[..n], None).expect("a SPEAD packet");
+        assert!(n <= 1472);
+        packets += 1;
+        let Some(size) = p.heap_size else { continue };
+        let h = heaps
+            .entry(p.heap_cnt)
+            .or_insert_with(|| vec![0; size as usize]);
+        let at = p.offset as usize;
+        h[at..at + p.length as usize].copy_from_slice(&buf[n - p.length as usize..n]);
+    }
+    t.join().unwrap();
+    // Data heaps 2..=5 (1: descriptors, 6: the end of stream): timestamp (8 bytes), then
+    // the product whole.
+    for (k, cnt) in (2..=5u64).enumerate() {
+        let h = &heaps[&cnt];
+        assert_eq!(h.len(), 8 + 3000, "heap {cnt}");
+        assert_eq!(&h[8..], &products[k][..], "heap {cnt} is product {k}");
+    }
+    assert!(packets >= 4 * 3, "each 3000-byte product needs 3 packets");
+    assert_eq!(c.payloads_sent.load(Relaxed), 4);
+    assert_eq!(c.heaps.load(Relaxed), 4);
+
+    // A product larger than a heap buffer, with buffers free: `egress_error`.
+    let (mut sink, _sender, c) = parts(&eg);
+    sink.on_block(&[0u8; 6000], 1);
+    sink.tick(0);
+    assert_eq!(c.dropped_too_large.load(Relaxed), 1);
+    assert_eq!(c.payloads_in.load(Relaxed), 0);
 }

@@ -45,8 +45,9 @@ const IDLE: Duration = Duration::from_micros(20);
 /// most this long more (against `flush_ms` and the time it takes to fill), and the thread
 /// does not wake 50 000 times a second for nothing.
 const IDLE_EMPTY: Duration = Duration::from_micros(200);
-/// Spare buffers (sends in flight at most), or the ring's size when smaller.
-const MAX_IN_FLIGHT: usize = 64;
+/// Spare buffers (sends in flight at most), or the ring's size when smaller (`config check`
+/// counts them in the sink's memory).
+const MAX_IN_FLIGHT: usize = rtdaq_config::model::UCX_MAX_IN_FLIGHT as usize;
 /// How long one connection attempt may take to answer at start.
 const CONNECT_TRY: Duration = Duration::from_secs(2);
 /// How long the end waits for the last sends and flushes.

@@ -6,7 +6,7 @@
 use super::ucx::{register, Ready, UcxSender};
 use super::{EgressCounters, EgressSink, HeapBuf};
 use crate::stages::Packet;
-use rtdaq_config::model::{Egress, EgressProtocol, UcxEgress};
+use rtdaq_config::model::{Egress, EgressFeed, EgressProtocol, UcxEgress};
 use rtdaq_core::format::egress_msg::{MsgHeader, HEADER_LEN};
 use rtdaq_core::{PacketMeta, SlotRing};
 use rtdaq_ucx_sys::{Context, Features, Listener, RecvPoll, Worker};
@@ -40,6 +40,7 @@ fn egress(dest: SocketAddrV4, per_msg: u32, buffers: u32) -> Egress {
             connect_wait_ms: 0,
             reconnect_ms: 100,
         }),
+        feed: EgressFeed::Payloads,
     }
 }
 

@@ -137,11 +137,12 @@ pub(crate) fn judge(rx: &[QueueReport], lost: u64) -> (u64, bool) {
     )
 }
 
-/// Payloads the queues' egress sinks did not send: lost to the deployment.
+/// Packets the queues' egress sinks did not send: lost to the deployment (a GPU product not
+/// sent counts as its stage's `packets_per_batch`).
 fn not_sent(rx: &[QueueReport]) -> u64 {
     rx.iter()
         .flat_map(|q| q.egress.iter())
-        .map(crate::egress::EgressReport::dropped_total)
+        .map(crate::egress::EgressReport::lost_packets)
         .sum()
 }
 

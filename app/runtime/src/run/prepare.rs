@@ -104,7 +104,12 @@ fn chains(
         let record: Vec<_> = record.into_iter().map(|(_, s)| s).collect();
         let products: Vec<_> = products.into_iter().map(|(_, s)| s).collect();
         let taps: Vec<_> = sinks[k].iter_mut().filter_map(|p| p.tap.take()).collect();
-        let out_sinks: Vec<_> = egress[k].iter_mut().filter_map(|p| p.sink.take()).collect();
+        let (out_products, out_sinks): (Vec<_>, Vec<_>) = egress[k]
+            .iter_mut()
+            .filter_map(|p| p.sink.take().map(|s| (p.products, s)))
+            .partition(|(products, _)| *products);
+        let out_sinks: Vec<_> = out_sinks.into_iter().map(|(_, s)| s).collect();
+        let out_products: Vec<_> = out_products.into_iter().map(|(_, s)| s).collect();
         let done = DoneOnDrop(
             record
                 .iter()
@@ -112,7 +117,11 @@ fn chains(
                 .map(|s| s.counters())
                 .collect(),
             taps.iter().map(|t| t.tap_counters()).collect(),
-            out_sinks.iter().map(|s| s.counters()).collect(),
+            out_sinks
+                .iter()
+                .chain(out_products.iter())
+                .map(|s| s.counters())
+                .collect(),
         );
         let iface = &config.interfaces[r.interface];
         let validator = Validator::with_streams(
@@ -121,7 +130,13 @@ fn chains(
             iface.max_streams as usize,
         );
         let mut stage = gpu[k].take();
-        crate::gpu_hook::attach_products(&mut stage, products);
+        crate::gpu_hook::attach_products(
+            &mut stage,
+            crate::gpu_hook::ProductSinks {
+                record: products,
+                egress: out_products,
+            },
+        );
         let validate = Validate::new(validator, &res.rx_stats[k]);
         out.push((queue_stages(validate, record, taps, out_sinks, stage), done));
     }
@@ -223,11 +238,17 @@ impl Prepared<'_> {
                         return Err(RuntimeError::Egress { key, message });
                     }
                 }
+                let r = &self.res.rx[k];
+                let stage = config.interfaces[r.interface].rx_queues[r.queue]
+                    .gpu_stage
+                    .filter(|_| parts.products)
+                    .map(|s| &config.gpu_stages[s.0]);
                 self.egress.push(EgressThread {
                     name,
                     handle,
                     queue: k,
                     egress: parts.egress,
+                    batch_packets: stage.map(|s| s.packets_per_batch_max()),
                     counters: parts.counters,
                 });
             }
@@ -313,6 +334,8 @@ pub(super) struct EgressThread {
     pub queue: usize,
     /// Index in `config.egress`.
     pub egress: usize,
+    /// `Some(packets_per_batch)`: the sink sends a GPU stage's products.
+    pub batch_packets: Option<u32>,
     pub counters: &'static crate::egress::EgressCounters,
 }
 

@@ -302,6 +302,7 @@ fn finish_egress(
             s.counters,
             cpu_ns,
             elapsed_s,
+            s.batch_packets,
         );
         if let Some(e) = &report.error {
             log::warn!(

@@ -26,11 +26,11 @@
 //! it with the GPU's checksum when the batch completes.
 
 use crate::error::RuntimeError;
+use crate::gpu_hook::ProductSinks;
 use crate::gpu_region::{GpuMap, GpuRegionMem};
 use crate::observe::gpu_report::GpuCounters;
 use crate::pacer::now_ns;
 use crate::queue::stats::QueueStats;
-use crate::record::RecordSink;
 use crate::stages::{Drain, HeapPiece, Notes, Packet, Stage};
 use rtdaq_config::model::{
     BatchMode, Config, GpuProduct, GpuStage as StageConfig, GpuStaging, GpuWorkload, MemoryRegion,
@@ -359,8 +359,8 @@ pub struct GpuStage {
     flights: VecDeque<Flight>,
     /// Batches built so far (submitted or dropped): the next batch's number.
     built: u64,
-    /// Sinks writing each completed batch's product (`[[gpu_stages]] record`).
-    products: Vec<RecordSink>,
+    /// Sinks of each completed batch's product (`[[gpu_stages]] record` and `egress`).
+    products: ProductSinks,
 }
 
 impl std::fmt::Debug for GpuStage {
@@ -455,13 +455,14 @@ impl GpuStage {
             },
             flights: VecDeque::with_capacity(cfg.depth),
             built: 0,
-            products: Vec::new(),
+            products: ProductSinks::default(),
             pipe,
         }
     }
 
-    /// The sinks of the stage's products (built by `record::prepare`); cold path.
-    pub(crate) fn attach_products(&mut self, sinks: Vec<RecordSink>) {
+    /// The sinks of the stage's products (built by `record::prepare` and
+    /// `egress::prepare`); cold path.
+    pub(crate) fn attach_products(&mut self, sinks: ProductSinks) {
         self.products = sinks;
     }
 
@@ -743,8 +744,11 @@ impl GpuStage {
                                 }
                             }
                             if let Some(bytes) = done.product {
-                                for sink in &mut self.products {
+                                for sink in &mut self.products.record {
                                     sink.on_block(bytes, f.batch, f.first_rx_ns);
+                                }
+                                for sink in &mut self.products.egress {
+                                    sink.on_block(bytes, f.first_rx_ns);
                                 }
                             }
                         }
@@ -781,7 +785,10 @@ impl Stage for GpuStage {
         if self.b.n > 0 && now.saturating_sub(self.b.first_ns) >= self.timeout_ns {
             self.submit(true);
         }
-        for sink in &mut self.products {
+        for sink in &mut self.products.record {
+            sink.tick(now);
+        }
+        for sink in &mut self.products.egress {
             sink.tick(now);
         }
     }
@@ -820,9 +827,13 @@ impl Stage for GpuStage {
             Drain::Pending
         }
     }
-    /// What the product sinks hold goes to disk (also after an abandoned end).
+    /// What the product sinks hold goes to disk and downstream (also after an abandoned
+    /// end).
     fn finish(&mut self) {
-        for sink in &mut self.products {
+        for sink in &mut self.products.record {
+            sink.finish();
+        }
+        for sink in &mut self.products.egress {
             sink.finish();
         }
     }

@@ -238,11 +238,16 @@ pub struct GpuStage {
     pub staging: GpuStaging,
     /// Recorders writing each batch's product (`record`), in config order.
     pub record: Vec<crate::model::RecorderId>,
-    /// What those recorders write (`product`); `None` when `record` is empty.
+    /// Egress sinks sending each batch's product downstream (`egress`), in config order:
+    /// one heap (SPEAD) or message (UCX) per product.
+    pub egress: Vec<crate::model::EgressId>,
+    /// What those recorders and sinks get (`product`); `None` when `record` and `egress`
+    /// are empty.
     pub product: Option<GpuProduct>,
 }
 
-/// What a GPU stage copies back to host memory per batch for its recorders (`product`).
+/// What a GPU stage copies back to host memory per batch for its recorders and egress sinks
+/// (`product`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GpuProduct {
     /// `"batch"`: the batch output (reordered, converted samples), `out_batch_bytes`.
@@ -292,7 +297,7 @@ impl GpuStage {
         }
     }
 
-    /// Bytes of one batch's product (0 without recorders).
+    /// Bytes of one batch's product (0 without recorders or egress sinks).
     pub fn product_bytes(&self) -> u64 {
         match self.product {
             None => 0,

@@ -14,7 +14,9 @@ mod run;
 
 // `EngineKind`, `Engine`, `Capabilities`, `SocketEngine`, ...: the list is in
 // `engines/mod.rs`, so that a new engine does not touch this file.
-pub use crate::egress::{Egress, EgressId, EgressProtocol, UcxEgress};
+pub use crate::egress::{
+    Egress, EgressFeed, EgressId, EgressProtocol, UcxEgress, UCX_MAX_IN_FLIGHT,
+};
 pub use crate::engines::exports::*;
 pub use format::{
     CodifParams, SpeadParams, StreamFormat, VdifParams, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,

@@ -45,6 +45,9 @@ pub(crate) struct RawGpuStage {
     /// Recorders (raw/dada) that write each batch's product.
     #[serde(default)]
     pub record: Vec<String>,
+    /// Egress sinks that send each batch's product downstream.
+    #[serde(default)]
+    pub egress: Vec<String>,
     #[serde(default)]
     pub product: Option<RawProduct>,
 }

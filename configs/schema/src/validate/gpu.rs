@@ -222,6 +222,7 @@ fn stage(
         RawStaging::CopyBatched => GpuStaging::CopyBatched,
     };
     let record = super::record::recorder_refs(&s.record, &p, raw, errs);
+    let egress = crate::egress::egress_refs(&s.egress, &p, raw, errs);
     let product = product(s, workload, &p, errs);
     let stage = GpuStage {
         name: s.name.clone(),
@@ -237,6 +238,7 @@ fn stage(
         checksum: s.checksum,
         staging,
         record: record?,
+        egress: egress?,
         product: product?,
     };
     ok &= workload_fits(&stage, &p, errs);
@@ -355,19 +357,19 @@ fn heap_assembly(
     ok.then_some(Some((heaps, bytes)))
 }
 
-/// `product`: what the stage's recorders write; by default the workload's result when the
-/// stage has a workload, else the batch.
+/// `product`: what the stage's recorders write and its egress sinks send; by default the
+/// workload's result when the stage has a workload, else the batch.
 fn product(
     s: &RawGpuStage,
     workload: GpuWorkload,
     p: &str,
     errs: &mut Errors,
 ) -> Option<Option<GpuProduct>> {
-    if s.record.is_empty() {
+    if s.record.is_empty() && s.egress.is_empty() {
         if s.product.is_some() {
             errs.push(
                 format!("{p}.product"),
-                "product says what the stage's recorders write, but record is empty; add record = [\"<recorder>\"] or remove product",
+                "product says what the stage's recorders write and its egress sinks send, but record and egress are empty; add record = [\"<recorder>\"] or egress = [\"<egress sink>\"], or remove product",
             );
             return None;
         }
