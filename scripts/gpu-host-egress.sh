@@ -6,7 +6,8 @@
 #   gpu-carry/rtdaq-ucx (release, --features ucx, socket engine), gpu-carry/ucx_recv (the C
 #   receiver, scripts/peers/ucx_recv.c), ucx_perftest, and Debian's UCX 1.13 libraries with
 #   their modules (gpu-carry/lib, gpu-carry/lib/ucx) and libnuma/libgomp; gpu-carry/recvmmsg_rx
-#   (benches/socket/recvmmsg_rx.c, the SPEAD ladder's receiver).
+#   (benches/socket/recvmmsg_rx.c, the SPEAD ladder's receiver) and gpu-carry/sendmmsg_tx (the
+#   ucx-ext ladder's senders).
 # There:          bash scripts/gpu-host-egress.sh        (the `run` tool, carry ["gpu-carry"])
 #   perftest  ucx_perftest tag_bw over UCX_TLS=tcp on 127.0.0.1, 1 MiB messages, server on
 #             core 6, client on core 5: the transport's bandwidth there (REPS repeats), with
@@ -23,7 +24,10 @@
 #             plain C receiver benches/socket/recvmmsg_rx (core 7, 64 MiB SO_RCVBUF): loss-free
 #             when rtdaq lost nothing and the receiver got every SPEAD packet rtdaq sent
 #             (descriptors and end of stream included)
-#   bash scripts/gpu-host-egress.sh [ucx|spead|all]   (default all)
+#   ucx-ext   the UCX egress fed by SENDERS (default 4) external sendmmsg_tx processes at
+#             EXT_RATES Gb/s (default "10 15 20 25") instead of the generator, which tops out
+#             near 10 Gb/s on one core (see one_ext)
+#   bash scripts/gpu-host-egress.sh [ucx|ucx-ext|spead|all]   (default all)
 # Output under $OUT (the run tool's folder): log-egress, runs/.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -38,6 +42,7 @@ if [ "${1:-}" = "--prepare" ]; then
     # shellcheck disable=SC2046 # pkg-config's flags are words
     cc -O2 -Wall -o $C/ucx_recv scripts/peers/ucx_recv.c $(pkg-config --cflags --libs ucx)
     cc -O2 -Wall -o $C/recvmmsg_rx benches/socket/recvmmsg_rx.c
+    cc -O2 -Wall -o $C/sendmmsg_tx benches/socket/sendmmsg_tx.c
     cp "$(command -v ucx_perftest)" "$(command -v ucx_info)" $C/
     for l in libucp libuct libucs libucm libnuma libgomp; do
         cp -L "$(ldconfig -p | awk -v l="$l.so." '$1 ~ "^"l {print $NF; exit}')" $C/lib/
@@ -67,10 +72,16 @@ perftest() {
     UCX_TCP_PUT_ENABLE=$put taskset -c 6 $C/ucx_perftest -p "$port" > "$OUT/runs/pt-server.txt" 2>&1 &
     local sp=$!
     sleep 0.5
-    UCX_TCP_PUT_ENABLE=$put taskset -c 5 $C/ucx_perftest 127.0.0.1 -p "$port" -t tag_bw \
-        -s 1048576 -n 5000 > "$OUT/runs/pt.txt" 2>&1
+    # The client's CPU time (user + system, getrusage of the child).
+    local cpu
+    cpu=$(UCX_TCP_PUT_ENABLE=$put python3 -c 'import resource, subprocess, sys
+with open(sys.argv[1], "w") as f:
+    subprocess.run(sys.argv[2:], stdout=f, stderr=subprocess.STDOUT)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{r.ru_utime + r.ru_stime:.3f}")' "$OUT/runs/pt.txt" taskset -c 5 $C/ucx_perftest 127.0.0.1 \
+        -p "$port" -t tag_bw -s 1048576 -n 5000)
     wait $sp
-    echo "perftest put=$put: $(grep '^Final:' "$OUT/runs/pt.txt" | tr -s ' ')"
+    echo "perftest put=$put: $(grep '^Final:' "$OUT/runs/pt.txt" | tr -s ' ') client_cpu_s $cpu"
 }
 
 # one RATE TAG: rtdaq-ucx at RATE Gb/s to ucx_recv; prints one result line.
@@ -161,12 +172,72 @@ print(f"{sys.argv[4]}: offered {sys.argv[3]} rc {sys.argv[5]} rx_gbps {t['gbps']
 EOP
 }
 
+# one_ext RATE TAG: rtdaq's UCX egress fed by SENDERS external sendmmsg_tx processes (cores
+# 9.., 4 sources each, paced at RATE/SENDERS Gb/s of 8000-byte datagrams) instead of its
+# generator (one core, which tops out near 10 Gb/s): the egress at rates closer to the
+# transport's. Loss-free: every datagram the senders sent was received (rtdaq's packets =
+# the senders' sum), none lost, every payload at the receiver; invalid when the senders
+# reached < 95 % of RATE.
+one_ext() {
+    local rate=$1 tag=$2 port cfg="$OUT/runs/$2.toml" rxport
+    port=$(free_port); rxport=$(free_port)
+    ladder_cfg "$rate" "127.0.0.1:$port" < configs/host-udp-egress-ucx.toml |
+        sed -e "s/^packets_per_heap = 64 .*/packets_per_heap = 128/" \
+            -e "s/^heap_buffers = 256 .*/heap_buffers = 64/" \
+            -e "s#udp://127.0.0.1:5000#udp://127.0.0.1:$rxport#" |
+        awk '/^\[generator\]/ {skip=1; next} /^\[/ {skip=0} !skip' > "$cfg"
+    taskset -c 7 $C/ucx_recv --port "$port" --streams 1 --seconds $((SECS + 40)) \
+        --max-bytes 2097152 --json "$OUT/runs/$tag-recv.json" > "$OUT/runs/$tag-recv.txt" 2>&1 &
+    local rp=$!
+    sleep 0.5
+    RUST_LOG=info taskset -c 8-15 $C/rtdaq-ucx run --config "$cfg" --duration $((SECS + 6)) \
+        --report-json "$OUT/runs/$tag.json" > "$OUT/runs/$tag.txt" 2>&1 &
+    local xp=$! k n=0 per
+    while ! grep -q "queues running" "$OUT/runs/$tag.txt" && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+    per=$(python3 -c "print($rate / $SENDERS)")
+    for k in $(seq 0 $((SENDERS - 1))); do
+        $C/sendmmsg_tx --port "$rxport" --cpu $((9 + k)) --size 8000 --sources 4 \
+            --stream $((16 + 4 * k)) --rate-gbps "$per" --seconds "$SECS" \
+            > "$OUT/runs/$tag-tx$k.json" 2>/dev/null &
+    done
+    wait $xp
+    local rc=$?
+    wait $rp
+    python3 - "$OUT/runs/$tag.json" "$OUT/runs/$tag-recv.json" "$rate" "$tag" "$rc" "$OUT/runs/$tag-tx" "$SENDERS" <<'EOP'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2]))
+    tx = [json.load(open(f"{sys.argv[6]}{k}.json")) for k in range(int(sys.argv[7]))]
+except Exception as e:
+    print(f"{sys.argv[4]}: offered {sys.argv[3]} rc {sys.argv[5]} no report ({e})"); sys.exit(0)
+e = r["rx"]["queues"][0]["egress"][0]; t = r["rx"]["totals"]
+sent = sum(x["packets"] for x in tx); sent_gbps = sum(x["gbps"] for x in tx)
+valid = sent_gbps >= 0.95 * float(sys.argv[3])
+ok = valid and r["lost"] == 0 and t["packets"] == sent and g["payloads"] == t["packets"] and g["missing"] == 0
+print(f"{sys.argv[4]}: offered {sys.argv[3]} rc {sys.argv[5]} senders_gbps {sent_gbps:.3f} valid {valid} "
+      f"rx_gbps {t['gbps']:.3f} egress_gbps {e['gbps']:.3f} sent {sent} rx_packets {t['packets']} "
+      f"lost {r['lost']} not_sent {sum(e['dropped'].values())} recv_payloads {g['payloads']} missing {g['missing']} "
+      f"sender_cpu_s_per_gb {e['sender_cpu_s'] / max(1e-9, e['bytes'] / 1e9):.3f} loss_free {ok}")
+EOP
+}
+
+SENDERS=${SENDERS:-4}
+EXT_RATES=${EXT_RATES:-10 15 20 25}
 MODE=${1:-all}
 {
     echo "== host"; date -u +%FT%TZ; nproc; uname -r; grep -m1 'model name' /proc/cpuinfo
     echo "rmem_max=$(cat /proc/sys/net/core/rmem_max)"; $C/ucx_info -v | head -1
     $C/rtdaq-ucx version | head -3
-    if [ "$MODE" != spead ]; then
+    if [ "$MODE" = ucx-ext ] || [ "$MODE" = all ]; then
+    echo "== UCX egress fed by $SENDERS external sendmmsg_tx at $EXT_RATES Gb/s offered, $SECS s each, $REPS repeats"
+    for rep in $(seq 1 "$REPS"); do
+        perftest n
+        for rate in $EXT_RATES; do
+            one_ext "$rate" "x$rep-$rate"
+        done
+    done
+    fi
+    if [ "$MODE" = ucx ] || [ "$MODE" = all ]; then
     echo "== UCX egress on the GPU host: ucx_perftest tag_bw 1 MiB x 5000 (tcp, loopback), then rtdaq at $RATES Gb/s offered, $SECS s each, $REPS repeats"
     for rep in $(seq 1 "$REPS"); do
         perftest y
@@ -176,7 +247,7 @@ MODE=${1:-all}
         done
     done
     fi
-    if [ "$MODE" != ucx ]; then
+    if [ "$MODE" = spead ] || [ "$MODE" = all ]; then
     echo "== SPEAD egress on the GPU host: rtdaq at $RATES Gb/s offered to recvmmsg_rx, $SECS s each, $REPS repeats"
     for rep in $(seq 1 "$REPS"); do
         for rate in $RATES; do
@@ -189,17 +260,21 @@ python3 - "$OUT/log-egress" <<'EOP' | tee -a "$OUT/log-egress"
 import re, statistics as st, sys
 pt, runs = {}, {}
 for line in open(sys.argv[1]):
-    m = re.match(r"perftest put=(\w): Final:", line)
+    m = re.match(r"perftest put=(\w): Final:.* client_cpu_s (\S+)", line)
     if m:
         f = line.split()
-        pt.setdefault(m[1], []).append(float(f[8]) * 8 / 1e3)
-    m = re.match(r"([rs])(\d+)-\S+: offered ([\d.]+) .*rx_gbps (\S+) egress_gbps (\S+) .*sender_cpu_s_per_gb (\S+) loss_free (\w+)", line)
+        gbps = float(f[8]) * 8 / 1e3
+        cpu_per_gb = float(m[2]) / (5000 * 1048576 / 1e9) if m[2] else float("nan")
+        pt.setdefault(m[1], []).append((gbps, cpu_per_gb))
+    m = re.match(r"([rsx])(\d+)-\S+: offered ([\d.]+) .*rx_gbps (\S+) egress_gbps (\S+) .*sender_cpu_s_per_gb (\S+) loss_free (\w+)", line)
     if m:
-        proto = "ucx" if m[1] == "r" else "spead"
+        proto = {"r": "ucx (generator)", "s": "spead (generator)", "x": "ucx (external senders)"}[m[1]]
         runs.setdefault((proto, int(m[2])), []).append((float(m[3]), float(m[4]), float(m[5]), float(m[6]), m[7] == "True"))
 for put, v in sorted(pt.items()):
+    g = [x[0] for x in v]; c = [x[1] for x in v]
     print(f"ucx_perftest tag_bw 1 MiB (tcp, TCP_PUT_ENABLE={put}): min/median/max "
-          f"{min(v):.2f} / {st.median(v):.2f} / {max(v):.2f} Gb/s (n={len(v)})")
+          f"{min(g):.2f} / {st.median(g):.2f} / {max(g):.2f} Gb/s, client "
+          f"{min(c):.3f} / {st.median(c):.3f} / {max(c):.3f} CPU-s/GB (n={len(v)})")
 for (proto, rep), v in sorted(runs.items()):
     best = max((x for x in v if x[4]), default=None, key=lambda x: x[0])
     print(f"{proto} repeat {rep}: highest loss-free offered rate {best[0] if best else 'none'} Gb/s"

@@ -152,8 +152,11 @@ impl Context {
     /// Each option sets the whole value, as its `UCX_*` variable would: a later pair with
     /// the same name replaces an earlier one, so several transports go in one
     /// comma-separated value (`("TLS", "tcp,cuda_copy")`). UCX 1.13 refuses values it
-    /// cannot parse but accepts unknown names silently (it keeps them for transports'
-    /// options), so a misspelt name is not an error.
+    /// cannot parse but accepts unknown names (it keeps them for transports' options), so a
+    /// misspelt name is not an error. A transport's option goes by its field name without
+    /// the transport's prefix (`PUT_ENABLE` for `UCX_TCP_PUT_ENABLE`); a name no transport
+    /// takes (`TCP_PUT_ENABLE`, `UCX_TCP_PUT_ENABLE`) is ignored, with UCX's warning
+    /// "invalid configuration" when a worker is created (tried with UCX 1.13.1).
     ///
     /// # Errors
     /// As [`new`](Self::new), and [`UcxError::Option`] for an option UCX refuses.

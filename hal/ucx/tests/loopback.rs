@@ -16,14 +16,12 @@ use rtdaq_ucx_sys::{
 };
 
 /// What loopback TCP needs (UCX 1.13): TCP as the only transport, on `lo`.
-/// TCP_PUT_ENABLE=n: UCX 1.13's TCP rendezvous over PUT aborts on an assertion
+/// PUT_ENABLE=n (`UCX_TCP_PUT_ENABLE`: a context option names the transport's field
+/// without its `TCP_` prefix; `TCP_PUT_ENABLE` is ignored with an "invalid configuration"
+/// warning): UCX 1.13's TCP rendezvous over PUT aborts on an assertion
 /// (`tcp_ep.c:939 ep->flags & UCT_TCP_EP_FLAG_PUT_TX_WAITING_ACK`) now and then when these
 /// tests run in parallel (seen in CI); without PUT the rendezvous goes by get/AM.
-const LOOPBACK: &[(&str, &str)] = &[
-    ("TLS", "tcp"),
-    ("NET_DEVICES", "lo"),
-    ("TCP_PUT_ENABLE", "n"),
-];
+const LOOPBACK: &[(&str, &str)] = &[("TLS", "tcp"), ("NET_DEVICES", "lo"), ("PUT_ENABLE", "n")];
 const MSG: usize = 64 * 1024;
 const WINDOW: usize = 8;
 /// Generous bound for anything that should take milliseconds.

@@ -83,10 +83,13 @@ pub fn register(eg: &Egress, id: usize, bufs: &mut [HeapBuf]) -> Result<Register
         .ucx
         .as_ref()
         .ok_or_else(|| err(".protocol", "not a ucx sink".into()))?;
-    // TCP_PUT_ENABLE=n: UCX 1.13's TCP rendezvous over PUT can abort the process on an
-    // assertion (tcp_ep.c:939, seen in this crate's loopback tests); the appliance never
-    // takes that path. Other transports ignore it.
-    let mut options: Vec<(&str, &str)> = vec![("TCP_PUT_ENABLE", "n")];
+    // PUT_ENABLE=n (the TCP transport's `UCX_TCP_PUT_ENABLE`; options given to a context
+    // name a transport's field without its prefix, else UCX warns "invalid configuration"
+    // and ignores them): UCX 1.13's TCP rendezvous over PUT can abort the process on an
+    // assertion (tcp_ep.c:939, seen in the sys crate's loopback tests); the appliance never
+    // takes that path. It costs bandwidth over TCP (docs/benchmarks/egress.md); no other
+    // 1.13 transport has the field.
+    let mut options: Vec<(&str, &str)> = vec![("PUT_ENABLE", "n")];
     options.extend(ucx.transports.iter().map(|t| ("TLS", t.as_str())));
     let ctx = Context::with_options(
         Features {
