@@ -92,7 +92,7 @@ for line in open(sys.argv[1]):
     f = dict(zip(line.split()[1::2], line.split()[2::2]))
     if line.startswith("perftest:"):
         mbs, cpu, b = float(f["mb_per_s"]), float(f["client_cpu_s"]), int(f["bytes"])
-        pt.append((mbs * 8 / 1e3, cpu / (b / 1e9)))
+        pt.append((mbs * 1048576 * 8 / 1e9, cpu / (b / 1e9)))  # perftest MB = 2^20 bytes
     elif line.startswith("rtdaq:"):
         b, cpu = int(f["bytes"]), float(f["sender_cpu_s"])
         rt.append((float(f["gbps"]), cpu / (b / 1e9), int(f["not_sent"]), int(f["missing"])))

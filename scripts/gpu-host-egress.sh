@@ -263,7 +263,7 @@ for line in open(sys.argv[1]):
     m = re.match(r"perftest put=(\w): Final:.* client_cpu_s (\S+)", line)
     if m:
         f = line.split()
-        gbps = float(f[8]) * 8 / 1e3
+        gbps = float(f[8]) * 1048576 * 8 / 1e9  # ucx_perftest MB/s: MB = 2^20 bytes (UCS_MBYTE)
         cpu_per_gb = float(m[2]) / (5000 * 1048576 / 1e9) if m[2] else float("nan")
         pt.setdefault(m[1], []).append((gbps, cpu_per_gb))
     m = re.match(r"([rsx])(\d+)-\S+: offered ([\d.]+) .*rx_gbps (\S+) egress_gbps (\S+) .*sender_cpu_s_per_gb (\S+) loss_free (\w+)", line)
