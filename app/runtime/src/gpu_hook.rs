@@ -3,11 +3,10 @@
 //! the feature a config that needs a GPU is refused with a clear error, and a queue never
 //! has a stage (`GpuStage` is then an empty enum).
 
-use crate::egress::EgressSink;
 use crate::error::RuntimeError;
 use crate::gpu_region::{GpuMap, GpuRegionMem};
+use crate::product_sinks::ProductSinks;
 use crate::queue::stats::QueueStats;
-use crate::record::RecordSink;
 use crate::stages::chain::GpuStage;
 use rtdaq_config::model::{Config, MemoryRegion};
 use rtdaq_core::traits::QueueResources;
@@ -71,23 +70,6 @@ pub(crate) fn prepare(
             return Err(no_gpu(config));
         }
         Ok(rx.iter().map(|_| None).collect())
-    }
-}
-
-/// Where a GPU stage's products go: its recorders' sinks (`record`) and its egress sinks
-/// (`egress`), each given every completed batch's product.
-#[derive(Default)]
-pub struct ProductSinks {
-    /// Record sinks of the products.
-    pub record: Vec<RecordSink>,
-    /// Egress sinks of the products: one heap (message) each.
-    pub egress: Vec<EgressSink>,
-}
-
-impl ProductSinks {
-    /// No sink at all.
-    pub fn is_empty(&self) -> bool {
-        self.record.is_empty() && self.egress.is_empty()
     }
 }
 

@@ -30,6 +30,7 @@ pub mod membership;
 pub mod memory;
 pub mod observe;
 pub mod pacer;
+pub mod product_sinks;
 pub mod queue;
 pub mod record;
 pub mod replay;

@@ -132,7 +132,7 @@ fn chains(
         let mut stage = gpu[k].take();
         crate::gpu_hook::attach_products(
             &mut stage,
-            crate::gpu_hook::ProductSinks {
+            crate::product_sinks::ProductSinks {
                 record: products,
                 egress: out_products,
             },

@@ -26,10 +26,10 @@
 //! it with the GPU's checksum when the batch completes.
 
 use crate::error::RuntimeError;
-use crate::gpu_hook::ProductSinks;
 use crate::gpu_region::{GpuMap, GpuRegionMem};
 use crate::observe::gpu_report::GpuCounters;
 use crate::pacer::now_ns;
+use crate::product_sinks::ProductSinks;
 use crate::queue::stats::QueueStats;
 use crate::stages::{Drain, HeapPiece, Notes, Packet, Stage};
 use rtdaq_config::model::{
