@@ -28,12 +28,12 @@
 
 mod e2e;
 
+use e2e::ucx::{receiver, summary, ucx_recv};
 use e2e::{root, show, u};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -101,75 +101,6 @@ fn free_udp_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// Builds the C receiver into this test's directory.
-fn ucx_recv() -> PathBuf {
-    let out = tmp("ucx_recv");
-    let flags = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "ucx"])
-        .output()
-        .unwrap();
-    let flags = String::from_utf8(flags.stdout).unwrap();
-    let cc = Command::new("cc")
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&out)
-        .arg(root().join("scripts/peers/ucx_recv.c"))
-        .args(flags.split_whitespace())
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "cc ucx_recv.c: {}", show(&cc));
-    out
-}
-
-/// A receiver on `port`, expecting `streams` ends, writing its summary to `json` (and the
-/// payload data to `data`); returns once it listens.
-fn receiver(bin: &Path, port: u16, json: &Path, data: Option<&Path>, extra: &[&str]) -> Child {
-    let mut cmd = Command::new(bin);
-    // TCP_CM_REUSEADDR: a receiver restarted on a killed one's port binds though the killed
-    // one's connections are still in TIME_WAIT.
-    cmd.env("UCX_TLS", "tcp")
-        .env("UCX_TCP_CM_REUSEADDR", "y")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--streams",
-            "1",
-            "--seconds",
-            "60",
-        ])
-        .arg("--json")
-        .arg(json)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(d) = data {
-        cmd.arg("--data").arg(d);
-    }
-    let mut child = cmd.spawn().expect("spawn ucx_recv");
-    // UCX logs to stdout too (e.g. a bind refused while a killed receiver's port is still
-    // held, which ucx_recv retries): read up to its own line.
-    let mut line = String::new();
-    let mut reader = BufReader::new(child.stdout.as_mut().unwrap());
-    while !line.starts_with("listening") {
-        line.clear();
-        if reader.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-    }
-    if !line.starts_with("listening") {
-        let _ = child.kill();
-        let out = child.wait_with_output().unwrap();
-        panic!("ucx_recv did not listen: {line:?} {}", show(&out));
-    }
-    child
-}
-
-/// Waits for a receiver and reads its summary.
-fn summary(child: Child, json: &Path) -> Value {
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "ucx_recv: {}", show(&out));
-    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
 }
 
 /// The shipped UCX egress config on free ports, with more edits.
@@ -302,7 +233,7 @@ fn every_message_arrives_and_its_data_is_the_raw_recording_of_the_run() {
         ],
         "whole",
     );
-    let bin = ucx_recv();
+    let bin = ucx_recv(&tmp("ucx_recv"));
     let (json, data) = (tmp("whole-recv.json"), tmp("whole-recv.bin"));
     let rx = receiver(&bin, port, &json, Some(&data), &[]);
     let out = rtdaq(&cfg, "3", "whole")
@@ -376,7 +307,7 @@ fn no_listener_stops_the_start_and_connect_wait_lets_a_late_one_in() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let bin = ucx_recv();
+    let bin = ucx_recv(&tmp("ucx_recv"));
     let json = tmp("late-recv.json");
     let rx = receiver(&bin, port, &json, None, &[]);
     let out = run.wait_with_output().unwrap();
@@ -403,7 +334,7 @@ fn a_receiver_killed_and_restarted_gets_a_reconnection_and_the_gap_is_counted() 
         ],
         "restart",
     );
-    let bin = ucx_recv();
+    let bin = ucx_recv(&tmp("ucx_recv"));
     let (json_a, json_b) = (tmp("restart-a.json"), tmp("restart-b.json"));
     let mut a = receiver(&bin, port, &json_a, None, &["--snapshot-ms", "50"]);
     let run = rtdaq(&cfg, "6", "restart").spawn().unwrap();
@@ -457,7 +388,7 @@ fn a_receiver_too_slow_never_stalls_the_queue_and_the_overflow_is_counted() {
         &[("heap_buffers = 256 ", "heap_buffers = 16 ".into())],
         "slow",
     );
-    let bin = ucx_recv();
+    let bin = ucx_recv(&tmp("ucx_recv"));
     let json = tmp("slow-recv.json");
     let rx = receiver(
         &bin,

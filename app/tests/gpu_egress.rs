@@ -16,40 +16,18 @@
 //! `cc` and `pkg-config ucx`.
 #![cfg(all(feature = "gpu", feature = "ucx"))]
 
-use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod e2e;
 
+use e2e::ucx::{receiver, summary, ucx_recv};
+use e2e::{root, show, u};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The rtdaq binary: `RTDAQ_BIN`, else this build's.
 fn bin() -> PathBuf {
     std::env::var_os("RTDAQ_BIN")
         .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rtdaq")), PathBuf::from)
-}
-
-fn root() -> PathBuf {
-    std::env::var_os("RTDAQ_ROOT").map_or_else(
-        || {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .unwrap()
-                .to_path_buf()
-        },
-        PathBuf::from,
-    )
-}
-
-fn show(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn u(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("no {ptr} in {v}"))
 }
 
 fn free_port(udp: bool) -> u16 {
@@ -66,66 +44,6 @@ fn free_port(udp: bool) -> u16 {
             .unwrap()
             .port()
     }
-}
-
-/// The C receiver: `RTDAQ_UCX_RECV`, or built here into `dir`.
-fn ucx_recv(dir: &Path) -> PathBuf {
-    if let Some(p) = std::env::var_os("RTDAQ_UCX_RECV") {
-        return PathBuf::from(p);
-    }
-    let out = dir.join("ucx_recv");
-    let flags = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "ucx"])
-        .output()
-        .expect("pkg-config (Debian: apt-get install pkg-config libucx-dev)");
-    assert!(flags.status.success(), "pkg-config ucx: {}", show(&flags));
-    let cc = Command::new("cc")
-        .args(["-O2", "-Wall", "-o"])
-        .arg(&out)
-        .arg(root().join("scripts/peers/ucx_recv.c"))
-        .args(String::from_utf8(flags.stdout).unwrap().split_whitespace())
-        .output()
-        .expect("cc");
-    assert!(cc.status.success(), "cc ucx_recv.c: {}", show(&cc));
-    out
-}
-
-/// The receiver on `port`, returned once it listens.
-fn receiver(bin: &Path, port: u16, json: &Path, data: &Path) -> Child {
-    let mut child = Command::new(bin)
-        .env("UCX_TLS", "tcp")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--streams",
-            "1",
-            "--seconds",
-            "60",
-        ])
-        .args(["--max-bytes", "8388608", "--json"])
-        .arg(json)
-        .arg("--data")
-        .arg(data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ucx_recv");
-    let mut line = String::new();
-    let mut reader = BufReader::new(child.stdout.as_mut().unwrap());
-    while !line.starts_with("listening") {
-        line.clear();
-        if reader.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-    }
-    if !line.starts_with("listening") {
-        let _ = child.kill();
-        panic!(
-            "ucx_recv did not listen: {line:?} {}",
-            show(&child.wait_with_output().unwrap())
-        );
-    }
-    child
 }
 
 /// The shipped config on free ports, written into `dir`.
@@ -170,7 +88,13 @@ fn gpu_products_reach_a_ucx_receiver_equal_to_their_recording() {
     std::fs::create_dir_all(&dir).unwrap();
     let port = free_port(false);
     let (rjson, rdata) = (dir.join("recv.json"), dir.join("recv.bin"));
-    let child = receiver(&ucx_recv(&dir), port, &rjson, &rdata);
+    let child = receiver(
+        &ucx_recv(&dir.join("ucx_recv")),
+        port,
+        &rjson,
+        Some(&rdata),
+        &["--max-bytes", "8388608"],
+    );
     let cfg = config(&dir, port);
     let json = dir.join("report.json");
     let rec = dir.join("rec");
@@ -184,10 +108,9 @@ fn gpu_products_reach_a_ucx_receiver_equal_to_their_recording() {
         .env("RUST_LOG", "info")
         .output()
         .expect("run rtdaq");
-    let recv = child.wait_with_output().unwrap();
-    println!("{}\n{}", show(&out), show(&recv));
+    println!("{}", show(&out));
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
-    assert!(recv.status.success(), "ucx_recv: {}", show(&recv));
+    let g = summary(child, &rjson);
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(r["lost"], 0, "{r}");
     assert_eq!(r["io_thread_allocations"], 0, "{r}");
@@ -202,7 +125,6 @@ fn gpu_products_reach_a_ucx_receiver_equal_to_their_recording() {
     for why in ["egress_full", "egress_error", "peer_gone"] {
         assert_eq!(u(e, &format!("/dropped/{why}")), 0, "{e}");
     }
-    let g: Value = serde_json::from_str(&std::fs::read_to_string(&rjson).unwrap()).unwrap();
     assert_eq!(u(&g, "/payloads"), batches, "one message a product: {g}");
     assert_eq!(u(&g, "/missing"), 0, "{g}");
     assert_eq!(u(&g, "/bad"), 0, "{g}");

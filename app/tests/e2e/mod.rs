@@ -11,9 +11,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Workspace root.
+pub mod ucx;
+
+/// Workspace root: `RTDAQ_ROOT` when set (test binaries carried to another host, e.g. the
+/// GPU host by scripts/gpu-host.sh), else this checkout.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    std::env::var_os("RTDAQ_ROOT").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+        PathBuf::from,
+    )
 }
 
 /// The binary built with `engine-<engine>`.

@@ -649,9 +649,15 @@ fn sizes(
         .filter(|&b| {
             let fits = b >= largest_n;
             if let (false, Some((n, why))) = (fits, &largest) {
+                let need = i64::from(n.div_ceil(1024));
+                let fix = if need > MAX_HEAP_KIB {
+                    format!("no heap buffer can: the largest is {MAX_HEAP_KIB} KiB; make it smaller")
+                } else {
+                    format!("raise it to at least {need}, or leave it out (room for packets_per_heap of them)")
+                };
                 errs.push(
                     format!("{p}.max_heap_kib"),
-                    format!("{} KiB holds no {unit} of {n} bytes ({why}); raise it to at least {}, or leave it out (room for packets_per_heap of them)", b >> 10, n.div_ceil(1024)),
+                    format!("{} KiB holds no {unit} of {n} bytes ({why}); {fix}", b >> 10),
                 );
             }
             fits || largest.is_none()

@@ -136,31 +136,14 @@ impl EgressSink {
             }
         }
         if !self.open {
-            let Some(h) = self.prod.slot() else {
-                self.pending.full += 1;
-                return;
-            };
-            if data.len() > h.room() {
-                self.pending.too_large += 1;
+            if !self.open_heap(data.len()) {
                 return;
             }
-            h.reset();
-            self.open = true;
             if self.per_heap > 1 {
                 self.opened_ns = crate::pacer::now_ns();
             }
         }
-        let Some(h) = self.prod.slot() else { return };
-        let at = h.head + h.len;
-        h.mem[at..at + data.len()].copy_from_slice(data);
-        h.len += data.len();
-        if h.payloads == 0 {
-            h.first_rx_ns = p.rx_ns;
-        }
-        h.payloads += 1;
-        let full = h.payloads >= self.per_heap;
-        self.pending.payloads += 1;
-        if full {
+        if self.append(data, p.rx_ns) >= self.per_heap {
             self.commit();
         }
     }
@@ -172,22 +155,43 @@ impl EgressSink {
     #[inline]
     pub fn on_block(&mut self, data: &[u8], ts_ns: u64) {
         self.commit();
+        if self.open_heap(data.len()) {
+            self.append(data, ts_ns);
+            self.commit();
+        }
+    }
+
+    /// Opens an empty heap in the free slot for a first item of `len` bytes; `false`, with
+    /// the item counted, when no slot is free (`egress_full`) or it exceeds an empty heap
+    /// (`egress_error`).
+    #[inline]
+    fn open_heap(&mut self, len: usize) -> bool {
         let Some(h) = self.prod.slot() else {
             self.pending.full += 1;
-            return;
+            return false;
         };
-        if data.len() > h.room() {
+        if len > h.room() {
             self.pending.too_large += 1;
-            return;
+            return false;
         }
         h.reset();
-        h.mem[h.head..h.head + data.len()].copy_from_slice(data);
-        h.len = data.len();
-        h.payloads = 1;
-        h.first_rx_ns = ts_ns;
-        self.pending.payloads += 1;
         self.open = true;
-        self.commit();
+        true
+    }
+
+    /// Copies one item (received at `rx_ns`) to the end of the open heap; its item count.
+    #[inline]
+    fn append(&mut self, data: &[u8], rx_ns: u64) -> u32 {
+        let Some(h) = self.prod.slot() else { return 0 };
+        let at = h.head + h.len;
+        h.mem[at..at + data.len()].copy_from_slice(data);
+        h.len += data.len();
+        if h.payloads == 0 {
+            h.first_rx_ns = rx_ns;
+        }
+        h.payloads += 1;
+        self.pending.payloads += 1;
+        h.payloads
     }
 
     /// Hands the heap being filled to the sender.

@@ -97,19 +97,17 @@ fn chains(
 ) -> Vec<(QueueStages, DoneOnDrop)> {
     let mut out = Vec::with_capacity(res.rx.len());
     for (k, r) in res.rx.iter().enumerate() {
-        let (products, record): (Vec<_>, Vec<_>) = sinks[k]
-            .iter_mut()
-            .filter_map(|p| p.sink.take().map(|s| (p.products, s)))
-            .partition(|(products, _)| *products);
-        let record: Vec<_> = record.into_iter().map(|(_, s)| s).collect();
-        let products: Vec<_> = products.into_iter().map(|(_, s)| s).collect();
+        let (products, record) = by_products(
+            sinks[k]
+                .iter_mut()
+                .filter_map(|p| p.sink.take().map(|s| (p.products, s))),
+        );
         let taps: Vec<_> = sinks[k].iter_mut().filter_map(|p| p.tap.take()).collect();
-        let (out_products, out_sinks): (Vec<_>, Vec<_>) = egress[k]
-            .iter_mut()
-            .filter_map(|p| p.sink.take().map(|s| (p.products, s)))
-            .partition(|(products, _)| *products);
-        let out_sinks: Vec<_> = out_sinks.into_iter().map(|(_, s)| s).collect();
-        let out_products: Vec<_> = out_products.into_iter().map(|(_, s)| s).collect();
+        let (out_products, out_sinks) = by_products(
+            egress[k]
+                .iter_mut()
+                .filter_map(|p| p.sink.take().map(|s| (p.products, s))),
+        );
         let done = DoneOnDrop(
             record
                 .iter()
@@ -141,6 +139,19 @@ fn chains(
         out.push((queue_stages(validate, record, taps, out_sinks, stage), done));
     }
     out
+}
+
+/// Splits a queue's sinks into those of its GPU stage's products (`true`) and its own.
+fn by_products<T>(sinks: impl Iterator<Item = (bool, T)>) -> (Vec<T>, Vec<T>) {
+    let (mut products, mut own) = (Vec::new(), Vec::new());
+    for (is_product, s) in sinks {
+        if is_product {
+            products.push(s);
+        } else {
+            own.push(s);
+        }
+    }
+    (products, own)
 }
 
 impl Prepared<'_> {
