@@ -7,7 +7,8 @@
 #   receiver, scripts/peers/ucx_recv.c), ucx_perftest, and Debian's UCX 1.13 libraries with
 #   their modules (gpu-carry/lib, gpu-carry/lib/ucx) and libnuma/libgomp; gpu-carry/recvmmsg_rx
 #   (benches/socket/recvmmsg_rx.c, the SPEAD ladder's receiver) and gpu-carry/sendmmsg_tx (the
-#   ucx-ext ladder's senders).
+#   ucx-ext ladder's senders); gpu-carry/egress_ucx_bench (app/runtime/benches/egress_ucx.rs,
+#   mode sender); with `--prepare perf` also perf and its libraries (gpu-carry/perf).
 # There:          bash scripts/gpu-host-egress.sh        (the `run` tool, carry ["gpu-carry"])
 #   perftest  ucx_perftest tag_bw over UCX_TLS=tcp on 127.0.0.1, 1 MiB messages, server on
 #             core 6, client on core 5: the transport's bandwidth there (REPS repeats), with
@@ -27,6 +28,13 @@
 #   ucx-ext   the UCX egress fed by SENDERS (default 4) external sendmmsg_tx processes at
 #             EXT_RATES Gb/s (default "10 15 20 25") instead of the generator, which tops out
 #             near 10 Gb/s on one core (see one_ext)
+#   sender    the UCX egress stage at its own limit (app/runtime/benches/egress_ucx.rs: a
+#             feeder thread on core 4 fills the sink as fast as the sender takes it, the
+#             sender on core 5, ucx_recv on core 6: perftest's cores), interleaved with
+#             ucx_perftest tag_bw PUT off, SECS s, REPS repeats; SENDER_VARIANTS: a list of
+#             env settings, one run each (default: "-", as built). With PERF=1 and
+#             gpu-carry/perf/ (`--prepare perf`), the first repeat's runs are profiled
+#             (perf record -g of the bench process; the reports in OUT/perf-*.txt).
 #   bash scripts/gpu-host-egress.sh [ucx|ucx-ext|spead|all]   (default all)
 # Output under $OUT (the run tool's folder): log-egress, runs/.
 set -u
@@ -51,6 +59,20 @@ if [ "${1:-}" = "--prepare" ]; then
     cp -L /usr/lib/x86_64-linux-gnu/ucx/libuct_*.so.0 $C/lib/ucx/
     git_ex=$(git rev-parse --git-path info/exclude)
     grep -qx '/gpu-carry/' "$git_ex" 2>/dev/null || echo '/gpu-carry/' >> "$git_ex"
+    # The egress stage alone (mode sender).
+    bench=$(cargo bench -p rtdaq-runtime --features ucx --bench egress_ucx --no-run \
+        --message-format=json 2>/dev/null | python3 -c 'import json, sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("executable") and m.get("target", {}).get("name") == "egress_ucx": print(m["executable"])')
+    cp "$bench" $C/egress_ucx_bench
+    strip $C/egress_ucx_bench
+    if [ "${2:-}" = perf ]; then # perf and its libraries, to profile there
+        mkdir -p $C/perf/lib
+        cp -L "$(readlink -f /usr/bin/perf)" $C/perf/perf
+        ldd $C/perf/perf | awk '$3 ~ /^\// {print $3}' | grep -v -e libc.so -e libm.so -e ld-linux |
+            xargs -I{} cp -L {} $C/perf/lib/
+    fi
     ls -la $C $C/lib $C/lib/ucx; du -sh $C
     exit 0
 fi
@@ -221,6 +243,48 @@ print(f"{sys.argv[4]}: offered {sys.argv[3]} rc {sys.argv[5]} senders_gbps {sent
 EOP
 }
 
+# one_sender VARIANT TAG: the egress stage alone (benches/egress_ucx.rs) with the env
+# settings VARIANT (NAME=VALUE,NAME=VALUE; "-": none) to ucx_recv; one result line, checked against the receiver.
+one_sender() {
+    local variant=$1 tag=$2 port wrap=()
+    port=$(free_port)
+    taskset -c 6 $C/ucx_recv --port "$port" --streams 1 --seconds $((SECS + 30)) \
+        --max-bytes 2097152 --json "$OUT/runs/$tag-recv.json" > "$OUT/runs/$tag-recv.txt" 2>&1 &
+    local rp=$!
+    sleep 0.5
+    if [ "${PERF:-0}" = 1 ] && [ -x $C/perf/perf ] && [ "${tag%%-*}" = b1 ]; then
+        wrap=(env "LD_LIBRARY_PATH=$PWD/$C/perf/lib:$LD_LIBRARY_PATH" "$C/perf/perf" record -q -g
+            -o "$OUT/runs/$tag.perf")
+    fi
+    local settings=${variant#-}
+    # shellcheck disable=SC2086 # VARIANT is a list of NAME=VALUE words
+    env ${settings//,/ } EGRESS_UCX_DEST="127.0.0.1:$port" EGRESS_UCX_SENDER_CORE=5 \
+        EGRESS_UCX_FEEDER_CORE=4 EGRESS_UCX_PRIORITY=40 EGRESS_UCX_SECS="$SECS" \
+        "${wrap[@]}" $C/egress_ucx_bench > "$OUT/runs/$tag.txt" 2>&1
+    local rc=$?
+    wait $rp
+    if [ ${#wrap[@]} -gt 0 ]; then
+        LD_LIBRARY_PATH="$PWD/$C/perf/lib:$LD_LIBRARY_PATH" $C/perf/perf report \
+            -i "$OUT/runs/$tag.perf" --no-children -g none --sort pid,dso,sym --stdio \
+            > "$OUT/perf-$tag.txt" 2>&1
+        rm -f "$OUT/runs/$tag.perf"
+    fi
+    python3 - "$OUT/runs/$tag.txt" "$OUT/runs/$tag-recv.json" "$variant" "$tag" "$rc" <<'EOP'
+import json, sys
+line = next((l for l in open(sys.argv[1]) if l.startswith("egress_ucx ")), None)
+try:
+    g = json.load(open(sys.argv[2]))
+except Exception as e:
+    g = None
+if line is None or g is None:
+    print(f"{sys.argv[4]}: variant {sys.argv[3]} rc {sys.argv[5]} no result"); sys.exit(0)
+f = line.split(); v = dict(zip(f[1::2], f[2::2]))
+ok = g["messages"] == int(v["messages"]) and g["missing"] == 0 and g["bad"] == 0
+print(f"{sys.argv[4]}: variant {sys.argv[3]} rc {sys.argv[5]} gbps {v['gbps']} cpu_s_per_gb {v['cpu_s_per_gb']} "
+      f"messages {v['messages']} recv_messages {g['messages']} egress_full {v['egress_full']} receiver_ok {ok}")
+EOP
+}
+
 SENDERS=${SENDERS:-4}
 EXT_RATES=${EXT_RATES:-10 15 20 25}
 MODE=${1:-all}
@@ -234,6 +298,17 @@ MODE=${1:-all}
         perftest n
         for rate in $EXT_RATES; do
             one_ext "$rate" "x$rep-$rate"
+        done
+    done
+    fi
+    if [ "$MODE" = sender ]; then
+    echo "== the UCX egress stage alone (feeder core 4, sender 5, receiver 6) vs ucx_perftest, $SECS s, $REPS repeats, variants: ${SENDER_VARIANTS:--}"
+    for rep in $(seq 1 "$REPS"); do
+        perftest n
+        k=0
+        for variant in ${SENDER_VARIANTS:--}; do
+            one_sender "$variant" "b$rep-$k"
+            k=$((k + 1))
         done
     done
     fi
@@ -275,6 +350,16 @@ for put, v in sorted(pt.items()):
     print(f"ucx_perftest tag_bw 1 MiB (tcp, TCP_PUT_ENABLE={put}): min/median/max "
           f"{min(g):.2f} / {st.median(g):.2f} / {max(g):.2f} Gb/s, client "
           f"{min(c):.3f} / {st.median(c):.3f} / {max(c):.3f} CPU-s/GB (n={len(v)})")
+bench = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"b\d+-\d+: variant (\S+) rc \d+ gbps (\S+) cpu_s_per_gb (\S+) .*receiver_ok (\w+)", line)
+    if m:
+        bench.setdefault(m[1], []).append((float(m[2]), float(m[3]), m[4] == "True"))
+for variant, v in bench.items():
+    g = [x[0] for x in v]; c = [x[1] for x in v]
+    print(f"egress stage alone, variant {variant}: min/median/max {min(g):.2f} / {st.median(g):.2f} / "
+          f"{max(g):.2f} Gb/s, sender {min(c):.3f} / {st.median(c):.3f} / {max(c):.3f} CPU-s/GB (n={len(v)}, "
+          f"receiver got every message: {all(x[2] for x in v)})")
 for (proto, rep), v in sorted(runs.items()):
     best = max((x for x in v if x[4]), default=None, key=lambda x: x[0])
     print(f"{proto} repeat {rep}: highest loss-free offered rate {best[0] if best else 'none'} Gb/s"

@@ -39,7 +39,9 @@ pub use common::{EgressCounters, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TIMES
 pub use sink::{EgressSink, HeapBuf};
 pub use spead::SpeadSender;
 #[cfg(feature = "ucx")]
-pub use ucx::UcxSender;
+pub use ucx::{
+    register as ucx_register, Ready as UcxReady, Registered as UcxRegistered, UcxSender,
+};
 
 /// The sender of one queue's egress sink, by protocol; [`run`](Sender::run) is its thread.
 pub enum Sender {

@@ -170,7 +170,7 @@ pub struct UcxSender {
 impl UcxSender {
     /// The sender of `eg` (`egress[id]`) over `cons` (buffers registered in `reg`), the
     /// `stream`-th of the sink's senders; and the receiver the start waits on.
-    pub(crate) fn new(
+    pub fn new(
         eg: &Egress,
         id: usize,
         cons: SlotConsumer<'static, HeapBuf>,
