@@ -10,15 +10,15 @@
 # On the 16-core GPU host: scripts/gpu-host-egress.sh sender (each on its own core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/bench.sh
+. scripts/lib/bench.sh
 OUT=${1:?usage: bench-egress-ucx-stage.sh OUT [REPS] [SECS]}
 REPS=${2:-5}
 SECS=${3:-3}
 mkdir -p "$OUT"
-bench=$(cargo bench -p rtdaq-runtime --features ucx --bench egress_ucx --no-run \
-    --message-format=json 2>/dev/null | python3 -c 'import json, sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("executable") and m.get("target", {}).get("name") == "egress_ucx": print(m["executable"])')
+# A run that stops early leaves no receiver or perftest server behind.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+bench=$(bench_exe egress_ucx -p rtdaq-runtime --features ucx)
 # shellcheck disable=SC2046 # pkg-config's flags are words
 cc -O2 -Wall -o "$OUT/ucx_recv" scripts/peers/ucx_recv.c $(pkg-config --cflags --libs ucx)
 export UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n

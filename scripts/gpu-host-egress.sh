@@ -60,12 +60,9 @@ if [ "${1:-}" = "--prepare" ]; then
     git_ex=$(git rev-parse --git-path info/exclude)
     grep -qx '/gpu-carry/' "$git_ex" 2>/dev/null || echo '/gpu-carry/' >> "$git_ex"
     # The egress stage alone (mode sender).
-    bench=$(cargo bench -p rtdaq-runtime --features ucx --bench egress_ucx --no-run \
-        --message-format=json 2>/dev/null | python3 -c 'import json, sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("executable") and m.get("target", {}).get("name") == "egress_ucx": print(m["executable"])')
-    cp "$bench" $C/egress_ucx_bench
+    # shellcheck source=scripts/lib/bench.sh
+    . scripts/lib/bench.sh
+    cp "$(bench_exe egress_ucx -p rtdaq-runtime --features ucx)" $C/egress_ucx_bench
     strip $C/egress_ucx_bench
     if [ "${2:-}" = perf ]; then # perf and its libraries, to profile there
         mkdir -p $C/perf/lib

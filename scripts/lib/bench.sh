@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Shared by the benchmark scripts that run beside busy loops (bench-busy-host.sh,
-# bench-stalls.sh): the host facts a result needs, and one busy loop per CPU.
+# Shared by the benchmark scripts: the host facts a result needs, one busy loop per CPU (for
+# those that run beside busy loops: bench-busy-host.sh, bench-stalls.sh), and a cargo bench's
+# executable (bench-egress-ucx-stage.sh, gpu-host-egress.sh --prepare).
 
 # The host facts, one per line (date, CPUs, kernel, CPU model, RT throttling, load).
 bench_host_facts() {
@@ -24,4 +25,19 @@ bench_start_busy() {
         bench_busy_pids+=($!)
     done
     sleep 0.2
+}
+
+# The executable of the cargo bench target $1 (further cargo args after it), built if needed;
+# fails naming the target when cargo reports none.
+bench_exe() {
+    local name=$1 exe
+    shift
+    exe=$(cargo bench "$@" --bench "$name" --no-run --message-format=json |
+        jq -r --arg n "$name" 'select(.reason == "compiler-artifact" and .executable != null
+            and .target.name == $n) | .executable' | tail -1)
+    if [ -z "$exe" ]; then
+        echo "bench_exe: cargo built no executable for bench '$name' ($*)" >&2
+        return 1
+    fi
+    echo "$exe"
 }
