@@ -168,7 +168,10 @@ run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed
 # every message in sequence and its data = the raw recording of the run; no listener =
 # exit 2, connect_wait_ms waits for a late one; the receiver SIGKILLed and restarted
 # (reconnection, the gap counted); a receiver too slow (egress_full, no stall); and
-# ucx_perftest tag_bw over the same transport (app/tests/egress_ucx.rs).
+# ucx_perftest tag_bw over the same transport (app/tests/egress_ucx.rs); whole units
+# (app/tests/egress_units.rs): spead2's heaps with every 13th packet left out forwarded as
+# whole heaps, read back by spead2 (exactly the heaps that lost nothing), and baseband's VDIF
+# time slots with every 41st frame left out (the original frame sets, byte for byte).
 build_socket_ucx() {
     RTDAQ_CONFIG=configs/host-udp-egress-ucx.toml cargo build -q -p rtdaq --no-default-features \
         --features engine-socket,platform-host,ucx || return 1
@@ -178,9 +181,10 @@ build_socket_ucx() {
 }
 ucx_egress() {
     build_socket_ucx || return 1
-    cargo test -p rtdaq --test egress_ucx -- --ignored --test-threads 1
+    cargo test -p rtdaq --test egress_ucx -- --ignored --test-threads 1 &&
+        cargo test -p rtdaq --test egress_units -- --ignored --test-threads 1
 }
-run "UCX egress: ucx_perftest, every message to a C UCX receiver, no listener, a receiver restarted, a slow receiver (cargo test --test egress_ucx -- --ignored)" \
+run "UCX egress: ucx_perftest, every message to a C UCX receiver, no listener, a receiver restarted, a slow receiver, whole SPEAD heaps and VDIF time slots (cargo test --test egress_ucx --test egress_units -- --ignored)" \
     ucx_egress
 run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership, an AF_PACKET generator to a group (cargo test --test multicast -- --ignored)" \
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1

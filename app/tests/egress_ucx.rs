@@ -28,10 +28,9 @@
 
 mod e2e;
 
-use e2e::ucx::{receiver, summary, ucx_recv};
+use e2e::ucx::{free_tcp_port, free_udp_port, receiver, summary, ucx_recv};
 use e2e::{root, show, u};
 use serde_json::Value;
-use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -85,22 +84,6 @@ fn skipped() -> bool {
         }
         None => false,
     }
-}
-
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The shipped UCX egress config on free ports, with more edits.

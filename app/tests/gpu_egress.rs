@@ -18,7 +18,7 @@
 
 mod e2e;
 
-use e2e::ucx::{receiver, summary, ucx_recv};
+use e2e::ucx::{free_tcp_port, free_udp_port, receiver, summary, ucx_recv};
 use e2e::{root, show, u};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -30,25 +30,9 @@ fn bin() -> PathBuf {
         .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_rtdaq")), PathBuf::from)
 }
 
-fn free_port(udp: bool) -> u16 {
-    if udp {
-        std::net::UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    } else {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
-}
-
 /// The shipped config on free ports, written into `dir`.
 fn config(dir: &Path, dest: u16) -> PathBuf {
-    let rx = free_port(true);
+    let rx = free_udp_port();
     let mut text =
         std::fs::read_to_string(root().join("configs/host-loopback-udp-gpu-egress-ucx.toml"))
             .unwrap();
@@ -86,7 +70,7 @@ fn gpu_products_reach_a_ucx_receiver_equal_to_their_recording() {
     }
     let dir = rtdaq_testbed::test_path("gpu-egress");
     std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port(false);
+    let port = free_tcp_port();
     let (rjson, rdata) = (dir.join("recv.json"), dir.join("recv.bin"));
     let child = receiver(
         &ucx_recv(&dir.join("ucx_recv")),

@@ -9,6 +9,16 @@
       heap counters 1..N; --end sends spead2's end-of-stream heap after them. The packets
       are counted by encoding the same heaps into a spead2 BytesStream. Prints JSON
       {"heaps": N, "packets": p, "packets_per_heap": k, "end": bool}.
+      With --drop-every K the heaps are encoded by spead2 (a BytesStream per heap) and their
+      packets sent by a plain UDP socket, every K-th packet left out (the 1st of them is
+      packet K-1, counted over the whole run); adds "dropped" (packets left out) and
+      "hit" (the heap numbers, 0..N-1, that lost a packet).
+  spead_peer.py read-units FILE --heap-bytes B
+      the receiving end of a UCX egress sink with unit = "heap" (ucx_recv --data FILE: each
+      message one heap's SPEAD packets, whole, back to back): spead2 reads FILE
+      (recv.Stream.add_buffer_reader) and checks every heap as recv does; prints JSON
+      {"heaps": n, "good": n, "bad": n, "numbers": [heap numbers in file order],
+      "incomplete": spead2's incomplete heaps, "packets": spead2's packet count}.
   spead_peer.py bench-send HOST PORT --heaps N [--heap-bytes B] [--packet-size S]
                 [--flavour 48|40] [--rate BYTES_PER_S] [--batch K]
       spead2's sender at its best, for scripts/bench-egress.sh: the send mode's heap (B bytes
@@ -107,7 +117,93 @@ def count_packets(buf):
     return n
 
 
+def split_packets(buf):
+    """The SPEAD packets of a byte stream, each as bytes."""
+    out, off = [], 0
+    while off + 8 <= len(buf):
+        addr_bits = buf[off + 3] * 8
+        nitems = int.from_bytes(buf[off + 6:off + 8], "big")
+        length = 0
+        for i in range(nitems):
+            p = int.from_bytes(buf[off + 8 + 8 * i:off + 16 + 8 * i], "big")
+            if p >> 63 and (p >> addr_bits) & ((1 << (63 - addr_bits)) - 1) == 0x04:
+                length = p & ((1 << addr_bits) - 1)
+        end = off + 8 + 8 * nitems + length
+        out.append(bytes(buf[off:end]))
+        off = end
+    return out
+
+
+def send_dropping(a):
+    """send with every --drop-every-th packet left out: spead2 encodes, a socket sends."""
+    import socket
+    import time
+    fl = flavour(a.flavour)
+    pool = spead2.ThreadPool()
+    ig = items(fl, a.heap_bytes)
+    base = np.arange(a.heap_bytes, dtype=np.uint64)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    k, dropped, hit, per_heap, t0, sent_bytes = 0, 0, [], None, time.monotonic(), 0
+    for n in range(a.heaps):
+        ig["timestamp"].value = n
+        ig["data"].value = ((base + n) % 256).astype(np.uint8)
+        heap = ig.get_heap(descriptors="none", data="all")
+        heap.repeat_pointers = False
+        bs = spead2.send.BytesStream(pool, spead2.send.StreamConfig(max_packet_size=a.packet_size))
+        bs.send_heap(heap, cnt=n + 1)  # heap counters 1..N, as send's UdpStream numbers them
+        pkts = split_packets(bs.getvalue())
+        per_heap = per_heap or len(pkts)
+        for pkt in pkts:
+            k += 1
+            if k % a.drop_every == 0:
+                dropped += 1
+                if not hit or hit[-1] != n:
+                    hit.append(n)
+                continue
+            sock.sendto(pkt, (a.host, a.port))
+            sent_bytes += len(pkt)
+            if a.rate > 0:
+                ahead = sent_bytes / a.rate - (time.monotonic() - t0)
+                if ahead > 0:
+                    time.sleep(ahead)
+    print(json.dumps({"heaps": a.heaps, "packets": k, "packets_per_heap": per_heap,
+                      "end": False, "dropped": dropped, "hit": hit}))
+
+
+def read_units(a):
+    """spead2 reads the heaps of a file of whole heaps' packets and checks each."""
+    data = open(a.file, "rb").read()
+    stream = spead2.recv.Stream(spead2.ThreadPool(), spead2.recv.StreamConfig(max_heaps=4),
+                                spead2.recv.RingStreamConfig(heaps=64))
+    stream.add_buffer_reader(data)
+    fl = flavour(48)
+    ig = spead2.ItemGroup()
+    ig.add_item(TIMESTAMP, "timestamp", "heap number", shape=(), format=[("u", fl.heap_address_bits)])
+    ig.add_item(DATA, "data", "pattern", shape=(a.heap_bytes,), dtype=np.uint8)
+    base = np.arange(a.heap_bytes, dtype=np.uint64)
+    good = bad = 0
+    numbers = []
+    for heap in stream:
+        if heap.is_end_of_stream():
+            break
+        ig.update(heap)
+        n = int(ig["timestamp"].value)
+        numbers.append(n)
+        data = ig["data"].value
+        if data is not None and np.array_equal(data, ((base + n) % 256).astype(np.uint8)):
+            good += 1
+        else:
+            bad += 1
+    st = stream.stats
+    print(json.dumps({"heaps": len(numbers), "good": good, "bad": bad, "numbers": numbers,
+                      "incomplete": st.incomplete_heaps_evicted + st.incomplete_heaps_flushed,
+                      "packets": st.packets}))
+
+
 def send(a):
+    if a.drop_every > 0:
+        return send_dropping(a)
     fl = flavour(a.flavour)
     pool = spead2.ThreadPool()
     cfg = spead2.send.StreamConfig(max_packet_size=a.packet_size, rate=a.rate)
@@ -373,6 +469,10 @@ def main():
     s.add_argument("--flavour", type=int, choices=[48, 40], default=48)
     s.add_argument("--rate", type=float, default=50e6, help="bytes per second (0: unpaced)")
     s.add_argument("--end", action="store_true")
+    s.add_argument("--drop-every", type=int, default=0, help="leave out every K-th packet")
+    u = sub.add_parser("read-units")
+    u.add_argument("file")
+    u.add_argument("--heap-bytes", type=int, required=True)
     b = sub.add_parser("bench-send")
     b.add_argument("host")
     b.add_argument("port", type=int)
@@ -402,7 +502,8 @@ def main():
     e.add_argument("--data-id", type=lambda v: int(v, 0), default=DATA)
     e.add_argument("--max-packet", type=int, default=9200, help="largest packet accepted")
     a = p.parse_args()
-    {"send": send, "bench-send": bench_send, "recv": recv, "egress-recv": egress_recv}[a.cmd](a)
+    {"send": send, "bench-send": bench_send, "recv": recv, "egress-recv": egress_recv,
+     "read-units": read_units}[a.cmd](a)
 
 
 if __name__ == "__main__":

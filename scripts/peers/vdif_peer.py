@@ -5,9 +5,10 @@
       baseband writes a T-thread VDIF file of N frames per thread (EDV 0, 2-bit real
       samples, station "Ar", B-byte frames, F frames per second per thread). Prints JSON
       {"frames": T*N, "threads": T, "frames_per_thread": N, "frame_bytes": B}.
-  vdif_peer.py send FILE HOST PORT [--pps P]
+  vdif_peer.py send FILE HOST PORT [--pps P] [--skip-every K]
       sends the file's frames one per UDP datagram, in file order, P per second (default
-      20000). Prints JSON {"sent": n}.
+      20000); with --skip-every K, frame i (0-based, file order) is left out when
+      (i + 1) % K == 0. Prints JSON {"sent": n, "skipped": m}.
   vdif_peer.py check FILE --threads T [--fps F]
       baseband reads FILE (a recording): per thread the frame count and whether frame numbers
       run on without a gap ((second, frame) continuous at F frames per second). Prints JSON
@@ -46,12 +47,17 @@ def send(a):
     # The frame length (8-byte units) is in word 2, bits 23..0, of each header.
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-    off, n, t0 = 0, 0, time.monotonic()
+    off, n, k, skipped, t0 = 0, 0, 0, 0, time.monotonic()
     while off + 16 <= len(data):
         w2 = int.from_bytes(data[off + 8:off + 12], "little")
         size = (w2 & 0xFFFFFF) * 8
         if size < 16 or off + size > len(data):
             sys.exit(f"bad frame length {size} at offset {off}")
+        k += 1
+        if a.skip_every > 0 and k % a.skip_every == 0:
+            off += size
+            skipped += 1
+            continue
         s.sendto(data[off:off + size], (a.host, a.port))
         off += size
         n += 1
@@ -59,7 +65,7 @@ def send(a):
         ahead = n / a.pps - (time.monotonic() - t0)
         if ahead > 0:
             time.sleep(ahead)
-    print(json.dumps({"sent": n}))
+    print(json.dumps({"sent": n, "skipped": skipped}))
 
 
 def check(a):
@@ -102,6 +108,7 @@ def main():
     s.add_argument("host")
     s.add_argument("port", type=int)
     s.add_argument("--pps", type=float, default=20000)
+    s.add_argument("--skip-every", type=int, default=0)
     c = sub.add_parser("check")
     c.add_argument("file")
     c.add_argument("--threads", type=int, default=4)

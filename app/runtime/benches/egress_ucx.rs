@@ -59,6 +59,7 @@ fn egress(dest: std::net::SocketAddrV4, payload: usize, per_msg: u32, buffers: u
             reconnect_ms: 1000,
         }),
         feed: EgressFeed::Payloads,
+        units: None,
     }
 }
 

@@ -1,11 +1,30 @@
 //! The C UCX receiver (`scripts/peers/ucx_recv.c`) for the UCX egress tests
-//! (`egress_ucx.rs`, `gpu_egress.rs`): built, started, its summary read.
+//! (`egress_ucx.rs`, `egress_units.rs`, `gpu_egress.rs`): built, started, its summary read.
 
 use super::{root, show};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+/// A TCP port free on 127.0.0.1 now (a receiver's listener).
+pub fn free_tcp_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A UDP port free on 127.0.0.1 now (rtdaq's receive socket).
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
 
 /// The receiver: `RTDAQ_UCX_RECV` when set (a host without a compiler, e.g. the GPU host),
 /// else built to `out` with `cc` and `pkg-config ucx`.

@@ -23,10 +23,13 @@
 //! egress = ["products-out"]          # (a sink sends payloads or products, not both)
 //! ```
 
+pub use crate::egress_unit::{EgressUnits, DEFAULT_OPEN_UNITS, MAX_OPEN_UNITS};
+use crate::egress_unit::{RawUnit, UnitCtx};
 use crate::error::Errors;
 use crate::model::{RegionKind, WriterPlacement};
 use crate::schema::RawConfig;
 use crate::validate::{capacity::largest_frame, int, item_name, rxq, Draft};
+use rtdaq_core::format::UnitKind;
 use serde::Deserialize;
 use std::net::SocketAddrV4;
 
@@ -141,6 +144,9 @@ pub struct Egress {
     pub ucx: Option<UcxEgress>,
     /// Payloads or GPU products.
     pub feed: EgressFeed,
+    /// Whole units (`unit = "heap"` or `"time_slot"`, a `ucx` sink of payloads): one unit a
+    /// message; `None`: payloads, `packets_per_heap` to a message.
+    pub units: Option<EgressUnits>,
 }
 
 /// `[[egress]]` as written.
@@ -152,8 +158,8 @@ pub(crate) struct RawEgress {
     pub destinations: Vec<String>,
     #[serde(default)]
     pub flavour: Option<String>,
-    #[serde(default = "one")]
-    pub packets_per_heap: i64,
+    #[serde(default)]
+    pub packets_per_heap: Option<i64>,
     #[serde(default)]
     pub max_packet: Option<i64>,
     #[serde(default)]
@@ -184,6 +190,12 @@ pub(crate) struct RawEgress {
     pub connect_wait_ms: Option<i64>,
     #[serde(default)]
     pub reconnect_ms: Option<i64>,
+    #[serde(default)]
+    pub unit: Option<String>,
+    #[serde(default)]
+    pub open_units: Option<i64>,
+    #[serde(default)]
+    pub unit_frames: Option<i64>,
 }
 
 /// Default `max_packet`: spead2's default, an Ethernet MTU of 1500 less IPv4 and UDP.
@@ -195,9 +207,6 @@ pub const MAX_HEAP_KIB: i64 = 65_536;
 /// Default `flush_ms`.
 pub const DEFAULT_FLUSH_MS: i64 = 10;
 
-fn one() -> i64 {
-    1
-}
 fn default_heap_buffers() -> i64 {
     DEFAULT_HEAP_BUFFERS
 }
@@ -298,15 +307,42 @@ fn one_egress(
             None
         }
     };
+    let units = crate::egress_unit::units(
+        raw,
+        d,
+        &RawUnit {
+            unit: e.unit.as_deref(),
+            open_units: e.open_units,
+            unit_frames: e.unit_frames,
+        },
+        &UnitCtx {
+            name: &e.name,
+            protocol,
+            feed,
+            packets_per_heap: e.packets_per_heap,
+            strip_bytes: e.strip_bytes,
+            max_heap_kib: e.max_heap_kib,
+        },
+        &p,
+        errs,
+    );
     let largest = match feed {
         EgressFeed::Payloads => largest_payload(raw, d, &e.name),
         EgressFeed::Products => largest_product(d, &by_stages),
+    };
+    // A time slot's default heap buffer holds its frames.
+    let per_unit = match units {
+        Some(Some(EgressUnits {
+            kind: UnitKind::VdifSlot { frames } | UnitKind::CodifSlot { frames },
+            ..
+        })) => Some(frames),
+        _ => None,
     };
     let unit = match feed {
         EgressFeed::Payloads => "payload",
         EgressFeed::Products => "product",
     };
-    let sizes = sizes(e, (largest.clone(), unit), &p, errs);
+    let sizes = sizes(e, (largest.clone(), unit), per_unit, &p, errs);
     // The default heap buffer is capped at the largest; a product larger than that cannot go.
     if let (EgressFeed::Products, None, Some((_, _, _, heap)), Some((n, why))) =
         (feed, e.max_heap_kib, sizes, &largest)
@@ -330,6 +366,13 @@ fn one_egress(
         errs,
     );
     let (packets_per_heap, max_packet, heap_buffers, max_heap_bytes) = sizes?;
+    if let Some(Some(u)) = units.filter(|u| u.is_some_and(|u| heap_buffers <= u.open)) {
+        errs.push(
+            format!("{p}.heap_buffers"),
+            format!("{heap_buffers} heap buffers leave none for the sender while open_units = {} units are assembled; give heap_buffers of at least {} (a power of two), or fewer open_units", u.open, (2 * u.open).next_power_of_two()),
+        );
+        ok = false;
+    }
     Some(Egress {
         name: e.name.clone(),
         protocol: protocol?,
@@ -370,6 +413,7 @@ fn one_egress(
         thread: thread?,
         ucx: ucx?,
         feed,
+        units: units?,
     })
     .filter(|_| ok)
 }
@@ -378,7 +422,7 @@ fn one_egress(
 /// 1, no `strip_bytes`.
 fn products_fit(e: &RawEgress, p: &str, errs: &mut Errors) -> bool {
     let mut ok = true;
-    if e.packets_per_heap != 1 {
+    if e.packets_per_heap.is_some_and(|n| n != 1) {
         errs.push(
             format!("{p}.packets_per_heap"),
             "this sink sends a GPU stage's products, one product per heap (or message); remove packets_per_heap",
@@ -593,11 +637,12 @@ fn largest_payload(raw: &RawConfig, d: &Draft, name: &str) -> Option<(u32, Strin
 fn sizes(
     e: &RawEgress,
     (largest, unit): (Option<(u32, String)>, &str),
+    per_unit: Option<u32>,
     p: &str,
     errs: &mut Errors,
 ) -> Option<(u32, u32, u32, usize)> {
     let per_heap = int::<u32>(
-        e.packets_per_heap,
+        e.packets_per_heap.unwrap_or(1),
         1,
         65_536,
         &format!("{p}.packets_per_heap"),
@@ -636,7 +681,9 @@ fn sizes(
     });
     let largest_n = largest.as_ref().map_or(65_536, |(n, _)| *n as usize);
     let heap = match e.max_heap_kib {
-        None => per_heap.map(|k| (largest_n * k as usize).min((MAX_HEAP_KIB as usize) << 10)),
+        None => per_heap
+            .map(|k| per_unit.unwrap_or(k))
+            .map(|k| (largest_n * k as usize).min((MAX_HEAP_KIB as usize) << 10)),
         Some(kib) => int::<usize>(
             kib,
             1,

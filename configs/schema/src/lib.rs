@@ -57,6 +57,7 @@
 mod board;
 mod de;
 mod egress;
+mod egress_unit;
 mod engines;
 mod error;
 mod flows;

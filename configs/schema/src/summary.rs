@@ -330,7 +330,14 @@ impl Config {
                     let dests: Vec<String> =
                         e.destinations.iter().map(ToString::to_string).collect();
                     let what = match stage {
-                        None => format!("{} payload(s) per heap", e.packets_per_heap),
+                        None => match e.units {
+                            None => format!("{} payload(s) per heap", e.packets_per_heap),
+                            Some(u) => format!(
+                                "whole {}, one a message, {} assembled at once",
+                                u.kind.plural().replace('_', " "),
+                                u.open
+                            ),
+                        },
                         Some(s) => format!(
                             "GPU stage {}'s products ({}, {} B), one a heap",
                             s.name,

@@ -5,7 +5,9 @@
 use proptest::prelude::*;
 use rtdaq_core::format::codif::{self, CodifHeader};
 use rtdaq_core::format::spead::{self, Flavour, HeapTracker, SpeadPacket};
-use rtdaq_core::format::{CounterField, CounterFormat, Reject, Unwrap, VdifHeader, VdifSequencer};
+use rtdaq_core::format::{
+    CounterField, CounterFormat, Reject, UnitKind, Unwrap, VdifHeader, VdifSequencer,
+};
 use rtdaq_core::seq::SeqTracker;
 
 fn field() -> impl Strategy<Value = CounterField> {
@@ -25,6 +27,19 @@ fn field() -> impl Strategy<Value = CounterField> {
 }
 
 proptest! {
+    #[test]
+    fn units_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..160), frames in 1u32..64) {
+        for k in [UnitKind::SpeadHeap, UnitKind::VdifSlot { frames }, UnitKind::CodifSlot { frames }] {
+            let _ = k.unit_of(&bytes);
+            // Walking a unit's frames ends, whatever the bytes.
+            let mut rest: &[u8] = &bytes;
+            while let Some((len, _)) = k.part_at(rest) {
+                prop_assert!(len > 0 && len <= rest.len());
+                rest = &rest[len..];
+            }
+        }
+    }
+
     #[test]
     fn vdif_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..96), fps in proptest::option::of(1u32..100_000)) {
         let mut s = VdifSequencer::new(fps);

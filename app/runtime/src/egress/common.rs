@@ -20,6 +20,10 @@ pub struct EgressCounters {
     pub dropped_full: AtomicU64,
     /// Payloads not sent: larger than a heap buffer (consumer).
     pub dropped_too_large: AtomicU64,
+    /// Payloads of units given up before they were whole (consumer; a sink of whole units).
+    pub dropped_incomplete: AtomicU64,
+    /// Payloads that are not of the units' format (consumer; a sink of whole units).
+    pub dropped_foreign: AtomicU64,
     /// Payloads sent, in heaps that went out whole (sender).
     pub payloads_sent: AtomicU64,
     /// Data heaps sent (sender).
@@ -51,10 +55,20 @@ impl EgressCounters {
         c.store(c.load(Relaxed) + n, Relaxed);
     }
 
+    /// Payloads taken from the queue: put into heaps or dropped by the consumer.
+    pub fn taken(&self) -> u64 {
+        self.payloads_in.load(Relaxed)
+            + self.dropped_full.load(Relaxed)
+            + self.dropped_too_large.load(Relaxed)
+            + self.dropped_foreign.load(Relaxed)
+    }
+
     /// Payloads not sent.
     pub fn dropped(&self) -> u64 {
         self.dropped_full.load(Relaxed)
             + self.dropped_too_large.load(Relaxed)
+            + self.dropped_incomplete.load(Relaxed)
+            + self.dropped_foreign.load(Relaxed)
             + self.dropped_error.load(Relaxed)
             + self.dropped_peer_gone.load(Relaxed)
     }

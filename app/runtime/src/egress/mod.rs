@@ -26,6 +26,7 @@
 //! payloads back to back. Nothing here allocates after `prepare`.
 
 mod common;
+mod heap;
 mod sink;
 mod spead;
 #[cfg(test)]
@@ -34,9 +35,13 @@ mod tests;
 mod ucx;
 #[cfg(all(test, feature = "ucx"))]
 mod ucx_tests;
+mod unit;
+#[cfg(test)]
+mod unit_tests;
 
 pub use common::{EgressCounters, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TIMESTAMP};
-pub use sink::{EgressSink, HeapBuf};
+pub use heap::HeapBuf;
+pub use sink::EgressSink;
 pub use spead::SpeadSender;
 #[cfg(feature = "ucx")]
 pub use ucx::{
@@ -247,8 +252,12 @@ pub struct EgressReport {
     pub payloads: u64,
     /// Payloads sent, in heaps that went out whole.
     pub payloads_sent: u64,
-    /// Data heaps sent.
+    /// Data heaps (UCX messages) sent.
     pub heaps: u64,
+    /// A sink of whole units (`unit = "heap"`, `"time_slot"`): what each message held,
+    /// `heaps` or `time_slots`; `heaps` counts them.
+    #[serde(default)]
+    pub whole_units: Option<String>,
     /// SPEAD packets sent (descriptors and the end of stream included).
     pub datagrams: u64,
     /// Bytes of those packets.
@@ -257,7 +266,9 @@ pub struct EgressReport {
     pub descriptors: u64,
     /// Payloads not sent, by reason: `egress_full` (no free heap buffer: the sender or the
     /// network was behind), `egress_error` (a send failed, or a payload larger than a heap
-    /// buffer), `peer_gone` (a destination refused them: no receiver).
+    /// buffer), `peer_gone` (a destination refused them: no receiver); a sink of whole
+    /// units also `egress_incomplete` (the datagrams of units given up before they were
+    /// whole) and `egress_foreign` (datagrams not of the units' format).
     pub dropped: BTreeMap<String, u64>,
     /// The first failed send, if any (`ECONNREFUSED`: no receiver at a destination; for
     /// UCX, the status of the first failed send or endpoint).
@@ -308,6 +319,14 @@ impl EgressReport {
                 c.dropped_error.load(Relaxed) + c.dropped_too_large.load(Relaxed),
             ),
             ("peer_gone".to_string(), c.dropped_peer_gone.load(Relaxed)),
+            (
+                "egress_incomplete".to_string(),
+                c.dropped_incomplete.load(Relaxed),
+            ),
+            (
+                "egress_foreign".to_string(),
+                c.dropped_foreign.load(Relaxed),
+            ),
         ]);
         EgressReport {
             egress: eg.name.clone(),
@@ -320,9 +339,10 @@ impl EgressReport {
             }
             .to_string(),
             packets_per_item: batch_packets.map_or(1, u64::from),
-            payloads: c.payloads_in.load(Relaxed) + c.dropped_full.load(Relaxed),
+            payloads: c.taken(),
             payloads_sent: c.payloads_sent.load(Relaxed),
             heaps: c.heaps.load(Relaxed),
+            whole_units: eg.units.map(|u| u.kind.plural().to_string()),
             datagrams: c.datagrams.load(Relaxed),
             bytes,
             descriptors: c.descriptors.load(Relaxed),
@@ -363,7 +383,7 @@ impl std::fmt::Display for EgressReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "egress {} ({} to {}): {} of {} {} sent in {} heaps, {} packets, {:.1} MB, {:.2} Gb/s · not sent:",
+            "egress {} ({} to {}): {} of {} {} sent in {} {}, {} packets, {:.1} MB, {:.2} Gb/s · not sent:",
             self.egress,
             self.protocol,
             self.destinations.join(", "),
@@ -375,6 +395,10 @@ impl std::fmt::Display for EgressReport {
                 "payloads"
             },
             self.heaps,
+            match &self.whole_units {
+                Some(u) => format!("whole {}", u.replace('_', " ")),
+                None => "heaps".to_string(),
+            },
             self.datagrams,
             self.bytes as f64 / 1e6,
             self.gbps

@@ -3,91 +3,13 @@
 //! blocking; a payload that finds no free heap buffer is counted.
 
 use super::common::EgressCounters;
+use super::heap::HeapBuf;
+use super::heap::Pending;
+use super::unit::Units;
 use crate::stages::Packet;
 use rtdaq_config::model::Egress;
 use rtdaq_core::slot_ring::SlotProducer;
 use std::sync::atomic::Ordering::Release;
-
-/// One heap between a consumer and its sender: a preallocated buffer (locked with the rest
-/// of the process) and what the sender puts into the heap's items. The payloads start
-/// `head` bytes into the buffer: room for a UCX message's header (0 for SPEAD).
-pub struct HeapBuf {
-    mem: Box<[u8]>,
-    head: usize,
-    /// Which preallocated buffer `mem` is (a UCX sender swaps buffers in flight for spare
-    /// ones and finds each one's memory registration by it).
-    pub mem_id: u32,
-    /// Bytes of payload data after the headroom.
-    pub len: usize,
-    /// Payloads in it.
-    pub payloads: u32,
-    /// Receive time of its first payload, ns since the Unix epoch.
-    pub first_rx_ns: u64,
-}
-
-impl HeapBuf {
-    /// An empty heap buffer of `cap` bytes.
-    pub fn new(cap: usize) -> Self {
-        Self::with_headroom(cap, 0)
-    }
-
-    /// An empty buffer with `head` bytes before `cap` bytes of payload room.
-    pub fn with_headroom(cap: usize, head: usize) -> Self {
-        HeapBuf {
-            mem: vec![0u8; head + cap].into_boxed_slice(),
-            head,
-            mem_id: 0,
-            len: 0,
-            payloads: 0,
-            first_rx_ns: 0,
-        }
-    }
-
-    /// The heap's data: its payloads back to back.
-    pub fn data(&self) -> &[u8] {
-        &self.mem[self.head..self.head + self.len]
-    }
-
-    /// Bytes of the whole buffer, headroom included.
-    pub fn capacity(&self) -> usize {
-        self.mem.len()
-    }
-
-    /// Bytes of payload room.
-    fn room(&self) -> usize {
-        self.mem.len() - self.head
-    }
-
-    /// Bytes of the message: the headroom (where a UCX header goes) and the data.
-    pub fn message_len(&self) -> usize {
-        self.head + self.len
-    }
-
-    /// The whole buffer, mutable (the headroom is `..head`).
-    pub fn mem_mut(&mut self) -> &mut [u8] {
-        &mut self.mem
-    }
-
-    /// Exchanges this buffer's memory (and its id) with `other`'s: no copy, no allocation.
-    pub fn swap_mem(&mut self, other: &mut (Box<[u8]>, u32)) {
-        std::mem::swap(&mut self.mem, &mut other.0);
-        std::mem::swap(&mut self.mem_id, &mut other.1);
-    }
-
-    fn reset(&mut self) {
-        self.len = 0;
-        self.payloads = 0;
-        self.first_rx_ns = 0;
-    }
-}
-
-/// Counts since the last publish.
-#[derive(Debug, Default, Clone, Copy)]
-struct Pending {
-    payloads: u64,
-    full: u64,
-    too_large: u64,
-}
 
 /// The consumer half of one queue's egress sink (see the [module docs](super)).
 pub struct EgressSink {
@@ -101,6 +23,8 @@ pub struct EgressSink {
     /// When that heap got its first payload (monotonic; only with `per_heap > 1`).
     opened_ns: u64,
     pending: Pending,
+    /// A sink of whole units: their assembly (instead of `per_heap` payloads a heap).
+    units: Option<Units>,
 }
 
 impl EgressSink {
@@ -119,12 +43,17 @@ impl EgressSink {
             open: false,
             opened_ns: 0,
             pending: Pending::default(),
+            units: eg.units.as_ref().map(|u| Units::new(u, eg.flush_ns)),
         }
     }
 
     /// Puts one payload into the heap being filled (see the [module docs](super)).
     #[inline]
     pub fn on_packet(&mut self, p: &Packet<'_>) {
+        if let Some(u) = &mut self.units {
+            u.on_packet(&mut self.prod, &mut self.pending, p);
+            return;
+        }
         let data = p.payload.get(self.strip..).unwrap_or_default();
         if self.open {
             let fits = self
@@ -174,7 +103,7 @@ impl EgressSink {
             self.pending.too_large += 1;
             return false;
         }
-        h.reset();
+        h.clear();
         self.open = true;
         true
     }
@@ -183,13 +112,9 @@ impl EgressSink {
     #[inline]
     fn append(&mut self, data: &[u8], rx_ns: u64) -> u32 {
         let Some(h) = self.prod.slot() else { return 0 };
-        let at = h.head + h.len;
-        h.mem[at..at + data.len()].copy_from_slice(data);
-        h.len += data.len();
-        if h.payloads == 0 {
-            h.first_rx_ns = rx_ns;
-        }
-        h.payloads += 1;
+        // `open_heap` and `on_packet` made sure it fits.
+        let pushed = h.push(data, rx_ns);
+        debug_assert!(pushed);
         self.pending.payloads += 1;
         h.payloads
     }
@@ -208,6 +133,9 @@ impl EgressSink {
     /// that waited `flush_ms` to the sender.
     #[inline]
     pub fn tick(&mut self, now_ns: u64) {
+        if let Some(u) = &mut self.units {
+            u.tick(&mut self.prod, &mut self.pending, now_ns);
+        }
         self.publish();
         if self.open && now_ns.saturating_sub(self.opened_ns) >= self.flush_ns {
             self.commit();
@@ -228,11 +156,20 @@ impl EgressSink {
         if p.too_large > 0 {
             EgressCounters::add(&c.dropped_too_large, p.too_large);
         }
+        if p.incomplete > 0 {
+            EgressCounters::add(&c.dropped_incomplete, p.incomplete);
+        }
+        if p.foreign > 0 {
+            EgressCounters::add(&c.dropped_foreign, p.foreign);
+        }
     }
 
     /// End of the run: the heap being filled goes to the sender, which is told that nothing
     /// more comes.
     pub fn finish(&mut self) {
+        if let Some(u) = &mut self.units {
+            u.finish(&mut self.prod, &mut self.pending);
+        }
         self.commit();
         self.publish();
         self.counters.producer_done.store(true, Release);

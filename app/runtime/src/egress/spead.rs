@@ -3,7 +3,7 @@
 //! socket per destination (see the [module docs](super)).
 
 use super::common::{EgressCounters, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TIMESTAMP};
-use super::sink::HeapBuf;
+use super::heap::HeapBuf;
 use crate::error::RuntimeError;
 use rtdaq_config::model::Egress;
 use rtdaq_core::format::spead::Flavour;

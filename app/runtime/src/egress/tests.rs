@@ -6,6 +6,7 @@ use super::{EgressCounters, EgressSink, HeapBuf, SinkShared, SpeadSender};
 use crate::stages::Packet;
 use rtdaq_config::model::{Egress, EgressFeed, EgressProtocol};
 use rtdaq_core::format::spead::SpeadPacket;
+use rtdaq_core::slot_ring::{SlotConsumer, SlotProducer};
 use rtdaq_core::{PacketMeta, SlotRing};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -30,15 +31,19 @@ fn egress(dest: SocketAddrV4, per_heap: u32, buffers: u32) -> Egress {
         thread: None,
         ucx: None,
         feed: EgressFeed::Payloads,
+        units: None,
     }
 }
 
-/// A sink and its sender for `eg`.
-fn parts(eg: &Egress) -> (EgressSink, SpeadSender, &'static EgressCounters) {
-    let counters: &'static EgressCounters = Box::leak(Box::default());
-    let shared: &'static SinkShared = Box::leak(Box::new(SinkShared {
-        running: AtomicUsize::new(1),
-    }));
+/// The ring of `eg`'s heap buffers (leaked: the halves live as long as the test), and
+/// counters.
+pub(super) fn ring(
+    eg: &Egress,
+) -> (
+    SlotProducer<'static, HeapBuf>,
+    SlotConsumer<'static, HeapBuf>,
+    &'static EgressCounters,
+) {
     let bufs: Vec<HeapBuf> = (0..eg.heap_buffers)
         .map(|_| HeapBuf::new(eg.max_heap_bytes))
         .collect();
@@ -46,6 +51,15 @@ fn parts(eg: &Egress) -> (EgressSink, SpeadSender, &'static EgressCounters) {
         SlotRing::new(Box::leak(bufs.into_boxed_slice())).unwrap(),
     ));
     let (prod, cons) = ring.split();
+    (prod, cons, Box::leak(Box::default()))
+}
+
+/// A sink and its sender for `eg`.
+fn parts(eg: &Egress) -> (EgressSink, SpeadSender, &'static EgressCounters) {
+    let shared: &'static SinkShared = Box::leak(Box::new(SinkShared {
+        running: AtomicUsize::new(1),
+    }));
+    let (prod, cons, counters) = ring(eg);
     let sender = SpeadSender::new(eg, 0, cons, counters, shared, (1, 0), "test".into()).unwrap();
     (EgressSink::new(eg, prod, counters), sender, counters)
 }

@@ -27,7 +27,7 @@
 //! UCX's own C allocations (its memory pools grow on demand) are outside the audit.
 
 use super::common::EgressCounters;
-use super::sink::HeapBuf;
+use super::heap::HeapBuf;
 use crate::error::RuntimeError;
 use rtdaq_config::model::Egress;
 use rtdaq_core::format::egress_msg::{MsgHeader, HEADER_LEN};
@@ -163,6 +163,8 @@ pub struct UcxSender {
     connect_wait: Duration,
     reconnect: Duration,
     rate_bps: Option<f64>,
+    /// Each message is one whole unit (`unit = "heap"`, `"time_slot"`).
+    units: bool,
     reg: Registered,
     ready: SyncSender<Ready>,
 }
@@ -194,6 +196,7 @@ impl UcxSender {
             connect_wait: Duration::from_millis(ucx.connect_wait_ms),
             reconnect: Duration::from_millis(ucx.reconnect_ms),
             rate_bps: eg.rate_bps,
+            units: eg.units.is_some(),
             reg,
             ready,
         };
@@ -226,6 +229,7 @@ impl UcxSender {
             connect_wait,
             reconnect,
             rate_bps,
+            units,
             reg,
             ready,
             ..
@@ -250,6 +254,7 @@ impl UcxSender {
             tag,
             reconnect,
             rate_bps,
+            units,
             next_send_ns: crate::pacer::now_ns() as f64,
             seq: 0,
             next_dest: 0,
@@ -343,6 +348,7 @@ struct Sending<'w, 'm> {
     tag: u64,
     reconnect: Duration,
     rate_bps: Option<f64>,
+    units: bool,
     next_send_ns: f64,
     /// The next message's sequence number.
     seq: u64,
@@ -371,6 +377,7 @@ impl<'w> Sending<'w, '_> {
         };
         let header = MsgHeader {
             end: false,
+            unit: self.units,
             stream: self.stream,
             payloads,
             seq,

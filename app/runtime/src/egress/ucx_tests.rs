@@ -41,6 +41,7 @@ fn egress(dest: SocketAddrV4, per_msg: u32, buffers: u32) -> Egress {
             reconnect_ms: 100,
         }),
         feed: EgressFeed::Payloads,
+        units: None,
     }
 }
 

@@ -496,7 +496,7 @@ impl Exporter {
         }
         for (name, e) in &self.src.egress {
             let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
-            let taken = v(&e.payloads_in) + v(&e.dropped_full);
+            let taken = e.taken();
             set_counter(&c.egress_payloads, &[name, "taken"], taken);
             set_counter(&c.egress_payloads, &[name, "sent"], v(&e.payloads_sent));
             set_counter(&c.egress_heaps, &[name], v(&e.heaps));
@@ -510,6 +510,8 @@ impl Exporter {
                     v(&e.dropped_error) + v(&e.dropped_too_large),
                 ),
                 ("peer_gone", v(&e.dropped_peer_gone)),
+                ("egress_incomplete", v(&e.dropped_incomplete)),
+                ("egress_foreign", v(&e.dropped_foreign)),
             ] {
                 set_counter(&c.egress_dropped, &[name, reason], n);
             }

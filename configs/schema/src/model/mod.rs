@@ -15,7 +15,8 @@ mod run;
 // `EngineKind`, `Engine`, `Capabilities`, `SocketEngine`, ...: the list is in
 // `engines/mod.rs`, so that a new engine does not touch this file.
 pub use crate::egress::{
-    Egress, EgressFeed, EgressId, EgressProtocol, UcxEgress, UCX_MAX_IN_FLIGHT,
+    Egress, EgressFeed, EgressId, EgressProtocol, EgressUnits, UcxEgress, DEFAULT_OPEN_UNITS,
+    MAX_OPEN_UNITS, UCX_MAX_IN_FLIGHT,
 };
 pub use crate::engines::exports::*;
 pub use format::{

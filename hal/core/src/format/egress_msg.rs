@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | 0..4 | magic | `b"RTDQ"` |
 //! | 4 | version | 1 |
-//! | 5 | flags | bit 0: end of stream (no payloads follow; the sender is done) |
+//! | 5 | flags | bit 0: end of stream (no payloads follow; the sender is done); bit 1: one whole unit (a sink with `unit = "heap"` or `"time_slot"`: the data is the unit's datagrams, each whole, back to back in arrival order) |
 //! | 6..8 | header length | 40 (a receiver skips this many bytes to reach the data) |
 //! | 8..12 | stream | which sender of the sink (the `k`-th of the queues feeding it) |
 //! | 12..16 | payloads | received payloads in the message |
@@ -24,12 +24,16 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 40;
 /// Flag bit: end of stream.
 pub const FLAG_END: u8 = 1;
+/// Flag bit: the data is one whole unit's datagrams.
+pub const FLAG_UNIT: u8 = 2;
 
 /// One message header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MsgHeader {
     /// End of stream: the sender is done (no payloads).
     pub end: bool,
+    /// The data is one whole unit (a SPEAD heap's packets, a time slot's frames).
+    pub unit: bool,
     /// Which sender of the sink.
     pub stream: u32,
     /// Payloads in the message.
@@ -59,7 +63,7 @@ impl MsgHeader {
         let h = out.get_mut(..HEADER_LEN)?;
         h[0..4].copy_from_slice(&MAGIC);
         h[4] = VERSION;
-        h[5] = if self.end { FLAG_END } else { 0 };
+        h[5] = if self.end { FLAG_END } else { 0 } | if self.unit { FLAG_UNIT } else { 0 };
         h[6..8].copy_from_slice(&(HEADER_LEN as u16).to_le_bytes());
         h[8..12].copy_from_slice(&self.stream.to_le_bytes());
         h[12..16].copy_from_slice(&self.payloads.to_le_bytes());
@@ -91,6 +95,7 @@ impl MsgHeader {
         }
         let header = MsgHeader {
             end: h[5] & FLAG_END != 0,
+            unit: h[5] & FLAG_UNIT != 0,
             stream: le32(8),
             payloads: le32(12),
             seq: le64(16),
@@ -113,6 +118,7 @@ mod tests {
         let mut m = [0u8; HEADER_LEN + 5];
         let h = MsgHeader {
             end: false,
+            unit: true,
             stream: 3,
             payloads: 2,
             seq: 1 << 40,

@@ -17,7 +17,9 @@
 //! | `vdif` | station id and thread id | `(seconds from the reference epoch − first) × frames per second + data frame number`; frames per second configured or learned at the first second boundary | [`vdif`] |
 //!
 //! [`spead_tx`] is the other direction: it encodes SPEAD for rtdaq's egress stage, and
-//! [`egress_msg`] is the header of the messages a `ucx` egress sink sends.
+//! [`egress_msg`] is the header of the messages a `ucx` egress sink sends; [`unit`] says
+//! which whole unit (a SPEAD heap, a VDIF/CODIF time slot) a datagram belongs to, for a
+//! sink that forwards units whole.
 //!
 //! Everything here is `no_std`, allocation-free and `O(1)` per packet (the SPEAD
 //! packetizer: `O(items)`); no input panics (the parsers are fuzzed in
@@ -29,12 +31,14 @@ pub mod ecpri;
 pub mod egress_msg;
 pub mod spead;
 pub mod spead_tx;
+pub mod unit;
 pub mod vdif;
 
 pub use codif::CodifHeader;
 pub use counter::{CounterField, CounterFormat, Unwrap};
 pub use spead::{Flavour, HeapStats, HeapTracker, SpeadPacket};
 pub use spead_tx::{Descriptor, ItemType, Packetizer};
+pub use unit::{UnitKind, UnitOf};
 pub use vdif::{VdifHeader, VdifSequencer};
 
 /// Where one payload sits: its stream and its linear sequence number in that stream.
