@@ -1,0 +1,314 @@
+//! The designated writer and reader of a ring (`dada_hdu_t`): the header, then the data.
+
+use crate::error::{DadaError, Result};
+use crate::raw;
+use crate::result::{check, non_null};
+use crate::ring::Key;
+
+/// A connected `dada_hdu_t`, destroyed (disconnected) on drop.
+struct Hdu {
+    key: Key,
+    p: *mut raw::dada_hdu_t,
+}
+
+impl Hdu {
+    fn connect(key: Key) -> Result<Hdu> {
+        // SAFETY: a null log is allowed (multilog ignores it); the hdu is ours until
+        // `dada_hdu_destroy`.
+        let p = unsafe { raw::dada_hdu_create(std::ptr::null_mut()) };
+        let p = non_null(p, "dada_hdu_create", key.0, "out of memory")?;
+        // SAFETY: `p` is a live hdu (above).
+        unsafe { raw::dada_hdu_set_key(p, key.0) };
+        let hdu = Hdu { key, p };
+        // SAFETY: `p` is a live hdu with its key set.
+        let rc = unsafe { raw::dada_hdu_connect(p) };
+        check(
+            rc.into(),
+            "dada_hdu_connect",
+            key.0,
+            "no ring at this key (create it with dada_db -k KEY, or let rtdaq create it; ipcs -m lists shared memory)",
+        )?;
+        Ok(hdu)
+    }
+
+    /// The data block as the `ipcbuf_t` it starts with.
+    fn data_buf(&self) -> *mut raw::ipcbuf_t {
+        // SAFETY: a connected hdu has a data block (`ipcio_t`, whose first field is its
+        // `ipcbuf_t`).
+        unsafe { std::ptr::addr_of_mut!((*(*self.p).data_block).buf) }
+    }
+
+    fn data_io(&self) -> *mut raw::ipcio_t {
+        // SAFETY: a connected hdu has a data block.
+        unsafe { (*self.p).data_block }
+    }
+
+    fn header_buf(&self) -> *mut raw::ipcbuf_t {
+        // SAFETY: a connected hdu has a header block.
+        unsafe { (*self.p).header_block }
+    }
+}
+
+impl Drop for Hdu {
+    fn drop(&mut self) {
+        // SAFETY: `p` is live; disconnecting a connected hdu and destroying it once is the
+        // library's own clean-up (`dada_hdu_destroy` disconnects when connected).
+        unsafe { raw::dada_hdu_destroy(self.p) };
+    }
+}
+
+// SAFETY: the hdu is heap memory of the library and mappings of this process, usable from
+// any thread, one at a time (`&mut` for every call that changes it).
+unsafe impl Send for Hdu {}
+
+/// The designated writer of a ring: [`write_header`](Self::write_header), then data
+/// blocks ([`open_block`](Self::open_block)), then [`end`](Self::end) (end of data). Dropped
+/// without `end`, it still ends the data and unlocks.
+pub struct Writer {
+    hdu: Hdu,
+    locked: bool,
+    readers: u32,
+}
+
+impl Writer {
+    /// Connects to the ring at `key` and locks it for writing (one writer at a time).
+    pub fn attach(key: Key) -> Result<Writer> {
+        let hdu = Hdu::connect(key)?;
+        // SAFETY: `hdu` is connected.
+        let rc = unsafe { raw::dada_hdu_lock_write(hdu.p) };
+        check(
+            rc.into(),
+            "dada_hdu_lock_write",
+            key.0,
+            "another writer holds the ring",
+        )?;
+        // SAFETY: the data block is connected.
+        let readers = unsafe { raw::ipcbuf_get_nreaders(hdu.data_buf()) }.max(1) as u32;
+        Ok(Writer {
+            hdu,
+            locked: true,
+            readers,
+        })
+    }
+
+    /// Bytes of one data block.
+    pub fn block_bytes(&self) -> u64 {
+        // SAFETY: the data block is connected.
+        unsafe { raw::ipcbuf_get_bufsz(self.hdu.data_buf()) }
+    }
+
+    /// Data blocks in the ring.
+    pub fn blocks(&self) -> u64 {
+        // SAFETY: the data block is connected.
+        unsafe { raw::ipcbuf_get_nbufs(self.hdu.data_buf()) }
+    }
+
+    /// Writes the header (at most one header buffer, zero-padded) into the header block.
+    pub fn write_header(&mut self, header: &[u8]) -> Result<()> {
+        let hb = self.hdu.header_buf();
+        let key = self.hdu.key.0;
+        // SAFETY: the header block is connected.
+        let cap = unsafe { raw::ipcbuf_get_bufsz(hb) };
+        if header.len() as u64 > cap {
+            return Err(DadaError::HeaderTooLong {
+                key,
+                len: header.len(),
+                cap,
+            });
+        }
+        // SAFETY: we hold the header block's write lock; the returned buffer has `cap`
+        // bytes and is ours until `ipcbuf_mark_filled`.
+        let p = unsafe { raw::ipcbuf_get_next_write(hb) };
+        let p = non_null(p, "ipcbuf_get_next_write (header)", key, "no header buffer")?;
+        // SAFETY: `p` points to `cap` writable bytes (above), not aliased.
+        let buf = unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), cap as usize) };
+        buf[..header.len()].copy_from_slice(header);
+        buf[header.len()..].fill(0);
+        // SAFETY: the buffer came from `ipcbuf_get_next_write` on this block.
+        let rc = unsafe { raw::ipcbuf_mark_filled(hb, cap) };
+        check(
+            rc.into(),
+            "ipcbuf_mark_filled (header)",
+            key,
+            "the header block failed",
+        )?;
+        Ok(())
+    }
+
+    /// Data blocks that [`open_block`](Self::open_block) can open now without waiting: those
+    /// this writer has not filled since every reader cleared them, and the ones the readers
+    /// cleared since (the library counts those on a semaphore per reader; the slowest reader
+    /// decides).
+    pub fn clear_blocks(&self) -> u64 {
+        let b = self.hdu.data_buf();
+        // SAFETY: the data block is connected: `count` has `nbufs` entries (the library's
+        // writer-side count of each buffer's pending transfers), `semid_data` one id per
+        // reader; we only read them.
+        unsafe {
+            let nbufs = (*(*b).sync).nbufs as usize;
+            let pending = std::slice::from_raw_parts((*b).count.cast::<u8>(), nbufs)
+                .iter()
+                .filter(|&&c| c > 0)
+                .count() as u64;
+            let cleared = (0..self.readers as i32)
+                .map(|r| raw::ipcbuf_get_nclear_iread(b, r))
+                .min()
+                .unwrap_or(0);
+            (nbufs as u64 - pending) + cleared.min(pending)
+        }
+    }
+
+    /// Opens the next data block for writing in place (waits for a clear one: ask
+    /// [`clear_blocks`](Self::clear_blocks) first never to wait).
+    pub fn open_block(&mut self) -> Result<Block<'_>> {
+        let key = self.hdu.key.0;
+        let mut id = 0u64;
+        // SAFETY: we hold the write lock; the block is ours until it is closed.
+        let p = unsafe { raw::ipcio_open_block_write(self.hdu.data_io(), &mut id) };
+        let p = non_null(p, "ipcio_open_block_write", key, "the data block failed")?;
+        let len = self.block_bytes() as usize;
+        Ok(Block {
+            w: self,
+            p: p.cast(),
+            len,
+            closed: false,
+        })
+    }
+
+    /// Ends the data (end of data for the readers) and unlocks the ring.
+    pub fn end(mut self) -> Result<()> {
+        self.unlock()
+    }
+
+    fn unlock(&mut self) -> Result<()> {
+        if !std::mem::take(&mut self.locked) {
+            return Ok(());
+        }
+        // SAFETY: we hold the write lock (`locked`); unlocking closes the data (end of
+        // data) and releases the header block.
+        let rc = unsafe { raw::dada_hdu_unlock_write(self.hdu.p) };
+        check(
+            rc.into(),
+            "dada_hdu_unlock_write",
+            self.hdu.key.0,
+            "the end of data failed",
+        )?;
+        Ok(())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.unlock();
+    }
+}
+
+/// One data block open for writing, in place. [`close`](Self::close) it with the bytes
+/// written: a block closed with fewer than [`Writer::block_bytes`] ends the data (the
+/// library's rule), so only the last one may be short. Dropped unclosed, it is closed
+/// full.
+pub struct Block<'w> {
+    w: &'w mut Writer,
+    p: *mut u8,
+    len: usize,
+    closed: bool,
+}
+
+impl Block<'_> {
+    /// The block's bytes.
+    pub fn data(&mut self) -> &mut [u8] {
+        // SAFETY: `p` is the open block's `len` bytes, ours until `close` (we borrow the
+        // writer mutably, so no other block is open).
+        unsafe { std::slice::from_raw_parts_mut(self.p, self.len) }
+    }
+
+    /// Hands the block to the readers with `bytes` of data.
+    pub fn close(mut self, bytes: u64) -> Result<()> {
+        self.closed = true;
+        self.finish(bytes)
+    }
+
+    fn finish(&mut self, bytes: u64) -> Result<()> {
+        // SAFETY: the block was opened by `open_block` on this writer and is closed once.
+        let rc = unsafe { raw::ipcio_close_block_write(self.w.hdu.data_io(), bytes) };
+        check(
+            rc as i64,
+            "ipcio_close_block_write",
+            self.w.hdu.key.0,
+            "the data block failed",
+        )?;
+        Ok(())
+    }
+}
+
+impl Drop for Block<'_> {
+    fn drop(&mut self) {
+        if !self.closed {
+            let _ = self.finish(self.len as u64);
+        }
+    }
+}
+
+/// The designated reader of a ring: [`read_header`](Self::read_header), then
+/// [`read`](Self::read) to the end of data.
+pub struct Reader {
+    hdu: Hdu,
+    locked: bool,
+}
+
+impl Reader {
+    /// Connects to the ring at `key` and locks it for reading.
+    pub fn attach(key: Key) -> Result<Reader> {
+        let hdu = Hdu::connect(key)?;
+        // SAFETY: `hdu` is connected.
+        let rc = unsafe { raw::dada_hdu_lock_read(hdu.p) };
+        check(
+            rc.into(),
+            "dada_hdu_lock_read",
+            key.0,
+            "another reader holds the ring",
+        )?;
+        Ok(Reader { hdu, locked: true })
+    }
+
+    /// Waits for the next header and returns it (up to its first NUL).
+    pub fn read_header(&mut self) -> Result<Vec<u8>> {
+        // SAFETY: we hold the read lock; `dada_hdu_open` waits for a header and copies it
+        // into the hdu's `header` (`header_size` bytes).
+        let rc = unsafe { raw::dada_hdu_open(self.hdu.p) };
+        check(
+            rc.into(),
+            "dada_hdu_open",
+            self.hdu.key.0,
+            "no header could be read",
+        )?;
+        // SAFETY: after `dada_hdu_open`, `header` points to `header_size` bytes.
+        let h = unsafe {
+            let p = &*self.hdu.p;
+            std::slice::from_raw_parts(p.header.cast::<u8>(), p.header_size as usize)
+        };
+        let end = h.iter().position(|&b| b == 0).unwrap_or(h.len());
+        Ok(h[..end].to_vec())
+    }
+
+    /// Reads data into `buf`, waiting for it; 0 at the end of data.
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
+        // SAFETY: we hold the read lock; the library writes at most `buf.len()` bytes.
+        let n = unsafe { raw::ipcio_read(self.hdu.data_io(), buf.as_mut_ptr().cast(), buf.len()) };
+        Ok(check(
+            n as i64,
+            "ipcio_read",
+            self.hdu.key.0,
+            "the data block failed",
+        )? as usize)
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if std::mem::take(&mut self.locked) {
+            // SAFETY: we hold the read lock.
+            unsafe { raw::dada_hdu_unlock_read(self.hdu.p) };
+        }
+    }
+}
