@@ -61,6 +61,10 @@ impl Drop for Hdu {
 // any thread, one at a time (`&mut` for every call that changes it).
 unsafe impl Send for Hdu {}
 
+// SAFETY: the open block's pointer is into this process's mapping of the ring, owned by the
+// writer like the hdu.
+unsafe impl Send for Writer {}
+
 /// The designated writer of a ring: [`write_header`](Self::write_header), then data
 /// blocks ([`open_block`](Self::open_block)), then [`end`](Self::end) (end of data). Dropped
 /// without `end`, it still ends the data and unlocks.
@@ -68,6 +72,10 @@ pub struct Writer {
     hdu: Hdu,
     locked: bool,
     readers: u32,
+    /// Bytes of a data block.
+    bufsz: usize,
+    /// The block [`try_write`](Self::try_write) is filling: its bytes and how many are used.
+    open: Option<(*mut u8, usize)>,
 }
 
 impl Writer {
@@ -84,10 +92,14 @@ impl Writer {
         )?;
         // SAFETY: the data block is connected.
         let readers = unsafe { raw::ipcbuf_get_nreaders(hdu.data_buf()) }.max(1) as u32;
+        // SAFETY: the data block is connected.
+        let bufsz = unsafe { raw::ipcbuf_get_bufsz(hdu.data_buf()) } as usize;
         Ok(Writer {
             hdu,
             locked: true,
             readers,
+            bufsz,
+            open: None,
         })
     }
 
@@ -154,22 +166,93 @@ impl Writer {
                 .map(|r| raw::ipcbuf_get_nclear_iread(b, r))
                 .min()
                 .unwrap_or(0);
-            (nbufs as u64 - pending) + cleared.min(pending)
+            // The block `try_write` holds open was taken already (its count is 0).
+            let held = u64::from(self.open.is_some());
+            (nbufs as u64 - pending).saturating_sub(held) + cleared.min(pending)
         }
     }
 
-    /// Opens the next data block for writing in place (waits for a clear one: ask
-    /// [`clear_blocks`](Self::clear_blocks) first never to wait).
-    pub fn open_block(&mut self) -> Result<Block<'_>> {
-        let key = self.hdu.key.0;
+    /// Appends `data` to the ring's byte stream: into the open block, then into as many
+    /// new blocks as it needs, each handed to the readers when full. `Ok(false)`, with
+    /// nothing written, when those blocks are not clear now: it never waits, and a datagram
+    /// is written whole or not at all. The last block, partly filled, goes at [`end`](Self::end).
+    pub fn try_write(&mut self, data: &[u8]) -> Result<bool> {
+        let room = self.open.map_or(0, |(_, used)| self.bufsz - used);
+        if data.len() > room {
+            let blocks = (data.len() - room).div_ceil(self.bufsz) as u64;
+            if self.clear_blocks() < blocks {
+                return Ok(false);
+            }
+        }
+        let mut rest = data;
+        while !rest.is_empty() {
+            let (p, used) = match self.open {
+                Some(o) => o,
+                None => (self.open_raw()?, 0),
+            };
+            let n = rest.len().min(self.bufsz - used);
+            // SAFETY: `p` is the open block's `bufsz` bytes, ours until it is closed, and
+            // `used + n <= bufsz`.
+            unsafe { std::ptr::copy_nonoverlapping(rest.as_ptr(), p.add(used), n) };
+            rest = &rest[n..];
+            if used + n == self.bufsz {
+                self.open = None;
+                self.close_raw(self.bufsz as u64)?;
+            } else {
+                self.open = Some((p, used + n));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Bytes written into the block still open (not yet readable).
+    pub fn pending_bytes(&self) -> usize {
+        self.open.map_or(0, |(_, used)| used)
+    }
+
+    fn open_raw(&mut self) -> Result<*mut u8> {
         let mut id = 0u64;
         // SAFETY: we hold the write lock; the block is ours until it is closed.
         let p = unsafe { raw::ipcio_open_block_write(self.hdu.data_io(), &mut id) };
-        let p = non_null(p, "ipcio_open_block_write", key, "the data block failed")?;
-        let len = self.block_bytes() as usize;
+        let p = non_null(
+            p,
+            "ipcio_open_block_write",
+            self.hdu.key.0,
+            "the data block failed",
+        )?;
+        Ok(p.cast())
+    }
+
+    fn close_raw(&mut self, bytes: u64) -> Result<()> {
+        // SAFETY: a block opened by `open_raw` on this writer, closed once.
+        let rc = unsafe { raw::ipcio_close_block_write(self.hdu.data_io(), bytes) };
+        check(
+            rc as i64,
+            "ipcio_close_block_write",
+            self.hdu.key.0,
+            "the data block failed",
+        )?;
+        Ok(())
+    }
+
+    /// Opens the next data block for writing in place (waits for a clear one: ask
+    /// [`clear_blocks`](Self::clear_blocks) first never to wait). The block
+    /// Not while [`try_write`](Self::try_write) holds a partly filled block (an error: its
+    /// bytes would be cut off).
+    pub fn open_block(&mut self) -> Result<Block<'_>> {
+        if self.open.is_some() {
+            return Err(DadaError::Call {
+                call: "ipcio_open_block_write",
+                key: self.hdu.key.0,
+                why:
+                    "try_write holds a partly filled block; write whole blocks either way, not both",
+            });
+        }
+        let p = self.open_raw()?;
+        let len = self.bufsz;
         Ok(Block {
             w: self,
-            p: p.cast(),
+            p,
             len,
             closed: false,
         })
@@ -183,6 +266,10 @@ impl Writer {
     fn unlock(&mut self) -> Result<()> {
         if !std::mem::take(&mut self.locked) {
             return Ok(());
+        }
+        // The partly filled block: its bytes are the last of the data.
+        if let Some((_, used)) = self.open.take() {
+            self.close_raw(used as u64)?;
         }
         // SAFETY: we hold the write lock (`locked`); unlocking closes the data (end of
         // data) and releases the header block.

@@ -165,3 +165,52 @@ fn a_ring_left_behind_is_a_clear_error_and_can_be_removed() {
         .contains("no ring at this key"));
     assert!(Ring::remove(key).is_err());
 }
+
+#[test]
+fn try_write_streams_datagrams_whole_and_never_waits() {
+    let key = unique_key(4);
+    let ring = Ring::create(
+        key,
+        &RingSpec {
+            nbufs: 4,
+            bufsz: 10_000,
+            ..RingSpec::default()
+        },
+    )
+    .unwrap();
+    let mut w = Writer::attach(key).unwrap();
+    w.write_header(b"HDR_VERSION 1.0\n").unwrap();
+    // 1400-byte datagrams cross block boundaries; with no reader, the 4 blocks take 28
+    // of them whole (39 200 bytes), the 29th would need a fifth block: refused whole.
+    let dgrams: Vec<Vec<u8>> = (0..40u8).map(|k| pattern(1400, k)).collect();
+    let mut taken = 0;
+    for d in &dgrams {
+        if !w.try_write(d).unwrap() {
+            break;
+        }
+        taken += 1;
+    }
+    assert_eq!(taken, 28, "4 x 10 000 bytes hold 28 whole datagrams");
+    assert_eq!(w.pending_bytes(), 28 * 1400 - 3 * 10_000);
+    assert_eq!(w.clear_blocks(), 0);
+    assert!(w.open_block().is_err(), "a partly filled block is held");
+    // The library's reader gets the 28 datagrams back to back, the last block short.
+    let reader = std::thread::spawn(move || c_read_all(key));
+    let t0 = std::time::Instant::now();
+    let mut k = taken;
+    while k < 40 {
+        if w.try_write(&dgrams[k]).unwrap() {
+            k += 1;
+        } else {
+            assert!(t0.elapsed().as_secs() < 10, "the reader cleared nothing");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    w.end().unwrap();
+    let (_, got) = reader.join().unwrap();
+    assert!(
+        got == dgrams.concat(),
+        "the stream is the datagrams, whole, in order"
+    );
+    drop(ring);
+}
