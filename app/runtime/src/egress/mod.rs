@@ -312,22 +312,24 @@ impl EgressReport {
         batch_packets: Option<u32>,
     ) -> Self {
         let bytes = c.bytes.load(Relaxed);
-        let dropped = BTreeMap::from([
+        let mut dropped = BTreeMap::from([
             ("egress_full".to_string(), c.dropped_full.load(Relaxed)),
             (
                 "egress_error".to_string(),
                 c.dropped_error.load(Relaxed) + c.dropped_too_large.load(Relaxed),
             ),
             ("peer_gone".to_string(), c.dropped_peer_gone.load(Relaxed)),
-            (
-                "egress_incomplete".to_string(),
-                c.dropped_incomplete.load(Relaxed),
-            ),
-            (
-                "egress_foreign".to_string(),
-                c.dropped_foreign.load(Relaxed),
-            ),
         ]);
+        // Reasons only a sink of whole units has.
+        if eg.units.is_some() {
+            let unit_reasons = [
+                ("egress_incomplete", &c.dropped_incomplete),
+                ("egress_foreign", &c.dropped_foreign),
+            ];
+            for (why, n) in unit_reasons {
+                dropped.insert(why.to_string(), n.load(Relaxed));
+            }
+        }
         EgressReport {
             egress: eg.name.clone(),
             protocol: eg.protocol.as_str().to_string(),
