@@ -214,3 +214,68 @@ fn try_write_streams_datagrams_whole_and_never_waits() {
     );
     drop(ring);
 }
+
+/// `examples/dada_read` (cargo builds the examples with the tests).
+fn dada_read() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    dir.join("examples/dada_read")
+}
+
+#[test]
+fn another_process_reads_the_stream_with_the_library() {
+    let key = unique_key(5);
+    let out = std::env::temp_dir().join(format!("rtdaq-dada-read-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&out);
+    let prefix = out.join("ring");
+    let reader = std::process::Command::new(dada_read())
+        .arg(key.to_string())
+        .arg(&prefix)
+        .arg("20")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("examples/dada_read (cargo test builds it)");
+    // The reader waits for the ring; create it a little later.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let ring = Ring::create(
+        key,
+        &RingSpec {
+            nbufs: 4,
+            bufsz: 32_768,
+            ..RingSpec::default()
+        },
+    )
+    .unwrap();
+    let mut w = Writer::attach(key).unwrap();
+    w.write_header(b"HDR_VERSION 1.0\nSOURCE other-process\n")
+        .unwrap();
+    let dgrams: Vec<Vec<u8>> = (0..500u32)
+        .map(|k| pattern(1000 + (k as usize % 7) * 61, k as u8))
+        .collect();
+    let t0 = std::time::Instant::now();
+    for d in &dgrams {
+        while !w.try_write(d).unwrap() {
+            assert!(
+                t0.elapsed().as_secs() < 20,
+                "the reader process cleared nothing"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    w.end().unwrap();
+    let done = reader.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stdout)
+    );
+    let data = std::fs::read(prefix.with_extension("data")).unwrap();
+    let header = std::fs::read_to_string(prefix.with_extension("header")).unwrap();
+    drop(ring);
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(header.contains("SOURCE other-process"), "{header}");
+    assert!(
+        data == dgrams.concat(),
+        "the reader process got the stream whole"
+    );
+}
