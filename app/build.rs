@@ -287,6 +287,13 @@ fn mismatches(
             path.display()
         ));
     }
+    if config.uses_dada() && env::var_os("CARGO_FEATURE_DADA").is_none() {
+        mismatch.push(format!(
+            "{}: a queue writes a PSRDADA ring ([[dada_rings]]) but this binary is built \
+             without `--features dada`; build with `--features dada` (a C compiler, libclang)",
+            path.display()
+        ));
+    }
     if config.uses_ucx() && env::var_os("CARGO_FEATURE_UCX").is_none() {
         mismatch.push(format!(
             "{}: an egress sink sends over UCX (protocol = \"ucx\") but this binary is built \

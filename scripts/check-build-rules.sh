@@ -35,6 +35,8 @@ expect_build_error "GPU config without the gpu feature" "built without \`--featu
     env RTDAQ_CONFIG=configs/host-loopback-udp-gpu.toml "${CHECK[@]}"
 expect_build_error "UCX egress config without the ucx feature" "built without \`--features ucx\`" \
     env RTDAQ_CONFIG=configs/host-udp-egress-ucx.toml "${CHECK[@]}"
+expect_build_error "PSRDADA ring config without the dada feature" "built without \`--features dada\`" \
+    env RTDAQ_CONFIG=configs/host-udp-dada-ring.toml "${CHECK[@]}"
 # The tests' fault hooks never go into a release build (app/runtime/src/test_hooks.rs); a
 # test build takes them.
 expect_build_error "test hooks in a release build" "the \`test-hooks\` feature is for test builds only" \
@@ -55,14 +57,15 @@ done
 # Every shipped config builds into a binary of the engine/platform it names: configs/*.toml
 # and the board examples configs/<board>/*.toml (built with platform-<board>). A config with
 # GPU memory or a GPU stage is built with the `gpu` feature too, one with a UCX egress sink
-# with the `ucx` feature.
+# with the `ucx` feature, one with a PSRDADA ring with the `dada` feature.
 for f in configs/*.toml configs/*/*.toml; do
     [ -f "$(dirname "$f")/Cargo.toml" ] && continue # configs/schema: the config crate
     read -r kind plat gpu < <(python3 -c 'import sys, tomllib
 c = tomllib.load(open(sys.argv[1], "rb"))
 gpu = bool(c.get("gpu_stages")) or any(r.get("kind") in ("host_pinned", "device") for r in c.get("memory_regions", []))
 ucx = any(e.get("protocol") == "ucx" for e in c.get("egress", []))
-print(c["engine"]["kind"], c["platform"], ("",",gpu")[gpu] + ("",",ucx")[ucx])' "$f")
+dada = bool(c.get("dada_rings"))
+print(c["engine"]["kind"], c["platform"], ("",",gpu")[gpu] + ("",",ucx")[ucx] + ("",",dada")[dada])' "$f")
     name=${f#configs/}
     if [[ $name == */* && ${name%%/*} != "$plat" ]]; then
         echo "FAIL $name: a config under configs/${name%%/*}/ must say platform = \"${name%%/*}\""; fail=1

@@ -111,10 +111,11 @@ release_checks() {
     local f out
     for f in configs/*.toml; do
         out=$("$bin" config check "$f" 2>&1) && continue
-        # A GPU (UCX) config needs a `--features gpu` (`ucx`) binary: this one must say so
-        # (exit 2); the feature build is checked by check-build-rules.sh and its tests.
-        if grep -qF 'built without' <<<"$out" && grep -qE 'features (gpu|ucx)' <<<"$out"; then
-            echo "$f: needs $(grep -oE 'features (gpu|ucx)' <<<"$out" | head -1) (this binary says so)"
+        # A GPU (UCX, PSRDADA ring) config needs a `--features gpu` (`ucx`, `dada`) binary:
+        # this one must say so (exit 2); the feature build is checked by
+        # check-build-rules.sh and its tests.
+        if grep -qF 'built without' <<<"$out" && grep -qE 'features (gpu|ucx|dada)' <<<"$out"; then
+            echo "$f: needs $(grep -oE 'features (gpu|ucx|dada)' <<<"$out" | head -1) (this binary says so)"
             continue
         fi
         echo "config check failed on $f: $out" >&2
@@ -186,6 +187,22 @@ ucx_egress() {
 }
 run "UCX egress: ucx_perftest, every message to a C UCX receiver, no listener, a receiver restarted, a slow receiver, whole SPEAD heaps and VDIF time slots (cargo test --test egress_ucx --test egress_units -- --ignored)" \
     ucx_egress
+# PSRDADA rings (issue #32): the socket binary with --features dada writes the default job
+# into a ring that a reader written against the psrdada C library (hal/dada/examples/
+# dada_read.rs) reads in another process: every byte = the raw recording of the run; no
+# reader: the queue never waits, the overflow is ring_reader_behind; a missing ring: exit 2
+# (app/tests/dada_ring.rs). The crate's own tests (against the library's client calls) run
+# with the workspace's.
+dada_ring() {
+    RTDAQ_CONFIG=configs/host-udp-dada-ring.toml cargo build -q -p rtdaq --no-default-features \
+        --features engine-socket,platform-host,dada || return 1
+    mkdir -p target/engines && cp target/debug/rtdaq target/engines/rtdaq-socket-dada || return 1
+    cargo build -q -p rtdaq-dada --example dada_read || return 1
+    cargo build -q -p rtdaq || return 1
+    cargo test -p rtdaq --test dada_ring -- --ignored --test-threads 1
+}
+run "PSRDADA ring: a library reader gets every byte (= the raw recording), no reader never stalls the queue, a missing ring is exit 2 (cargo test --test dada_ring -- --ignored)" \
+    dada_ring
 run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership, an AF_PACKET generator to a group (cargo test --test multicast -- --ignored)" \
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1
 run "metrics endpoint with real peers: a Prometheus server scraping a 10 s run, promtool check metrics, 100 scrapes a second for 10 s with a fixed thread count, only queue threads on queue cores (cargo test --test metrics -- --ignored)" \

@@ -19,6 +19,7 @@
 //! block on each other: a full ring or an empty pool is a counted drop.
 #![forbid(unsafe_code)]
 
+pub mod dada_ring;
 pub mod egress;
 pub mod error;
 pub mod generator;

@@ -34,8 +34,9 @@ pub fn check(file: Option<&Path>) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
-    let refusal =
-        super::gpu::refusal(&config, &label).or_else(|| super::gpu::ucx_refusal(&config, &label));
+    let refusal = super::gpu::refusal(&config, &label)
+        .or_else(|| super::gpu::ucx_refusal(&config, &label))
+        .or_else(|| super::gpu::dada_refusal(&config, &label));
     if let Some(msg) = refusal {
         eprintln!("{msg}");
         return Ok(ExitCode::from(EXIT_CONFIG));

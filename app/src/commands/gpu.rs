@@ -1,5 +1,5 @@
 //! What `config check` and `run` say about configs that need an optional part this binary
-//! may lack: the GPU data path (`gpu`), UCX egress (`ucx`).
+//! may lack: the GPU data path (`gpu`), UCX egress (`ucx`), PSRDADA rings (`dada`).
 
 use rtdaq_config::Config;
 
@@ -27,6 +27,18 @@ pub fn ucx_refusal(config: &Config, label: &str) -> Option<String> {
     }
     Some(format!(
         "{label}: an egress sink sends over UCX (protocol = \"ucx\"), but this binary was built without `--features ucx`; rebuild with `cargo build --release --features ucx` (needs libucx-dev)"
+    ))
+}
+
+/// `Some(message)` when `config` writes a PSRDADA ring and this binary lacks the `dada`
+/// feature.
+pub fn dada_refusal(config: &Config, label: &str) -> Option<String> {
+    if cfg!(feature = "dada") || !config.uses_dada() {
+        return None;
+    }
+    Some(format!(
+        "{label}: a queue writes a PSRDADA ring ([[dada_rings]]), but {}; rebuild with `cargo build --release --features dada` (needs a C compiler and libclang)",
+        rtdaq_runtime::dada_ring::NOT_BUILT_WITH_DADA
     ))
 }
 

@@ -55,6 +55,7 @@
 #![deny(missing_docs)]
 
 mod board;
+mod dada_ring;
 mod de;
 mod egress;
 mod egress_unit;

@@ -379,6 +379,34 @@ impl Config {
                 }
             }
         }
+        // A queue's PSRDADA ring: what it writes to, and the shared memory a ring it creates
+        // takes.
+        for i in &self.interfaces {
+            for q in &i.rx_queues {
+                let Some(r) = q.dada_ring.map(|r| &self.dada_rings[r.0]) else {
+                    continue;
+                };
+                let shape = match r.create {
+                    Some(c) => format!(
+                        "created: {} x {} = {}, {} reader(s){}",
+                        c.nbufs,
+                        human_bytes(c.bufsz),
+                        human_bytes(c.bufsz * u64::from(c.nbufs)),
+                        c.readers,
+                        if c.lock { ", locked" } else { "" }
+                    ),
+                    None => "attached (dada_db's)".to_string(),
+                };
+                out.push(format!(
+                    "{} rx queue {} -> PSRDADA ring {} (key {:x}, header {:x}): {shape}",
+                    i.name,
+                    q.id,
+                    r.name,
+                    r.key,
+                    r.key + 1
+                ));
+            }
+        }
         out
     }
 

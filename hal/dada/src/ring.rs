@@ -179,6 +179,21 @@ impl Ring {
     pub fn key(&self) -> Key {
         self.key
     }
+
+    /// Readers holding the ring's read lock now (a reader that died released it: the
+    /// library locks with `SEM_UNDO`).
+    pub fn readers_locked(&self) -> u32 {
+        let b = std::ptr::addr_of!(*self.data).cast_mut();
+        // SAFETY: the data block is created (alive until drop); the calls only read its
+        // semaphores.
+        let (n, free) = unsafe {
+            (
+                raw::ipcbuf_get_nreaders(b).max(0),
+                raw::ipcbuf_get_read_semaphore_count(b).max(0),
+            )
+        };
+        (n - free.min(n)) as u32
+    }
 }
 
 impl Drop for Ring {

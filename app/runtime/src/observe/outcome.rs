@@ -53,6 +53,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
             ))
             .with_record(r.record.get(k).cloned().unwrap_or_default())
             .with_egress(r.egress.get(k).cloned().unwrap_or_default())
+            .with_dada_ring(r.dada.get(k).cloned().flatten())
             .with_streams(v),
         );
     }
@@ -86,8 +87,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
     let (lost, gpu_failed) = judge(&rx, lost);
     // Packets a record sink could not write are lost to the deployment too.
     let lost = lost + not_recorded(&rx);
-    // So are payloads an egress sink could not send.
-    let lost = lost + not_sent(&rx);
+    // So are payloads an egress sink could not send, or a PSRDADA ring could not take.
+    let lost = lost + not_sent(&rx) + not_in_ring(&rx);
     let loss_tolerance = config.run.loss_tolerance;
     RunReport {
         engine: id.engine.to_string(),
@@ -135,6 +136,14 @@ pub(crate) fn judge(rx: &[QueueReport], lost: u64) -> (u64, bool) {
             .sum::<u64>(),
         gpus().any(crate::observe::gpu_report::GpuReport::failed),
     )
+}
+
+/// Payloads the queues' PSRDADA rings did not take: lost to their readers.
+fn not_in_ring(rx: &[QueueReport]) -> u64 {
+    rx.iter()
+        .filter_map(|q| q.dada_ring.as_ref())
+        .map(crate::dada_ring::DadaReport::dropped_total)
+        .sum()
 }
 
 /// Packets the queues' egress sinks did not send: lost to the deployment (a GPU product not

@@ -336,6 +336,9 @@ pub struct QueueReport {
     /// RX queues that forward: one entry per egress sink ([`crate::egress`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress: Vec<crate::egress::EgressReport>,
+    /// RX queues that write a PSRDADA ring ([`crate::dada_ring`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dada_ring: Option<crate::dada_ring::DadaReport>,
     /// RX queues of an interface with an instrument format (`[interfaces.format]`): the
     /// format and its learned parameters (absent for rtdaq's own header).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -470,6 +473,12 @@ impl QueueReport {
         self
     }
 
+    /// The queue's PSRDADA ring.
+    pub fn with_dada_ring(mut self, ring: Option<crate::dada_ring::DadaReport>) -> Self {
+        self.dada_ring = ring;
+        self
+    }
+
     /// A TX queue from its counters and the run's elapsed seconds.
     pub fn tx(
         interface: impl Into<String>,
@@ -498,6 +507,7 @@ impl QueueReport {
             gpu: None,
             record: Vec::new(),
             egress: Vec::new(),
+            dada_ring: None,
             format: None,
             streams: Vec::new(),
         }
@@ -662,6 +672,7 @@ impl QueueReport {
             gpu: None,
             record: Vec::new(),
             egress: Vec::new(),
+            dada_ring: None,
             format: None,
             streams: Vec::new(),
         }
@@ -789,6 +800,9 @@ fn write_table(f: &mut fmt::Formatter<'_>, name: &str, d: &DirectionReport) -> f
         }
         for e in &q.egress {
             writeln!(f, "        {e}")?;
+        }
+        if let Some(d) = &q.dada_ring {
+            writeln!(f, "        {d}")?;
         }
         write_format(f, q)?;
     }

@@ -28,6 +28,8 @@ pub(super) struct Prepared<'o> {
     pub chains: Vec<(QueueStages, DoneOnDrop)>,
     /// Every record sink's writer (and a shared sink's merger), running.
     pub writers: Vec<WriterThread>,
+    /// The PSRDADA rings: those rtdaq created (removed at the end), each queue's counters.
+    pub rings: crate::dada_ring::Rings,
     /// Every egress sink's sender, running.
     pub egress: Vec<EgressThread>,
     /// The replay, its first window read.
@@ -53,6 +55,9 @@ impl<'o> Plan<'o> {
         let gpu = crate::gpu_hook::prepare(config, &res.gpu_maps, res.rx, res.rx_stats)?;
         // Egress sinks: heap buffers allocated, sockets connected (before any file exists).
         let mut egress = crate::egress::prepare(config, &res)?;
+        // PSRDADA rings: created (or found), locked for writing, headers written.
+        let (rings_sinks, rings) =
+            crate::dada_ring::prepare(config, &res, &self.opts.config_sha256)?;
         // Record sinks: directories created, first files opened, buffers allocated.
         let mut sinks = crate::record::prepare(
             config,
@@ -64,12 +69,13 @@ impl<'o> Plan<'o> {
         // The main thread leaves the queue threads' cores (where it can) before it spawns
         // the writers: an unpinned writer inherits that CPU set and so stays off them.
         keep_main_thread_off_queue_cores(config);
-        let chains = chains(config, &res, &mut sinks, &mut egress, gpu);
+        let chains = chains(config, &res, &mut sinks, (rings_sinks, &mut egress), gpu);
         let mut p = Prepared {
             plan: self,
             res,
             chains,
             writers: Vec::new(),
+            rings,
             egress: Vec::new(),
             replay: None,
             replay_reader: None,
@@ -92,11 +98,15 @@ fn chains(
     config: &Config,
     res: &Resources,
     sinks: &mut [Vec<SinkParts>],
-    egress: &mut [Vec<EgressParts>],
+    (mut rings, egress): (
+        Vec<Option<crate::dada_ring::DadaSink>>,
+        &mut [Vec<EgressParts>],
+    ),
     mut gpu: Vec<Option<crate::stages::chain::GpuStage>>,
 ) -> Vec<(QueueStages, DoneOnDrop)> {
     let mut out = Vec::with_capacity(res.rx.len());
     for (k, r) in res.rx.iter().enumerate() {
+        let ring = rings.get_mut(k).and_then(Option::take);
         let (products, record) = by_products(
             sinks[k]
                 .iter_mut()
@@ -136,7 +146,10 @@ fn chains(
             },
         );
         let validate = Validate::new(validator, &res.rx_stats[k]);
-        out.push((queue_stages(validate, record, taps, out_sinks, stage), done));
+        out.push((
+            queue_stages(validate, record, taps, (ring, out_sinks), stage),
+            done,
+        ));
     }
     out
 }
@@ -299,6 +312,7 @@ impl Prepared<'_> {
         for e in self.egress {
             let _ = e.handle.join();
         }
+        self.rings.finish();
         // The replay's reader ends once its chunks' channels close (not waited for).
         drop(self.replay);
         drop(self.replay_reader);

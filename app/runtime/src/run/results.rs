@@ -57,6 +57,8 @@ pub struct RunResults {
     /// The egress sinks of each RX queue (config order; empty for queues that forward
     /// nothing).
     pub egress: Vec<Vec<crate::egress::EgressReport>>,
+    /// The PSRDADA ring of each RX queue (config order; `None` for queues that write none).
+    pub dada: Vec<Option<crate::dada_ring::DadaReport>>,
     /// Generator totals per TX queue (config order; zero for queues without a generator).
     pub generated: Vec<GenTotals>,
     /// Allocations made by I/O and consumer threads after their set-up.

@@ -214,6 +214,20 @@ where
             writer_elapsed,
             &mut failed_threads,
         );
+        // The consumers ended their rings' data: the reports, then the rings rtdaq created
+        // go (after their readers drained them).
+        let dada = prepared
+            .rings
+            .queues
+            .iter()
+            .map(|q| {
+                q.map(|(id, c, err)| {
+                    let e = err.lock().ok().and_then(|g| g.clone());
+                    crate::dada_ring::DadaReport::of(&config.dada_rings[id], c, e)
+                })
+            })
+            .collect();
+        prepared.rings.finish();
         // Every RX thread has stopped: close the RX queues together.
         drop(parked.graveyard);
         drop(parked.closed_rx.try_iter().collect::<Vec<_>>());
@@ -248,6 +262,7 @@ where
             validators,
             record,
             egress,
+            dada,
             generated,
             io_thread_allocations: alloc_audit::armed_allocations(),
             interrupted: prepared.plan.signalled.load(Relaxed),

@@ -7,6 +7,7 @@
 use super::validate::Validate;
 #[cfg(not(feature = "gpu"))]
 use super::Stage;
+use crate::dada_ring::DadaSink;
 use crate::egress::EgressSink;
 use crate::record::{RecordSink, Tap};
 use crate::validator::Validator;
@@ -27,12 +28,16 @@ impl Stage for GpuStage {
 }
 
 /// Every RX queue's stages: validate, record (its own sinks, then its taps of shared
-/// sinks), egress, GPU (when it names a `gpu_stage`).
+/// sinks), PSRDADA ring (when it names a `dada_ring`), egress, GPU (when it names a
+/// `gpu_stage`).
 pub(crate) type QueueStages = (
     Validate,
     (
         Vec<RecordSink>,
-        (Vec<Tap>, (Vec<EgressSink>, Option<GpuStage>)),
+        (
+            Vec<Tap>,
+            (Option<DadaSink>, (Vec<EgressSink>, Option<GpuStage>)),
+        ),
     ),
 );
 
@@ -41,10 +46,10 @@ pub(crate) fn queue_stages(
     validate: Validate,
     record: Vec<RecordSink>,
     taps: Vec<Tap>,
-    egress: Vec<EgressSink>,
+    (ring, egress): (Option<DadaSink>, Vec<EgressSink>),
     gpu: Option<GpuStage>,
 ) -> QueueStages {
-    (validate, (record, (taps, (egress, gpu))))
+    (validate, (record, (taps, (ring, (egress, gpu)))))
 }
 
 /// The validator of a finished chain (its counts go to the report).

@@ -41,5 +41,6 @@ macro_rules! sink_stage {
 
 sink_stage!(RecordSink);
 sink_stage!(Tap);
+sink_stage!(crate::dada_ring::DadaSink);
 
 pub(super) use sink_stage;

@@ -150,6 +150,8 @@ pub struct RxQueue {
     pub record: Vec<super::RecorderId>,
     /// Egress sinks this queue's `egress` stage forwards to (`egress`), in order.
     pub egress: Vec<super::EgressId>,
+    /// The PSRDADA ring this queue's `dada_ring` stage writes (`dada_ring`), if any.
+    pub dada_ring: Option<super::DadaRingId>,
 }
 
 /// One TX queue: an I/O thread pinned to `cpu_core` at `SCHED_FIFO` `rt_priority`.

@@ -14,6 +14,7 @@ mod run;
 
 // `EngineKind`, `Engine`, `Capabilities`, `SocketEngine`, ...: the list is in
 // `engines/mod.rs`, so that a new engine does not touch this file.
+pub use crate::dada_ring::{DadaRing, DadaRingId, DadaShape, DEFAULT_BUFSZ_KIB, DEFAULT_NBUFS};
 pub use crate::egress::{
     Egress, EgressFeed, EgressId, EgressProtocol, EgressUnits, UcxEgress, DEFAULT_OPEN_UNITS,
     MAX_OPEN_UNITS, UCX_MAX_IN_FLIGHT,
@@ -155,6 +156,8 @@ pub struct Config {
     pub recorders: Vec<Recorder>,
     /// Egress sinks, in file order (`[[egress]]`).
     pub egress: Vec<Egress>,
+    /// PSRDADA rings, in file order (`[[dada_rings]]`).
+    pub dada_rings: Vec<DadaRing>,
     /// Traffic generator (`[generator]`).
     pub generator: Option<Generator>,
     /// Run parameters (`[run]`).
@@ -214,6 +217,11 @@ impl Config {
     /// `host_pinned` / `device` memory region.
     pub fn uses_gpu(&self) -> bool {
         !self.gpu_stages.is_empty() || self.memory_regions.iter().any(|r| r.kind.is_gpu())
+    }
+
+    /// True when a queue writes a PSRDADA ring (the binary's `dada` feature).
+    pub fn uses_dada(&self) -> bool {
+        !self.dada_rings.is_empty()
     }
 
     /// True when an egress sink sends over UCX (the binary's `ucx` feature).

@@ -175,6 +175,8 @@ pub(crate) struct RawRxQueue {
     pub record: Vec<String>,
     #[serde(default)]
     pub egress: Vec<String>,
+    #[serde(default)]
+    pub dada_ring: Option<String>,
 }
 
 /// `[[interfaces.tx_queues]]`.

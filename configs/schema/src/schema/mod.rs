@@ -44,6 +44,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub egress: Vec<crate::egress::RawEgress>,
     #[serde(default)]
+    pub dada_rings: Vec<crate::dada_ring::RawDadaRing>,
+    #[serde(default)]
     pub generator: Option<RawGenerator>,
     #[serde(default)]
     pub run: RawRun,

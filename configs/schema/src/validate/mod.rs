@@ -75,6 +75,8 @@ pub(crate) struct Draft {
     pub recorders: Vec<Option<Recorder>>,
     /// `[[egress]]` in file order.
     pub egress: Vec<Option<crate::model::Egress>>,
+    /// `[[dada_rings]]` in file order.
+    pub dada_rings: Vec<Option<crate::model::DadaRing>>,
     pub generator: Option<Option<Generator>>,
     pub run: Option<Run>,
     pub rt: Option<Rt>,
@@ -100,6 +102,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
         gpu_stages: Vec::new(),
         recorders: Vec::new(),
         egress: Vec::new(),
+        dada_rings: Vec::new(),
         generator: None,
         run,
         rt,
@@ -121,6 +124,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     gpu::queues_fit_stages(raw, &draft, &mut errs);
     draft.recorders = record::recorders(raw, &draft, &mut errs);
     draft.egress = crate::egress::egress(raw, &draft, &mut errs);
+    draft.dada_rings = crate::dada_ring::dada_rings(raw, &draft, &mut errs);
     draft.generator = raw
         .generator
         .as_ref()
@@ -172,6 +176,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
         gpu_stages: d.gpu_stages.into_iter().collect::<Option<_>>()?,
         recorders: d.recorders.into_iter().collect::<Option<_>>()?,
         egress: d.egress.into_iter().collect::<Option<_>>()?,
+        dada_rings: d.dada_rings.into_iter().collect::<Option<_>>()?,
         generator: match d.generator {
             None => None,
             Some(g) => Some(g?),

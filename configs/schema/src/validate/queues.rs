@@ -45,6 +45,7 @@ pub(super) fn rx_queue(
     let gpu_stage = super::gpu::stage_ref(q.gpu_stage.as_ref(), &p, raw, errs);
     let record = super::record::recorder_refs(&q.record, &p, raw, errs);
     let egress = crate::egress::egress_refs(&q.egress, &p, raw, errs);
+    let dada_ring = crate::dada_ring::ring_ref(q.dada_ring.as_ref(), &p, raw, errs);
     Some(RxQueue {
         id: id?,
         cpu_core: cpu_core?,
@@ -63,6 +64,7 @@ pub(super) fn rx_queue(
         gpu_stage: gpu_stage?,
         record: record?,
         egress: egress?,
+        dada_ring: dada_ring?,
     })
 }
 

@@ -1,0 +1,251 @@
+//! PSRDADA rings (issue #32) end to end: rtdaq (`configs/host-udp-dada-ring.toml`: the
+//! default generator into one RX queue whose `dada_ring` stage writes the ring) against a
+//! reader written straight against the psrdada C library (`hal/dada/examples/dada_read.rs`,
+//! as `dada_dbdisk` reads), in another process:
+//!
+//! - the reader gets the DADA header rtdaq wrote and every byte of the run, equal to the
+//!   `raw` recording rtdaq made of the same run; 0 lost; the ring is gone after the run;
+//! - with no reader and a small ring: the queue never waits (no drop, no gap), the payloads
+//!   that found no clear block count as `ring_reader_behind`, every payload is accounted
+//!   for, the run fails on that loss (exit 1), and ends without waiting for a reader;
+//! - `create = false` with no ring at the key: exit 2 naming `dada_rings[0]` before any
+//!   packet moves.
+//!
+//! Needs `target/engines/rtdaq-socket-dada` (`--features dada`) and
+//! `target/debug/examples/dada_read` (`scripts/test.sh` builds both); without them each
+//! test fails in `scripts/test.sh` (`RTDAQ_TEST_REQUIRE=1`) and skips, recorded, elsewhere.
+
+mod e2e;
+
+use e2e::{root, show, u};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+
+/// One at a time: each pins rtdaq's threads to cores 0 and 1.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn tmp(name: &str) -> PathBuf {
+    rtdaq_testbed::test_path(name)
+}
+
+fn binary() -> PathBuf {
+    root().join("target/engines/rtdaq-socket-dada")
+}
+
+fn reader_bin() -> PathBuf {
+    root().join("target/debug/examples/dada_read")
+}
+
+fn skipped() -> bool {
+    let why = if !binary().exists() {
+        "no target/engines/rtdaq-socket-dada (scripts/test.sh builds it with --features dada)"
+    } else if !reader_bin().exists() {
+        "no target/debug/examples/dada_read (cargo build -p rtdaq-dada --example dada_read)"
+    } else {
+        return false;
+    };
+    rtdaq_testbed::require::skip(why);
+    true
+}
+
+/// A key of this test process (no other test or run uses it): from the process id.
+fn key(n: u32) -> String {
+    format!(
+        "{:x}",
+        0x6d00_0000 | ((std::process::id() & 0xffff) << 8) | (n << 1)
+    )
+}
+
+fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The shipped ring config with its key and a free port, and more edits.
+fn config(key: &str, edits: &[(&str, String)], name: &str) -> PathBuf {
+    let port = free_udp_port();
+    let mut all = vec![
+        ("key = \"dada\"", format!("key = \"{key}\"")),
+        (
+            "udp://127.0.0.1:5000\"       # the RX",
+            format!("udp://127.0.0.1:{port}\"       # the RX"),
+        ),
+        (
+            "destination = \"udp://127.0.0.1:5000\"",
+            format!("destination = \"udp://127.0.0.1:{port}\""),
+        ),
+    ];
+    all.extend(edits.iter().map(|(a, b)| (*a, b.clone())));
+    e2e::edited("host-udp-dada-ring.toml", &all, name)
+}
+
+/// rtdaq on `cfg` for `secs`: its output and report (recordings, if any, in `{name}-out`).
+fn rtdaq(cfg: &Path, secs: &str, name: &str, records: bool) -> (Output, Option<Value>) {
+    let mut cmd = Command::new(binary());
+    cmd.args(["run", "--config"])
+        .arg(cfg)
+        .args(["--duration", secs, "--report-json"])
+        .arg(tmp(&format!("{name}.json")))
+        .env("RUST_LOG", "info");
+    if records {
+        cmd.arg("--output-dir").arg(tmp(&format!("{name}-out")));
+    }
+    let out = cmd.output().unwrap();
+    // A start that failed leaves no report (or an empty file).
+    let report = std::fs::read_to_string(tmp(&format!("{name}.json")))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    (out, report)
+}
+
+#[test]
+#[ignore = "needs target/engines/rtdaq-socket-dada and dada_read; scripts/test.sh runs it"]
+fn a_library_reader_gets_every_byte_equal_to_the_raw_recording() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let k = key(1);
+    let recorder = "\n[[recorders]]\nname = \"raw\"\nformat = \"raw\"\n\n[generator]";
+    let cfg = config(
+        &k,
+        &[
+            ("rate_gbps = 1.0 ", "rate_gbps = 0.3 ".into()),
+            ("\n[generator]", recorder.into()),
+            (
+                "dada_ring = \"ring\" ",
+                "dada_ring = \"ring\"\nrecord = [\"raw\"] ".into(),
+            ),
+        ],
+        "whole",
+    );
+    let prefix = tmp("reader");
+    let reader = Command::new(reader_bin())
+        .arg(&k)
+        .arg(&prefix)
+        .arg("30")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dada_read");
+    let (out, r) = rtdaq(&cfg, "3", "whole", true);
+    let read = reader.wait_with_output().unwrap();
+    let r = r.unwrap_or_else(|| panic!("no report: {}", show(&out)));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(read.status.success(), "dada_read: {}", show(&read));
+    let received = u(&r, "/rx/totals/packets");
+    assert!(received > 20_000, "{}", show(&out));
+    assert_eq!(u(&r, "/lost"), 0, "{}", show(&out));
+    assert_eq!(u(&r, "/io_thread_allocations"), 0, "{}", show(&out));
+    let d = &r["rx"]["queues"][0]["dada_ring"];
+    assert_eq!(d["key"], k.as_str(), "{d}");
+    assert_eq!(u(d, "/written"), received, "{d}");
+    assert_eq!(u(d, "/bytes"), received * 1400, "{d}");
+    assert_eq!(u(d, "/dropped/ring_reader_behind"), 0, "{d}");
+    // The header rtdaq wrote, read by the library.
+    let header = std::fs::read_to_string(prefix.with_extension("header")).unwrap();
+    for want in [
+        "HDR_SIZE            4096",
+        "RTDAQ_QUEUE         lo_udp.rx0",
+        "OBS_OFFSET          0",
+    ] {
+        assert!(header.contains(want), "{want:?} in {header}");
+    }
+    // The data: the raw recording of the same run, byte for byte.
+    let data = std::fs::read(prefix.with_extension("data")).unwrap();
+    let raw_dir = tmp("whole-out");
+    let raw_file = std::fs::read_dir(&raw_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "raw"))
+        .unwrap_or_else(|| panic!("no .raw file in {}", raw_dir.display()));
+    let raw = std::fs::read(&raw_file).unwrap();
+    assert_eq!(data.len() as u64, received * 1400);
+    assert!(
+        data == raw,
+        "the ring's data differs from the raw recording"
+    );
+    // The ring is gone: a second reader finds none.
+    let again = Command::new(reader_bin())
+        .arg(&k)
+        .arg(tmp("again"))
+        .arg("0.2")
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", show(&again));
+}
+
+#[test]
+#[ignore = "needs target/engines/rtdaq-socket-dada; scripts/test.sh runs it"]
+fn no_reader_never_stalls_the_queue_and_the_overflow_is_counted() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config(
+        &key(2),
+        &[
+            ("nbufs = 16 ", "nbufs = 4 ".into()),
+            ("bufsz_kib = 4096 ", "bufsz_kib = 256 ".into()),
+        ],
+        "behind",
+    );
+    let t0 = std::time::Instant::now();
+    let (out, r) = rtdaq(&cfg, "2", "behind", false);
+    let took = t0.elapsed();
+    let r = r.unwrap_or_else(|| panic!("no report: {}", show(&out)));
+    let q = &r["rx"]["queues"][0];
+    let d = &q["dada_ring"];
+    let received = u(&r, "/rx/totals/packets");
+    // 4 blocks of 256 KiB hold 748 whole 1400-byte payloads; the rest waits for nobody.
+    assert_eq!(u(d, "/written"), 4 * 262_144 / 1400, "{d}");
+    assert_eq!(u(d, "/payloads"), received, "{d}");
+    assert_eq!(
+        u(d, "/written") + u(d, "/dropped/ring_reader_behind"),
+        received,
+        "{d}"
+    );
+    assert_eq!(
+        u(q, "/drops_total"),
+        0,
+        "the queue never waited: {}",
+        show(&out)
+    );
+    assert_eq!(u(&r, "/rx/totals/seq_gaps"), 0, "{}", show(&out));
+    assert_eq!(u(&r, "/lost"), u(d, "/dropped/ring_reader_behind"));
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        took.as_secs_f64() < 2.0 + 4.0,
+        "the end waited for a reader nobody was: {took:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs target/engines/rtdaq-socket-dada; scripts/test.sh runs it"]
+fn attaching_to_a_missing_ring_stops_the_start_naming_it() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config(
+        &key(3),
+        &[
+            ("create = true ", "create = false ".into()),
+            ("nbufs = 16 ", String::new()),
+            ("bufsz_kib = 4096 ", String::new()),
+            ("readers = 1\n", "\n".into()),
+            ("lock = false ", String::new()),
+        ],
+        "missing",
+    );
+    let (out, _) = rtdaq(&cfg, "2", "missing", false);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("dada_rings[0]"), "{err}");
+    assert!(err.contains("no ring at this key"), "{err}");
+}
