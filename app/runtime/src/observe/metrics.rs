@@ -79,6 +79,8 @@ pub struct Source {
     pub sinks: Vec<(String, &'static SinkCounters)>,
     /// Egress sinks: name (`lo_udp.rx0 egress spead-out`) and counters.
     pub egress: Vec<(String, &'static crate::egress::EgressCounters)>,
+    /// PSRDADA rings: name (`lo_udp.rx0 dada_ring ring`) and counters.
+    pub rings: Vec<(String, &'static crate::dada_ring::DadaCounters)>,
     /// The NIC counters of the interfaces' devices, when any is watched ([`crate::observe::nic`]).
     pub nics: Option<crate::observe::nic::Shared>,
     /// The engine's own ports (DPDK), when it has them ([`crate::observe::nic::PortWatch`]).
@@ -220,6 +222,9 @@ struct Counters {
     egress_bytes: IntCounterVec,
     egress_dropped: IntCounterVec,
     egress_reconnects: IntCounterVec,
+    ring_payloads: IntCounterVec,
+    ring_bytes: IntCounterVec,
+    ring_dropped: IntCounterVec,
     nic_pause: IntCounterVec,
     nic_dropped: IntCounterVec,
     port_packets: IntCounterVec,
@@ -291,6 +296,9 @@ impl Exporter {
             egress_bytes: counter("rtdaq_egress_bytes_total", "Bytes of those packets (UDP payload bytes) or messages (header and data), per sink.", &["sink"]),
             egress_reconnects: counter("rtdaq_egress_reconnects_total", "Connections an egress sink made again to a destination whose receiver went away (UCX), per sink.", &["sink"]),
             egress_dropped: counter("rtdaq_egress_dropped_total", "Payloads (GPU products) an egress sink did not send, by reason (egress_full, egress_error, peer_gone): lost to the deployment.", &["sink", "reason"]),
+            ring_payloads: counter("rtdaq_dada_ring_payloads_total", "Received payloads a queue wrote into its PSRDADA ring, per ring.", &["ring"]),
+            ring_bytes: counter("rtdaq_dada_ring_bytes_total", "Bytes a queue wrote into its PSRDADA ring's data blocks, per ring.", &["ring"]),
+            ring_dropped: counter("rtdaq_dada_ring_dropped_total", "Payloads a queue did not write into its PSRDADA ring, by reason (ring_reader_behind: no clear block, a reader behind; ring_error): lost to the readers.", &["ring", "reason"]),
             nic_pause: counter("rtdaq_nic_pause_frames_total", "Pause frames of the interface's NIC since the run started, by direction (received: the link partner throttled this host's transmit; sent: this NIC throttled the sender). The largest of the driver's pause counters.", &["interface", "netdev", "direction"]),
             nic_dropped: counter("rtdaq_nic_rx_dropped_total", "Frames the NIC or driver dropped before any queue saw them since the run started (the largest of those counters).", &["interface", "netdev"]),
             port_packets: counter("rtdaq_port_packets_total", "Packets of an engine's own port (DPDK: rte_eth_stats), by direction.", &["interface", "port", "direction"]),
@@ -514,6 +522,17 @@ impl Exporter {
                 ("egress_foreign", v(&e.dropped_foreign)),
             ] {
                 set_counter(&c.egress_dropped, &[name, reason], n);
+            }
+        }
+        for (name, r) in &self.src.rings {
+            let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+            set_counter(&c.ring_payloads, &[name], v(&r.payloads));
+            set_counter(&c.ring_bytes, &[name], v(&r.bytes));
+            for (reason, n) in [
+                ("ring_reader_behind", v(&r.dropped_behind)),
+                ("ring_error", v(&r.dropped_error)),
+            ] {
+                set_counter(&c.ring_dropped, &[name, reason], n);
             }
         }
     }
@@ -847,6 +866,7 @@ mod tests {
                 tx: vec![(label(false), tx)],
                 sinks: vec![("lo_udp.rx0 pcap".into(), sink)],
                 egress: vec![("lo_udp.rx0 egress spead-out".into(), egress)],
+                rings: Vec::new(),
                 nics: None,
                 ports: None,
                 start_ns: crate::pacer::now_ns(),

@@ -167,6 +167,7 @@ where
                     .iter()
                     .map(|e| (e.name.clone(), e.counters))
                     .collect(),
+                rings: ring_sources(config, res, &parked.prepared.rings),
                 nics: (!nics.is_empty()).then(|| nics.shared()),
                 ports: port_watch
                     .as_ref()
@@ -482,4 +483,25 @@ pub(super) fn watched_threads(
         w.push((format!("{} sender", e.name), &e.counters.stall));
     }
     w
+}
+
+/// Each queue's PSRDADA ring for `/metrics`: `lo_udp.rx0 dada_ring ring` and its counters.
+fn ring_sources(
+    config: &rtdaq_config::model::Config,
+    res: &crate::memory::Resources,
+    rings: &crate::dada_ring::Rings,
+) -> Vec<(String, &'static crate::dada_ring::DadaCounters)> {
+    res.rx
+        .iter()
+        .zip(&rings.queues)
+        .filter_map(|(r, q)| {
+            let (id, c, _) = (*q)?;
+            let iface = &config.interfaces[r.interface];
+            let name = format!(
+                "{}.rx{} dada_ring {}",
+                iface.name, iface.rx_queues[r.queue].id, config.dada_rings[id].name
+            );
+            Some((name, c))
+        })
+        .collect()
 }
