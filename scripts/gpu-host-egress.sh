@@ -32,7 +32,9 @@
 #             feeder thread on core 4 fills the sink as fast as the sender takes it, the
 #             sender on core 5, ucx_recv on core 6: perftest's cores), interleaved with
 #             ucx_perftest tag_bw PUT off, SECS s, REPS repeats; SENDER_VARIANTS: a list of
-#             env settings, one run each (default: "-", as built). With PERF=1 and
+#             env settings, one run each (default: "-", as built). The sender runs at the
+#             normal scheduler, as perftest does (this host's container grants no real-time
+#             budget: cpu.rt_runtime_us = 0); SENDER_PRIORITY=N asks SCHED_FIFO N. With PERF=1 and
 #             gpu-carry/perf/ (`--prepare perf`), the first repeat's runs are profiled
 #             (perf record -g of the bench process; the reports in OUT/perf-*.txt).
 #   bash scripts/gpu-host-egress.sh [ucx|ucx-ext|spead|all]   (default all)
@@ -256,7 +258,8 @@ one_sender() {
     local settings=${variant#-}
     # shellcheck disable=SC2086 # VARIANT is a list of NAME=VALUE words
     env ${settings//,/ } EGRESS_UCX_DEST="127.0.0.1:$port" EGRESS_UCX_SENDER_CORE=5 \
-        EGRESS_UCX_FEEDER_CORE=4 EGRESS_UCX_PRIORITY=40 EGRESS_UCX_SECS="$SECS" \
+        EGRESS_UCX_FEEDER_CORE=4 ${SENDER_PRIORITY:+EGRESS_UCX_PRIORITY=$SENDER_PRIORITY} \
+        EGRESS_UCX_SECS="$SECS" \
         "${wrap[@]}" $C/egress_ucx_bench > "$OUT/runs/$tag.txt" 2>&1
     local rc=$?
     wait $rp
