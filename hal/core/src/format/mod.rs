@@ -17,7 +17,7 @@
 //! | `vdif` | station id and thread id | `(seconds from the reference epoch − first) × frames per second + data frame number`; frames per second configured or learned at the first second boundary | [`vdif`] |
 //!
 //! [`spead_tx`] is the other direction: it encodes SPEAD for rtdaq's egress stage, and
-//! [`egress_msg`] is the header of the messages a `ucx` egress sink sends; [`unit`] says
+//! [`egress_msg`] is the header of the messages a `ucx` egress sink sends; [`mod@unit`] says
 //! which whole unit (a SPEAD heap, a VDIF/CODIF time slot) a datagram belongs to, for a
 //! sink that forwards units whole.
 //!
