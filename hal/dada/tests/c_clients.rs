@@ -225,9 +225,7 @@ fn dada_read() -> std::path::PathBuf {
 #[test]
 fn another_process_reads_the_stream_with_the_library() {
     let key = unique_key(5);
-    let out = std::env::temp_dir().join(format!("rtdaq-dada-read-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&out);
-    let prefix = out.join("ring");
+    let prefix = rtdaq_testbed::test_path("ring");
     let reader = std::process::Command::new(dada_read())
         .arg(key.to_string())
         .arg(&prefix)
@@ -272,7 +270,6 @@ fn another_process_reads_the_stream_with_the_library() {
     let data = std::fs::read(prefix.with_extension("data")).unwrap();
     let header = std::fs::read_to_string(prefix.with_extension("header")).unwrap();
     drop(ring);
-    let _ = std::fs::remove_dir_all(&out);
     assert!(header.contains("SOURCE other-process"), "{header}");
     assert!(
         data == dgrams.concat(),
