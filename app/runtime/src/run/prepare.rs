@@ -55,9 +55,12 @@ impl<'o> Plan<'o> {
         let gpu = crate::gpu_hook::prepare(config, &res.gpu_maps, res.rx, res.rx_stats)?;
         // Egress sinks: heap buffers allocated, sockets connected (before any file exists).
         let mut egress = crate::egress::prepare(config, &res)?;
-        // PSRDADA rings: created (or found), locked for writing, headers written.
-        let (rings_sinks, rings) =
-            crate::dada_ring::prepare(config, &res, &self.opts.config_sha256)?;
+        // PSRDADA rings: created (or found), locked for writing, headers written. Declared
+        // in this order so that, when a later step fails, the writers (in `rings_sinks`) let
+        // go of their rings before the rings rtdaq created are removed.
+        let rings: crate::dada_ring::Rings;
+        let rings_sinks;
+        (rings_sinks, rings) = crate::dada_ring::prepare(config, &res, &self.opts.config_sha256)?;
         // Record sinks: directories created, first files opened, buffers allocated.
         let mut sinks = crate::record::prepare(
             config,
