@@ -88,11 +88,15 @@ fn every_shipped_config_checks_ok() {
             let loaded = rtdaq_config::load_file(&path);
             let gpu = loaded.as_ref().is_ok_and(|c| c.uses_gpu());
             let ucx = loaded.as_ref().is_ok_and(|c| c.uses_ucx());
-            // A GPU (UCX) deployment needs a `--features gpu` (`ucx`) binary: exit 2, saying so.
+            let dada = loaded.as_ref().is_ok_and(|c| c.uses_dada());
+            // A GPU (UCX, PSRDADA ring) deployment needs a `--features gpu` (`ucx`, `dada`)
+            // binary: exit 2, saying so.
             let missing = if gpu && !cfg!(feature = "gpu") {
                 Some("built without `--features gpu`")
             } else if ucx && !cfg!(feature = "ucx") {
                 Some("built without `--features ucx`")
+            } else if dada && !cfg!(feature = "dada") {
+                Some("built without `--features dada`")
             } else {
                 None
             };
