@@ -17,6 +17,7 @@
 
 mod e2e;
 
+use e2e::ucx::free_udp_port;
 use e2e::{root, show, u};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -56,14 +57,6 @@ fn key(n: u32) -> String {
         "{:x}",
         0x6d00_0000 | ((std::process::id() & 0xffff) << 8) | (n << 1)
     )
-}
-
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The shipped ring config with its key and a free port, and more edits.

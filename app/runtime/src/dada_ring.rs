@@ -8,7 +8,8 @@
 //! - Hot path (the queue's consumer, no extra thread): each payload, less `strip_bytes`, is
 //!   copied whole into the ring's data blocks in place (`rtdaq_dada::Writer::try_write`);
 //!   a full block goes to the readers. When the blocks a payload needs are not clear (a
-//!   reader is behind), the payload is not written and counts as **`ring_reader_behind`**:
+//!   reader is behind), the payload, and the rest of its burst without asking the ring again,
+//!   is not written and counts as **`ring_reader_behind`**:
 //!   the queue never waits for a reader. A library failure counts as **`ring_error`**.
 //!   Both are lost (the run's `lost`).
 //! - At the end: the last, partly filled block goes out and the data ends (end of data);
@@ -151,6 +152,9 @@ mod built {
         strip: usize,
         counters: &'static DadaCounters,
         pending: Pending,
+        /// A payload found no clear block in this burst: the rest of the burst counts as
+        /// behind without asking the ring again (its check is a `semctl` per reader).
+        blocked: bool,
         /// The first failure, for the report.
         error: Option<&'static std::sync::Mutex<Option<String>>>,
     }
@@ -164,12 +168,19 @@ mod built {
                 self.pending.failed += 1;
                 return;
             };
+            if self.blocked {
+                self.pending.behind += 1;
+                return;
+            }
             match w.try_write(data) {
                 Ok(true) => {
                     self.pending.payloads += 1;
                     self.pending.bytes += data.len() as u64;
                 }
-                Ok(false) => self.pending.behind += 1,
+                Ok(false) => {
+                    self.pending.behind += 1;
+                    self.blocked = true;
+                }
                 Err(_) => self.pending.failed += 1,
             }
         }
@@ -177,6 +188,7 @@ mod built {
         /// After every burst and when idle: publishes the counts.
         #[inline]
         pub fn tick(&mut self, _now_ns: u64) {
+            self.blocked = false;
             let p = std::mem::take(&mut self.pending);
             let c = self.counters;
             DadaCounters::add(&c.payloads, p.payloads);
@@ -312,6 +324,7 @@ mod built {
                 strip: ring.strip_bytes as usize,
                 counters,
                 pending: Pending::default(),
+                blocked: false,
                 error: Some(error),
             }));
             queues.push(Some((id.0, counters, error)));
