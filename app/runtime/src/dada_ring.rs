@@ -246,7 +246,7 @@ mod built {
             utc.get(..10).unwrap_or_default(),
             utc.get(11..19).unwrap_or_default()
         );
-        let lines = [
+        let mut lines = vec![
             ("HEADER", "DADA".to_string()),
             ("HDR_VERSION", "1.0".into()),
             ("HDR_SIZE", "4096".into()),
@@ -258,13 +258,15 @@ mod built {
             ("OBS_OFFSET", "0".into()),
             ("UTC_START", utc_start),
             ("MJD_START", crate::record::format::dada::mjd(now)),
-            ("INSTRUMENT", "rtdaq".into()),
+        ];
+        lines.extend(crate::record::format::dada::observation_lines(&ring.header));
+        lines.extend([
             ("RTDAQ_CONFIG", config.name.clone()),
             ("RTDAQ_CONFIG_SHA256", sha256.to_string()),
             ("RTDAQ_QUEUE", label.to_string()),
             ("RTDAQ_RING", ring.name.clone()),
             ("STRIP_BYTES", ring.strip_bytes.to_string()),
-        ];
+        ]);
         let mut text = String::new();
         for (k, v) in lines {
             text.push_str(&format!("{k:<20}{v}\n"));

@@ -13,6 +13,10 @@
 //! readers = 1               # readers that each read every buffer (create)
 //! lock = false              # lock the ring's pages in memory (create; CAP_IPC_LOCK)
 //! strip_bytes = 0           # bytes skipped at the start of each payload
+//! [dada_rings.dada]         # what the header says of the samples, as [recorders.dada]
+//! nbit = 8
+//! tsamp_us = 0.008
+//! source = "J0437-4715"
 //!
 //! [[interfaces.rx_queues]]
 //! dada_ring = "ring"
@@ -41,7 +45,7 @@ pub struct DadaShape {
 }
 
 /// One ring (`[[dada_rings]]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DadaRing {
     /// Unique name (a queue's `dada_ring` refers to it).
     pub name: String,
@@ -52,6 +56,9 @@ pub struct DadaRing {
     pub create: Option<DadaShape>,
     /// Bytes skipped at the start of each payload (`strip_bytes`).
     pub strip_bytes: u32,
+    /// What the ring's DADA header says of the samples (`[dada_rings.dada]`, as a DADA
+    /// recorder's `[recorders.dada]`; defaults when absent).
+    pub header: crate::model::DadaParams,
 }
 
 /// `[[dada_rings]]` as written.
@@ -72,6 +79,8 @@ pub(crate) struct RawDadaRing {
     pub lock: Option<bool>,
     #[serde(default)]
     pub strip_bytes: i64,
+    #[serde(default)]
+    pub dada: Option<crate::schema::RawDada>,
 }
 
 fn yes() -> bool {
@@ -203,11 +212,17 @@ fn one_ring(raw: &RawConfig, k: usize, r: &RawDadaRing, errs: &mut Errors) -> Op
         " bytes skipped at the start of each payload",
         errs,
     );
+    let header = crate::validate::record::dada(
+        r.dada.as_ref().unwrap_or(&Default::default()),
+        &format!("{p}.dada"),
+        errs,
+    );
     Some(DadaRing {
         name: r.name.clone(),
         key: key?,
         create: create?,
         strip_bytes: strip_bytes?,
+        header: header?,
     })
     .filter(|_| ok)
 }

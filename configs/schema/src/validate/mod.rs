@@ -18,7 +18,7 @@ mod gpudirect;
 mod interfaces;
 mod multicast;
 mod queues;
-mod record;
+pub(crate) mod record;
 mod regions;
 mod top;
 pub(crate) use cores::pinned_thread;

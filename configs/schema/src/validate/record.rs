@@ -194,7 +194,8 @@ fn header_word(v: &Option<String>, default: &str, p: &str, errs: &mut Errors) ->
     }
 }
 
-fn dada(raw: &RawDada, p: &str, errs: &mut Errors) -> Option<DadaParams> {
+/// `[recorders.dada]` / `[dada_rings.dada]` (prefix `p`): what a DADA header says.
+pub(crate) fn dada(raw: &RawDada, p: &str, errs: &mut Errors) -> Option<DadaParams> {
     let d = DadaParams::default();
     let nbit = match raw.nbit {
         None => Some(d.nbit),

@@ -6,7 +6,7 @@ use super::api::{FileFacts, Format, Out, Recorded};
 use super::raw::Raw;
 use crate::record::common::{start_field, DADA_HEADER_LEN};
 use crate::stages::Packet;
-use rtdaq_config::model::Recorder;
+use rtdaq_config::model::{DadaParams, Recorder};
 
 /// The `dada` format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +34,30 @@ impl Format for Dada {
     fn record(&mut self, p: &Packet<'_>, out: &mut impl Out) -> Option<Recorded> {
         self.raw.record(p, out)
     }
+}
+
+/// The header lines that say what the samples are (`[recorders.dada]`,
+/// `[dada_rings.dada]`): SOURCE, TELESCOPE, INSTRUMENT, RECEIVER, NBIT, NDIM, NPOL, NCHAN,
+/// TSAMP, and FREQ / BW when given. A file's and a ring's header share them.
+pub(crate) fn observation_lines(d: &DadaParams) -> Vec<(&'static str, String)> {
+    let mut lines = vec![
+        ("SOURCE", d.source.clone()),
+        ("TELESCOPE", d.telescope.clone()),
+        ("INSTRUMENT", d.instrument.clone()),
+        ("RECEIVER", "unset".into()),
+        ("NBIT", d.nbit.to_string()),
+        ("NDIM", d.ndim.to_string()),
+        ("NPOL", d.npol.to_string()),
+        ("NCHAN", d.nchan.to_string()),
+        ("TSAMP", d.tsamp_us.to_string()),
+    ];
+    if let Some(v) = d.freq_mhz {
+        lines.push(("FREQ", v.to_string()));
+    }
+    if let Some(v) = d.bw_mhz {
+        lines.push(("BW", v.to_string()));
+    }
+    lines
 }
 
 /// The 4096-byte DADA header of a file (`f.last`: the file is complete, sizes are final).
@@ -80,22 +104,8 @@ fn header(f: &FileFacts<'_>) -> Vec<u8> {
         ("OBS_OVERLAP", "0".into()),
         ("UTC_START", utc_start),
         ("MJD_START", mjd(start)),
-        ("SOURCE", d.source.clone()),
-        ("TELESCOPE", d.telescope.clone()),
-        ("INSTRUMENT", d.instrument.clone()),
-        ("RECEIVER", "unset".into()),
-        ("NBIT", d.nbit.to_string()),
-        ("NDIM", d.ndim.to_string()),
-        ("NPOL", d.npol.to_string()),
-        ("NCHAN", d.nchan.to_string()),
-        ("TSAMP", d.tsamp_us.to_string()),
     ];
-    if let Some(v) = d.freq_mhz {
-        lines.push(("FREQ", v.to_string()));
-    }
-    if let Some(v) = d.bw_mhz {
-        lines.push(("BW", v.to_string()));
-    }
+    lines.extend(observation_lines(d));
     lines.extend([
         ("RTDAQ_CONFIG", f.info.config_name.clone()),
         ("RTDAQ_CONFIG_SHA256", f.info.config_sha256.clone()),
