@@ -151,12 +151,14 @@ install_rust() {
 # The Python peers (PyPI) in a venv of the repository's own, target/pyenv: Debian's Python
 # refuses system-wide pip installs (PEP 668). baseband reads the DADA and VDIF files the
 # recorder writes and writes VDIF files; spead2 sends and receives SPEAD streams; scapy
-# builds eCPRI frames.
+# builds eCPRI frames and the pcap files the Python package's tests read; pytest runs those
+# tests and maturin builds the package's wheel (python/, docs/python.md).
 PYENV=target/pyenv
-PY_PEERS="baseband spead2 scapy"
+PY_PEERS="baseband spead2 scapy pytest maturin"
 install_python() {
     [ $simulate = 1 ] && return 0
-    if [ -x "$PYENV/bin/python" ] && "$PYENV/bin/python" -c 'import baseband, spead2, scapy' 2>/dev/null; then
+    if [ -x "$PYENV/bin/python" ] && [ -x "$PYENV/bin/maturin" ] &&
+        "$PYENV/bin/python" -c 'import baseband, spead2, scapy, pytest' 2>/dev/null; then
         log "Python venv $PYENV: $PY_PEERS installed"
         return 0
     fi

@@ -193,16 +193,50 @@ run "UCX egress: ucx_perftest, every message to a C UCX receiver, no listener, a
 # reader: the queue never waits, the overflow is ring_reader_behind; a missing ring: exit 2
 # (app/tests/dada_ring.rs). The crate's own tests (against the library's client calls) run
 # with the workspace's.
-dada_ring() {
+build_socket_dada() {
     RTDAQ_CONFIG=configs/host-udp-dada-ring.toml cargo build -q -p rtdaq --no-default-features \
         --features engine-socket,platform-host,dada || return 1
-    mkdir -p target/engines && cp target/debug/rtdaq target/engines/rtdaq-socket-dada || return 1
+    mkdir -p target/engines && cp target/debug/rtdaq target/engines/rtdaq-socket-dada
+}
+dada_ring() {
+    build_socket_dada || return 1
     cargo build -q -p rtdaq-dada --example dada_read || return 1
     cargo build -q -p rtdaq || return 1
     cargo test -p rtdaq --test dada_ring -- --ignored --test-threads 1
 }
 run "PSRDADA ring: a library reader gets every byte (= the raw recording), no reader never stalls the queue, a missing ring is exit 2 (cargo test --test dada_ring -- --ignored)" \
     dada_ring
+# The Python package (issue #32, python/, docs/python.md): pip builds its wheel from
+# python/pyproject.toml (maturin, as `pip install ./python` does) into target/wheels, which is
+# installed into the test venv; pytest then reads what the release binary and the dada
+# binary record and stream (python/tests). A skipped pytest test fails the step.
+python_package() {
+    local py=$PWD/target/pyenv/bin/python tmp=$PWD/target/pytest-tmp xml=$LOGS/pytest.xml
+    [ -x target/engines/rtdaq-socket-dada ] || build_socket_dada || return 1
+    [ -x target/release/rtdaq ] || cargo build -q --release -p rtdaq || return 1
+    rm -rf target/wheels "$tmp" && mkdir -p "$tmp" || return 1
+    "$py" -m pip wheel -q --disable-pip-version-check --no-deps -w target/wheels ./python || return 1
+    "$py" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
+        target/wheels/rtdaq-*.whl || return 1
+    ls -l target/wheels
+    local rc=0
+    RTDAQ_BIN=$PWD/target/release/rtdaq RTDAQ_DADA_BIN=$PWD/target/engines/rtdaq-socket-dada \
+        "$py" -m pytest -p no:cacheprovider -q -rs --basetemp "$tmp/run" --junitxml "$xml" \
+        python/tests || rc=1
+    # One "test result:" line, as cargo prints, so that the summary counts every pytest test.
+    "$py" - "$xml" <<'PY' || rc=1
+import sys, xml.etree.ElementTree as ET
+s = ET.parse(sys.argv[1]).getroot()
+s = s if s.tag == "testsuite" else s.find("testsuite")
+t, f, e, k = (int(s.get(a, 0)) for a in ("tests", "failures", "errors", "skipped"))
+print(f"test result: pytest. {t - f - e - k} passed; {f + e + k} failed ({k} skipped: a skip fails here)")
+sys.exit(1 if f + e + k else 0)
+PY
+    rm -rf "$tmp"
+    return $rc
+}
+run "Python package: pip wheel ./python, installed; pytest reads rtdaq's pcap/raw/DADA recordings (= baseband), scapy's pcaps, files being written, the PSRDADA ring, /status (python/tests)" \
+    python_package
 run "IPv4 multicast in the namespace test bed: two receivers of one group, source-specific joins, an AF_PACKET receiver holding the membership, an AF_PACKET generator to a group (cargo test --test multicast -- --ignored)" \
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1
 run "metrics endpoint with real peers: a Prometheus server scraping a 10 s run, promtool check metrics, 100 scrapes a second for 10 s with a fixed thread count, only queue threads on queue cores (cargo test --test metrics -- --ignored)" \

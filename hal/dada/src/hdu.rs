@@ -358,6 +358,18 @@ impl Reader {
         Ok(Reader { hdu, locked: true })
     }
 
+    /// Bytes of one data block.
+    pub fn block_bytes(&self) -> u64 {
+        // SAFETY: the data block is connected.
+        unsafe { raw::ipcbuf_get_bufsz(self.hdu.data_buf()) }
+    }
+
+    /// Data blocks in the ring.
+    pub fn blocks(&self) -> u64 {
+        // SAFETY: the data block is connected.
+        unsafe { raw::ipcbuf_get_nbufs(self.hdu.data_buf()) }
+    }
+
     /// Waits for the next header and returns it (up to its first NUL).
     pub fn read_header(&mut self) -> Result<Vec<u8>> {
         // SAFETY: we hold the read lock; `dada_hdu_open` waits for a header and copies it

@@ -175,6 +175,16 @@ impl Ring {
         Ok(())
     }
 
+    /// Whether both blocks of a ring exist at `key` (System V shared memory segments at
+    /// the key and key + 1), asked without the library (which prints an error for a
+    /// missing one): a reader waiting for its writer polls this.
+    pub fn exists(key: Key) -> bool {
+        [key.0, key.header()].iter().all(|&k| {
+            // SAFETY: shmget with size 0 and no flags only looks the key up.
+            unsafe { libc::shmget(k, 0, 0) >= 0 }
+        })
+    }
+
     /// The ring's key.
     pub fn key(&self) -> Key {
         self.key
