@@ -24,8 +24,9 @@ pub const ROW_BYTES: usize = 32;
 pub const NO_PAYLOAD: u32 = u32::MAX;
 /// Bytes of the pcap file header.
 const FILE_HEADER: u64 = 24;
-/// Bytes of a frame read to find its UDP payload (Ethernet, 2 VLAN tags, IPv6, UDP).
-const PEEK: usize = 14 + 8 + 40 + 8;
+/// Bytes of a frame read to find its UDP payload: the longest link header (Ethernet with
+/// two VLAN tags), the longest IP header (IPv4 with 40 bytes of options), UDP.
+const PEEK: usize = 14 + 8 + 60 + 8;
 
 /// The pcap file header's facts.
 #[derive(Debug, Clone, Copy)]

@@ -22,6 +22,9 @@ def _frames():
         (Ether() / Dot1Q(vlan=5) / Dot1Q(vlan=6) / IP() / UDP() / Raw(b"q" * 9), 50, 9),
         (Ether() / IPv6(dst="fd00::2") / UDP() / Raw(b"c" * 30), 62, 30),
         (Ether() / IP(options=b"\x01" * 4) / UDP() / Raw(b"d" * 10), 46, 10),
+        # the longest headers: two tags and an IPv4 header of 60 bytes (40 of options)
+        (Ether() / Dot1Q(vlan=5) / Dot1Q(vlan=6) / IP(options=b"\x01" * 40) / UDP()
+         / Raw(b"g" * 12), 90, 12),
         (Ether() / IP() / TCP() / Raw(b"e" * 10), None, 0),
         (Ether() / IP(flags="MF") / UDP() / Raw(b"f" * 10), None, 0),
     ]
