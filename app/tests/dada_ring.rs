@@ -9,7 +9,10 @@
 //!   that found no clear block count as `ring_reader_behind`, every payload is accounted
 //!   for, the run fails on that loss (exit 1), and ends without waiting for a reader;
 //! - `create = false` with no ring at the key: exit 2 naming `dada_rings[0]` before any
-//!   packet moves.
+//!   packet moves;
+//! - `numa_node`: the data block's segments are bound to the node (`bind:N` in the
+//!   process's `/proc/PID/numa_maps`), the header block's are not; a node the host does
+//!   not have stops the start (exit 2) naming `dada_rings[0].numa_node`.
 //!
 //! Needs `target/engines/rtdaq-socket-dada` (`--features dada`) and
 //! `target/debug/examples/dada_read` (`scripts/test.sh` builds both); without them each
@@ -241,4 +244,85 @@ fn attaching_to_a_missing_ring_stops_the_start_naming_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("dada_rings[0]"), "{err}");
     assert!(err.contains("no ring at this key"), "{err}");
+}
+
+/// The NUMA nodes of this host (`/sys/devices/system/node/nodeN`).
+fn numa_nodes() -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.filter_map(|e| {
+                let n = e.ok()?.file_name().into_string().ok()?;
+                n.strip_prefix("node")?.parse().ok()
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+#[ignore = "needs target/engines/rtdaq-socket-dada; scripts/test.sh runs it"]
+fn a_ring_on_a_numa_node_has_its_data_pages_bound_there() {
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = *numa_nodes()
+        .first()
+        .expect("no /sys/devices/system/node/node*");
+    let small = [
+        ("nbufs = 16 ", "nbufs = 4 ".to_string()),
+        ("bufsz_kib = 4096 ", "bufsz_kib = 256 ".into()),
+        (
+            "lock = false ",
+            format!("numa_node = {node}\nlock = false "),
+        ),
+    ];
+    let cfg = config(&key(5), &small, "numa");
+    let child = Command::new(binary())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .args(["--duration", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The ring's segments as this process maps them: `ADDR POLICY file=/SYSVkey ...`.
+    let maps = format!("/proc/{}/numa_maps", child.id());
+    let (mut bound, mut others) = (Vec::new(), 0);
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let text = std::fs::read_to_string(&maps).unwrap_or_default();
+        let sysv: Vec<&str> = text.lines().filter(|l| l.contains("file=/SYSV")).collect();
+        bound = sysv
+            .iter()
+            .filter(|l| l.split_whitespace().nth(1) == Some(&format!("bind:{node}")))
+            .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
+            .collect();
+        others = sysv.len() - bound.len();
+        if !bound.is_empty() {
+            break;
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    bound.sort();
+    bound.dedup();
+    // The 4 data buffers, each its own segment, bound (whoever maps them); the header
+    // block's buffers and the two sync segments keep the default policy.
+    assert_eq!(bound.len(), 4, "bound: {bound:?}\n{}", show(&out));
+    assert!(others >= 8 + 2, "{others} unbound segments\n{}", show(&out));
+    // No reader: the ring fills and the rest is lost (exit 1), as without numa_node.
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+
+    // A node this host does not have: the start stops, naming the key.
+    let absent = numa_nodes().last().unwrap() + 1;
+    let mut edits = small.to_vec();
+    edits[2].1 = format!("numa_node = {absent}\nlock = false ");
+    let cfg = config(&key(6), &edits, "numa-absent");
+    let (out, _) = rtdaq(&cfg, "2", "numa-absent", false);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("dada_rings[0].numa_node"), "{err}");
+    assert!(err.contains(&format!("NUMA node {absent}")), "{err}");
 }

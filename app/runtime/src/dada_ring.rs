@@ -295,7 +295,10 @@ mod built {
             };
             let ring = &config.dada_rings[id.0];
             let fail = |e: rtdaq_dada::DadaError| RuntimeError::Egress {
-                key: format!("dada_rings[{}]", id.0),
+                key: match e {
+                    rtdaq_dada::DadaError::Numa { .. } => format!("dada_rings[{}].numa_node", id.0),
+                    _ => format!("dada_rings[{}]", id.0),
+                },
                 message: e.to_string(),
             };
             let key = Key(ring.key);
@@ -305,6 +308,7 @@ mod built {
                     bufsz: s.bufsz,
                     readers: s.readers,
                     lock: s.lock,
+                    numa_node: s.numa_node,
                     ..RingSpec::default()
                 };
                 created.push(Ring::create(key, &spec).map_err(fail)?);

@@ -12,6 +12,7 @@
 //! bufsz_kib = 4096          # KiB of a data buffer (create)
 //! readers = 1               # readers that each read every buffer (create)
 //! lock = false              # lock the ring's pages in memory (create; CAP_IPC_LOCK)
+//! numa_node = 0             # the data block's pages on this NUMA node (create)
 //! strip_bytes = 0           # bytes skipped at the start of each payload
 //! [dada_rings.dada]         # what the header says of the samples, as [recorders.dada]
 //! nbit = 8
@@ -42,6 +43,8 @@ pub struct DadaShape {
     pub readers: u32,
     /// Lock the pages (`lock`).
     pub lock: bool,
+    /// Bind the data block's pages to this NUMA node (`numa_node`).
+    pub numa_node: Option<u32>,
 }
 
 /// One ring (`[[dada_rings]]`).
@@ -77,6 +80,8 @@ pub(crate) struct RawDadaRing {
     pub readers: Option<i64>,
     #[serde(default)]
     pub lock: Option<bool>,
+    #[serde(default)]
+    pub numa_node: Option<i64>,
     #[serde(default)]
     pub strip_bytes: i64,
     #[serde(default)]
@@ -196,6 +201,7 @@ fn one_ring(raw: &RawConfig, k: usize, r: &RawDadaRing, errs: &mut Errors) -> Op
             ("bufsz_kib", r.bufsz_kib.is_some()),
             ("readers", r.readers.is_some()),
             ("lock", r.lock.is_some()),
+            ("numa_node", r.numa_node.is_some()),
         ] {
             if given {
                 errs.push(format!("{p}.{name}"), format!("`{name}` shapes a ring rtdaq creates; with create = false the ring is dada_db's (its -n/-b/-r/-l): remove it"));
@@ -273,10 +279,23 @@ fn shape(r: &RawDadaRing, p: &str, errs: &mut Errors) -> Option<DadaShape> {
         " readers (psrdada's limit is 8)",
         errs,
     );
+    let numa_node = match r.numa_node {
+        None => Some(None),
+        Some(n) => int::<u32>(
+            n,
+            0,
+            1023,
+            &format!("{p}.numa_node"),
+            " (the NUMA node of the data block's pages)",
+            errs,
+        )
+        .map(Some),
+    };
     Some(DadaShape {
         nbufs: nbufs?,
         bufsz: kib? << 10,
         readers: readers?,
         lock: r.lock.unwrap_or(false),
+        numa_node: numa_node?,
     })
 }

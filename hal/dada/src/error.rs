@@ -16,6 +16,16 @@ pub enum DadaError {
         /// What that means here.
         why: &'static str,
     },
+    /// The data block's pages could not be bound to a NUMA node (`mbind`).
+    #[error("binding the data block of key {key:x} to NUMA node {node} failed ({source}): is node {node} on this host? (ls /sys/devices/system/node) Choose one of its nodes, or leave numa_node out")]
+    Numa {
+        /// The ring's key.
+        key: i32,
+        /// The node asked for.
+        node: u32,
+        /// What `mbind` said.
+        source: std::io::Error,
+    },
     /// A header longer than the header block's buffer.
     #[error("a DADA header of {len} bytes does not fit the header block's {cap}-byte buffer (key {key:x}); make the ring's header buffers larger")]
     HeaderTooLong {

@@ -46,6 +46,7 @@ pub use psrdada_sys as raw;
 
 mod error;
 mod hdu;
+mod numa;
 mod result;
 mod ring;
 

@@ -52,6 +52,10 @@ pub struct RingSpec {
     /// Lock the data block's pages in memory (`dada_db -l`; needs `CAP_IPC_LOCK` or the
     /// memlock limit).
     pub lock: bool,
+    /// Bind the data block's pages to this NUMA node (`mbind(MPOL_BIND)` over each
+    /// buffer's segment, before they are locked or first touched; `dada_db` has no such
+    /// option).
+    pub numa_node: Option<u32>,
 }
 
 impl Default for RingSpec {
@@ -65,6 +69,7 @@ impl Default for RingSpec {
             header_bufsz: 4096,
             readers: 1,
             lock: false,
+            numa_node: None,
         }
     }
 }
@@ -132,6 +137,9 @@ impl Ring {
             return Err(e);
         }
         let ring = Ring { key, data, header };
+        if let Some(node) = spec.numa_node {
+            ring.bind_data_block(node, spec.nbufs, spec.bufsz)?;
+        }
         if spec.lock {
             let mut ring = ring;
             // SAFETY: `ring.data` is a created block (above).
@@ -145,6 +153,24 @@ impl Ring {
             return Ok(ring);
         }
         Ok(ring)
+    }
+
+    /// Binds each of the data block's `nbufs` segments (`bufsz` bytes) to NUMA node `node`,
+    /// moving any page already there (`MPOL_MF_MOVE`). The policy is the shared memory
+    /// object's own, so it holds for every process that maps the ring.
+    fn bind_data_block(&self, node: u32, nbufs: u64, bufsz: u64) -> Result<()> {
+        let fail = |source| DadaError::Numa {
+            key: self.key.0,
+            node,
+            source,
+        };
+        for i in 0..nbufs as usize {
+            // SAFETY: the block is created, so `shm_addr` holds its `nbufs` attached
+            // segments; reading one pointer out of the array does not touch the data.
+            let addr = unsafe { *self.data.shm_addr.add(i) };
+            crate::numa::bind(addr, bufsz as usize, node).map_err(fail)?;
+        }
+        Ok(())
     }
 
     /// Destroys the ring at `key` that another process created and left (`dada_db -d`).
