@@ -42,16 +42,25 @@ impl DadaReader {
     fn new(py: Python<'_>, key: &str, wait_s: f64) -> PyResult<Self> {
         let key = Key::parse(key).map_err(Error::from)?;
         let t0 = Instant::now();
-        while !Ring::exists(key) {
-            if t0.elapsed().as_secs_f64() >= wait_s {
+        let waited_out = || t0.elapsed().as_secs_f64() >= wait_s;
+        let inner = loop {
+            if Ring::exists(key) {
+                // The blocks' first segments exist before the writer has made the rest of
+                // them (the header block's buffers come last): an attach in that moment
+                // fails, and is tried again while there is time.
+                match Reader::attach(key) {
+                    Ok(r) => break r,
+                    Err(e) if waited_out() => return Err(Error::from(e).into()),
+                    Err(_) => {}
+                }
+            } else if waited_out() {
                 return Err(PyTimeoutError::new_err(format!(
                     "no PSRDADA ring at key {key} after {wait_s} s: start the writer (rtdaq run with a dada_ring, or dada_db -k {key}) first, or wait longer"
                 )));
             }
             py.detach(|| std::thread::sleep(Duration::from_millis(20)));
             py.check_signals()?;
-        }
-        let inner = Reader::attach(key).map_err(Error::from)?;
+        };
         Ok(DadaReader {
             key,
             inner: Mutex::new(Some(inner)),
