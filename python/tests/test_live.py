@@ -34,7 +34,11 @@ def test_follow_reads_every_record_while_rtdaq_writes(rtdaq_bin, tmp_path):
         tmp_path,
         [('record = ["pcap", "dada"]', 'record = ["pcap", "dada", "raw"]'),
          ("\n[generator]", RAW_RECORDER),
-         ("flush_ms = 100", "flush_ms = 20")],
+         ("flush_ms = 100", "flush_ms = 20"),
+         # 0.25 Gb/s: at 1 Gb/s with both followers in this process, the 2-vCPU CI host
+         # under load saw the RX thread stall (a 118 ms loop turn) and the kernel drop
+         # 3-4 % (docs/python.md, "Following a file being written"); not understood yet.
+         ("rate_gbps = 1.0", "rate_gbps = 0.25")],
     )
     proc = start_rtdaq(rtdaq_bin, cfg, tmp_path, 2)
     out = tmp_path / "out"
@@ -55,7 +59,7 @@ def test_follow_reads_every_record_while_rtdaq_writes(rtdaq_bin, tmp_path):
     t.join(30)
     assert proc.wait(30) == 0, proc.stdout.read()
     rec = rtdaq.open(pcap)
-    assert len(seen) == len(rec) == rec.index["packets"] > 10_000
+    assert len(seen) == len(rec) == rec.index["packets"] > 20_000
     assert during > len(seen) // 4, "follow read most records only after the run"
     assert [s[0] for s in seen] == [int(x) for x in rec.time_ns]
     assert [s[1] for s in seen] == [bytes(r[:16]) for r in rec.payloads()]
