@@ -26,6 +26,15 @@ def parse_header(text: bytes) -> Dict[str, HeaderValue]:
     return {k: _typed(v) for k, v in parse_dada_header(bytes(text)).items()}
 
 
+def header_size(header: Dict[str, Any], path: str) -> int:
+    """The header's ``HDR_SIZE`` (4096 when absent); anything but a byte count is a
+    ``ValueError`` naming ``path``."""
+    n = header.get("HDR_SIZE", 4096)
+    if not isinstance(n, int) or n <= 0:
+        raise ValueError(f"{path}: HDR_SIZE {n!r} is not a byte count: is it a DADA file?")
+    return n
+
+
 _SAMPLE_TYPES = {8: np.int8, 16: np.int16, 32: np.float32}
 
 

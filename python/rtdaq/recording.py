@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, NamedTuple, Optional, Union
 import numpy as np
 
 from ._rtdaq import NO_PAYLOAD, scan_pcap
-from .dada import HeaderValue, decode_samples, parse_header
+from .dada import HeaderValue, decode_samples, header_size, parse_header
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -242,7 +242,7 @@ class DadaRecording(RawRecording):
         with builtins.open(p, "rb") as f:
             head = f.read(4096)
         self.header: Dict[str, HeaderValue] = parse_header(head)
-        hdr = int(self.header.get("HDR_SIZE", 4096))
+        hdr = header_size(self.header, p)
         if hdr > len(head):
             with builtins.open(p, "rb") as f:
                 self.header = parse_header(f.read(hdr))
@@ -358,7 +358,7 @@ def _follow_records(
 ) -> Iterator[Packet]:
     if kind == "dada":
         header = parse_header(os.pread(fd, 4096, 0))
-        start = int(header.get("HDR_SIZE", 4096))
+        start = header_size(header, p)
         record_bytes = record_bytes or _int_or_none(header.get("PKT_SIZE"))
     else:
         start = 0

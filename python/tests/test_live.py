@@ -75,15 +75,22 @@ def _ring_key(n: int) -> str:
     return f"{0x6e000000 | ((os.getpid() & 0xffff) << 8) | (n << 1):x}"
 
 
-def test_ring_reader_gets_every_byte_equal_to_the_raw_recording(rtdaq_dada_bin, tmp_path):
-    key = _ring_key(1)
-    cfg = edited_config(
+def _ring_and_raw_config(tmp_path, key: str, *more):
+    """configs/host-udp-dada-ring.toml at ``key``, with a raw recorder on the ring's
+    queue (what the ring readers' bytes are compared with), and ``more`` edits."""
+    return edited_config(
         "host-udp-dada-ring.toml",
         tmp_path,
         [('key = "dada"', f'key = "{key}"'),
+         *more,
          ("\n[generator]", RAW_RECORDER),
          ('dada_ring = "ring"', 'dada_ring = "ring"\nrecord = ["raw"]')],
     )
+
+
+def test_ring_reader_gets_every_byte_equal_to_the_raw_recording(rtdaq_dada_bin, tmp_path):
+    key = _ring_key(1)
+    cfg = _ring_and_raw_config(tmp_path, key)
     proc = start_rtdaq(rtdaq_dada_bin, cfg, tmp_path, 2)
     with rtdaq.Ring(key, wait_s=20) as ring:
         h = ring.header
@@ -114,16 +121,13 @@ print(h["OBS_ID"], ring.bytes_read)
 
 def test_two_reader_processes_each_get_every_byte(rtdaq_dada_bin, tmp_path):
     key = _ring_key(4)
-    cfg = edited_config(
-        "host-udp-dada-ring.toml",
+    cfg = _ring_and_raw_config(
         tmp_path,
-        [('key = "dada"', f'key = "{key}"'),
-         ("readers = 1", "readers = 2"),
-         # Two Python readers and rtdaq share this host's cores: a rate they keep up
-         # with on a loaded 2-core machine (a reader behind is lost data, not this test).
-         ("rate_gbps = 1.0", "rate_gbps = 0.25"),
-         ("\n[generator]", RAW_RECORDER),
-         ('dada_ring = "ring"', 'dada_ring = "ring"\nrecord = ["raw"]')],
+        key,
+        ("readers = 1", "readers = 2"),
+        # Two Python readers and rtdaq share this host's cores: a rate they keep up
+        # with on a loaded 2-core machine (a reader behind is lost data, not this test).
+        ("rate_gbps = 1.0", "rate_gbps = 0.25"),
     )
     readers = [
         subprocess.Popen([sys.executable, "-c", _READER, key, str(tmp_path / f"r{i}.data")],

@@ -104,5 +104,9 @@ def test_bad_files_are_named_with_what_to_do(tmp_path):
     short.write_bytes(b"\x4d\x3c\xb2\xa1")
     with pytest.raises(ValueError, match="shorter than a pcap file header"):
         rtdaq.PcapRecording(short)
+    bad = tmp_path / "bad.dada"
+    bad.write_bytes(b"HEADER DADA\nHDR_SIZE four\n".ljust(4096, b"\0"))
+    with pytest.raises(ValueError, match="bad.dada: HDR_SIZE 'four' is not a byte count"):
+        rtdaq.open(bad)
     with pytest.raises(ValueError, match="NBIT 4"):
         rtdaq.decode_samples(np.zeros(8, np.uint8), {"NBIT": 4})

@@ -38,6 +38,18 @@ impl Hdu {
         unsafe { std::ptr::addr_of_mut!((*(*self.p).data_block).buf) }
     }
 
+    /// Bytes of one data block (the writer's and the reader's `block_bytes`).
+    fn block_bytes(&self) -> u64 {
+        // SAFETY: the data block is connected.
+        unsafe { raw::ipcbuf_get_bufsz(self.data_buf()) }
+    }
+
+    /// Data blocks in the ring.
+    fn blocks(&self) -> u64 {
+        // SAFETY: the data block is connected.
+        unsafe { raw::ipcbuf_get_nbufs(self.data_buf()) }
+    }
+
     fn data_io(&self) -> *mut raw::ipcio_t {
         // SAFETY: a connected hdu has a data block.
         unsafe { (*self.p).data_block }
@@ -105,14 +117,12 @@ impl Writer {
 
     /// Bytes of one data block.
     pub fn block_bytes(&self) -> u64 {
-        // SAFETY: the data block is connected.
-        unsafe { raw::ipcbuf_get_bufsz(self.hdu.data_buf()) }
+        self.hdu.block_bytes()
     }
 
     /// Data blocks in the ring.
     pub fn blocks(&self) -> u64 {
-        // SAFETY: the data block is connected.
-        unsafe { raw::ipcbuf_get_nbufs(self.hdu.data_buf()) }
+        self.hdu.blocks()
     }
 
     /// Writes the header (at most one header buffer, zero-padded) into the header block.
@@ -360,14 +370,12 @@ impl Reader {
 
     /// Bytes of one data block.
     pub fn block_bytes(&self) -> u64 {
-        // SAFETY: the data block is connected.
-        unsafe { raw::ipcbuf_get_bufsz(self.hdu.data_buf()) }
+        self.hdu.block_bytes()
     }
 
     /// Data blocks in the ring.
     pub fn blocks(&self) -> u64 {
-        // SAFETY: the data block is connected.
-        unsafe { raw::ipcbuf_get_nbufs(self.hdu.data_buf()) }
+        self.hdu.blocks()
     }
 
     /// Waits for the next header and returns it (up to its first NUL).

@@ -203,7 +203,9 @@ impl Ring {
 
     /// Whether both blocks of a ring exist at `key` (System V shared memory segments at
     /// the key and key + 1), asked without the library (which prints an error for a
-    /// missing one): a reader waiting for its writer polls this.
+    /// missing one): a reader waiting for its writer polls this. They exist before the
+    /// writer has made the blocks' buffers, so an attach right after may still fail: a
+    /// waiting reader tries again.
     pub fn exists(key: Key) -> bool {
         [key.0, key.header()].iter().all(|&k| {
             // SAFETY: shmget with size 0 and no flags only looks the key up.
