@@ -161,9 +161,14 @@ run "instrument formats with real peers: baseband VDIF, spead2 both ways, scapy 
 # (each drop costs spead2 exactly one heap), two multicast groups round-robin, a second rtdaq
 # receiving the stream as SPEAD, the
 # receiver SIGKILLed mid-run (rtdaq's receive path stalls not, every payload accounted for)
-# (app/tests/egress.rs; root).
-run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed mid-run (cargo test --test egress -- --ignored)" \
-    cargo test -p rtdaq --test egress -- --ignored --test-threads 1
+# (app/tests/egress.rs; root); pacing = "txtime" to an interface without the fq qdisc stops
+# the start naming it (app/tests/egress_pacing.rs; the pacing itself: the guest step below).
+egress_tests() {
+    cargo test -p rtdaq --test egress -- --ignored --test-threads 1 &&
+        cargo test -p rtdaq --test egress_pacing -- --ignored --test-threads 1
+}
+run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed mid-run, txtime without fq (cargo test --test egress --test egress_pacing -- --ignored)" \
+    egress_tests
 # UCX egress (issue #31): the socket binary with --features ucx sends over UCX (TCP on
 # loopback) to a C receiver built against the system's UCX (scripts/peers/ucx_recv.c):
 # every message in sequence and its data = the raw recording of the run; no listener =
@@ -172,7 +177,8 @@ run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed
 # ucx_perftest tag_bw over the same transport (app/tests/egress_ucx.rs); whole units
 # (app/tests/egress_units.rs): spead2's heaps with every 13th packet left out forwarded as
 # whole heaps, read back by spead2 (exactly the heaps that lost nothing), and baseband's VDIF
-# time slots with every 41st frame left out (the original frame sets, byte for byte).
+# time slots with every 41st frame left out (the original frame sets, byte for byte); the
+# same over SPEAD: a relay of whole heaps to a spead2 UDP receiver, VDIF slots as SPEAD heaps.
 build_socket_ucx() {
     RTDAQ_CONFIG=configs/host-udp-egress-ucx.toml cargo build -q -p rtdaq --no-default-features \
         --features engine-socket,platform-host,ucx || return 1
@@ -185,7 +191,7 @@ ucx_egress() {
     cargo test -p rtdaq --test egress_ucx -- --ignored --test-threads 1 &&
         cargo test -p rtdaq --test egress_units -- --ignored --test-threads 1
 }
-run "UCX egress: ucx_perftest, every message to a C UCX receiver, no listener, a receiver restarted, a slow receiver, whole SPEAD heaps and VDIF time slots (cargo test --test egress_ucx --test egress_units -- --ignored)" \
+run "UCX egress: ucx_perftest, every message to a C UCX receiver, no listener, a receiver restarted, a slow receiver; whole SPEAD heaps and VDIF time slots over UCX and SPEAD (cargo test --test egress_ucx --test egress_units -- --ignored)" \
     ucx_egress
 # PSRDADA rings (issue #32): the socket binary with --features dada writes the default job
 # into a ring that a reader written against the psrdada C library (hal/dada/examples/
@@ -352,6 +358,15 @@ if [ -f scripts/vm/ibverbs-tests.sh ]; then
 fi
 run "UCX egress over Soft-RoCE (rc_verbs) in the guest: ucx_info, ucx_perftest put_bw, rtdaq to the C receiver, no listener (scripts/vm/ucx-tests.sh)" \
     ucx_guest_tests
+# SPEAD egress pacing = "txtime" (SO_TXTIME, the fq qdisc this host's kernel lacks) on a veth
+# pair in the guest: each packet one packet time after the last on the wire, where the
+# software pacer (same boot) sends a heap's packets back to back (scripts/vm/txtime-tests.sh).
+txtime_guest_tests() {
+    [ -x target/engines/rtdaq-socket ] || scripts/build-engines.sh socket || return 1
+    scripts/vm/txtime-tests.sh target/engines/rtdaq-socket
+}
+run "SPEAD egress pacing in the guest: txtime (SO_TXTIME + fq) spaces each packet, the software pacer sends bursts (scripts/vm/txtime-tests.sh)" \
+    txtime_guest_tests
 run "shellcheck scripts/*.sh" shellcheck -x scripts/*.sh scripts/lib/*.sh
 run "shellcheck scripts/vm/" shellcheck -x scripts/vm/*.sh scripts/vm/guest/*.sh
 run "shellcheck rt-tuning/" shellcheck -x rt-tuning/*.sh rt-tuning/lib/*.sh rt-tuning/tests/*.sh

@@ -134,18 +134,7 @@ fn receiver(pair: &VethPair, timeout_s: u32) -> Child {
 
 /// The JSON the receiver printed.
 fn received(child: Child) -> Value {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "spead_peer egress-recv: {}",
-        show(&out)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "spead_peer egress-recv printed no JSON ({e}): {}",
-            show(&out)
-        )
-    })
+    e2e::peer_json(child, "spead_peer egress-recv")
 }
 
 /// The report's one egress sink.

@@ -1,5 +1,5 @@
-//! Whole units over UCX (issue #31: `unit = "heap"`, `"time_slot"`) end to end on loopback,
-//! against peers that share no code with rtdaq:
+//! Whole units (issue #31: `unit = "heap"`, `"time_slot"`) over UCX and over SPEAD, end to
+//! end on loopback, against peers that share no code with rtdaq:
 //!
 //! - SPEAD: spead2 (PyPI) encodes 1000 heaps of 5000 bytes (4 packets each) and
 //!   `scripts/peers/spead_peer.py send --drop-every 13` sends them, leaving out every 13th
@@ -12,10 +12,19 @@
 //! - VDIF: baseband (PyPI) writes a 4-thread VDIF file, `vdif_peer.py send --skip-every 41`
 //!   sends it leaving out every 41st frame; rtdaq forwards whole time slots (4 frames of
 //!   one second and frame number); the file the receiver wrote is, byte for byte, the
-//!   original's time slots that lost no frame, and baseband reads it as VDIF.
+//!   original's time slots that lost no frame, and baseband reads it as VDIF;
+//! - a SPEAD relay (`configs/host-spead2-relay.toml`): the same spead2 heaps, every 13th
+//!   packet left out, go out of rtdaq as SPEAD to a `spead2.recv` UDP stream, which gets
+//!   exactly the heaps that lost no packet, each correct, in order, nothing incomplete, and
+//!   the end of stream;
+//! - VDIF time slots as SPEAD heaps: each whole slot one heap whose data item is its
+//!   frames; spead2 assembles them (rtdaq's descriptors name the items) and the data items
+//!   back to back are, byte for byte, the original's whole frame sets, read as VDIF by
+//!   baseband.
 //!
-//! Needs `target/engines/rtdaq-socket-ucx` (`scripts/test.sh` builds it), `cc`,
-//! `pkg-config ucx` (Debian `libucx-dev`) and `target/pyenv` with spead2 and baseband
+//! Needs `target/engines/rtdaq-socket` (SPEAD) and `target/engines/rtdaq-socket-ucx` (UCX)
+//! (`scripts/test.sh` builds them), for UCX `cc` and `pkg-config ucx` (Debian
+//! `libucx-dev`), and `target/pyenv` with spead2 and baseband
 //! (`scripts/install-test-deps.sh`); without them each test fails in `scripts/test.sh`
 //! (`RTDAQ_TEST_REQUIRE=1`) and skips, recorded, elsewhere.
 
@@ -36,15 +45,21 @@ fn tmp(name: &str) -> PathBuf {
     rtdaq_testbed::test_path(name)
 }
 
-fn binary() -> PathBuf {
-    root().join("target/engines/rtdaq-socket-ucx")
+/// The UCX binary, or the default socket one for SPEAD sinks.
+fn binary(ucx: bool) -> PathBuf {
+    root().join(if ucx {
+        "target/engines/rtdaq-socket-ucx"
+    } else {
+        "target/engines/rtdaq-socket"
+    })
 }
 
 fn python() -> PathBuf {
     root().join("target/pyenv/bin/python")
 }
 
-fn skipped() -> bool {
+/// True when the test cannot run here (`ucx`: it sends over UCX).
+fn skipped(ucx: bool) -> bool {
     let ok = |p: &str, a: &[&str]| {
         Command::new(p)
             .args(a)
@@ -53,9 +68,11 @@ fn skipped() -> bool {
             .status()
             .is_ok_and(|s| s.success())
     };
-    let why = if !binary().exists() {
+    let why = if ucx && !binary(true).exists() {
         "no target/engines/rtdaq-socket-ucx (scripts/test.sh builds it with --features ucx)"
-    } else if !ok("pkg-config", &["--exists", "ucx"]) || !ok("cc", &["--version"]) {
+    } else if !binary(false).exists() {
+        "no target/engines/rtdaq-socket (scripts/build-engines.sh)"
+    } else if ucx && (!ok("pkg-config", &["--exists", "ucx"]) || !ok("cc", &["--version"])) {
         "no UCX development files or C compiler (Debian: apt-get install libucx-dev gcc)"
     } else if !ok(
         python().to_str().unwrap(),
@@ -69,21 +86,26 @@ fn skipped() -> bool {
     true
 }
 
-/// The shipped whole-heap config receiving on `rx` and sending to `dest`, with more edits.
-fn config(rx: u16, dest: u16, edits: &[(&str, String)], name: &str) -> PathBuf {
-    let mut text =
-        std::fs::read_to_string(root().join("configs/host-spead2-ucx-heaps.toml")).unwrap();
+/// The shipped whole-heap config receiving on `rx` and sending to `dest`, with more edits:
+/// `configs/host-spead2-ucx-heaps.toml` (`ucx`) or `configs/host-spead2-relay.toml`.
+fn config(ucx: bool, rx: u16, dest: u16, edits: &[(&str, String)], name: &str) -> PathBuf {
+    let (file, shipped_dest) = if ucx {
+        ("host-spead2-ucx-heaps.toml", "127.0.0.1:13338")
+    } else {
+        ("host-spead2-relay.toml", "127.0.0.1:7150")
+    };
+    let mut text = std::fs::read_to_string(root().join("configs").join(file)).unwrap();
     let mut all = vec![
         (
-            "address = \"udp://127.0.0.1:7148\"",
+            "address = \"udp://127.0.0.1:7148\"".to_string(),
             format!("address = \"udp://127.0.0.1:{rx}\""),
         ),
         (
-            "destinations = [\"127.0.0.1:13338\"]",
+            format!("destinations = [\"{shipped_dest}\"]"),
             format!("destinations = [\"127.0.0.1:{dest}\"]"),
         ),
     ];
-    all.extend(edits.iter().map(|(a, b)| (*a, b.clone())));
+    all.extend(edits.iter().map(|(a, b)| (a.to_string(), b.clone())));
     for (from, to) in &all {
         assert!(text.contains(from), "the config has no {from:?}");
         text = text.replacen(from, to, 1);
@@ -93,10 +115,10 @@ fn config(rx: u16, dest: u16, edits: &[(&str, String)], name: &str) -> PathBuf {
     p
 }
 
-/// rtdaq on `cfg` for `secs`, returned once its queues run.
-fn start(cfg: &Path, secs: &str, name: &str) -> Child {
+/// rtdaq (`ucx`: the UCX binary) on `cfg` for `secs`, returned once its queues run.
+fn start(ucx: bool, cfg: &Path, secs: &str, name: &str) -> Child {
     let log = tmp(&format!("{name}.log"));
-    let mut child = Command::new(binary())
+    let mut child = Command::new(binary(ucx))
         .args(["run", "--config"])
         .arg(cfg)
         .args(["--duration", secs, "--report-json"])
@@ -153,19 +175,9 @@ fn assert_accounted(e: &Value) {
     assert_eq!(u(e, "/payloads"), u(e, "/payloads_sent") + dropped, "{e}");
 }
 
-#[test]
-#[ignore = "needs target/engines/rtdaq-socket-ucx, libucx-dev, cc and spead2; scripts/test.sh runs it"]
-fn spead2_reads_exactly_the_whole_heaps_and_the_others_are_counted() {
-    if skipped() {
-        return;
-    }
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (rx, dest) = (free_udp_port(), free_tcp_port());
-    let cfg = config(rx, dest, &[], "heaps");
-    let bin = ucx_recv(&tmp("ucx_recv"));
-    let (json, data) = (tmp("heaps-recv.json"), tmp("heaps-recv.bin"));
-    let recv = receiver(&bin, dest, &json, Some(&data), &[]);
-    let run = start(&cfg, "6", "heaps");
+/// spead2's 1000 heaps of 4 packets sent to `rx`, every 13th packet left out: the numbers
+/// of the heaps that lost none, and how many packets were left out.
+fn send_heaps_dropping(rx: u16) -> (Vec<u64>, u64) {
     let port = rx.to_string();
     let sent = peer(
         "spead_peer.py",
@@ -181,8 +193,6 @@ fn spead2_reads_exactly_the_whole_heaps_and_the_others_are_counted() {
             "20e6",
         ],
     );
-    let (out, r) = finish(run, "heaps");
-    let got = summary(recv, &json);
     let hit: Vec<u64> = sent["hit"]
         .as_array()
         .unwrap()
@@ -193,32 +203,61 @@ fn spead2_reads_exactly_the_whole_heaps_and_the_others_are_counted() {
     assert_eq!(u(&sent, "/packets_per_heap"), 4, "{sent}");
     assert_eq!(dropped, 4000 / 13, "{sent}");
     assert_eq!(hit.len() as u64, dropped, "1 in 13 never hits a heap twice");
-    let whole: Vec<u64> = (0..1000).filter(|n| !hit.contains(n)).collect();
-    // rtdaq: the queue lost what was left out; the sink sent the whole heaps and counted
-    // the other heaps' packets; the run's loss is both (what reached no receiver).
-    assert_eq!(u(&r, "/rx/totals/seq_gaps"), dropped, "{}", show(&out));
-    assert_eq!(u(&r, "/lost"), dropped + 3 * dropped, "{}", show(&out));
-    assert_eq!(
-        u(&r, "/rx/totals/packets"),
-        4000 - dropped,
-        "{}",
-        show(&out)
-    );
+    ((0..1000).filter(|n| !hit.contains(n)).collect(), dropped)
+}
+
+/// rtdaq's side of a whole-heap run: the queue lost what was left out; the sink sent the
+/// whole heaps and counted the other heaps' packets; the run's loss is both (what reached
+/// no receiver), and fails the run.
+fn assert_whole_heaps_sent(out: &Output, r: &Value, whole: &[u64], dropped: u64) -> Value {
+    assert_eq!(u(r, "/rx/totals/seq_gaps"), dropped, "{}", show(out));
+    assert_eq!(u(r, "/lost"), dropped + 3 * dropped, "{}", show(out));
+    assert_eq!(u(r, "/rx/totals/packets"), 4000 - dropped, "{}", show(out));
     assert_eq!(
         out.status.code(),
         Some(1),
         "the loss fails the run: {}",
-        show(&out)
+        show(out)
     );
-    let e = &r["rx"]["queues"][0]["egress"][0];
+    let e = r["rx"]["queues"][0]["egress"][0].clone();
     assert_eq!(e["whole_units"], "heaps", "{e}");
-    assert_eq!(u(e, "/heaps"), whole.len() as u64, "{e}");
-    assert_eq!(u(e, "/payloads_sent"), 4 * whole.len() as u64, "{e}");
-    assert_eq!(u(e, "/dropped/egress_incomplete"), 3 * dropped, "{e}");
+    assert_eq!(u(&e, "/heaps"), whole.len() as u64, "{e}");
+    assert_eq!(u(&e, "/payloads_sent"), 4 * whole.len() as u64, "{e}");
+    assert_eq!(u(&e, "/dropped/egress_incomplete"), 3 * dropped, "{e}");
     for why in ["egress_full", "egress_error", "egress_foreign", "peer_gone"] {
-        assert_eq!(u(e, &format!("/dropped/{why}")), 0, "{why}: {e}");
+        assert_eq!(u(&e, &format!("/dropped/{why}")), 0, "{why}: {e}");
     }
-    assert_accounted(e);
+    assert_accounted(&e);
+    e
+}
+
+/// The heap numbers a spead peer's JSON lists.
+fn numbers(v: &Value) -> Vec<u64> {
+    v["numbers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+#[ignore = "needs target/engines/rtdaq-socket-ucx, libucx-dev, cc and spead2; scripts/test.sh runs it"]
+fn spead2_reads_exactly_the_whole_heaps_and_the_others_are_counted() {
+    if skipped(true) {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (rx, dest) = (free_udp_port(), free_tcp_port());
+    let cfg = config(true, rx, dest, &[], "heaps");
+    let bin = ucx_recv(&tmp("ucx_recv"));
+    let (json, data) = (tmp("heaps-recv.json"), tmp("heaps-recv.bin"));
+    let recv = receiver(&bin, dest, &json, Some(&data), &[]);
+    let run = start(true, &cfg, "6", "heaps");
+    let (whole, dropped) = send_heaps_dropping(rx);
+    let (out, r) = finish(run, "heaps");
+    let got = summary(recv, &json);
+    assert_whole_heaps_sent(&out, &r, &whole, dropped);
     // The receiver: one message a heap, in sequence, and the end of stream.
     assert_eq!(u(&got, "/messages"), whole.len() as u64, "{got}");
     assert_eq!((u(&got, "/missing"), u(&got, "/bad")), (0, 0), "{got}");
@@ -228,13 +267,7 @@ fn spead2_reads_exactly_the_whole_heaps_and_the_others_are_counted() {
         "spead_peer.py",
         &["read-units", data.to_str().unwrap(), "--heap-bytes", "5000"],
     );
-    let numbers: Vec<u64> = read["numbers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    assert_eq!(numbers, whole, "{read}");
+    assert_eq!(numbers(&read), whole, "{read}");
     assert_eq!(u(&read, "/good"), whole.len() as u64, "{read}");
     assert_eq!(
         (u(&read, "/bad"), u(&read, "/incomplete")),
@@ -242,6 +275,59 @@ fn spead2_reads_exactly_the_whole_heaps_and_the_others_are_counted() {
         "{read}"
     );
     assert_eq!(u(&read, "/packets"), 4 * whole.len() as u64, "{read}");
+}
+
+/// A spead peer receiving on 127.0.0.1:`port` until the end of stream (`mode`: `recv` or
+/// `egress-recv`, with `args`); returns once it listens.
+fn spead_receiver(mode: &str, port: u16, args: &[&str]) -> Child {
+    let child = Command::new(python())
+        .arg(root().join("scripts/peers/spead_peer.py"))
+        .args([mode, "127.0.0.1", &port.to_string(), "--timeout", "40"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn spead_peer.py");
+    // spead2 binds within a fraction of a second.
+    std::thread::sleep(Duration::from_millis(800));
+    child
+}
+
+#[test]
+#[ignore = "needs target/engines/rtdaq-socket and spead2; scripts/test.sh runs it"]
+fn a_spead_relay_passes_exactly_the_whole_heaps_as_they_arrived() {
+    if skipped(false) {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (rx, dest) = (free_udp_port(), free_udp_port());
+    let cfg = config(false, rx, dest, &[], "relay");
+    let recv = spead_receiver("recv", dest, &["--heap-bytes", "5000"]);
+    let run = start(false, &cfg, "6", "relay");
+    let (whole, dropped) = send_heaps_dropping(rx);
+    let (out, r) = finish(run, "relay");
+    let got = e2e::peer_json(recv, "spead_peer");
+    let e = assert_whole_heaps_sent(&out, &r, &whole, dropped);
+    // The instrument's packets as they were (4 a heap), no descriptors, the end of stream.
+    assert_eq!(u(&e, "/descriptors"), 0, "{e}");
+    assert_eq!(u(&e, "/datagrams"), 4 * whole.len() as u64 + 1, "{e}");
+    // spead2: the whole heaps, in order, each correct, nothing incomplete, the end.
+    assert_eq!(numbers(&got), whole, "{got}");
+    assert_eq!(
+        (u(&got, "/good"), u(&got, "/bad")),
+        (whole.len() as u64, 0),
+        "{got}"
+    );
+    // spead2 counts the end-of-stream packet too.
+    assert_eq!(
+        u(&got, "/stats/packets"),
+        4 * whole.len() as u64 + 1,
+        "{got}"
+    );
+    for why in ["incomplete_heaps_evicted", "incomplete_heaps_flushed"] {
+        assert_eq!(u(&got["stats"], &format!("/{why}")), 0, "{why}: {got}");
+    }
+    assert_eq!(got["end"], true, "{got}");
 }
 
 /// The frames of a VDIF file, each whole, in file order.
@@ -258,15 +344,10 @@ fn vdif_frames(bytes: &[u8]) -> Vec<&[u8]> {
     out
 }
 
-#[test]
-#[ignore = "needs target/engines/rtdaq-socket-ucx, libucx-dev, cc and baseband; scripts/test.sh runs it"]
-fn whole_vdif_time_slots_are_the_original_frame_sets_byte_for_byte() {
-    if skipped() {
-        return;
-    }
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (rx, dest) = (free_udp_port(), free_tcp_port());
-    let cfg = config(
+/// The shipped config (`ucx` or the SPEAD relay) made a VDIF time-slot sink of 4 frames.
+fn slot_config(ucx: bool, rx: u16, dest: u16, name: &str) -> PathBuf {
+    config(
+        ucx,
         rx,
         dest,
         &[
@@ -280,15 +361,18 @@ fn whole_vdif_time_slots_are_the_original_frame_sets_byte_for_byte() {
                 "unit = \"time_slot\"\nunit_frames = 4 ".into(),
             ),
         ],
-        "slots",
-    );
-    let file = tmp("slots.vdif");
-    let f = file.to_str().unwrap();
+        name,
+    )
+}
+
+/// baseband writes a 4-thread VDIF file of 500 time slots (1032-byte frames) for `name`.
+fn vdif_file(name: &str) -> PathBuf {
+    let file = tmp(&format!("{name}.vdif"));
     let wrote = peer(
         "vdif_peer.py",
         &[
             "write",
-            f,
+            file.to_str().unwrap(),
             "--threads",
             "4",
             "--frames",
@@ -300,11 +384,14 @@ fn whole_vdif_time_slots_are_the_original_frame_sets_byte_for_byte() {
         ],
     );
     assert_eq!(u(&wrote, "/frames"), 2000, "{wrote}");
-    let bin = ucx_recv(&tmp("ucx_recv"));
-    let (json, data) = (tmp("slots-recv.json"), tmp("slots-recv.bin"));
-    let recv = receiver(&bin, dest, &json, Some(&data), &[]);
-    let run = start(&cfg, "5", "slots");
+    file
+}
+
+/// `file` sent to `rx` with every 41st frame left out: the frames left out, and the bytes
+/// that should arrive (the file's 4-frame sets with no frame left out).
+fn send_vdif_skipping(file: &Path, rx: u16) -> (u64, Vec<u8>) {
     let port = rx.to_string();
+    let f = file.to_str().unwrap();
     let sent = peer(
         "vdif_peer.py",
         &[
@@ -318,10 +405,7 @@ fn whole_vdif_time_slots_are_the_original_frame_sets_byte_for_byte() {
             "41",
         ],
     );
-    let (out, r) = finish(run, "slots");
-    let got = summary(recv, &json);
-    // What should arrive: the file's 4-frame sets with no frame left out.
-    let original = std::fs::read(&file).unwrap();
+    let original = std::fs::read(file).unwrap();
     let frames = vdif_frames(&original);
     assert_eq!(frames.len(), 2000);
     let sets: Vec<&[&[u8]]> = frames.chunks(4).collect();
@@ -333,20 +417,25 @@ fn whole_vdif_time_slots_are_the_original_frame_sets_byte_for_byte() {
         .collect();
     let skipped_n = u(&sent, "/skipped");
     assert_eq!(skipped_n, 2000 / 41, "{sent}");
+    (skipped_n, whole)
+}
+
+/// rtdaq sent the whole slots and counted the rest; what arrived (`data`) is the whole
+/// frame sets byte for byte, and baseband reads it as VDIF: 4 threads, one frame each per
+/// whole slot.
+fn assert_whole_slots(out: &Output, r: &Value, skipped_n: u64, whole: &[u8], data: &Path) {
     let e = &r["rx"]["queues"][0]["egress"][0];
     assert_eq!(e["whole_units"], "time_slots", "{e}");
     assert_eq!(u(e, "/heaps"), 500 - skipped_n, "{e}");
     assert_eq!(u(e, "/dropped/egress_incomplete"), 3 * skipped_n, "{e}");
     assert_accounted(e);
-    assert_eq!(u(&r, "/rx/totals/seq_gaps"), skipped_n, "{}", show(&out));
-    assert_eq!(u(&r, "/lost"), skipped_n + 3 * skipped_n, "{}", show(&out));
-    assert_eq!(u(&got, "/messages"), 500 - skipped_n, "{got}");
-    let dumped = std::fs::read(&data).unwrap();
+    assert_eq!(u(r, "/rx/totals/seq_gaps"), skipped_n, "{}", show(out));
+    assert_eq!(u(r, "/lost"), skipped_n + 3 * skipped_n, "{}", show(out));
+    let dumped = std::fs::read(data).unwrap();
     assert!(
         dumped == whole,
         "the received slots differ from the file's whole frame sets"
     );
-    // baseband reads the dump as VDIF: 4 threads, one frame each per whole slot.
     let check = peer(
         "vdif_peer.py",
         &[
@@ -365,4 +454,50 @@ fn whole_vdif_time_slots_are_the_original_frame_sets_byte_for_byte() {
             "{check}"
         );
     }
+}
+
+#[test]
+#[ignore = "needs target/engines/rtdaq-socket-ucx, libucx-dev, cc and baseband; scripts/test.sh runs it"]
+fn whole_vdif_time_slots_are_the_original_frame_sets_byte_for_byte() {
+    if skipped(true) {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (rx, dest) = (free_udp_port(), free_tcp_port());
+    let cfg = slot_config(true, rx, dest, "slots");
+    let file = vdif_file("slots");
+    let bin = ucx_recv(&tmp("ucx_recv"));
+    let (json, data) = (tmp("slots-recv.json"), tmp("slots-recv.bin"));
+    let recv = receiver(&bin, dest, &json, Some(&data), &[]);
+    let run = start(true, &cfg, "5", "slots");
+    let (skipped_n, whole) = send_vdif_skipping(&file, rx);
+    let (out, r) = finish(run, "slots");
+    let got = summary(recv, &json);
+    assert_eq!(u(&got, "/messages"), 500 - skipped_n, "{got}");
+    assert_whole_slots(&out, &r, skipped_n, &whole, &data);
+}
+
+#[test]
+#[ignore = "needs target/engines/rtdaq-socket, spead2 and baseband; scripts/test.sh runs it"]
+fn whole_vdif_time_slots_as_spead_heaps_hold_the_original_frame_sets() {
+    if skipped(false) {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (rx, dest) = (free_udp_port(), free_udp_port());
+    let cfg = slot_config(false, rx, dest, "spead-slots");
+    let file = vdif_file("spead-slots");
+    let data = tmp("spead-slots-recv.bin");
+    let recv = spead_receiver("egress-recv", dest, &["--data", data.to_str().unwrap()]);
+    let run = start(false, &cfg, "5", "spead-slots");
+    let (skipped_n, whole) = send_vdif_skipping(&file, rx);
+    let (out, r) = finish(run, "spead-slots");
+    let got = e2e::peer_json(recv, "spead_peer");
+    // spead2: one heap a whole slot, every one whole, described, the end of stream.
+    assert_eq!(u(&got, "/heaps"), 500 - skipped_n, "{got}");
+    assert_eq!(u(&got, "/incomplete"), 0, "{got}");
+    assert_eq!(got["names"]["0x1800"], "data", "{got}");
+    assert_eq!(got["end"], true, "{got}");
+    assert_eq!(u(&r, "/rx/queues/0/egress/0/descriptors"), 1, "{r}");
+    assert_whole_slots(&out, &r, skipped_n, &whole, &data);
 }

@@ -29,11 +29,12 @@
       a spead2.recv stream on HOST:PORT assembles heaps until N arrived (or S seconds
       passed, default 20, or an end-of-stream), checks every heap's timestamp and data
       against rtdaq's generator (scripts: docs/formats.md) and prints JSON {"heaps": n,
-      "good": n, "bad": n, "timestamps": {residue: [first, last, count]}, "stats": {...}}
-      where residue = heap counter mod --heap-step.
+      "good": n, "bad": n, "timestamps": {residue: [first, last, count]}, "numbers":
+      [timestamps in arrival order], "end": bool (the end-of-stream heap came), "stats":
+      {...}} where residue = heap counter mod --heap-step.
   spead_peer.py egress-recv HOST PORT [--group MCAST_GROUP] [--flavour 48|40] [--timeout S]
                 [--max-heaps N] [--payload-size P] [--data-id ID] [--max-packet B]
-                [--ring-heaps H]
+                [--ring-heaps H] [--data FILE]
       the receiving end of rtdaq's SPEAD egress stage (issue #31), as a MeerKAT consumer
       receives: a spead2.recv stream assembles heaps and a spead2.ItemGroup applies the
       descriptors they carry. Unicast: binds HOST:PORT. With --group: binds the group
@@ -62,6 +63,8 @@
                          counters (consecutive: each is the previous + 1; missing:
                          counters between first and last that did not arrive)
         stats            every spead2 stream statistic, by name
+      With --data FILE the data items of the data heaps are written to FILE back to back,
+      in arrival order.
       With --payload-size P each data item is checked as a concatenation of P-byte rtdaq
       payloads: a 32-byte sequence header (big-endian magic 0x52544451 "RTDQ", version 1,
       flags, stream id u16, seq u64, tx timestamp u64, payload length u32 = P - 32,
@@ -267,20 +270,28 @@ def recv(a):
     stream = spead2.recv.Stream(spead2.ThreadPool(), spead2.recv.StreamConfig(max_heaps=8),
                                 spead2.recv.RingStreamConfig(heaps=128))
     stream.add_udp_reader(a.port, bind_hostname=a.host, max_size=9200, buffer_size=16 << 20)
-    timer = threading.Timer(a.timeout, stream.stop)
+    timed_out = threading.Event()
+
+    def expire():
+        timed_out.set()
+        stream.stop()
+
+    timer = threading.Timer(a.timeout, expire)
     timer.start()
     ig = spead2.ItemGroup()
     ig.add_item(TIMESTAMP, "timestamp", "heap number", shape=(), format=[("u", fl.heap_address_bits)])
     ig.add_item(DATA, "data", "pattern", shape=(a.heap_bytes,), dtype=np.uint8)
     base = np.arange(a.heap_bytes, dtype=np.uint64)
     heaps = good = bad = 0
-    ts = {}
+    ts, numbers, end = {}, [], False
     for heap in stream:
         if heap.is_end_of_stream():
+            end = True
             break
         heaps += 1
         ig.update(heap)
         n = int(ig["timestamp"].value)
+        numbers.append(n)
         data = ig["data"].value
         if data is not None and np.array_equal(data, ((base + n) % 256).astype(np.uint8)):
             good += 1
@@ -292,10 +303,15 @@ def recv(a):
         if a.heaps and heaps >= a.heaps:
             break
     timer.cancel()
+    # spead2 ends a UDP stream at the end-of-stream packet without a heap for it (see
+    # egress-recv): a stream that stopped before the timeout and the heap limit ended so.
+    end = end or not (timed_out.is_set() or (a.heaps and heaps >= a.heaps))
     stream.stop()
     st = stream.stats
     print(json.dumps({"heaps": heaps, "good": good, "bad": bad, "timestamps": ts,
+                      "numbers": numbers, "end": end,
                       "stats": {"heaps": st.heaps, "incomplete_heaps_evicted": st.incomplete_heaps_evicted,
+                                "incomplete_heaps_flushed": st.incomplete_heaps_flushed,
                                 "packets": st.packets}}))
 
 
@@ -394,6 +410,7 @@ def egress_recv(a):
     timer = threading.Timer(a.timeout, expire)
     timer.start()
     check = PayloadCheck(a.payload_size) if a.payload_size else None
+    sink = open(a.data, "wb") if a.data else None
     ig = spead2.ItemGroup()
     heaps = descriptor_heaps = wrong_flavour = data_bytes = without_data = 0
     end = stopped = False
@@ -423,12 +440,16 @@ def egress_recv(a):
             without_data += 1
         else:
             data_bytes += data.size
+            if sink:
+                sink.write(data.tobytes())
             if check:
                 check.item(memoryview(data))
         if a.max_heaps and heaps >= a.max_heaps:
             stopped = True
             break
     timer.cancel()
+    if sink:
+        sink.close()
     # spead2 ends the stream at the end-of-stream packet without delivering its heap (a
     # heap that carried other items too would come with is_end_of_stream()): a UDP stream
     # that ends before the timeout and the heap limit ended so.
@@ -501,6 +522,7 @@ def main():
     e.add_argument("--payload-size", type=int, default=0, help="check P-byte rtdaq payloads")
     e.add_argument("--data-id", type=lambda v: int(v, 0), default=DATA)
     e.add_argument("--max-packet", type=int, default=9200, help="largest packet accepted")
+    e.add_argument("--data", help="write the data items here, back to back")
     a = p.parse_args()
     {"send": send, "bench-send": bench_send, "recv": recv, "egress-recv": egress_recv,
      "read-units": read_units}[a.cmd](a)

@@ -134,6 +134,15 @@ pub fn finish(child: Child, tag: &str) -> (Output, Value) {
     (out, serde_json::from_str(&text).unwrap())
 }
 
+/// The JSON object a peer (`what`) printed as its last line, once it exited 0.
+pub fn peer_json(child: Child, what: &str) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{what}: {}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{what} printed no JSON ({e}): {}", show(&out)))
+}
+
 /// The unsigned number at JSON pointer `ptr`.
 pub fn u(v: &Value, ptr: &str) -> u64 {
     v.pointer(ptr)

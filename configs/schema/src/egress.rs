@@ -8,6 +8,8 @@
 //! destinations = ["127.0.0.1:7149"]  # IPv4 host:port, unicast or multicast; heaps round-robin
 //! packets_per_heap = 1               # received payloads per heap
 //! max_packet = 1472                  # bytes of a SPEAD packet, header included (<= path MTU - 28)
+//! rate_gbps = 1.0                    # paced (0: as fast as the socket takes them)
+//! pacing = "txtime"                  # "software" (default) | "txtime": SO_TXTIME + fq qdisc
 //!
 //! [[egress]]
 //! name = "ucx-out"
@@ -123,6 +125,10 @@ pub struct Egress {
     /// Paced send rate in bits per second (`rate_gbps`), `None`: as fast as the socket
     /// takes them.
     pub rate_bps: Option<f64>,
+    /// `pacing = "txtime"`: each SPEAD packet carries its departure time (`SO_TXTIME`,
+    /// `CLOCK_MONOTONIC`) and the `fq` qdisc of the interface it leaves by holds it until
+    /// then; `false` (`"software"`, the default): the sender sleeps between batches.
+    pub txtime: bool,
     /// Heap buffers between the queue's consumer and the egress thread (`heap_buffers`,
     /// power of two).
     pub heap_buffers: u32,
@@ -144,8 +150,9 @@ pub struct Egress {
     pub ucx: Option<UcxEgress>,
     /// Payloads or GPU products.
     pub feed: EgressFeed,
-    /// Whole units (`unit = "heap"` or `"time_slot"`, a `ucx` sink of payloads): one unit a
-    /// message; `None`: payloads, `packets_per_heap` to a message.
+    /// Whole units (`unit = "heap"` or `"time_slot"`, a sink of payloads): one unit a UCX
+    /// message or SPEAD heap (a heap forwarded as it arrived); `None`: payloads,
+    /// `packets_per_heap` to a message.
     pub units: Option<EgressUnits>,
 }
 
@@ -166,6 +173,8 @@ pub(crate) struct RawEgress {
     pub descriptors_every: Option<i64>,
     #[serde(default)]
     pub rate_gbps: f64,
+    #[serde(default)]
+    pub pacing: Option<String>,
     #[serde(default = "default_heap_buffers")]
     pub heap_buffers: i64,
     #[serde(default)]
@@ -307,6 +316,10 @@ fn one_egress(
             None
         }
     };
+    let largest = match feed {
+        EgressFeed::Payloads => largest_payload(raw, d, &e.name),
+        EgressFeed::Products => largest_product(d, &by_stages),
+    };
     let units = crate::egress_unit::units(
         raw,
         d,
@@ -322,14 +335,13 @@ fn one_egress(
             packets_per_heap: e.packets_per_heap,
             strip_bytes: e.strip_bytes,
             max_heap_kib: e.max_heap_kib,
+            descriptors_every: e.descriptors_every,
+            max_packet: e.max_packet,
+            largest: largest.as_ref(),
         },
         &p,
         errs,
     );
-    let largest = match feed {
-        EgressFeed::Payloads => largest_payload(raw, d, &e.name),
-        EgressFeed::Products => largest_product(d, &by_stages),
-    };
     // A time slot's default heap buffer holds its frames.
     let per_unit = match units {
         Some(Some(EgressUnits {
@@ -388,6 +400,7 @@ fn one_egress(
             " data heaps between item descriptors (0: only at the start)",
             errs,
         )?,
+        txtime: pacing(e, &p, errs)?,
         rate_bps: rate_bps?,
         heap_buffers,
         max_heap_bytes,
@@ -464,6 +477,7 @@ fn keys_fit_protocol(e: &RawEgress, proto: EgressProtocol, p: &str, errs: &mut E
         ("descriptors_every", e.descriptors_every.is_some()),
         ("ttl", e.ttl.is_some()),
         ("multicast_interface", e.multicast_interface.is_some()),
+        ("pacing", e.pacing.is_some()),
     ];
     let ucx_only = [
         ("ucx_tag", e.ucx_tag.is_some()),
@@ -749,6 +763,28 @@ fn rate(gbps: f64, p: &str, errs: &mut Errors) -> Option<Option<f64>> {
         return None;
     }
     Some((gbps > 0.0).then_some(gbps * 1e9))
+}
+
+/// `pacing`: `"software"` (the default) or `"txtime"` (needs `rate_gbps`).
+fn pacing(e: &RawEgress, p: &str, errs: &mut Errors) -> Option<bool> {
+    match e.pacing.as_deref() {
+        None | Some("software") => Some(false),
+        Some("txtime") if e.rate_gbps > 0.0 => Some(true),
+        Some("txtime") => {
+            errs.push(
+                format!("{p}.pacing"),
+                "pacing = \"txtime\" spaces the packets at rate_gbps, which is 0 (unpaced); give rate_gbps (e.g. 1.0), or remove pacing",
+            );
+            None
+        }
+        Some(other) => {
+            errs.push(
+                format!("{p}.pacing"),
+                format!("unknown pacing {other:?}; use \"software\" (the default: the sender sleeps between batches) or \"txtime\" (each packet's departure time for the fq qdisc, SO_TXTIME)"),
+            );
+            None
+        }
+    }
 }
 
 /// What an egress sink needs from the queues that name it: payloads the CPU can read.

@@ -1,5 +1,8 @@
 //! An egress sink that forwards whole units (`unit`, `open_units`, `unit_frames`): a SPEAD
-//! heap or a VDIF/CODIF time slot goes out as one UCX message, whole, or is counted lost.
+//! heap or a VDIF/CODIF time slot goes out whole, or is counted lost. Over UCX a unit is one
+//! message; over SPEAD a whole heap goes out as the packets it arrived in (the instrument's
+//! heap counter and items: a relay that passes only whole heaps), a time slot as one heap
+//! whose data item is its frames.
 //!
 //! ```toml
 //! [[egress]]
@@ -49,6 +52,10 @@ pub(crate) struct UnitCtx<'a> {
     pub packets_per_heap: Option<i64>,
     pub strip_bytes: i64,
     pub max_heap_kib: Option<i64>,
+    pub descriptors_every: Option<i64>,
+    pub max_packet: Option<i64>,
+    /// The largest payload the feeding queues receive, and why.
+    pub largest: Option<&'a (u32, String)>,
 }
 
 /// `unit`, `open_units`, `unit_frames`: `Some(None)` for payloads, `None` on an error
@@ -111,16 +118,24 @@ pub(crate) fn units(
     ok.then_some(Some(units))
 }
 
-/// Units go over UCX, from received payloads, whole: no `packets_per_heap`, no
-/// `strip_bytes`; a heap needs `max_heap_kib` (a heap's size is the stream's).
+/// Units come from received payloads, whole: no `packets_per_heap`, no `strip_bytes`; a
+/// heap needs `max_heap_kib` (a heap's size is the stream's). A SPEAD sink forwarding heaps
+/// sends the instrument's packets as they are: no descriptors of its own, and packets of
+/// up to the largest payload.
 fn fits_sink(unit: &str, c: &UnitCtx<'_>, p: &str, errs: &mut Errors) -> bool {
     let mut ok = true;
     let mut no = |key: &str, why: String| {
         errs.push(format!("{p}.{key}"), why);
         ok = false;
     };
-    if c.protocol == Some(EgressProtocol::Spead) {
-        no("unit", format!("unit = \"{unit}\" forwards whole units as UCX messages; a \"spead\" sink sends payloads (packets_per_heap to a heap): use protocol = \"ucx\", or remove unit"));
+    if c.protocol == Some(EgressProtocol::Spead) && unit == "heap" {
+        if let Some(n) = c.descriptors_every {
+            no("descriptors_every", format!("descriptors_every = {n}: a \"spead\" sink with unit = \"heap\" forwards the instrument's heaps as they are, its descriptors too, and adds none of its own; remove it"));
+        }
+        let max_packet = c.max_packet.unwrap_or(crate::egress::DEFAULT_MAX_PACKET);
+        if let Some((n, why)) = c.largest.filter(|(n, _)| i64::from(*n) > max_packet) {
+            no("max_packet", format!("max_packet = {max_packet} is shorter than a received packet may be ({n} bytes: {why}); a \"spead\" sink with unit = \"heap\" sends each packet as it arrived: raise max_packet to {n} (at most the path MTU less 28)"));
+        }
     }
     if c.feed == EgressFeed::Products {
         no("unit", format!("unit = \"{unit}\" forwards received datagrams; this sink sends a GPU stage's products (each one whole already): remove unit"));

@@ -6,6 +6,7 @@ use crate::model::{
 };
 use crate::validate::human_bytes;
 use rtdaq_core::flow::DefaultAction;
+use rtdaq_core::format::UnitKind;
 use std::fmt;
 
 /// Queue direction.
@@ -333,8 +334,13 @@ impl Config {
                         None => match e.units {
                             None => format!("{} payload(s) per heap", e.packets_per_heap),
                             Some(u) => format!(
-                                "whole {}, one a message, {} assembled at once",
+                                "whole {}, {}, {} assembled at once",
                                 u.kind.plural().replace('_', " "),
+                                match (e.protocol, u.kind) {
+                                    (EgressProtocol::Ucx, _) => "one a message",
+                                    (_, UnitKind::SpeadHeap) => "forwarded as they arrived",
+                                    _ => "one a heap",
+                                },
                                 u.open
                             ),
                         },

@@ -1,5 +1,7 @@
 //! The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), which an engine's receive loop
-//! reads for its own work accounting (the socket engine's adaptive coalescing).
+//! reads for its own work accounting (the socket engine's adaptive coalescing), and
+//! `CLOCK_MONOTONIC`, the clock of a datagram's `SO_TXTIME` departure time under the `fq`
+//! qdisc.
 
 use nix::time::ClockId;
 
@@ -9,6 +11,15 @@ use nix::time::ClockId;
 pub fn thread_cpu_ns() -> Option<u64> {
     let ts = ClockId::CLOCK_THREAD_CPUTIME_ID.now().ok()?;
     Some((ts.tv_sec() as u64).saturating_mul(1_000_000_000) + ts.tv_nsec() as u64)
+}
+
+/// `CLOCK_MONOTONIC` in ns (the kernel's `ktime_get_ns`, what `fq` compares an
+/// `SCM_TXTIME` with); 0 when it cannot be read. One `clock_gettime` (vDSO), no allocation.
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    ClockId::CLOCK_MONOTONIC.now().map_or(0, |ts| {
+        (ts.tv_sec() as u64).saturating_mul(1_000_000_000) + ts.tv_nsec() as u64
+    })
 }
 
 #[cfg(test)]

@@ -46,6 +46,19 @@ pub fn get_int(fd: BorrowedFd<'_>, level: c_int, option: c_int) -> io::Result<c_
     get::<c_int>(fd, level, option).map(|(v, _)| v)
 }
 
+/// `SO_TXTIME` with `CLOCK_MONOTONIC`: each datagram sent with an `SCM_TXTIME` control
+/// message ([`DatagramBatch::timed`](crate::dgram::DatagramBatch::timed)) leaves at that
+/// time where the interface's qdisc honours it (`fq`: the earliest departure time; a time
+/// in the past leaves at once). Without such a qdisc the time is ignored: the caller checks
+/// the qdisc. `EINVAL`/`ENOPROTOOPT` on kernels before 4.19.
+pub fn set_txtime(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let t = libc::sock_txtime {
+        clockid: libc::CLOCK_MONOTONIC,
+        flags: 0,
+    };
+    set(fd, libc::SOL_SOCKET, libc::SO_TXTIME, &t)
+}
+
 /// `SO_ATTACH_FILTER`: a classic BPF program (at most 65535 instructions, else `EINVAL`).
 pub fn attach_filter(fd: BorrowedFd<'_>, insns: &[libc::sock_filter]) -> io::Result<()> {
     sys::attach_filter(fd, insns)

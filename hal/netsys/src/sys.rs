@@ -431,6 +431,8 @@ unsafe impl PlainOption for libc::timeval {}
 // SAFETY: see above.
 unsafe impl PlainOption for libc::tpacket_req {}
 // SAFETY: see above.
+unsafe impl PlainOption for libc::sock_txtime {}
+// SAFETY: see above.
 unsafe impl PlainOption for libc::tpacket_req3 {}
 // SAFETY: see above.
 unsafe impl PlainOption for libc::tpacket_stats_v3 {}
@@ -447,6 +449,18 @@ unsafe impl PlainOption for libc::xdp_mmap_offsets {}
 pub(crate) struct MmsgHeaders {
     hdrs: Box<[libc::mmsghdr]>,
     iovs: Box<[libc::iovec]>,
+    /// One `SCM_TXTIME` control message per datagram (a timed batch), or none.
+    ctrl: Box<[TxtimeCmsg]>,
+}
+
+/// A control message carrying one datagram's departure time (`SCM_TXTIME`): a `cmsghdr`
+/// and the `u64` after it, laid out as `CMSG_SPACE(8)` bytes (the header's size is a
+/// multiple of 8 on Linux, so the data starts right after it).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TxtimeCmsg {
+    hdr: libc::cmsghdr,
+    at_ns: u64,
 }
 
 // SAFETY: the arrays' pointers are set from the borrowed buffer at the start of `send` and
@@ -454,32 +468,44 @@ pub(crate) struct MmsgHeaders {
 unsafe impl Send for MmsgHeaders {}
 
 impl MmsgHeaders {
-    /// Headers for up to `cap` datagrams.
-    pub(crate) fn new(cap: usize) -> Self {
-        // SAFETY: `mmsghdr` and `iovec` are plain C structs for which all-zero bytes are a
-        // valid value (null pointers, zero lengths).
-        let zero_hdr: libc::mmsghdr = unsafe { std::mem::zeroed() };
+    /// Headers for up to `cap` datagrams; `timed`: each with room for its departure time.
+    pub(crate) fn new(cap: usize, timed: bool) -> Self {
+        // SAFETY: `mmsghdr`, `iovec` and `cmsghdr` are plain C structs for which all-zero
+        // bytes are a valid value (null pointers, zero lengths).
+        let (zero_hdr, zero_cmsg): (libc::mmsghdr, libc::cmsghdr) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
         let zero_iov = libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         };
+        // SAFETY: CMSG_LEN only computes a length.
+        let cmsg_len = unsafe { libc::CMSG_LEN(size_of::<u64>() as u32) } as usize;
+        let mut hdr = zero_cmsg;
+        hdr.cmsg_len = cmsg_len as _;
+        hdr.cmsg_level = libc::SOL_SOCKET;
+        hdr.cmsg_type = libc::SCM_TXTIME;
+        let ctrl = TxtimeCmsg { hdr, at_ns: 0 };
         MmsgHeaders {
             hdrs: vec![zero_hdr; cap].into_boxed_slice(),
             iovs: vec![zero_iov; cap].into_boxed_slice(),
+            ctrl: vec![ctrl; if timed { cap } else { 0 }].into_boxed_slice(),
         }
     }
 
     /// `sendmmsg` on a connected socket of the datagrams `buf[i * stride..][..lens[i]]`
-    /// (`lens.len()` at most the capacity, each length at most `stride` and inside `buf`):
-    /// how many the kernel took.
+    /// (`lens.len()` at most the capacity, each length at most `stride` and inside `buf`),
+    /// each, in a timed batch, with its departure time `at_ns[i]` (`SCM_TXTIME`; the socket
+    /// has `SO_TXTIME`): how many the kernel took.
     pub(crate) fn send(
         &mut self,
         fd: BorrowedFd<'_>,
         buf: &[u8],
         stride: usize,
         lens: &[u32],
+        at_ns: &[u64],
     ) -> io::Result<usize> {
         let n = lens.len().min(self.hdrs.len());
+        let timed = !self.ctrl.is_empty();
         for (i, &len) in lens[..n].iter().enumerate() {
             let start = (i * stride).min(buf.len());
             let len = (len as usize).min(stride).min(buf.len() - start);
@@ -493,14 +519,22 @@ impl MmsgHeaders {
             h.msg_hdr.msg_namelen = 0;
             h.msg_hdr.msg_iov = &mut self.iovs[i];
             h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_control = std::ptr::null_mut();
-            h.msg_hdr.msg_controllen = 0;
+            if timed {
+                let c = &mut self.ctrl[i];
+                c.at_ns = at_ns.get(i).copied().unwrap_or(0);
+                h.msg_hdr.msg_control = (c as *mut TxtimeCmsg).cast();
+                h.msg_hdr.msg_controllen = size_of::<TxtimeCmsg>() as _;
+            } else {
+                h.msg_hdr.msg_control = std::ptr::null_mut();
+                h.msg_hdr.msg_controllen = 0;
+            }
             h.msg_hdr.msg_flags = 0;
             h.msg_len = 0;
         }
         // SAFETY: the first `n` headers each point at one iovec of `self.iovs`, which points
-        // at `len` bytes inside `buf` (clamped above); `buf` and both arrays outlive the call,
-        // and the kernel writes only `msg_len` of each header.
+        // at `len` bytes inside `buf` (clamped above), and, timed, at one control message of
+        // `self.ctrl` of `msg_controllen` bytes; `buf` and the arrays outlive the call, and
+        // the kernel writes only `msg_len` of each header.
         let r = unsafe {
             libc::sendmmsg(
                 fd.as_raw_fd(),

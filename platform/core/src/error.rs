@@ -164,6 +164,16 @@ pub enum PlatformError {
         source: io::Error,
     },
 
+    /// Listing a network device's queueing disciplines (rtnetlink `RTM_GETQDISC`) failed.
+    #[error("{netdev}: listing its qdiscs (rtnetlink) failed")]
+    Qdisc {
+        /// The device.
+        netdev: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
     /// `getifaddrs` failed (listing the host's interface addresses).
     #[error("listing the interface addresses (getifaddrs) failed")]
     ListAddresses {

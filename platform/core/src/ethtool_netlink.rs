@@ -72,7 +72,7 @@ fn request(family: u16, cmd: u8, version: u8, seq: u32, attrs: &[u8]) -> Vec<u8>
 }
 
 /// The attributes in `buf`: `(type without flags, payload)`; stops at a malformed one.
-fn attrs(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
+pub(crate) fn attrs(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
     let mut out = Vec::new();
     while buf.len() >= 4 {
         let len = usize::from(u16::from_ne_bytes([buf[0], buf[1]]));

@@ -102,6 +102,7 @@ pub mod hugepages;
 pub mod memory;
 pub mod netdev;
 pub mod nic;
+pub mod qdisc;
 pub mod rt;
 mod sys;
 mod sysfs;

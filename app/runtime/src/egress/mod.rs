@@ -15,7 +15,9 @@
 //! - the sender splits each heap into SPEAD packets of at most `max_packet` bytes
 //!   (`rtdaq_core::format::spead_tx`), in batches sent by one `sendmmsg` on a connected UDP
 //!   socket per destination (heaps go round-robin over `destinations`), paced to `rate_gbps`
-//!   when set; item descriptors go to every destination at the start and every
+//!   when set (sleeping between batches, or, `pacing = "txtime"`, each packet stamped with
+//!   its departure time for the interface's `fq` qdisc); item descriptors go to every
+//!   destination at the start and every
 //!   `descriptors_every` heaps, and the last sender of a sink to finish sends the
 //!   end-of-stream heap. A send that fails counts the heaps it held as `egress_error`, or
 //!   `peer_gone` when the destination refused them (ICMP port unreachable: no receiver).
@@ -23,7 +25,10 @@
 //! What a heap holds ([`ITEM_TIMESTAMP`], [`ITEM_PACKETS`], [`ITEM_DATA`]): the heap counter
 //! (`n × S + k` for the `k`-th of the `S` queues feeding the sink, so a receiver tells them
 //! apart), the receive time of its first payload, how many payloads it holds, and the
-//! payloads back to back. Nothing here allocates after `prepare`.
+//! payloads back to back. A sink of whole units ([`unit`](self) module: `unit = "heap"`
+//! or `"time_slot"`) sends a whole time slot as such a heap, and a whole SPEAD heap of the
+//! input as the packets it arrived in (a relay: no heap or descriptors of rtdaq's). Nothing
+//! here allocates after `prepare`.
 
 mod common;
 mod heap;
@@ -277,6 +282,11 @@ pub struct EgressReport {
     /// Connections made again to a destination that went away (UCX).
     #[serde(default)]
     pub reconnects: u64,
+    /// How the sends were paced: `unpaced`, `software` (the sender sleeps between
+    /// batches) or `txtime` (each packet's departure time, held by the `fq` qdisc); UCX
+    /// sinks are not paced.
+    #[serde(default)]
+    pub pacing: String,
     /// Gb/s of SPEAD packets over the run.
     pub gbps: f64,
     /// CPU time of the sender thread, seconds.
@@ -358,6 +368,12 @@ impl EgressReport {
                 (e, _) => Some(std::io::Error::from_raw_os_error(e).to_string()),
             },
             reconnects: c.reconnects.load(Relaxed),
+            pacing: match (eg.protocol, eg.rate_bps, eg.txtime) {
+                (EgressProtocol::Spead, Some(_), true) => "txtime",
+                (EgressProtocol::Spead, Some(_), false) => "software",
+                _ => "unpaced",
+            }
+            .to_string(),
             gbps: if elapsed_s > 0.0 {
                 bytes as f64 * 8.0 / elapsed_s / 1e9
             } else {
@@ -385,7 +401,7 @@ impl std::fmt::Display for EgressReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "egress {} ({} to {}): {} of {} {} sent in {} {}, {} packets, {:.1} MB, {:.2} Gb/s · not sent:",
+            "egress {} ({} to {}): {} of {} {} sent in {} {}, {} packets, {:.1} MB, {:.2} Gb/s{} · not sent:",
             self.egress,
             self.protocol,
             self.destinations.join(", "),
@@ -403,7 +419,11 @@ impl std::fmt::Display for EgressReport {
             },
             self.datagrams,
             self.bytes as f64 / 1e6,
-            self.gbps
+            self.gbps,
+            match self.pacing.as_str() {
+                "" | "unpaced" => String::new(),
+                p => format!(" (paced: {p})"),
+            }
         )?;
         for (why, n) in &self.dropped {
             write!(f, " {why}={n}")?;

@@ -6,8 +6,9 @@ use super::common::{EgressCounters, SinkShared, ITEM_DATA, ITEM_PACKETS, ITEM_TI
 use super::heap::HeapBuf;
 use crate::error::RuntimeError;
 use rtdaq_config::model::Egress;
-use rtdaq_core::format::spead::Flavour;
+use rtdaq_core::format::spead::{self, Flavour};
 use rtdaq_core::format::spead_tx::{self, Heap, Packetizer};
+use rtdaq_core::format::UnitKind;
 use rtdaq_core::slot_ring::SlotConsumer;
 use rtdaq_netsys::dgram::DatagramBatch;
 use rtdaq_netsys::inet;
@@ -57,11 +58,18 @@ pub struct SpeadSender {
     next_heap: u64,
     descriptors_every: u64,
     data_heaps: u64,
-    /// Paced rate in bits per second, and when the next bytes may go (monotonic ns).
+    /// Paced rate in bits per second, and when the next bytes may go (monotonic ns; with
+    /// `txtime`, `CLOCK_MONOTONIC` itself, the clock `fq` compares with).
     rate_bps: Option<f64>,
     next_send_ns: f64,
+    /// Each packet goes with its departure time (`pacing = "txtime"`), the sender never
+    /// sleeps to pace.
+    txtime: bool,
     /// Descriptor blobs, encoded once: timestamp, packets, data.
     descriptors: Vec<Vec<u8>>,
+    /// Whole SPEAD heaps of the input go out as the packets they arrived in (`unit =
+    /// "heap"`): no heap of rtdaq's items, no descriptors of its own.
+    forward: bool,
 }
 
 impl SpeadSender {
@@ -97,9 +105,20 @@ impl SpeadSender {
                     ),
                 }
             })?;
+            if eg.txtime {
+                txtime_ready(fd.as_fd(), addr).map_err(|message| RuntimeError::Egress {
+                    key: format!("egress[{id}].pacing"),
+                    message,
+                })?;
+            }
+            let batch = if eg.txtime {
+                DatagramBatch::timed(BATCH, max_packet)
+            } else {
+                DatagramBatch::new(BATCH, max_packet)
+            };
             dests.push(Dest {
                 fd,
-                batch: DatagramBatch::new(BATCH, max_packet),
+                batch,
                 marks: vec![(0, 0); BATCH].into_boxed_slice(),
                 nmarks: 0,
             });
@@ -120,13 +139,25 @@ impl SpeadSender {
             data_heaps: 0,
             rate_bps: eg.rate_bps,
             next_send_ns: 0.0,
+            txtime: eg.txtime,
             descriptors,
+            forward: eg.units.is_some_and(|u| u.kind == UnitKind::SpeadHeap),
         })
     }
 
     /// The sink's name in messages (`lo_udp.rx0 egress spead-out`).
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// The pacing clock: the process's monotonic clock, or `CLOCK_MONOTONIC` itself when
+    /// the kernel holds packets until their departure times.
+    fn clock_ns(&self) -> u64 {
+        if self.txtime {
+            rtdaq_netsys::clock::monotonic_ns()
+        } else {
+            crate::pacer::now_ns()
+        }
     }
 
     /// The next heap counter.
@@ -146,10 +177,12 @@ impl SpeadSender {
             crate::pacer::now_ns(),
             crate::stall::ThreadKind::Writer,
         );
-        self.next_send_ns = crate::pacer::now_ns() as f64;
+        self.next_send_ns = self.clock_ns() as f64;
         // From here on nothing allocates (the audit counts it if something did).
         rtdaq_platform::alloc_audit::arm_current_thread();
-        self.send_descriptors();
+        if !self.forward {
+            self.send_descriptors();
+        }
         loop {
             turns.tick(crate::pacer::now_ns());
             // Read before the ring: the consumer raises it after its last commit.
@@ -198,8 +231,30 @@ impl SpeadSender {
         }
     }
 
-    /// One data heap, to the next destination in turn (descriptors first when due).
+    /// One data heap, to the next destination in turn (descriptors first when due); a
+    /// forwarded heap as the packets it arrived in.
     fn send_heap(&mut self, h: &HeapBuf) {
+        if self.forward {
+            let d = (self.data_heaps % self.dests.len() as u64) as usize;
+            self.data_heaps += 1;
+            // The unit's datagrams, back to back, each a SPEAD packet, copied as they are;
+            // a heap with one too large for a packet buffer goes nowhere, not in part.
+            if !fits_packets(h.data(), self.packetizer.max_packet()) {
+                EgressCounters::add(&self.counters.heaps, 1);
+                self.drop_payloads(Lost::Error, h.payloads);
+                return;
+            }
+            let mut rest = h.data();
+            self.put_packets(d, h.payloads as usize, h.payloads, |_, _, out| {
+                let Some(len) = spead::packet_len(rest).filter(|&n| n <= out.len()) else {
+                    return 0;
+                };
+                out[..len].copy_from_slice(&rest[..len]);
+                rest = &rest[len..];
+                len
+            });
+            return;
+        }
         if self.descriptors_every > 0
             && self.data_heaps > 0
             && self.data_heaps % self.descriptors_every == 0
@@ -224,6 +279,20 @@ impl SpeadSender {
     /// heap's `payloads` count as sent or dropped with its packets.
     fn put_heap(&mut self, d: usize, heap: &Heap<'_>, payloads: u32) {
         let n = self.packetizer.count(heap);
+        self.put_packets(d, n, payloads, |pk, k, out| pk.emit(heap, k, out));
+    }
+
+    /// Puts the `n` packets of one heap into destination `d`'s batch, sending full batches:
+    /// `emit(packetizer, k, out)` writes packet `k` into `out` and returns its length (0:
+    /// it cannot, and the heap is counted as `egress_error`). The heap's `payloads` count as
+    /// sent or dropped with its packets.
+    fn put_packets(
+        &mut self,
+        d: usize,
+        n: usize,
+        payloads: u32,
+        mut emit: impl FnMut(&Packetizer, usize, &mut [u8]) -> usize,
+    ) {
         // A batch sent while it held the heap's first packets, and not all of them went; or
         // a heap the packetizer cannot split (none within the config's limits).
         let mut failed = (n == 0).then_some(Lost::Error);
@@ -233,13 +302,18 @@ impl SpeadSender {
             }
             let dest = &mut self.dests[d];
             let Some(out) = dest.batch.slot() else { return };
-            let len = self.packetizer.emit(heap, k, out);
+            let len = emit(&self.packetizer, k, out);
             if len == 0 {
-                // Cannot happen for a heap within the packetizer's limits: counted, not sent.
+                // Cannot happen for a heap within the config's limits: counted, not sent.
                 failed = Some(Lost::Error);
                 break;
             }
-            dest.batch.push(len);
+            if self.txtime {
+                let at = departure(self.rate_bps, &mut self.next_send_ns, len as u64);
+                self.dests[d].batch.push_at(len, at);
+            } else {
+                self.dests[d].batch.push(len);
+            }
         }
         if payloads > 0 {
             EgressCounters::add(&self.counters.heaps, 1);
@@ -284,7 +358,9 @@ impl SpeadSender {
             return None;
         }
         let bytes = dest.batch.pending_bytes();
-        pace(self.rate_bps, &mut self.next_send_ns, bytes);
+        if !self.txtime {
+            pace(self.rate_bps, &mut self.next_send_ns, bytes);
+        }
         let mut sent = 0usize;
         let mut err = None;
         while sent < total {
@@ -336,11 +412,27 @@ impl SpeadSender {
             let dest = &mut self.dests[d];
             if let Some(out) = dest.batch.slot() {
                 let len = spead_tx::emit_end(self.flavour, cnt, out);
-                dest.batch.push(len);
+                if self.txtime {
+                    let at = departure(self.rate_bps, &mut self.next_send_ns, len as u64);
+                    dest.batch.push_at(len, at);
+                } else {
+                    dest.batch.push(len);
+                }
             }
             let _ = self.flush(d);
         }
     }
+}
+
+/// Every SPEAD packet in `data` (back to back) is at most `max` bytes.
+fn fits_packets(mut data: &[u8], max: usize) -> bool {
+    while !data.is_empty() {
+        match spead::packet_len(data) {
+            Some(n) if n <= max => data = &data[n..],
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// Waits until `bytes` more may go at `rate_bps` (`None`: unpaced); a sender that fell
@@ -355,6 +447,48 @@ pub(super) fn pace(rate_bps: Option<f64>, next_ns: &mut f64, bytes: u64) {
         std::thread::sleep(Duration::from_nanos((*next_ns - now) as u64));
     }
     *next_ns += bytes as f64 * 8e9 / rate;
+}
+
+/// The departure time (`CLOCK_MONOTONIC` ns) of a packet of `bytes` at `rate_bps`, one
+/// packet time after the last, and never in the past: a packet stamped earlier would leave
+/// at once, so a sender that was idle or fell behind starts the schedule again from now
+/// (no catch-up burst, unlike the software pacer's 1 ms).
+fn departure(rate_bps: Option<f64>, next_ns: &mut f64, bytes: u64) -> u64 {
+    let Some(rate) = rate_bps else { return 0 };
+    let now = rtdaq_netsys::clock::monotonic_ns() as f64;
+    if *next_ns < now {
+        *next_ns = now;
+    }
+    let at = *next_ns;
+    *next_ns += bytes as f64 * 8e9 / rate;
+    at as u64
+}
+
+/// `SO_TXTIME` on a sink's socket connected to `addr`, and the `fq` qdisc on the interface
+/// its packets leave by (without it the kernel ignores the times: packets would go
+/// unpaced); the reason, in words, when not.
+fn txtime_ready(fd: std::os::fd::BorrowedFd<'_>, addr: SocketAddrV4) -> Result<(), String> {
+    rtdaq_netsys::sockopt::set_txtime(fd).map_err(|e| {
+        format!("SO_TXTIME: {e} (it needs Linux 4.19 or later); use pacing = \"software\"")
+    })?;
+    let local = inet::local_addr(fd).map_err(|e| format!("the socket to {addr}: {e}"))?;
+    let dev = rtdaq_platform::nic::netdev_of_ipv4(*local.ip())
+        .ok()
+        .flatten()
+        .ok_or_else(|| {
+            format!(
+                "no interface holds {}, the address packets to {addr} leave from",
+                local.ip()
+            )
+        })?;
+    let kinds = rtdaq_platform::qdisc::kinds(&dev).map_err(|e| format!("{e}"))?;
+    if kinds.iter().any(|k| k == "fq") {
+        return Ok(());
+    }
+    Err(format!(
+        "pacing = \"txtime\" needs the fq qdisc on {dev} (packets to {addr} leave by it), which has {}: without fq the kernel ignores the departure times; run `tc qdisc replace dev {dev} root fq` (as root), or use pacing = \"software\"",
+        if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") }
+    ))
 }
 
 /// A blocking UDP socket connected to `addr` (a multicast group: TTL `ttl`, sent out of the

@@ -21,6 +21,7 @@ fn egress(kind: UnitKind, open: u32, buffers: u32) -> Egress {
         max_packet: 1472,
         descriptors_every: 0,
         rate_bps: None,
+        txtime: false,
         heap_buffers: buffers,
         max_heap_bytes: 1024,
         flush_ns: 50_000_000,
@@ -52,7 +53,7 @@ fn parts(eg: &Egress) -> Parts {
 
 /// SPEAD packet `part` (of `parts`, 100 payload bytes each) of heap `cnt`, with the heap
 /// size item.
-fn spead(cnt: u64, part: u64, parts: u64) -> Vec<u8> {
+pub(super) fn spead(cnt: u64, part: u64, parts: u64) -> Vec<u8> {
     let fl = Flavour {
         heap_address_bits: 48,
     };

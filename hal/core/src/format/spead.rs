@@ -191,6 +191,28 @@ impl SpeadPacket {
     }
 }
 
+/// The bytes of the SPEAD packet at the start of `buf` (packets back to back, as a whole
+/// unit holds them): its header, item pointers and the payload length its item 0x04 says;
+/// `None` when `buf` does not start with a SPEAD header, has no payload length item, or
+/// is shorter than the packet. Never panics.
+pub fn packet_len(buf: &[u8]) -> Option<usize> {
+    let head = buf.get(..HEADER_LEN)?;
+    let addr_bytes = head[3];
+    if head[0] != MAGIC || head[1] != VERSION || addr_bytes == 0 || addr_bytes > 7 {
+        return None;
+    }
+    let shift = u32::from(addr_bytes) * 8;
+    let body = HEADER_LEN + 8 * usize::from(u16::from_be_bytes([head[6], head[7]]));
+    let id_mask = (1u64 << (63 - shift)) - 1;
+    let len = buf.get(HEADER_LEN..body)?.chunks_exact(8).find_map(|p| {
+        let v = u64::from_be_bytes(p.try_into().ok()?);
+        let ours = v >> 63 == 1 && ((v >> shift) & id_mask) as u32 == ITEM_PAYLOAD_LEN;
+        ours.then_some(v & ((1u64 << shift) - 1))
+    })?;
+    let end = body.checked_add(usize::try_from(len).ok()?)?;
+    (end <= buf.len()).then_some(end)
+}
+
 /// Writes a SPEAD header for `items` item pointers into `out[..8]`; `false` when `out` is
 /// shorter.
 pub fn emit_header(out: &mut [u8], flavour: Flavour, items: u16) -> bool {
@@ -695,5 +717,19 @@ mod tests {
         let mut magic = b;
         magic[0] = 0x54;
         assert_eq!(SpeadPacket::parse(&magic, None), Err(Reject::Foreign));
+        // Packets back to back: each one's length from its own header.
+        let mut two = [0u8; 2 * 72 + 3];
+        two[..72].copy_from_slice(&b);
+        two[72..144].copy_from_slice(&b);
+        assert_eq!(packet_len(&two), Some(72));
+        assert_eq!(packet_len(&two[72..]), Some(72));
+        assert_eq!(
+            packet_len(&two[144..]),
+            None,
+            "a tail shorter than a header"
+        );
+        assert_eq!(packet_len(&two[72..140]), None, "cut short");
+        assert_eq!(packet_len(&no_len), None);
+        assert_eq!(packet_len(&magic), None);
     }
 }

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# txtime-tests.sh: the SPEAD egress stage's pacing = "txtime" (SO_TXTIME + the fq qdisc)
+# against its software pacer, on a veth pair in the QEMU guest (issue #31). The dev/CI
+# host's kernel has no fq (nor etf) qdisc; Debian's guest kernel has (sch_fq, copied into
+# the guest by scripts/vm/common.sh).
+#
+# On the host:   scripts/vm/txtime-tests.sh <rtdaq (default features)>
+#   boots the guest through scripts/vm/guest-run.sh and runs this script there (RTDAQ_VM=1).
+#   Exit 0 when every check passed.
+# In the guest: namespaces ptx (veth pA, 169.254.78.1, root qdisc fq) and prx (pB,
+# 169.254.78.2). rtdaq runs configs/host-udp-egress-spead.toml in ptx: its generator at
+# 0.01 Gb/s into one RX queue whose egress stage makes heaps of 8 payloads (8 SPEAD packets
+# of up to 1472 bytes), paced to 0.05 Gb/s: one packet time is 1472 * 8 / 0.05e9 s =
+# 235.5 us. scripts/peers/udp_gaps.py in prx stamps each arrival (SO_TIMESTAMPNS) and
+# reports the gaps between packets of one heap:
+#   txtime    each packet leaves at its own time: median gap within 25 % of a packet
+#             time, nine in ten gaps above half of one; the report says pacing "txtime"
+#   software  the sender sleeps between batches and a heap's 8 packets leave in one
+#             sendmmsg, back to back: median gap under half a packet time (the baseline of
+#             the same boot); the report says pacing "software"
+# The guest is emulated (TCG on the CI host): the packet time is chosen long (235 us) so
+# that the emulation's own delays stay well inside the margins; nothing here measures speed.
+set -uo pipefail
+
+if [ "${RTDAQ_VM:-}" != 1 ]; then
+    [ $# -eq 1 ] || { echo "usage: $0 <rtdaq-binary>" >&2; exit 2; }
+    here=$(cd "$(dirname "$0")" && pwd)
+    exec "$here/guest-run.sh" --bin "$1" --timeout 240 \
+        -- bash scripts/vm/txtime-tests.sh "$(basename "$1")"
+fi
+
+rtdaq=${1:-rtdaq}
+T=$(mktemp -d)
+pass=0 fail=0
+ok() { echo "PASS $1"; pass=$((pass + 1)); }
+ko() { echo "FAIL $1: $2"; fail=$((fail + 1)); for f in "${@:3}"; do [ -f "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }; done; }
+PT=2355200   # one 1472-byte packet at 0.005 Gb/s, ns
+
+modprobe sch_fq 2>/dev/null
+setup() {
+    ip netns add ptx && ip netns add prx &&
+        ip link add pA type veth peer name pB &&
+        ip link set pA netns ptx && ip link set pB netns prx &&
+        ip -n ptx addr add 169.254.78.1/24 dev pA && ip -n prx addr add 169.254.78.2/24 dev pB &&
+        ip -n ptx link set lo up && ip -n prx link set lo up &&
+        ip -n ptx link set pA up && ip -n prx link set pB up
+}
+if ! setup; then echo "FAIL setup: veth pair"; exit 1; fi
+if ip netns exec ptx tc qdisc replace dev pA root fq 2> "$T/tc.txt"; then
+    ok "setup: fq on pA ($(ip netns exec ptx tc qdisc show dev pA | head -1))"
+else
+    ko setup "tc qdisc replace dev pA root fq" "$T/tc.txt"
+    exit 1
+fi
+
+# The shipped egress config with PACING: heaps of 8, egress 0.05 Gb/s, generator 0.01 Gb/s.
+config() {
+    sed -e 's/destinations = \["127.0.0.1:7149"\]/destinations = ["169.254.78.2:7149"]/' \
+        -e 's/^packets_per_heap = 1 /packets_per_heap = 8 /' \
+        -e "s/^egress_priority = 40 /rate_gbps = 0.005\nflush_ms = 500\npacing = \"$1\"\negress_priority = 40 /" \
+        -e 's/^rate_gbps = 1.0 /rate_gbps = 0.002 /' \
+        configs/host-udp-egress-spead.toml > "$T/$1.toml"
+    grep -q "pacing = \"$1\"" "$T/$1.toml" && grep -q '^rate_gbps = 0.002 ' "$T/$1.toml"
+}
+
+for pacing in txtime software; do
+    config "$pacing" || { ko "$pacing" "the config edit did not apply"; continue; }
+    ip netns exec prx python3 scripts/peers/udp_gaps.py 169.254.78.2 7149 --timeout 60 \
+        > "$T/$pacing.gaps" 2> "$T/$pacing.gaps.err" &
+    rp=$!
+    sleep 1
+    ip netns exec ptx "$rtdaq" run --config "$T/$pacing.toml" --duration 5 \
+        --report-json "$T/$pacing.json" > "$T/$pacing.out" 2>&1
+    rc=$?
+    wait $rp
+    said=$(jq -r '.rx.queues[0].egress[0].pacing' "$T/$pacing.json" 2>/dev/null)
+    n=$(jq -r '.gaps.n // 0' "$T/$pacing.gaps" 2>/dev/null)
+    med=$(jq -r '.gaps.median // 0' "$T/$pacing.gaps" 2>/dev/null)
+    p10=$(jq -r '.gaps.p10 // 0' "$T/$pacing.gaps" 2>/dev/null)
+    line="rtdaq exit $rc, pacing \"$said\", $(cat "$T/$pacing.gaps" 2>/dev/null) (packet time $PT ns)"
+    if [ "$rc" -gt 1 ] || [ "$said" != "$pacing" ] || [ "${n:-0}" -lt 200 ]; then
+        ko "$pacing" "$line" "$T/$pacing.out" "$T/$pacing.gaps.err"
+        continue
+    fi
+    case $pacing in
+        txtime)
+            if awk -v m="$med" -v p="$p10" -v t=$PT 'BEGIN { exit !(m >= 0.75 * t && m <= 1.25 * t && p > 0.5 * t) }'; then
+                ok "txtime: each packet at its time: $line"
+            else
+                ko txtime "median gap not within 25 % of a packet time, or p10 under half: $line" "$T/$pacing.out"
+            fi ;;
+        software)
+            if awk -v m="$med" -v t=$PT 'BEGIN { exit !(m < 0.5 * t) }'; then
+                ok "software: a heap's packets back to back: $line"
+            else
+                ko software "median gap not under half a packet time: $line" "$T/$pacing.out"
+            fi ;;
+    esac
+done
+
+echo "txtime-tests: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -ge 3 ]
