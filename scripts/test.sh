@@ -212,6 +212,11 @@ dada_ring() {
 }
 run "PSRDADA ring: a library reader gets every byte (= the raw recording), no reader never stalls the queue, a missing ring is exit 2 (cargo test --test dada_ring -- --ignored)" \
     dada_ring
+# Triggered dumps (issue #32, docs/dumps.md): an HTTP POST /trigger, a UDP trigger datagram
+# and SIGUSR1 while receiving each write the packets of their window, exactly those of a
+# continuous pcap recording of the same run, read by tshark (app/tests/dump.rs).
+run "triggered dumps: HTTP, UDP and SIGUSR1 triggers give exactly the recording's packets of each window (cargo test --test dump -- --ignored)" \
+    cargo test -p rtdaq --test dump -- --ignored --test-threads 1
 # The Python package (issue #32, python/, docs/python.md): pip builds its wheel from
 # python/pyproject.toml (maturin, as `pip install ./python` does) into target/wheels, which is
 # installed into the test venv; pytest then reads what the release binary and the dada

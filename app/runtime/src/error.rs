@@ -53,6 +53,14 @@ pub enum RuntimeError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// A triggered dump cannot start (its history, directory, trigger).
+    #[error("{key}: {message}")]
+    Dump {
+        /// Config key (`dumps[0].udp_trigger`).
+        key: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// The replay file cannot be replayed.
     #[error("replay: {0}")]
     Replay(String),

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod dada_ring;
+pub mod dump;
 pub mod egress;
 pub mod error;
 pub mod generator;

@@ -104,25 +104,17 @@ pub(crate) fn ring_ref(
     raw: &RawConfig,
     errs: &mut Errors,
 ) -> Option<Option<DadaRingId>> {
-    let Some(name) = name else {
-        return Some(None);
+    let names: Vec<&str> = raw.dada_rings.iter().map(|r| r.name.as_str()).collect();
+    let unknown = |name: &str, known: &[&str]| {
+        let have = if known.is_empty() {
+            "there is no [[dada_rings]] entry".to_string()
+        } else {
+            format!("the rings are {}", known.join(", "))
+        };
+        format!("no PSRDADA ring named {name:?}: {have}; define it under [[dada_rings]]")
     };
-    match raw.dada_rings.iter().position(|r| &r.name == name) {
-        Some(k) => Some(Some(DadaRingId(k))),
-        None => {
-            let known: Vec<&str> = raw.dada_rings.iter().map(|r| r.name.as_str()).collect();
-            let have = if known.is_empty() {
-                "there is no [[dada_rings]] entry".to_string()
-            } else {
-                format!("the rings are {}", known.join(", "))
-            };
-            errs.push(
-                format!("{p}.dada_ring"),
-                format!("no PSRDADA ring named {name:?}: {have}; define it under [[dada_rings]]"),
-            );
-            None
-        }
-    }
+    crate::validate::name_ref(name, &names, format!("{p}.dada_ring"), unknown, errs)
+        .map(|k| k.map(DadaRingId))
 }
 
 /// Converts every ring; each is written by exactly one queue (a ring has one writer),
@@ -140,6 +132,18 @@ pub(crate) fn dada_rings(
         .collect()
 }
 
+/// The queue puts payload bytes where the CPU cannot read them: a `device` region or
+/// `hds_split`.
+pub(crate) fn payloads_in_gpu(rq: &crate::schema::RawRxQueue, d: &crate::validate::Draft) -> bool {
+    let device = rq.memory_regions.iter().any(|n| {
+        d.region_index
+            .get(n)
+            .and_then(|&k| d.regions[k].as_ref())
+            .is_some_and(|r| r.kind == crate::model::RegionKind::Device)
+    });
+    device || rq.hds_split.is_some()
+}
+
 /// A queue writing a ring receives into memory the CPU reads whole: no `device` region, no
 /// `hds_split` (the ring gets every payload byte, or the payload is not written).
 fn queues_fit_rings(raw: &RawConfig, d: &crate::validate::Draft, errs: &mut Errors) {
@@ -149,13 +153,7 @@ fn queues_fit_rings(raw: &RawConfig, d: &crate::validate::Draft, errs: &mut Erro
                 continue;
             }
             let p = crate::validate::rxq(i, q);
-            let device = rq.memory_regions.iter().any(|n| {
-                d.region_index
-                    .get(n)
-                    .and_then(|&k| d.regions[k].as_ref())
-                    .is_some_and(|r| r.kind == crate::model::RegionKind::Device)
-            });
-            if device || rq.hds_split.is_some() {
+            if payloads_in_gpu(rq, d) {
                 errs.push(format!("{p}.dada_ring"), "this queue puts payload bytes in GPU memory (a \"device\" region or hds_split), which the CPU cannot copy into a PSRDADA ring; use a \"host\" or \"host_pinned\" region without hds_split for the queue that writes the ring");
             }
         }

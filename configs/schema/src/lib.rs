@@ -57,6 +57,7 @@
 mod board;
 mod dada_ring;
 mod de;
+mod dump;
 mod egress;
 mod egress_unit;
 mod engines;

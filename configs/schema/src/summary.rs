@@ -149,6 +149,8 @@ pub struct Summary {
     pub sink_bytes: u64,
     /// One line per egress sink (queue × egress): protocol, destinations, heap memory.
     pub egress: Vec<String>,
+    /// One line per triggered dump: its queues, history memory, directory, triggers.
+    pub dumps: Vec<String>,
     /// One line describing the generator, if any.
     pub generator: Option<String>,
     /// Run length in seconds (0 = until stopped).
@@ -251,6 +253,7 @@ impl Config {
             gpus: self.gpu_summary(),
             sinks: self.sink_lines(),
             egress: self.egress_lines(),
+            dumps: self.dump_lines(),
             sink_bytes: self.sink_bytes(),
             generator: self.generator.as_ref().map(|g| self.describe_generator(g)),
             duration_s: self.run.duration_s,
@@ -315,6 +318,46 @@ impl Config {
                 .iter()
                 .map(|(_, q, r)| ring(r) * (q.len() as u64 + 1))
                 .sum::<u64>()
+    }
+
+    fn dump_lines(&self) -> Vec<String> {
+        self.dumps
+            .iter()
+            .enumerate()
+            .map(|(k, d)| {
+                let queues: Vec<String> = self
+                    .interfaces
+                    .iter()
+                    .flat_map(|i| {
+                        i.rx_queues
+                            .iter()
+                            .filter(|q| q.dump.map(|x| x.0) == Some(k))
+                            .map(move |q| format!("{} rx{}", i.name, q.id))
+                    })
+                    .collect();
+                let mut triggers = Vec::new();
+                if let Some(m) = self.run.metrics {
+                    triggers.push(format!("POST http://{m}/trigger"));
+                }
+                if let Some(u) = d.udp_trigger {
+                    triggers.push(format!("udp {u}"));
+                }
+                triggers.push(match d.signal_window_ms {
+                    Some(ms) => format!("SIGUSR1 (last {ms} ms)"),
+                    None => "SIGUSR1 (all it holds)".into(),
+                });
+                format!(
+                    "{} ({}): the last {} packets x {} B = {} per queue, to {}/; triggers: {}",
+                    d.name,
+                    queues.join(", "),
+                    d.history_packets,
+                    d.slot_bytes,
+                    human_bytes(d.history_bytes()),
+                    d.directory.display(),
+                    triggers.join(", ")
+                )
+            })
+            .collect()
     }
 
     fn egress_lines(&self) -> Vec<String> {
@@ -762,6 +805,9 @@ impl fmt::Display for Summary {
         }
         for e in &self.egress {
             writeln!(f, "egress: {e}")?;
+        }
+        for d in &self.dumps {
+            writeln!(f, "dump: {d}")?;
         }
         if let Some(g) = &self.generator {
             writeln!(f, "generator: {g}")?;

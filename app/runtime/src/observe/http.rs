@@ -47,6 +47,8 @@ pub struct Request<'a> {
     pub method: &'a str,
     /// The path, without the query.
     pub path: &'a str,
+    /// The query (after `?`; empty when none).
+    pub query: &'a str,
 }
 
 /// A response: status, content type, body.
@@ -255,9 +257,13 @@ fn answer(mut s: TcpStream, h: &dyn Handler) {
         match req.parse(&buf[..len]) {
             Ok(httparse::Status::Complete(_)) => {
                 let method = req.method.unwrap_or("");
-                let path = req.path.unwrap_or("/");
-                let path = path.split('?').next().unwrap_or(path);
-                let r = h.handle(&Request { method, path });
+                let full = req.path.unwrap_or("/");
+                let (path, query) = full.split_once('?').unwrap_or((full, ""));
+                let r = h.handle(&Request {
+                    method,
+                    path,
+                    query,
+                });
                 break (req.version.unwrap_or(1), r, method == "HEAD");
             }
             Ok(httparse::Status::Partial) => {}

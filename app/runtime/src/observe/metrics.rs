@@ -87,6 +87,10 @@ pub struct Source {
     pub ports: Option<crate::observe::nic::SharedPorts>,
     /// Monotonic start of the run ([`crate::pacer::now_ns`]).
     pub start_ns: u64,
+    /// The triggered dumps' triggers (`POST /trigger`), when the config has dumps.
+    pub triggers: Option<crate::dump::Triggers>,
+    /// The dumps' histories: name (`lo_udp.rx0 dump candidates`) and counters.
+    pub histories: Vec<(String, &'static crate::dump::History)>,
 }
 
 /// A bound endpoint, not yet serving ([`Endpoint::bind`] before the queues start, so that a
@@ -143,7 +147,10 @@ impl Endpoint {
     /// # Errors
     /// [`RuntimeError::Metrics`] when a thread cannot be spawned.
     pub fn serve(self, source: Source) -> Result<Serving, RuntimeError> {
-        let handler = Arc::new(Mutex::new(Exporter::new(source)));
+        let handler = Arc::new(Handler {
+            triggers: source.triggers.clone(),
+            exporter: Mutex::new(Exporter::new(source)),
+        });
         let server =
             crate::observe::http::serve(self.listener, handler, "metrics").map_err(|e| {
                 RuntimeError::Metrics {
@@ -171,11 +178,28 @@ impl Serving {
     }
 }
 
-impl crate::observe::http::Handler for Mutex<Exporter> {
+/// The endpoint's handler: `/trigger` goes to the dumps (it waits for the dump, without
+/// holding the exporter: scrapes go on), the rest to the exporter.
+struct Handler {
+    exporter: Mutex<Exporter>,
+    triggers: Option<crate::dump::Triggers>,
+}
+
+impl crate::observe::http::Handler for Handler {
     fn handle(&self, req: &crate::observe::http::Request<'_>) -> crate::observe::http::Response {
+        if req.path == "/trigger" {
+            return match &self.triggers {
+                Some(t) => t.http(req.method, req.query),
+                None => crate::observe::http::Response::text(
+                    404,
+                    "no [[dumps]] in this config: nothing to trigger\n",
+                ),
+            };
+        }
         // A worker that panicked while holding the lock left consistent counters (each
         // update is a set): go on with them.
         let e = self
+            .exporter
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         e.answer(req)
@@ -225,6 +249,7 @@ struct Counters {
     ring_payloads: IntCounterVec,
     ring_bytes: IntCounterVec,
     ring_dropped: IntCounterVec,
+    dump_packets: IntCounterVec,
     nic_pause: IntCounterVec,
     nic_dropped: IntCounterVec,
     port_packets: IntCounterVec,
@@ -298,6 +323,7 @@ impl Exporter {
             egress_dropped: counter("rtdaq_egress_dropped_total", "Payloads (GPU products) an egress sink did not send, by reason (egress_full, egress_error, peer_gone): lost to the deployment.", &["sink", "reason"]),
             ring_payloads: counter("rtdaq_dada_ring_payloads_total", "Received payloads a queue wrote into its PSRDADA ring, per ring.", &["ring"]),
             ring_bytes: counter("rtdaq_dada_ring_bytes_total", "Bytes a queue wrote into its PSRDADA ring's data blocks, per ring.", &["ring"]),
+            dump_packets: counter("rtdaq_dump_history_packets_total", "Packets a queue kept in its triggered dump's RAM history (state=kept), or did not (state=not_kept: a dump was writing from the history); received all the same.", &["history", "state"]),
             ring_dropped: counter("rtdaq_dada_ring_dropped_total", "Payloads a queue did not write into its PSRDADA ring, by reason (ring_reader_behind: no clear block, a reader behind; ring_error): lost to the readers.", &["ring", "reason"]),
             nic_pause: counter("rtdaq_nic_pause_frames_total", "Pause frames of the interface's NIC since the run started, by direction (received: the link partner throttled this host's transmit; sent: this NIC throttled the sender). The largest of the driver's pause counters.", &["interface", "netdev", "direction"]),
             nic_dropped: counter("rtdaq_nic_rx_dropped_total", "Frames the NIC or driver dropped before any queue saw them since the run started (the largest of those counters).", &["interface", "netdev"]),
@@ -523,6 +549,14 @@ impl Exporter {
             ] {
                 set_counter(&c.egress_dropped, &[name, reason], n);
             }
+        }
+        for (name, h) in &self.src.histories {
+            set_counter(&c.dump_packets, &[name, "kept"], h.kept.load(Relaxed));
+            set_counter(
+                &c.dump_packets,
+                &[name, "not_kept"],
+                h.not_kept.load(Relaxed),
+            );
         }
         for (name, r) in &self.src.rings {
             let v = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
@@ -870,6 +904,8 @@ mod tests {
                 nics: None,
                 ports: None,
                 start_ns: crate::pacer::now_ns(),
+                triggers: None,
+                histories: Vec::new(),
             })
             .unwrap();
         let m = get(addr, "GET /metrics HTTP/1.0\r\n\r\n");

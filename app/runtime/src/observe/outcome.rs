@@ -123,6 +123,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         nics: r.nics.clone(),
         cpu_steal_s: r.cpu_steal_s.clone(),
         failed_threads: r.failed_threads.clone(),
+        dumps: r.dumps.clone(),
     }
 }
 

@@ -129,6 +129,10 @@ pub struct RunReport {
     /// entry fails the run (exit code 1): that thread's counts end at its panic.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_threads: Vec<ThreadFailure>,
+    /// Triggered dumps written during the run, in order (absent from the JSON when none;
+    /// [`crate::dump`]): each one's window, trigger and files, also in its JSON index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dumps: Vec<crate::dump::DumpReport>,
 }
 
 /// A queue thread that panicked: `{ thread, panic }`.
@@ -942,6 +946,20 @@ impl fmt::Display for RunReport {
                 writeln!(f, "{n}")?;
             }
         }
+        for d in &self.dumps {
+            let packets: u64 = d.queues.iter().map(|q| q.packets).sum();
+            writeln!(
+                f,
+                "dump {} #{} ({} trigger): {packets} packets received {:.3} s long from {} ns, {}{}",
+                d.dump,
+                d.number,
+                d.trigger,
+                d.end_ns.saturating_sub(d.start_ns) as f64 / 1e9,
+                d.start_ns,
+                d.index,
+                if d.complete { "" } else { " (incomplete: see the index)" }
+            )?;
+        }
         writeln!(
             f,
             "I/O-thread allocations after set-up: {}",
@@ -1169,6 +1187,7 @@ pub(crate) mod tests {
             nics: Vec::new(),
             cpu_steal_s: BTreeMap::new(),
             failed_threads: Vec::new(),
+            dumps: Vec::new(),
         }
     }
 

@@ -32,6 +32,8 @@ pub(super) struct Prepared<'o> {
     pub rings: crate::dada_ring::Rings,
     /// Every egress sink's sender, running.
     pub egress: Vec<EgressThread>,
+    /// The triggered dumps' histories (their threads start with the run).
+    pub dumps: crate::dump::Dumps,
     /// The replay, its first window read.
     pub replay: Option<Replay>,
     /// The thread that streams the rest of the replay file.
@@ -69,10 +71,19 @@ impl<'o> Plan<'o> {
             &self.opts.config_sha256,
             E::FRAMES,
         )?;
+        // Triggered dumps: each queue's history allocated, the directories made.
+        let (dump_stages, dumps) =
+            crate::dump::prepare(config, &res, self.opts.output_dir.as_deref(), E::FRAMES)?;
         // The main thread leaves the queue threads' cores (where it can) before it spawns
         // the writers: an unpinned writer inherits that CPU set and so stays off them.
         keep_main_thread_off_queue_cores(config);
-        let chains = chains(config, &res, &mut sinks, (rings_sinks, &mut egress), gpu);
+        let chains = chains(
+            config,
+            &res,
+            &mut sinks,
+            (rings_sinks, dump_stages, &mut egress),
+            gpu,
+        );
         let mut p = Prepared {
             plan: self,
             res,
@@ -80,12 +91,14 @@ impl<'o> Plan<'o> {
             writers: Vec::new(),
             rings,
             egress: Vec::new(),
+            dumps,
             replay: None,
             replay_reader: None,
         };
         if let Err(e) = p
             .start_writers(&mut sinks)
             .and_then(|()| p.start_egress(&mut egress))
+            .and_then(|()| p.dumps.start(config).map(drop))
             .and_then(|()| p.open_replay::<E>())
         {
             p.abandon();
@@ -95,21 +108,26 @@ impl<'o> Plan<'o> {
     }
 }
 
+/// Each RX queue's PSRDADA ring writer, dump stage (taken into its chain) and egress sinks.
+type QueueSinks<'a> = (
+    Vec<Option<crate::dada_ring::DadaSink>>,
+    Vec<Option<crate::dump::DumpStage>>,
+    &'a mut [Vec<EgressParts>],
+);
+
 /// Each RX queue's chain: validate, its record sinks and taps, its GPU stage (which gets
 /// the sinks of its products).
 fn chains(
     config: &Config,
     res: &Resources,
     sinks: &mut [Vec<SinkParts>],
-    (mut rings, egress): (
-        Vec<Option<crate::dada_ring::DadaSink>>,
-        &mut [Vec<EgressParts>],
-    ),
+    (mut rings, mut dumps, egress): QueueSinks<'_>,
     mut gpu: Vec<Option<crate::stages::chain::GpuStage>>,
 ) -> Vec<(QueueStages, DoneOnDrop)> {
     let mut out = Vec::with_capacity(res.rx.len());
     for (k, r) in res.rx.iter().enumerate() {
         let ring = rings.get_mut(k).and_then(Option::take);
+        let dump = dumps.get_mut(k).and_then(Option::take);
         let (products, record) = by_products(
             sinks[k]
                 .iter_mut()
@@ -150,7 +168,7 @@ fn chains(
         );
         let validate = Validate::new(validator, &res.rx_stats[k]);
         out.push((
-            queue_stages(validate, record, taps, (ring, out_sinks), stage),
+            queue_stages(validate, record, taps, (ring, dump, out_sinks), stage),
             done,
         ));
     }
@@ -316,6 +334,7 @@ impl Prepared<'_> {
             let _ = e.handle.join();
         }
         self.rings.finish();
+        drop(self.dumps.finish());
         // The replay's reader ends once its chunks' channels close (not waited for).
         drop(self.replay);
         drop(self.replay_reader);

@@ -59,6 +59,8 @@ pub struct RunResults {
     pub egress: Vec<Vec<crate::egress::EgressReport>>,
     /// The PSRDADA ring of each RX queue (config order; `None` for queues that write none).
     pub dada: Vec<Option<crate::dada_ring::DadaReport>>,
+    /// The triggered dumps written, in order.
+    pub dumps: Vec<crate::dump::DumpReport>,
     /// Generator totals per TX queue (config order; zero for queues without a generator).
     pub generated: Vec<GenTotals>,
     /// Allocations made by I/O and consumer threads after their set-up.

@@ -173,6 +173,8 @@ where
                     .as_ref()
                     .map(crate::observe::nic::PortWatch::shared),
                 start_ns,
+                triggers: parked.prepared.dumps.triggers(),
+                histories: parked.prepared.dumps.histories(config),
             }
         });
         let serving = endpoint.zip(source.clone()).and_then(|(ep, source)| {

@@ -197,6 +197,8 @@ where
             );
             validators.push(validator);
         }
+        // The consumers keep no more history: the dumps in progress finish, the triggers stop.
+        let dumps = prepared.dumps.finish();
         // Every consumer has handed its last buffer over: the writers finish their files.
         let writer_elapsed = (now_ns() - start_ns) as f64 / 1e9;
         let record = finish_writers(
@@ -263,6 +265,7 @@ where
             record,
             egress,
             dada,
+            dumps,
             generated,
             io_thread_allocations: alloc_audit::armed_allocations(),
             interrupted: prepared.plan.signalled.load(Relaxed),

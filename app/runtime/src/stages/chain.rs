@@ -8,6 +8,7 @@ use super::validate::Validate;
 #[cfg(not(feature = "gpu"))]
 use super::Stage;
 use crate::dada_ring::DadaSink;
+use crate::dump::DumpStage;
 use crate::egress::EgressSink;
 use crate::record::{RecordSink, Tap};
 use crate::validator::Validator;
@@ -28,15 +29,18 @@ impl Stage for GpuStage {
 }
 
 /// Every RX queue's stages: validate, record (its own sinks, then its taps of shared
-/// sinks), PSRDADA ring (when it names a `dada_ring`), egress, GPU (when it names a
-/// `gpu_stage`).
+/// sinks), PSRDADA ring (when it names a `dada_ring`), dump history (when it names a
+/// `dump`), egress, GPU (when it names a `gpu_stage`).
 pub(crate) type QueueStages = (
     Validate,
     (
         Vec<RecordSink>,
         (
             Vec<Tap>,
-            (Option<DadaSink>, (Vec<EgressSink>, Option<GpuStage>)),
+            (
+                Option<DadaSink>,
+                (Option<DumpStage>, (Vec<EgressSink>, Option<GpuStage>)),
+            ),
         ),
     ),
 );
@@ -46,10 +50,10 @@ pub(crate) fn queue_stages(
     validate: Validate,
     record: Vec<RecordSink>,
     taps: Vec<Tap>,
-    (ring, egress): (Option<DadaSink>, Vec<EgressSink>),
+    (ring, dump, egress): (Option<DadaSink>, Option<DumpStage>, Vec<EgressSink>),
     gpu: Option<GpuStage>,
 ) -> QueueStages {
-    (validate, (record, (taps, (ring, (egress, gpu)))))
+    (validate, (record, (taps, (ring, (dump, (egress, gpu))))))
 }
 
 /// The validator of a finished chain (its counts go to the report).

@@ -42,5 +42,6 @@ macro_rules! sink_stage {
 sink_stage!(RecordSink);
 sink_stage!(Tap);
 sink_stage!(crate::dada_ring::DadaSink);
+sink_stage!(crate::dump::DumpStage);
 
 pub(super) use sink_stage;

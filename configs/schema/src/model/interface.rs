@@ -152,6 +152,8 @@ pub struct RxQueue {
     pub egress: Vec<super::EgressId>,
     /// The PSRDADA ring this queue's `dada_ring` stage writes (`dada_ring`), if any.
     pub dada_ring: Option<super::DadaRingId>,
+    /// The triggered dump whose history this queue's `dump` stage keeps (`dump`), if any.
+    pub dump: Option<super::DumpId>,
 }
 
 /// One TX queue: an I/O thread pinned to `cpu_core` at `SCHED_FIFO` `rt_priority`.

@@ -15,6 +15,7 @@ mod run;
 // `EngineKind`, `Engine`, `Capabilities`, `SocketEngine`, ...: the list is in
 // `engines/mod.rs`, so that a new engine does not touch this file.
 pub use crate::dada_ring::{DadaRing, DadaRingId, DadaShape, DEFAULT_BUFSZ_KIB, DEFAULT_NBUFS};
+pub use crate::dump::{Dump, DumpId, MAX_HISTORY_PACKETS};
 pub use crate::egress::{
     Egress, EgressFeed, EgressId, EgressProtocol, EgressUnits, UcxEgress, DEFAULT_OPEN_UNITS,
     MAX_OPEN_UNITS, UCX_MAX_IN_FLIGHT,
@@ -158,6 +159,8 @@ pub struct Config {
     pub egress: Vec<Egress>,
     /// PSRDADA rings, in file order (`[[dada_rings]]`).
     pub dada_rings: Vec<DadaRing>,
+    /// Triggered dumps, in file order (`[[dumps]]`).
+    pub dumps: Vec<Dump>,
     /// Traffic generator (`[generator]`).
     pub generator: Option<Generator>,
     /// Run parameters (`[run]`).

@@ -177,6 +177,8 @@ pub(crate) struct RawRxQueue {
     pub egress: Vec<String>,
     #[serde(default)]
     pub dada_ring: Option<String>,
+    #[serde(default)]
+    pub dump: Option<String>,
 }
 
 /// `[[interfaces.tx_queues]]`.

@@ -46,6 +46,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub dada_rings: Vec<crate::dada_ring::RawDadaRing>,
     #[serde(default)]
+    pub dumps: Vec<crate::dump::RawDump>,
+    #[serde(default)]
     pub generator: Option<RawGenerator>,
     #[serde(default)]
     pub run: RawRun,

@@ -32,20 +32,11 @@ pub(super) fn stage_ref(
     raw: &RawConfig,
     errs: &mut Errors,
 ) -> Option<Option<GpuStageId>> {
-    let Some(name) = name else {
-        return Some(None);
-    };
-    match raw.gpu_stages.iter().position(|s| &s.name == name) {
-        Some(k) => Some(Some(GpuStageId(k))),
-        None => {
-            let known: Vec<&str> = raw.gpu_stages.iter().map(|s| s.name.as_str()).collect();
-            errs.push(
-                format!("{p}.gpu_stage"),
-                unknown_name("GPU stage ([[gpu_stages]])", name, &known),
-            );
-            None
-        }
-    }
+    let names: Vec<&str> = raw.gpu_stages.iter().map(|s| s.name.as_str()).collect();
+    let unknown =
+        |name: &str, known: &[&str]| unknown_name("GPU stage ([[gpu_stages]])", name, known);
+    super::name_ref(name, &names, format!("{p}.gpu_stage"), unknown, errs)
+        .map(|k| k.map(GpuStageId))
 }
 
 /// The queues (interface index, queue index) whose `gpu_stage` is stage `k`, from the raw

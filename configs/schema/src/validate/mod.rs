@@ -77,6 +77,8 @@ pub(crate) struct Draft {
     pub egress: Vec<Option<crate::model::Egress>>,
     /// `[[dada_rings]]` in file order.
     pub dada_rings: Vec<Option<crate::model::DadaRing>>,
+    /// `[[dumps]]` in file order.
+    pub dumps: Vec<Option<crate::model::Dump>>,
     pub generator: Option<Option<Generator>>,
     pub run: Option<Run>,
     pub rt: Option<Rt>,
@@ -103,6 +105,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
         recorders: Vec::new(),
         egress: Vec::new(),
         dada_rings: Vec::new(),
+        dumps: Vec::new(),
         generator: None,
         run,
         rt,
@@ -125,6 +128,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     draft.recorders = record::recorders(raw, &draft, &mut errs);
     draft.egress = crate::egress::egress(raw, &draft, &mut errs);
     draft.dada_rings = crate::dada_ring::dada_rings(raw, &draft, &mut errs);
+    draft.dumps = crate::dump::dumps(raw, &draft, &mut errs);
     draft.generator = raw
         .generator
         .as_ref()
@@ -177,6 +181,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
         recorders: d.recorders.into_iter().collect::<Option<_>>()?,
         egress: d.egress.into_iter().collect::<Option<_>>()?,
         dada_rings: d.dada_rings.into_iter().collect::<Option<_>>()?,
+        dumps: d.dumps.into_iter().collect::<Option<_>>()?,
         generator: match d.generator {
             None => None,
             Some(g) => Some(g?),
@@ -204,6 +209,28 @@ pub(crate) fn int<T: TryFrom<i64>>(
 
 /// Checks the `name` of item `k` of a list of named items (`what`: "GPU stage"; `key`:
 /// "gpu_stages"): a plain identifier, not used by an earlier item. Reports at `{p}.name`.
+/// Resolves a reference to a named table entry (`name` among `names`): `Some(None)` when
+/// there is none, `None` (an error at `at`, worded by `unknown(name, names)`) when no entry
+/// has that name.
+pub(crate) fn name_ref(
+    name: Option<&String>,
+    names: &[&str],
+    at: String,
+    unknown: impl FnOnce(&str, &[&str]) -> String,
+    errs: &mut Errors,
+) -> Option<Option<usize>> {
+    let Some(name) = name else {
+        return Some(None);
+    };
+    match names.iter().position(|n| n == name) {
+        Some(k) => Some(Some(k)),
+        None => {
+            errs.push(at, unknown(name, names));
+            None
+        }
+    }
+}
+
 pub(crate) fn item_name(
     names: &[&str],
     k: usize,

@@ -46,6 +46,7 @@ pub(super) fn rx_queue(
     let record = super::record::recorder_refs(&q.record, &p, raw, errs);
     let egress = crate::egress::egress_refs(&q.egress, &p, raw, errs);
     let dada_ring = crate::dada_ring::ring_ref(q.dada_ring.as_ref(), &p, raw, errs);
+    let dump = crate::dump::dump_ref(q.dump.as_ref(), &p, raw, errs);
     Some(RxQueue {
         id: id?,
         cpu_core: cpu_core?,
@@ -65,6 +66,7 @@ pub(super) fn rx_queue(
         record: record?,
         egress: egress?,
         dada_ring: dada_ring?,
+        dump: dump?,
     })
 }
 

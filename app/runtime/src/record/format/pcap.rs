@@ -21,8 +21,13 @@ pub struct Pcap {
 impl Pcap {
     /// The format of `rec` for a queue at `link`.
     pub fn new(rec: &Recorder, link: Link) -> Self {
+        Self::with(rec.snaplen as usize, link)
+    }
+
+    /// The format for packets of up to `snaplen` bytes kept, at `link` (a dump's history).
+    pub fn with(snaplen: usize, link: Link) -> Self {
         Pcap {
-            snaplen: rec.snaplen as usize,
+            snaplen,
             link,
             ident: 0,
         }
