@@ -7,11 +7,13 @@
 //!   dump's index; the dump's pcap holds exactly the recording's packets whose receive time
 //!   lies in the window it names (same times, same payloads, same order), and the window is
 //!   400 ms long;
+//! - `POST /trigger?start_ns=A&end_ns=B` for a window that ends 300 ms later: answered once
+//!   it has passed, exactly the recording's packets of `A..=B`;
 //! - a datagram `start_ns=A&end_ns=B` to the dump's `udp_trigger` for a window in the past:
 //!   exactly the recording's packets of `A..=B`;
 //! - SIGUSR1: the last `signal_window_ms` (300 ms), exactly the recording's packets of it;
 //! - a bad query is `400`, an unknown dump `404`, a GET `405`; `/metrics` counts the
-//!   packets the history kept; the run's report lists the three dumps, each one's index on
+//!   packets the history kept; the run's report lists the four dumps, each one's index on
 //!   disk is what the report says, and tshark reads a dump file as pcap.
 //!
 //! Needs `target/engines/rtdaq-socket` and tshark; without them the test fails in
@@ -183,7 +185,7 @@ fn triggered_dumps_hold_exactly_the_packets_of_their_windows() {
             "--config",
             cfg.to_str().unwrap(),
             "--duration",
-            "7",
+            "9",
             "--report-json",
         ])
         .arg(dir.join("report.json"))
@@ -228,13 +230,25 @@ fn triggered_dumps_hold_exactly_the_packets_of_their_windows() {
         line.rsplit(' ').next().unwrap().parse::<u64>().unwrap() > 10_000,
         "{line}"
     );
-    // UDP: a window in the past (well after the HTTP dump held the history).
+    // HTTP: a window that ends 300 ms from now, answered once it has passed.
+    std::thread::sleep(Duration::from_millis(500));
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let (fa, fb) = (now() - 100_000_000, now() + 300_000_000);
+    let (status, body) = http(
+        metrics,
+        "POST",
+        &format!("/trigger?start_ns={fa}&end_ns={fb}"),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(now() > fb, "answered before its window ended");
+    // UDP: a window in the past (well after the HTTP dumps held the history).
     std::thread::sleep(Duration::from_millis(1500));
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    let (a, b) = (now - 700_000_000, now - 200_000_000);
+    let (a, b) = (now() - 700_000_000, now() - 200_000_000);
     UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .send_to(
@@ -260,10 +274,14 @@ fn triggered_dumps_hold_exactly_the_packets_of_their_windows() {
         .iter()
         .map(|d| d["trigger"].as_str().unwrap())
         .collect();
-    assert_eq!(triggers, ["http", "udp", "signal"], "{r}");
-    assert_eq!((u(&dumps[1], "/start_ns"), u(&dumps[1], "/end_ns")), (a, b));
+    assert_eq!(triggers, ["http", "http", "udp", "signal"], "{r}");
     assert_eq!(
-        u(&dumps[2], "/end_ns") - u(&dumps[2], "/start_ns"),
+        (u(&dumps[1], "/start_ns"), u(&dumps[1], "/end_ns")),
+        (fa, fb)
+    );
+    assert_eq!((u(&dumps[2], "/start_ns"), u(&dumps[2], "/end_ns")), (a, b));
+    assert_eq!(
+        u(&dumps[3], "/end_ns") - u(&dumps[3], "/start_ns"),
         300_000_000
     );
     assert_eq!(

@@ -15,8 +15,8 @@
 //! - **Dump thread** (one per `[[dumps]]` entry, unpinned, normal scheduler: it never
 //!   touches a queue's core): for each queue it takes the history's lock, writes the
 //!   records whose receive time lies in the window, oldest first, to
-//!   `<dir>/<dump>-<n>-<interface>-rx<q>.pcap`, and lets go; then writes the index
-//!   `<dir>/<dump>-<n>.json`. While it holds a history, that queue's packets are not kept
+//!   `<dir>/<dump>-<start>-<n>-<interface>-rx<q>.pcap` (`<start>`: the run's,
+//!   `20261206T223800Z`), and lets go; then writes the index `<dir>/<dump>-<start>-<n>.json`. While it holds a history, that queue's packets are not kept
 //!   (counted `not_kept`; they were received and go on through the other stages as
 //!   always): a later window over that time is marked `complete: false`, as is a window
 //!   that reaches back before the oldest packet a history holds.
@@ -49,6 +49,11 @@ struct Queues {
 /// Every dump's histories, before the run starts its dump threads.
 pub struct Dumps {
     dumps: Vec<Queues>,
+    /// The run's start (`20261206T223800Z`) in every file name: a later run's dumps never
+    /// overwrite an earlier run's.
+    stamp: String,
+    /// Raised at the end of the run: a dump waiting for its window to pass writes now.
+    stopping: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Every history: its dump, queue label, counters (kept for `/metrics`).
     all: Vec<(usize, String, &'static History)>,
     dirs: Vec<PathBuf>,
@@ -122,6 +127,8 @@ pub fn prepare(
     Ok((
         stages,
         Dumps {
+            stamp: crate::record::start_field(crate::pacer::wall_clock_ns()),
+            stopping: Default::default(),
             all: dumps
                 .iter()
                 .flat_map(|q| q.histories.iter().map(|(l, h)| (q.dump, l.clone(), *h)))
@@ -158,10 +165,14 @@ impl Dumps {
         let (triggers, inboxes) = Triggers::new(config)?;
         for (q, inbox) in std::mem::take(&mut self.dumps).into_iter().zip(inboxes) {
             let d = config.dumps[q.dump].clone();
-            let dir = self.dirs[q.dump].clone();
+            let out = Output {
+                dir: self.dirs[q.dump].clone(),
+                prefix: format!("{}-{}", d.name, self.stamp),
+            };
+            let stopping = std::sync::Arc::clone(&self.stopping);
             let h = std::thread::Builder::new()
                 .name(format!("dump {}", d.name))
-                .spawn(move || dumper(&d, &dir, &q.histories, &inbox))
+                .spawn(move || dumper(&d, &out, &q.histories, (&inbox, &stopping)))
                 .map_err(|e| RuntimeError::Dump {
                     key: format!("dumps[{}]", q.dump),
                     message: format!("cannot start its thread: {e}"),
@@ -175,6 +186,7 @@ impl Dumps {
     /// Stops the triggers and the dump threads (a dump in progress is finished first):
     /// every dump written, per dump entry.
     pub fn finish(mut self) -> Vec<DumpReport> {
+        self.stopping.store(true, Relaxed);
         if let Some(t) = self.triggers.take() {
             t.stop();
         }
@@ -195,12 +207,24 @@ impl Dumps {
 /// history held (an indirect queue's consumer lags its I/O thread by its ring).
 const CONSUMER_LAG_NS: u64 = 200_000_000;
 
+/// Where a dump's files go: `<dir>/<prefix>-<n>...` (`candidates-20261206T223800Z-1.json`).
+struct Output {
+    dir: PathBuf,
+    prefix: String,
+}
+
+impl Output {
+    fn path(&self, number: u32, rest: &str) -> PathBuf {
+        self.dir.join(format!("{}-{number}{rest}", self.prefix))
+    }
+}
+
 /// The dump thread of `d`: one dump per trigger until the triggers stop.
 fn dumper(
     d: &Dump,
-    dir: &Path,
+    out: &Output,
     histories: &[(String, &'static History)],
-    inbox: &Receiver<trigger::Request>,
+    (inbox, stopping): (&Receiver<trigger::Request>, &std::sync::atomic::AtomicBool),
 ) -> Vec<DumpReport> {
     let mut done = Vec::new();
     // When this thread held each history (wall clock): its packets were not kept then.
@@ -213,13 +237,15 @@ fn dumper(
         };
         let (start_ns, end_ns) = req.window.resolve();
         // A window that ends in the future: wait until it has passed (and its packets
-        // went through the consumers).
-        let now = crate::pacer::wall_clock_ns();
-        if end_ns > now {
-            std::thread::sleep(Duration::from_nanos(end_ns - now) + Duration::from_millis(100));
+        // went through the consumers), or the run ends.
+        while crate::pacer::wall_clock_ns() < end_ns.saturating_add(100_000_000)
+            && !stopping.load(Relaxed)
+        {
+            std::thread::sleep(Duration::from_millis(20));
         }
         let number = done.len() as u32 + 1;
-        let result = write_dump(d, dir, histories, (number, start_ns, end_ns), &mut held)
+        let index = out.path(number, ".json");
+        let result = write_dump(d, out, histories, (number, start_ns, end_ns), &mut held)
             .map(|queues| {
                 let complete = queues.iter().all(|q| q.complete);
                 DumpReport {
@@ -228,19 +254,15 @@ fn dumper(
                     trigger: req.source.to_string(),
                     start_ns,
                     end_ns,
-                    index: dir
-                        .join(format!("{}-{number}.json", d.name))
-                        .display()
-                        .to_string(),
+                    index: index.display().to_string(),
                     queues,
                     complete,
                 }
             })
             .and_then(|r| {
-                let path = dir.join(format!("{}-{number}.json", d.name));
                 let text = serde_json::to_string_pretty(&r).unwrap_or_default();
-                std::fs::write(&path, text + "\n")
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                std::fs::write(&index, text + "\n")
+                    .map_err(|e| format!("cannot write {}: {e}", index.display()))?;
                 Ok(r)
             });
         match &result {
@@ -268,15 +290,14 @@ fn dumper(
 /// history `k`.
 fn write_dump(
     d: &Dump,
-    dir: &Path,
+    out: &Output,
     histories: &[(String, &'static History)],
     (number, start_ns, end_ns): (u32, u64, u64),
     held: &mut [Vec<(u64, u64)>],
 ) -> Result<Vec<DumpedQueue>, String> {
-    let mut out = Vec::with_capacity(histories.len());
+    let mut parts = Vec::with_capacity(histories.len());
     for ((label, h), held) in histories.iter().zip(held.iter_mut()) {
-        let name = format!("{}-{number}-{}.pcap", d.name, label.replace('.', "-"));
-        let path = dir.join(&name);
+        let path = out.path(number, &format!("-{}.pcap", label.replace('.', "-")));
         let file = std::fs::File::create(&path)
             .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
@@ -344,9 +365,9 @@ fn write_dump(
                     .into(),
             );
         }
-        out.push(part);
+        parts.push(part);
     }
-    Ok(out)
+    Ok(parts)
 }
 
 #[cfg(test)]

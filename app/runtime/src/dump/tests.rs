@@ -3,7 +3,7 @@
 //! why; a packet that finds the history held is not kept, and a later window over that time
 //! is incomplete.
 
-use super::{write_dump, DumpStage, History};
+use super::{write_dump, DumpStage, History, Output};
 use crate::record::format::{pcap::Pcap, Link};
 use crate::stages::Packet;
 use rtdaq_config::model::Dump;
@@ -71,15 +71,24 @@ fn a_window_is_exactly_its_packets_and_an_old_one_is_incomplete() {
     s.tick(0);
     assert_eq!(h.kept.load(Relaxed), 40);
     let hist = vec![("q.rx0".to_string(), h)];
+    let out = Output {
+        dir: dir.clone(),
+        prefix: "t-20261206T000000Z".into(),
+    };
     let mut held = vec![Vec::new()];
     // Packets 30..=35.
-    let q = write_dump(&d, &dir, &hist, (1, 1300, 1350), &mut held).unwrap();
+    let q = write_dump(&d, &out, &hist, (1, 1300, 1350), &mut held).unwrap();
+    assert!(
+        q[0].file.ends_with("t-20261206T000000Z-1-q-rx0.pcap"),
+        "{}",
+        q[0].file
+    );
     assert_eq!(q[0].packets, 6);
     assert_eq!((q[0].first_ns, q[0].last_ns), (1300, 1350));
     assert!(q[0].complete, "{q:?}");
     assert_eq!(firsts(&q[0].file), (30..=35).collect::<Vec<u8>>());
     // The history holds 24..=39 only: a window from packet 10 is incomplete.
-    let q = write_dump(&d, &dir, &hist, (2, 1100, 1300), &mut held).unwrap();
+    let q = write_dump(&d, &out, &hist, (2, 1100, 1300), &mut held).unwrap();
     assert_eq!(firsts(&q[0].file), (24..=30).collect::<Vec<u8>>());
     assert!(!q[0].complete);
     assert!(q[0]
