@@ -16,7 +16,9 @@
 //!   touches a queue's core): for each queue it takes the history's lock, writes the
 //!   records whose receive time lies in the window, oldest first, to
 //!   `<dir>/<dump>-<start>-<n>-<interface>-rx<q>.pcap` (`<start>`: the run's,
-//!   `20261206T223800Z`), and lets go; then writes the index `<dir>/<dump>-<start>-<n>.json`. While it holds a history, that queue's packets are not kept
+//!   `20261206T223800Z`), and lets go; then writes the index
+//!   `<dir>/<dump>-<start>-<n>.json`. While it holds a history, that queue's packets are
+//!   not kept
 //!   (counted `not_kept`; they were received and go on through the other stages as
 //!   always): a later window over that time is marked `complete: false`, as is a window
 //!   that reaches back before the oldest packet a history holds.
@@ -35,7 +37,7 @@ use rtdaq_config::model::{Address, Config, Dump};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::Receiver;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -219,7 +221,8 @@ impl Output {
     }
 }
 
-/// The dump thread of `d`: one dump per trigger until the triggers stop.
+/// The dump thread of `d`: one dump per trigger until the triggers stop (their senders
+/// gone, the inbox ends).
 fn dumper(
     d: &Dump,
     out: &Output,
@@ -229,12 +232,7 @@ fn dumper(
     let mut done = Vec::new();
     // When this thread held each history (wall clock): its packets were not kept then.
     let mut held: Vec<Vec<(u64, u64)>> = vec![Vec::new(); histories.len()];
-    loop {
-        let req = match inbox.recv_timeout(Duration::from_millis(50)) {
-            Ok(r) => r,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return done,
-        };
+    while let Ok(req) = inbox.recv() {
         let (start_ns, end_ns) = req.window.resolve();
         // A window that ends in the future: wait until it has passed (and its packets
         // went through the consumers), or the run ends.
@@ -284,6 +282,7 @@ fn dumper(
             let _ = reply.send(result);
         }
     }
+    done
 }
 
 /// Writes one dump's pcap files (one per queue); `held[k]` gathers when this thread held
@@ -331,10 +330,13 @@ fn write_dump(
         let mut io = w.write_all(&header.to_bytes());
         for n in held_range.clone() {
             let t = ring.time(n);
-            if t < start_ns || t > end_ns || io.is_err() {
+            if t < start_ns || t > end_ns {
                 continue;
             }
-            io = w.write_all(ring.record(n));
+            io = io.and_then(|()| w.write_all(ring.record(n)));
+            if io.is_err() {
+                break;
+            }
             if part.packets == 0 {
                 part.first_ns = t;
             }

@@ -111,7 +111,24 @@ fn a_packet_that_finds_the_history_held_is_not_kept() {
     feed(&mut s, 2);
     s.finish();
     assert_eq!((h.kept.load(Relaxed), h.not_kept.load(Relaxed)), (2, 1));
-    let ring = h.ring.lock().unwrap();
-    assert_eq!(ring.held(), 0..2);
-    assert_eq!((ring.time(0), ring.time(1)), (1000, 1020));
+    {
+        let ring = h.ring.lock().unwrap();
+        assert_eq!(ring.held(), 0..2);
+        assert_eq!((ring.time(0), ring.time(1)), (1000, 1020));
+    }
+    // An earlier dump held the history over the whole window: the window is incomplete.
+    let out = Output {
+        dir: rtdaq_testbed::test_dir(),
+        prefix: "t".into(),
+    };
+    let mut held = vec![vec![(0, u64::MAX)]];
+    let hist = vec![("q.rx0".to_string(), h)];
+    let q = write_dump(&d, &out, &hist, (1, 1000, 1020), &mut held).unwrap();
+    assert_eq!(q[0].packets, 2);
+    assert!(!q[0].complete);
+    assert!(q[0]
+        .why_incomplete
+        .as_deref()
+        .unwrap()
+        .contains("earlier dump"));
 }

@@ -93,7 +93,7 @@ struct Inner {
     dumps: Vec<(String, Mutex<Option<Sender<Request>>>)>,
     stop: AtomicBool,
     watcher: Mutex<Option<std::thread::JoinHandle<()>>>,
-    signal: Option<signal_hook::SigId>,
+    signal: signal_hook::SigId,
 }
 
 /// The triggers of a run's dumps (cloned into the metrics endpoint).
@@ -145,7 +145,7 @@ impl Triggers {
             dumps: senders,
             stop: AtomicBool::new(false),
             watcher: Mutex::new(None),
-            signal: Some(signal),
+            signal,
         }));
         let me = t.clone();
         let h = std::thread::Builder::new()
@@ -272,9 +272,7 @@ impl Triggers {
         if let Some(h) = h {
             let _ = h.join();
         }
-        if let Some(id) = self.0.signal {
-            signal_hook::low_level::unregister(id);
-        }
+        signal_hook::low_level::unregister(self.0.signal);
         // Every clone shares these senders: dropping them closes the dump threads' inboxes
         // (a trigger the endpoint takes from now on is answered 503).
         for (_, tx) in &self.0.dumps {

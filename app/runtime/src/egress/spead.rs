@@ -160,6 +160,15 @@ impl SpeadSender {
         }
     }
 
+    /// A packet's departure time (`txtime`; 0, unused, for the software pacer).
+    fn departure(&mut self, len: usize) -> u64 {
+        if self.txtime {
+            departure(self.rate_bps, &mut self.next_send_ns, len as u64)
+        } else {
+            0
+        }
+    }
+
     /// The next heap counter.
     fn heap_cnt(&mut self) -> u64 {
         self.next_heap += 1;
@@ -234,9 +243,16 @@ impl SpeadSender {
     /// One data heap, to the next destination in turn (descriptors first when due); a
     /// forwarded heap as the packets it arrived in.
     fn send_heap(&mut self, h: &HeapBuf) {
+        if !self.forward
+            && self.descriptors_every > 0
+            && self.data_heaps > 0
+            && self.data_heaps % self.descriptors_every == 0
+        {
+            self.send_descriptors();
+        }
+        let d = (self.data_heaps % self.dests.len() as u64) as usize;
+        self.data_heaps += 1;
         if self.forward {
-            let d = (self.data_heaps % self.dests.len() as u64) as usize;
-            self.data_heaps += 1;
             // The unit's datagrams, back to back, each a SPEAD packet, copied as they are;
             // a heap with one too large for a packet buffer goes nowhere, not in part.
             if !fits_packets(h.data(), self.packetizer.max_packet()) {
@@ -255,14 +271,6 @@ impl SpeadSender {
             });
             return;
         }
-        if self.descriptors_every > 0
-            && self.data_heaps > 0
-            && self.data_heaps % self.descriptors_every == 0
-        {
-            self.send_descriptors();
-        }
-        let d = (self.data_heaps % self.dests.len() as u64) as usize;
-        self.data_heaps += 1;
         let cnt = self.heap_cnt();
         let ts = h.first_rx_ns.to_be_bytes();
         let items: [(u32, &[u8]); 2] = [(ITEM_TIMESTAMP, &ts), (ITEM_DATA, h.data())];
@@ -308,12 +316,8 @@ impl SpeadSender {
                 failed = Some(Lost::Error);
                 break;
             }
-            if self.txtime {
-                let at = departure(self.rate_bps, &mut self.next_send_ns, len as u64);
-                self.dests[d].batch.push_at(len, at);
-            } else {
-                self.dests[d].batch.push(len);
-            }
+            let at = self.departure(len);
+            self.dests[d].batch.push_at(len, at);
         }
         if payloads > 0 {
             EgressCounters::add(&self.counters.heaps, 1);
@@ -409,15 +413,14 @@ impl SpeadSender {
     fn send_stop(&mut self) {
         for d in 0..self.dests.len() {
             let cnt = self.heap_cnt();
-            let dest = &mut self.dests[d];
-            if let Some(out) = dest.batch.slot() {
-                let len = spead_tx::emit_end(self.flavour, cnt, out);
-                if self.txtime {
-                    let at = departure(self.rate_bps, &mut self.next_send_ns, len as u64);
-                    dest.batch.push_at(len, at);
-                } else {
-                    dest.batch.push(len);
-                }
+            let flavour = self.flavour;
+            if let Some(len) = self.dests[d]
+                .batch
+                .slot()
+                .map(|out| spead_tx::emit_end(flavour, cnt, out))
+            {
+                let at = self.departure(len);
+                self.dests[d].batch.push_at(len, at);
             }
             let _ = self.flush(d);
         }
