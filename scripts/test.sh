@@ -196,8 +196,9 @@ run "UCX egress: ucx_perftest, every message to a C UCX receiver, no listener, a
 # PSRDADA rings (issue #32): the socket binary with --features dada writes the default job
 # into a ring that a reader written against the psrdada C library (hal/dada/examples/
 # dada_read.rs) reads in another process: every byte = the raw recording of the run; no
-# reader: the queue never waits, the overflow is ring_reader_behind; a missing ring: exit 2
-# (app/tests/dada_ring.rs). The crate's own tests (against the library's client calls) run
+# reader: the queue never waits, the overflow is ring_reader_behind; a reader killed mid-run:
+# the next one reads from its header's OBS_OFFSET on (= the raw recording from there); a
+# missing ring: exit 2 (app/tests/dada_ring.rs). The crate's own tests (against the library's client calls) run
 # with the workspace's.
 build_socket_dada() {
     RTDAQ_CONFIG=configs/host-udp-dada-ring.toml cargo build -q -p rtdaq --no-default-features \
@@ -210,7 +211,7 @@ dada_ring() {
     cargo build -q -p rtdaq || return 1
     cargo test -p rtdaq --test dada_ring -- --ignored --test-threads 1
 }
-run "PSRDADA ring: a library reader gets every byte (= the raw recording), no reader never stalls the queue, a missing ring is exit 2 (cargo test --test dada_ring -- --ignored)" \
+run "PSRDADA ring: a library reader gets every byte (= the raw recording), no reader never stalls the queue, a killed reader's follower reads on from OBS_OFFSET, a missing ring is exit 2 (cargo test --test dada_ring -- --ignored)" \
     dada_ring
 # Triggered dumps (issue #32, docs/dumps.md): an HTTP POST /trigger, a UDP trigger datagram
 # and SIGUSR1 while receiving each write the packets of their window, exactly those of a

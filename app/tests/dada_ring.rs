@@ -8,6 +8,10 @@
 //! - with no reader and a small ring: the queue never waits (no drop, no gap), the payloads
 //!   that found no clear block count as `ring_reader_behind`, every payload is accounted
 //!   for, the run fails on that loss (exit 1), and ends without waiting for a reader;
+//! - a reader killed in the middle of the run (holding the header and a half-read block):
+//!   rtdaq readies its place, and the next reader reads a header whose `OBS_OFFSET` is the
+//!   first byte of that block, then every byte from there, equal to the `raw` recording
+//!   from that byte on; the report counts the reader that left and was followed;
 //! - `create = false` with no ring at the key: exit 2 naming `dada_rings[0]` before any
 //!   packet moves;
 //! - `numa_node`: the data block's segments are bound to the node (`bind:N` in the
@@ -80,18 +84,47 @@ fn config(key: &str, edits: &[(&str, String)], name: &str) -> PathBuf {
     e2e::edited("host-udp-dada-ring.toml", &all, name)
 }
 
+/// The shipped ring config at 0.3 Gb/s with a `raw` recorder on the ring's queue.
+fn raw_config(key: &str, name: &str) -> PathBuf {
+    let recorder = "\n[[recorders]]\nname = \"raw\"\nformat = \"raw\"\n\n[generator]";
+    config(
+        key,
+        &[
+            ("rate_gbps = 1.0 ", "rate_gbps = 0.3 ".into()),
+            ("\n[generator]", recorder.into()),
+            (
+                "dada_ring = \"ring\" ",
+                "dada_ring = \"ring\"\nrecord = [\"raw\"] ".into(),
+            ),
+        ],
+        name,
+    )
+}
+
 /// rtdaq on `cfg` for `secs`: its output and report (recordings, if any, in `{name}-out`).
 fn rtdaq(cfg: &Path, secs: &str, name: &str, records: bool) -> (Output, Option<Value>) {
+    rtdaq_wait(rtdaq_spawn(cfg, secs, name, records), name)
+}
+
+/// rtdaq started on `cfg` for `secs` (see [`rtdaq`]).
+fn rtdaq_spawn(cfg: &Path, secs: &str, name: &str, records: bool) -> std::process::Child {
     let mut cmd = Command::new(binary());
     cmd.args(["run", "--config"])
         .arg(cfg)
         .args(["--duration", secs, "--report-json"])
         .arg(tmp(&format!("{name}.json")))
-        .env("RUST_LOG", "info");
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if records {
         cmd.arg("--output-dir").arg(tmp(&format!("{name}-out")));
     }
-    let out = cmd.output().unwrap();
+    cmd.spawn().unwrap()
+}
+
+/// The output and report of a run [`rtdaq_spawn`] started.
+fn rtdaq_wait(run: std::process::Child, name: &str) -> (Output, Option<Value>) {
+    let out = run.wait_with_output().unwrap();
     // A start that failed leaves no report (or an empty file).
     let report = std::fs::read_to_string(tmp(&format!("{name}.json")))
         .ok()
@@ -107,19 +140,7 @@ fn a_library_reader_gets_every_byte_equal_to_the_raw_recording() {
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let k = key(1);
-    let recorder = "\n[[recorders]]\nname = \"raw\"\nformat = \"raw\"\n\n[generator]";
-    let cfg = config(
-        &k,
-        &[
-            ("rate_gbps = 1.0 ", "rate_gbps = 0.3 ".into()),
-            ("\n[generator]", recorder.into()),
-            (
-                "dada_ring = \"ring\" ",
-                "dada_ring = \"ring\"\nrecord = [\"raw\"] ".into(),
-            ),
-        ],
-        "whole",
-    );
+    let cfg = raw_config(&k, "whole");
     let prefix = tmp("reader");
     let reader = Command::new(reader_bin())
         .arg(&k)
@@ -154,13 +175,7 @@ fn a_library_reader_gets_every_byte_equal_to_the_raw_recording() {
     }
     // The data: the raw recording of the same run, byte for byte.
     let data = std::fs::read(prefix.with_extension("data")).unwrap();
-    let raw_dir = tmp("whole-out");
-    let raw_file = std::fs::read_dir(&raw_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "raw"))
-        .unwrap_or_else(|| panic!("no .raw file in {}", raw_dir.display()));
-    let raw = std::fs::read(&raw_file).unwrap();
+    let raw = raw_recording("whole");
     assert_eq!(data.len() as u64, received * 1400);
     assert!(
         data == raw,
@@ -174,6 +189,95 @@ fn a_library_reader_gets_every_byte_equal_to_the_raw_recording() {
         .output()
         .unwrap();
     assert_eq!(again.status.code(), Some(2), "{}", show(&again));
+}
+
+/// The `raw` recording of a run (`{name}-out/*.raw`).
+fn raw_recording(name: &str) -> Vec<u8> {
+    let dir = tmp(&format!("{name}-out"));
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "raw"))
+        .unwrap_or_else(|| panic!("no .raw file in {}", dir.display()));
+    std::fs::read(file).unwrap()
+}
+
+#[test]
+#[ignore = "needs target/engines/rtdaq-socket-dada and dada_read; scripts/test.sh runs it"]
+fn a_reader_killed_mid_run_is_followed_by_the_next_from_its_obs_offset() {
+    use std::io::BufRead;
+    if skipped() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let k = key(5);
+    let cfg = raw_config(&k, "follow");
+    // 4.5 of the ring's 4 MiB blocks read (1 MiB a read), then it stops, holding the
+    // header and the fifth block, half read, until killed.
+    const BLOCK: u64 = 4 << 20;
+    let mut first = Command::new(reader_bin())
+        .arg(&k)
+        .arg(tmp("first"))
+        .arg("30")
+        .env("DADA_READ_PAUSE_AFTER", (4 * BLOCK + BLOCK / 2).to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn dada_read");
+    let run = rtdaq_spawn(&cfg, "4", "follow", true);
+    let mut line = String::new();
+    std::io::BufReader::new(first.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("paused_at"), "the first reader: {line:?}");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let prefix = tmp("next");
+    let next = Command::new(reader_bin())
+        .arg(&k)
+        .arg(&prefix)
+        .arg("30")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn dada_read");
+    let (out, r) = rtdaq_wait(run, "follow");
+    let read = next.wait_with_output().unwrap();
+    let r = r.unwrap_or_else(|| panic!("no report: {}", show(&out)));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(read.status.success(), "dada_read: {}", show(&read));
+    assert_eq!(u(&r, "/lost"), 0, "{}", show(&out));
+    let d = &r["rx"]["queues"][0]["dada_ring"];
+    assert_eq!(u(d, "/dropped/ring_reader_behind"), 0, "{d}");
+    assert_eq!(
+        (
+            u(d, "/readers_left"),
+            u(d, "/readers_followed"),
+            u(d, "/readers_not_followed")
+        ),
+        (1, 1, 0),
+        "{d}"
+    );
+    let offset = 4 * BLOCK;
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains(&format!("takes its place from byte {offset}")),
+        "{log}"
+    );
+    let header = std::fs::read_to_string(prefix.with_extension("header")).unwrap();
+    for want in [
+        format!("OBS_OFFSET          {offset}\n"),
+        "RTDAQ_QUEUE         lo_udp.rx0".into(),
+    ] {
+        assert!(header.contains(&want), "{want:?} in {header}");
+    }
+    let data = std::fs::read(prefix.with_extension("data")).unwrap();
+    let raw = raw_recording("follow");
+    assert_eq!(raw.len() as u64, u(d, "/bytes"));
+    assert_eq!(data.len() as u64, raw.len() as u64 - offset);
+    assert!(
+        data[..] == raw[offset as usize..],
+        "the next reader's data is the raw recording from OBS_OFFSET on"
+    );
 }
 
 #[test]

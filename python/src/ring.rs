@@ -107,6 +107,19 @@ impl DadaReader {
         Ok((b, got))
     }
 
+    /// behind_blocks() -> int: data blocks written for this reader and not taken yet.
+    fn behind_blocks(&self) -> PyResult<u64> {
+        Ok(open(&mut self.lock())?.behind_blocks())
+    }
+
+    /// drop_oldest(keep: int) -> int: between two blocks, while more than `keep` whole
+    /// blocks wait, gives the oldest back to the writer unread; the bytes dropped.
+    fn drop_oldest(&self, keep: u64) -> PyResult<u64> {
+        Ok(open(&mut self.lock())?
+            .drop_oldest(keep)
+            .map_err(Error::from)?)
+    }
+
     /// close(): unlocks and disconnects the ring (another reader may attach).
     fn close(&self) {
         *self.lock() = None;

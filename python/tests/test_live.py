@@ -152,6 +152,79 @@ def test_two_reader_processes_each_get_every_byte(rtdaq_dada_bin, tmp_path):
     assert r["lost"] == 0
 
 
+def test_a_slow_reader_keeping_n_blocks_drops_the_oldest_and_counts_them(rtdaq_dada_bin,
+                                                                        tmp_path):
+    key = _ring_key(5)
+    # 64 blocks of 256 KiB: 0.45 s of data at 0.3 Gb/s; one block arrives every 7 ms.
+    cfg = _ring_and_raw_config(
+        tmp_path, key,
+        ("nbufs = 16", "nbufs = 64"),
+        ("bufsz_kib = 4096", "bufsz_kib = 256"),
+        ("rate_gbps = 1.0", "rate_gbps = 0.3"),
+    )
+    proc = start_rtdaq(rtdaq_dada_bin, cfg, tmp_path, 2)
+    got = []
+    with rtdaq.Ring(key, wait_s=20, keep_blocks=8) as ring:
+        _ = ring.header
+        while True:
+            block = ring.read()
+            if block.size == 0:
+                break
+            got.append((ring.read_offset, block))
+            time.sleep(0.02)  # three times slower than the data comes
+        dropped, dropped_blocks, end = ring.bytes_dropped, ring.blocks_dropped, ring.offset
+        block_bytes = ring.block_bytes
+    assert proc.wait(30) == 0, proc.stdout.read()
+    raw = rtdaq.open(next((tmp_path / "out").glob("*.raw"))).data
+    r = rtdaq.load_report(tmp_path / "report.json")
+    d = r["rx"]["queues"][0]["dada_ring"]
+    # The writer always found room: the newest data went in, the reader dropped the oldest.
+    assert r["lost"] == 0 and d["dropped"]["ring_reader_behind"] == 0, d
+    assert end == raw.size == d["bytes"] > 20_000 * 1400
+    assert dropped_blocks > 50 and dropped == dropped_blocks * block_bytes
+    assert sum(b.size for _, b in got) + dropped == raw.size
+    for at, block in got:
+        assert np.array_equal(block, raw[at:at + block.size]), at
+
+
+_STOPPING_READER = """
+import sys, time, rtdaq
+with rtdaq.Ring(sys.argv[1], wait_s=20) as ring:
+    _ = ring.header
+    for _ in range(3):
+        ring.read(ring.block_bytes)
+    ring.read(ring.block_bytes // 2)   # half the fourth block: it holds that block
+    print("paused", flush=True)
+    time.sleep(3600)
+"""
+
+
+def test_a_reader_killed_mid_run_is_replaced_by_one_reading_from_obs_offset(
+        rtdaq_dada_bin, tmp_path):
+    key = _ring_key(6)
+    cfg = _ring_and_raw_config(tmp_path, key, ("rate_gbps = 1.0", "rate_gbps = 0.3"))
+    first = subprocess.Popen([sys.executable, "-c", _STOPPING_READER, key],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_rtdaq(rtdaq_dada_bin, cfg, tmp_path, 3)
+    assert first.stdout.readline().strip() == "paused"
+    first.kill()
+    first.wait(10)
+    second = subprocess.Popen([sys.executable, "-c", _READER + "print(h['OBS_OFFSET'])\n",
+                               key, str(tmp_path / "second.data")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.wait(30) == 0, proc.stdout.read()
+    out, _ = second.communicate(timeout=30)
+    assert second.returncode == 0, out
+    offset = int(out.split()[-1])
+    raw = rtdaq.open(next((tmp_path / "out").glob("*.raw"))).data
+    got = np.fromfile(tmp_path / "second.data", np.uint8)
+    assert offset == 3 * (4 << 20), out
+    assert np.array_equal(got, raw[offset:])
+    d = rtdaq.load_report(tmp_path / "report.json")["rx"]["queues"][0]["dada_ring"]
+    assert (d["readers_left"], d["readers_followed"]) == (1, 1), d
+    assert d["dropped"]["ring_reader_behind"] == 0, d
+
+
 def test_ring_samples_decode_as_the_header_says(rtdaq_dada_bin, tmp_path):
     key = _ring_key(2)
     cfg = edited_config("host-udp-dada-ring.toml", tmp_path, [('key = "dada"', f'key = "{key}"')])

@@ -12,6 +12,12 @@
 //!   is not written and counts as **`ring_reader_behind`**:
 //!   the queue never waits for a reader. A library failure counts as **`ring_error`**.
 //!   Both are lost (the run's `lost`).
+//! - Readers that leave in the middle of the data (killed, or unlocked early): every
+//!   [`WATCH_EVERY_NS`] the consumer asks the ring about its reader slots
+//!   (`rtdaq_dada::Writer::watch_readers`, a few `semctl` per reader, never waiting) and
+//!   readies a left reader's slot for the next reader: the data block it held and a header
+//!   whose `OBS_OFFSET` is the byte where the next reader starts. Counted per queue
+//!   (`readers_left`, `readers_followed`, `readers_not_followed`) and logged by the watch.
 //! - At the end: the last, partly filled block goes out and the data ends (end of data);
 //!   a ring rtdaq created is removed once no reader holds it (a reader reads to the end of
 //!   data, then lets go), or after [`DRAIN_WAIT`].
@@ -22,6 +28,9 @@ use rtdaq_config::model::DadaRing;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// How often the consumer looks for readers that left (see the [module docs](self)).
+pub const WATCH_EVERY_NS: u64 = 100_000_000;
 
 /// How long the end waits for the readers of a ring rtdaq created to read what is in it.
 pub const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -37,6 +46,14 @@ pub struct DadaCounters {
     pub dropped_behind: AtomicU64,
     /// Payloads not written: the library failed.
     pub dropped_error: AtomicU64,
+    /// Readers that left in the middle of the data.
+    pub readers_left: AtomicU64,
+    /// Their slots readied for the next reader.
+    pub readers_followed: AtomicU64,
+    /// Their slots that could not be readied (several readers, and the leaver unlocked).
+    pub readers_not_followed: AtomicU64,
+    /// Where the last readied slot's next reader starts (its `OBS_OFFSET`).
+    pub follow_offset: AtomicU64,
 }
 
 #[cfg(feature = "dada")]
@@ -66,6 +83,17 @@ pub struct DadaReport {
     /// The first failure of the ring, if any.
     #[serde(default)]
     pub error: Option<String>,
+    /// Readers that left in the middle of the data (killed, or unlocked early).
+    #[serde(default)]
+    pub readers_left: u64,
+    /// Of those, the slots readied for a next reader (the held block and a header with its
+    /// `OBS_OFFSET` given back).
+    #[serde(default)]
+    pub readers_followed: u64,
+    /// Of those, the slots that could not be readied (several readers, and the leaver had
+    /// unlocked: a new header would reach every reader).
+    #[serde(default)]
+    pub readers_not_followed: u64,
 }
 
 impl DadaReport {
@@ -90,6 +118,9 @@ impl DadaReport {
                 ("ring_error".to_string(), failed),
             ]),
             error,
+            readers_left: c.readers_left.load(Relaxed),
+            readers_followed: c.readers_followed.load(Relaxed),
+            readers_not_followed: c.readers_not_followed.load(Relaxed),
         }
     }
 }
@@ -109,6 +140,13 @@ impl std::fmt::Display for DadaReport {
         )?;
         for (why, n) in &self.dropped {
             write!(f, " {why}={n}")?;
+        }
+        if self.readers_left > 0 {
+            write!(
+                f,
+                " · readers left mid-run: {} (followed {}, not followed {})",
+                self.readers_left, self.readers_followed, self.readers_not_followed
+            )?;
         }
         if let Some(e) = &self.error {
             write!(f, " · {e}")?;
@@ -140,11 +178,12 @@ pub use built::{prepare, DadaSink, Rings};
 
 #[cfg(feature = "dada")]
 mod built {
-    use super::{DadaCounters, Pending, DRAIN_WAIT};
+    use super::{DadaCounters, Pending, DRAIN_WAIT, WATCH_EVERY_NS};
     use crate::error::RuntimeError;
     use crate::stages::Packet;
     use rtdaq_config::model::{Config, DadaRing};
     use rtdaq_dada::{Key, Ring, RingSpec, Writer};
+    use std::sync::atomic::Ordering::Relaxed;
 
     /// The consumer half: the ring's designated writer (see the [module docs](super)).
     pub struct DadaSink {
@@ -157,6 +196,8 @@ mod built {
         blocked: bool,
         /// The first failure, for the report.
         error: Option<&'static std::sync::Mutex<Option<String>>>,
+        /// When the readers are looked at next ([`WATCH_EVERY_NS`]).
+        next_watch_ns: u64,
     }
 
     impl DadaSink {
@@ -185,9 +226,14 @@ mod built {
             }
         }
 
-        /// After every burst and when idle: publishes the counts.
+        /// After every burst and when idle: publishes the counts; every [`WATCH_EVERY_NS`],
+        /// readies the slots of readers that left (see the [module docs](super)).
         #[inline]
-        pub fn tick(&mut self, _now_ns: u64) {
+        pub fn tick(&mut self, now_ns: u64) {
+            if now_ns >= self.next_watch_ns {
+                self.next_watch_ns = now_ns + WATCH_EVERY_NS;
+                self.watch_readers();
+            }
             self.blocked = false;
             let p = std::mem::take(&mut self.pending);
             let c = self.counters;
@@ -195,6 +241,20 @@ mod built {
             DadaCounters::add(&c.bytes, p.bytes);
             DadaCounters::add(&c.dropped_behind, p.behind);
             DadaCounters::add(&c.dropped_error, p.failed);
+        }
+
+        fn watch_readers(&mut self) {
+            let Some(w) = self.writer.as_mut() else {
+                return;
+            };
+            let ev = w.watch_readers();
+            let c = self.counters;
+            DadaCounters::add(&c.readers_left, u64::from(ev.left));
+            DadaCounters::add(&c.readers_followed, u64::from(ev.readied));
+            DadaCounters::add(&c.readers_not_followed, u64::from(ev.unready));
+            if let Some(o) = ev.offset {
+                c.follow_offset.store(o, Relaxed);
+            }
         }
 
         /// End of the run: the last block goes out, the data ends.
@@ -221,9 +281,45 @@ mod built {
         created: Vec<Ring>,
         /// Per RX queue (`res.rx` order).
         pub queues: Vec<super::QueueRing>,
+        /// Per RX queue: its readers' counts (left, followed, not followed) last logged.
+        logged: Vec<[u64; 3]>,
     }
 
     impl Rings {
+        /// Once a second (the run's watch): logs the readers that left a ring, and whether
+        /// a next reader can follow them.
+        pub fn log_readers(&mut self, config: &Config) {
+            for (q, seen) in self.queues.iter().zip(self.logged.iter_mut()) {
+                let Some((id, c, _)) = q else { continue };
+                let now = [
+                    c.readers_left.load(Relaxed),
+                    c.readers_followed.load(Relaxed),
+                    c.readers_not_followed.load(Relaxed),
+                ];
+                if now == *seen {
+                    continue;
+                }
+                let name = &config.dada_rings[*id].name;
+                if now[1] > seen[1] {
+                    log::info!(
+                        "dada_ring {name}: a reader left in the middle of the data; the next reader to attach takes its place from byte {} (its header's OBS_OFFSET)",
+                        c.follow_offset.load(Relaxed)
+                    );
+                }
+                if now[2] > seen[2] {
+                    log::warn!(
+                        "dada_ring {name}: a reader unlocked in the middle of the data; with several readers no new header can reach only the next one, so a reader attaching now waits for a header until the end"
+                    );
+                }
+                if now[0] > now[1] + now[2] {
+                    log::info!(
+                        "dada_ring {name}: a reader left in the middle of the data; its place is ready once every other reader has taken the header"
+                    );
+                }
+                *seen = now;
+            }
+        }
+
         /// Waits until the readers of every created ring have read it all (or
         /// [`DRAIN_WAIT`]), then removes the rings.
         pub fn finish(self) {
@@ -332,10 +428,19 @@ mod built {
                 pending: Pending::default(),
                 blocked: false,
                 error: Some(error),
+                next_watch_ns: 0,
             }));
             queues.push(Some((id.0, counters, error)));
         }
-        Ok((sinks, Rings { created, queues }))
+        let logged = vec![[0; 3]; queues.len()];
+        Ok((
+            sinks,
+            Rings {
+                created,
+                queues,
+                logged,
+            },
+        ))
     }
 }
 
@@ -355,6 +460,8 @@ pub struct Rings {
 impl Rings {
     /// Nothing to remove.
     pub fn finish(self) {}
+    /// No reader to log.
+    pub fn log_readers(&mut self, _config: &rtdaq_config::model::Config) {}
 }
 
 /// Without the `dada` feature: a config with rings is refused (the binary's checks say so

@@ -7,6 +7,11 @@
 //!
 //! Prints one JSON line: {"header_bytes": n, "data_bytes": n}. Exit 1 on a library failure,
 //! 2 when no ring appears at KEY within WAIT_S seconds.
+//!
+//! For tests of a reader that dies in the middle of the data: `DADA_READ_CHUNK=N` reads N
+//! bytes per `ipcio_read` (default 1 MiB); `DADA_READ_PAUSE_AFTER=N` stops reading once N
+//! bytes are read, prints {"paused_at": n} and sleeps until killed (holding the header and,
+//! mid-buffer, the data buffer it was reading, as a reader killed there does).
 
 use rtdaq_dada::{raw, Key};
 use std::io::Write;
@@ -46,9 +51,19 @@ fn main() {
         let h = std::slice::from_raw_parts((*hdu).header.cast::<u8>(), (*hdu).header_size as usize);
         let h = &h[..h.iter().position(|&b| b == 0).unwrap_or(h.len())];
         header_out.write_all(h).unwrap();
-        let mut buf = vec![0u8; 1 << 20];
+        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        let mut buf = vec![0u8; env("DADA_READ_CHUNK").unwrap_or(1 << 20) as usize];
+        let pause_after = env("DADA_READ_PAUSE_AFTER");
         let mut total = 0u64;
         loop {
+            if pause_after.is_some_and(|p| total >= p) {
+                data_out.flush().unwrap();
+                println!("{{\"paused_at\": {total}}}");
+                std::io::stdout().flush().unwrap();
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
             let n = raw::ipcio_read((*hdu).data_block, buf.as_mut_ptr().cast(), buf.len());
             if n < 0 {
                 eprintln!("dada_read: ipcio_read failed after {total} bytes");

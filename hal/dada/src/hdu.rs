@@ -4,6 +4,7 @@ use crate::error::{DadaError, Result};
 use crate::raw;
 use crate::result::{check, non_null};
 use crate::ring::Key;
+use crate::slots::{BlockRef, SlotEvents, SlotWatch};
 
 /// A connected `dada_hdu_t`, destroyed (disconnected) on drop.
 struct Hdu {
@@ -88,6 +89,8 @@ pub struct Writer {
     bufsz: usize,
     /// The block [`try_write`](Self::try_write) is filling: its bytes and how many are used.
     open: Option<(*mut u8, usize)>,
+    /// Reader slots whose reader left ([`watch_readers`](Self::watch_readers)).
+    watch: SlotWatch,
 }
 
 impl Writer {
@@ -112,6 +115,7 @@ impl Writer {
             readers,
             bufsz,
             open: None,
+            watch: SlotWatch::new(),
         })
     }
 
@@ -126,7 +130,32 @@ impl Writer {
     }
 
     /// Writes the header (at most one header buffer, zero-padded) into the header block.
+    /// It is also the header a reader that takes over a left reader's slot gets, its
+    /// `OBS_OFFSET` changed ([`watch_readers`](Self::watch_readers)).
     pub fn write_header(&mut self, header: &[u8]) -> Result<()> {
+        self.put_header(header)?;
+        self.watch.set_header(header);
+        Ok(())
+    }
+
+    /// Looks at each reader slot once; a slot whose reader left in the middle of the data
+    /// (killed, or unlocked) is readied for the next reader: the data buffer it held and a
+    /// header with `OBS_OFFSET` at the byte where the next reader starts go back to the slot
+    /// ([`slots`](crate::slots) says how and when it cannot). Never waits: a few `semctl`
+    /// per reader, and a header written when a slot is readied. Call it now and then (rtdaq:
+    /// every 100 ms) after [`write_header`](Self::write_header).
+    pub fn watch_readers(&mut self) -> SlotEvents {
+        let data = BlockRef(self.hdu.data_buf());
+        let header = BlockRef(self.hdu.header_buf());
+        let mut watch = std::mem::replace(&mut self.watch, SlotWatch::new());
+        let ev = watch.check(data, header, |w, offset| {
+            self.put_header(w.header_at(offset)).is_ok()
+        });
+        self.watch = watch;
+        ev
+    }
+
+    fn put_header(&mut self, header: &[u8]) -> Result<()> {
         let hb = self.hdu.header_buf();
         let key = self.hdu.key.0;
         // SAFETY: the header block is connected.
@@ -398,6 +427,56 @@ impl Reader {
         Ok(h[..end].to_vec())
     }
 
+    /// Data blocks written for this reader that it has not taken yet: how far behind the
+    /// writer it is (the ring holds at most [`blocks`](Self::blocks)).
+    pub fn behind_blocks(&self) -> u64 {
+        let b = self.hdu.data_buf();
+        // SAFETY: we hold the read lock, so `iread` is our slot; the call reads a semaphore.
+        unsafe { raw::ipcbuf_get_nfull_iread(b, (*b).iread) }
+    }
+
+    /// The reader's drop-oldest policy: while more than `keep` (at least 1) whole blocks
+    /// wait for this reader, the oldest is given back to the writer unread (cleared, as
+    /// a reader that read it would). Only between two blocks (never in the middle of one);
+    /// never the last block of the data. Returns the bytes dropped: the next
+    /// [`read`](Self::read) starts that many bytes further into the data.
+    ///
+    /// psrdada's writer cannot clear a block for a reader (the reader's read of it could
+    /// be under way), so dropping the oldest data is the reader's to do; a writer that
+    /// never waits then finds clear blocks for the newest.
+    pub fn drop_oldest(&mut self, keep: u64) -> Result<u64> {
+        let io = self.hdu.data_io();
+        let b = self.hdu.data_buf();
+        let key = self.hdu.key.0;
+        let keep = keep.max(1);
+        let mut dropped = 0;
+        // SAFETY: we hold the read lock; `io` is this process's ipcio state. A read that
+        // ends at a block's end has ipcio take the next block at once (`curbuf`, 0 bytes
+        // read): that one is the oldest waiting. Cleared here, it is let go the way
+        // `ipcio_read` lets go of a block it read to the end.
+        unsafe {
+            if !(*io).curbuf.is_null() {
+                if (*io).bytes != 0 || self.behind_blocks() < keep {
+                    return Ok(0);
+                }
+                clear_read(b, key)?;
+                dropped += (*io).curbufsz;
+                (*io).curbuf = std::ptr::null_mut();
+                (*io).bytes = 0;
+            }
+        }
+        while self.behind_blocks() > keep {
+            let mut bytes = 0u64;
+            // SAFETY: as above; a full block waits (behind > 1), so the call does not wait;
+            // the block is cleared right after, unread.
+            let p = unsafe { raw::ipcbuf_get_next_read(b, &mut bytes) };
+            non_null(p, "ipcbuf_get_next_read", key, "the data block failed")?;
+            clear_read(b, key)?;
+            dropped += bytes;
+        }
+        Ok(dropped)
+    }
+
     /// Reads data into `buf`, waiting for it; 0 at the end of data.
     pub fn read(&mut self, buf: &mut [u8]) -> Result<usize> {
         // SAFETY: we hold the read lock; the library writes at most `buf.len()` bytes.
@@ -409,6 +488,19 @@ impl Reader {
             "the data block failed",
         )? as usize)
     }
+}
+
+/// Clears the block the reader of `b` took (`ipcbuf_mark_cleared`), unread or read.
+fn clear_read(b: *mut raw::ipcbuf_t, key: i32) -> Result<()> {
+    // SAFETY: `b` is a data block this process reads (locked), with a block taken.
+    let rc = unsafe { raw::ipcbuf_mark_cleared(b) };
+    check(
+        rc.into(),
+        "ipcbuf_mark_cleared",
+        key,
+        "the data block failed",
+    )?;
+    Ok(())
 }
 
 impl Drop for Reader {

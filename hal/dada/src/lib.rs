@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | raw | [`raw`] (`psrdada-sys`) | bindgen bindings of `dada_hdu.h`, `ipcbuf.h`, `ipcio.h` |
 //! | result | `result` (private) | the library's `-1`/null returns → [`Result`]`<_, `[`DadaError`]`>` naming the call and the key |
-//! | safe | crate root | [`Ring`] (creates and destroys both blocks, as `dada_db` / `dada_db -d`), [`Writer`] (the designated writer: a header, then data blocks written in place, end of data), [`Reader`] (the designated reader: the header, then the data to end of data) |
+//! | safe | crate root | [`Ring`] (creates and destroys both blocks, as `dada_db` / `dada_db -d`), [`Writer`] (the designated writer: a header, then data blocks written in place, end of data; [`Writer::watch_readers`] readies the place of a reader that left mid-run for the next one, [`slots`]), [`Reader`] (the designated reader: the header, then the data to end of data; [`Reader::drop_oldest`]: a reader behind gives its oldest blocks back unread) |
 //!
 //! ## Use
 //! ```no_run
@@ -49,7 +49,9 @@ mod hdu;
 mod numa;
 mod result;
 mod ring;
+pub mod slots;
 
 pub use error::{DadaError, Result};
 pub use hdu::{Block, Reader, Writer};
 pub use ring::{Key, Ring, RingSpec};
+pub use slots::SlotEvents;

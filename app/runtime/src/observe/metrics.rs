@@ -249,6 +249,8 @@ struct Counters {
     ring_payloads: IntCounterVec,
     ring_bytes: IntCounterVec,
     ring_dropped: IntCounterVec,
+    ring_readers_left: IntCounterVec,
+    ring_readers_followed: IntCounterVec,
     dump_packets: IntCounterVec,
     nic_pause: IntCounterVec,
     nic_dropped: IntCounterVec,
@@ -323,6 +325,8 @@ impl Exporter {
             egress_dropped: counter("rtdaq_egress_dropped_total", "Payloads (GPU products) an egress sink did not send, by reason (egress_full, egress_error, peer_gone): lost to the deployment.", &["sink", "reason"]),
             ring_payloads: counter("rtdaq_dada_ring_payloads_total", "Received payloads a queue wrote into its PSRDADA ring, per ring.", &["ring"]),
             ring_bytes: counter("rtdaq_dada_ring_bytes_total", "Bytes a queue wrote into its PSRDADA ring's data blocks, per ring.", &["ring"]),
+            ring_readers_left: counter("rtdaq_dada_ring_readers_left_total", "Readers that left a queue's PSRDADA ring in the middle of the data (killed, or unlocked early), per ring.", &["ring"]),
+            ring_readers_followed: counter("rtdaq_dada_ring_readers_followed_total", "Of those, the places readied for the next reader (the block the leaver held, and a header whose OBS_OFFSET says where the next reader starts), per ring.", &["ring"]),
             dump_packets: counter("rtdaq_dump_history_packets_total", "Packets a queue kept in its triggered dump's RAM history (state=kept), or did not (state=not_kept: a dump was writing from the history); received all the same.", &["history", "state"]),
             ring_dropped: counter("rtdaq_dada_ring_dropped_total", "Payloads a queue did not write into its PSRDADA ring, by reason (ring_reader_behind: no clear block, a reader behind; ring_error): lost to the readers.", &["ring", "reason"]),
             nic_pause: counter("rtdaq_nic_pause_frames_total", "Pause frames of the interface's NIC since the run started, by direction (received: the link partner throttled this host's transmit; sent: this NIC throttled the sender). The largest of the driver's pause counters.", &["interface", "netdev", "direction"]),
@@ -568,6 +572,8 @@ impl Exporter {
             ] {
                 set_counter(&c.ring_dropped, &[name, reason], n);
             }
+            set_counter(&c.ring_readers_left, &[name], v(&r.readers_left));
+            set_counter(&c.ring_readers_followed, &[name], v(&r.readers_followed));
         }
     }
 

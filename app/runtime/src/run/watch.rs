@@ -121,6 +121,8 @@ where
         if let Some(p) = self.port_watch.as_mut() {
             p.poll();
         }
+        let prepared = &mut self.parked.prepared;
+        prepared.rings.log_readers(prepared.plan.config);
         self.write_status(false);
     }
 
