@@ -56,7 +56,7 @@ APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq 
     shellcheck clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev
     libclang-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libibverbs-dev
     librdmacm-dev tcpdump tshark python3-venv mmdebstrap kmod cpio prometheus ethtool
-    libucx-dev ucx-utils)
+    libucx-dev ucx-utils linuxptp)
 [ $guest_only = 0 ] || APT_PACKAGES=(mmdebstrap kmod cpio)
 APT=(apt-get -o DPkg::Lock::Timeout=600)
 MIRROR=${RTDAQ_APT_MIRROR:-http://deb.debian.org/debian}

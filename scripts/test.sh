@@ -253,6 +253,11 @@ run "IPv4 multicast in the namespace test bed: two receivers of one group, sourc
     cargo test -p rtdaq --test multicast -- --ignored --test-threads 1
 run "metrics endpoint with real peers: a Prometheus server scraping a 10 s run, promtool check metrics, 100 scrapes a second for 10 s with a fixed thread count, only queue threads on queue cores (cargo test --test metrics -- --ignored)" \
     cargo test -p rtdaq --test metrics -- --ignored --test-threads 1
+# The clock check (issue #33, docs/time.md): linuxptp's ptp4l -S as master and slave over a
+# veth pair; rtdaq asks the slave's ptp4l (management socket): refused start before it
+# locks, rtdaq doctor's time.ptp, /metrics synchronised then lost when the master stops.
+run "PTP: ptp4l -S master/slave on a veth pair; require_sync refuses an unsynchronised start, doctor time.ptp, /metrics and the report follow SLAVE and a lost master (cargo test --test ptp -- --ignored)" \
+    cargo test -p rtdaq --test ptp -- --ignored --test-threads 1
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
 # This host has no RDMA: every ibverbs config must stop with exit 2 and the no-device message.

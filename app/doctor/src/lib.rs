@@ -28,13 +28,15 @@
 //! | `net.pause:<if>` | the NIC's pause settings (`ETHTOOL_GPAUSEPARAM`, root `/`; below another root the file `ethtool-a/<netdev>` holding `ethtool -a` output) against `interfaces[].flow_control` |
 //! | `net.irq_affinity:<if>` | `sys/bus/pci/devices/<bdf>/msi_irqs/`, `proc/irq/<N>/smp_affinity_list`, `proc/cmdline` |
 //! | `pcie.mrrs:<if>`, `pcie.mps:<if>` | `sys/bus/pci/devices/<bdf>/config` (the PCI Express capability), PCI function of a netdev: `sys/class/net/<netdev>/device/uevent` |
+//! | `time.ptp` | only with `[time]`: `ptp4l`'s management socket (root `/` only): a port SLAVE within `max_offset_ns` |
 //! | `gpu.present`, `gpu.bar1`, `gpu.clocks`, `gpu.direct` | `nvidia-smi -q` (root `/`) or the file `nvidia-smi-q.txt` at the root; `proc/modules`, `proc/driver/nvidia/version` |
 //!
 //! `docs/doctor.md` explains each check and its fix.
 //!
 //! ## What this crate must not do
-//! Change anything: every check opens files read-only, and the only program it runs is
-//! `nvidia-smi -q` (root `/` only). No `unsafe` (`#![forbid(unsafe_code)]`).
+//! Change anything: every check opens files read-only, the only program it runs is
+//! `nvidia-smi -q` (root `/` only), and the only process it asks is `ptp4l` (a management
+//! GET, root `/` only). No `unsafe` (`#![forbid(unsafe_code)]`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -44,6 +46,7 @@ mod kernel;
 mod memory;
 mod net;
 mod pcie;
+mod time;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -219,6 +222,7 @@ pub fn run(config: &Config, opts: &Options) -> Vec<Finding> {
     out.push(memory::swap(&ctx));
     out.extend(net::checks(&ctx));
     out.extend(gpu::checks(&ctx, &opts.gpu));
+    out.extend(time::ptp(&ctx));
     out
 }
 

@@ -61,6 +61,15 @@ pub enum RuntimeError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// The clock check (`[time]`) refuses the start: the clock is not synchronised, or
+    /// `ptp4l` does not answer.
+    #[error("{key}: {message}")]
+    Time {
+        /// Config key (`time.require_sync`, `time.ptp4l`).
+        key: String,
+        /// What `ptp4l` said and what to do.
+        message: String,
+    },
     /// The replay file cannot be replayed.
     #[error("replay: {0}")]
     Replay(String),

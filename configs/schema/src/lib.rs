@@ -68,6 +68,7 @@ mod parse;
 mod schema;
 mod suggest;
 pub mod summary;
+mod time;
 mod validate;
 
 pub use error::{ConfigError, ConfigErrors};

@@ -151,6 +151,8 @@ pub struct Summary {
     pub egress: Vec<String>,
     /// One line per triggered dump: its queues, history memory, directory, triggers.
     pub dumps: Vec<String>,
+    /// The PTP check (`[time]`), if any.
+    pub time: Option<String>,
     /// One line describing the generator, if any.
     pub generator: Option<String>,
     /// Run length in seconds (0 = until stopped).
@@ -254,6 +256,19 @@ impl Config {
             sinks: self.sink_lines(),
             egress: self.egress_lines(),
             dumps: self.dump_lines(),
+            time: self.time.as_ref().map(|t| {
+                format!(
+                    "ptp4l at {} (domain {}): synchronised = a port SLAVE within {} ns of the master; {}",
+                    t.ptp4l.display(),
+                    t.domain,
+                    t.max_offset_ns,
+                    if t.require_sync {
+                        "required to start (exit 2 otherwise), watched once a second"
+                    } else {
+                        "watched once a second (not required to start)"
+                    }
+                )
+            }),
             sink_bytes: self.sink_bytes(),
             generator: self.generator.as_ref().map(|g| self.describe_generator(g)),
             duration_s: self.run.duration_s,
@@ -808,6 +823,9 @@ impl fmt::Display for Summary {
         }
         for d in &self.dumps {
             writeln!(f, "dump: {d}")?;
+        }
+        if let Some(t) = &self.time {
+            writeln!(f, "time: {t}")?;
         }
         if let Some(g) = &self.generator {
             writeln!(f, "generator: {g}")?;

@@ -164,6 +164,20 @@ pub enum PlatformError {
         source: io::Error,
     },
 
+    /// `ptp4l`'s management socket did not answer (`[time]`, `rtdaq doctor`).
+    #[error(
+        "ptp4l's management socket {socket} did not answer ({source}): is ptp4l (linuxptp) \
+         running with uds_address {socket}? Start it (ptp4l -i IFACE, or -S for software \
+         timestamps), or point [time] ptp4l at its uds_address"
+    )]
+    Ptp {
+        /// The socket asked.
+        socket: PathBuf,
+        /// The OS error, or the time-out.
+        #[source]
+        source: io::Error,
+    },
+
     /// Listing a network device's queueing disciplines (rtnetlink `RTM_GETQDISC`) failed.
     #[error("{netdev}: listing its qdiscs (rtnetlink) failed")]
     Qdisc {

@@ -12,6 +12,7 @@
 //! | [`hugepages`] | hugepage pool status, [`pages_needed`](hugepages::pages_needed), reservation |
 //! | [`ethtool_netlink`] | the standard pause-frame statistics of a device over ethtool's generic netlink family (`ethtool -I -a`) |
 //! | [`nic`] | NIC and port counters (ethtool statistics, kernel netdev statistics), pause frames and settings, the device of an address |
+//! | [`ptp`] | whether this host's clock is synchronised: linuxptp's `ptp4l` asked over its management socket (`pmc`'s `GET PORT_DATA_SET`, `TIME_STATUS_NP`) |
 //! | [`cpulist`] | [`CpuList`], the kernel's `0-3,8` set format |
 //! | [`error`] | [`PlatformError`], one `thiserror` enum with a variant per failing operation |
 //!
@@ -102,6 +103,7 @@ pub mod hugepages;
 pub mod memory;
 pub mod netdev;
 pub mod nic;
+pub mod ptp;
 pub mod qdisc;
 pub mod rt;
 mod sys;

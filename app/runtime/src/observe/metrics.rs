@@ -91,6 +91,8 @@ pub struct Source {
     pub triggers: Option<crate::dump::Triggers>,
     /// The dumps' histories: name (`lo_udp.rx0 dump candidates`) and counters.
     pub histories: Vec<(String, &'static crate::dump::History)>,
+    /// The clock check (`[time]`), when the config has one.
+    pub time: Option<&'static crate::observe::time::TimeShared>,
 }
 
 /// A bound endpoint, not yet serving ([`Endpoint::bind`] before the queues start, so that a
@@ -250,6 +252,7 @@ struct Counters {
     ring_bytes: IntCounterVec,
     ring_dropped: IntCounterVec,
     ring_readers_left: IntCounterVec,
+    time_sync_lost: IntCounterVec,
     ring_readers_followed: IntCounterVec,
     dump_packets: IntCounterVec,
     nic_pause: IntCounterVec,
@@ -271,11 +274,92 @@ struct Gauges {
     port_counter: IntGaugeVec,
     thread_priority: IntGaugeVec,
     memory_locked: prometheus::IntGauge,
+    time_synchronised: IntGaugeVec,
+    time_offset: IntGaugeVec,
 }
 
 const Q: &[&str] = &["interface", "queue"];
 const QR: &[&str] = &["interface", "queue", "reason"];
 const QS: &[&str] = &["interface", "queue", "stream"];
+
+impl Gauges {
+    /// Every gauge, registered in `registry`.
+    fn new(registry: &Registry) -> Gauges {
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels)
+                .expect("a valid metric name and labels");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("each metric registered once");
+            g
+        };
+        let elapsed = prometheus::Gauge::with_opts(Opts::new(
+            "rtdaq_run_elapsed_seconds",
+            "Seconds since the queue threads started.",
+        ))
+        .expect("a valid metric name");
+        registry
+            .register(Box::new(elapsed.clone()))
+            .expect("registered once");
+        Gauges {
+            build_info: gauge(
+                "rtdaq_build_info",
+                "The build and config: always 1, the facts are its labels.",
+                &[
+                    "version",
+                    "commit",
+                    "engine",
+                    "platform",
+                    "config",
+                    "config_sha256",
+                ],
+            ),
+            elapsed,
+            stream_missing: gauge(
+                "rtdaq_rx_stream_missing",
+                "Packets of one stream missing now.",
+                QS,
+            ),
+            streams: gauge(
+                "rtdaq_rx_streams",
+                "Streams the RX queue's validator tracks.",
+                Q,
+            ),
+            nic_counter: gauge(
+                "rtdaq_nic_counter",
+                "A counter of the interface's NIC now, as the driver (source ethtool: ethtool -S; source standard: its standard pause statistics, ethtool -I -a) or the kernel (source kernel: /sys/class/net/DEV/statistics) gives it.",
+                &["interface", "netdev", "source", "counter"],
+            ),
+            port_counter: gauge(
+                "rtdaq_port_counter",
+                "An extended counter of an engine's own port now (DPDK xstats, non-zero ones).",
+                &["interface", "port", "counter"],
+            ),
+            time_synchronised: gauge(
+                "rtdaq_time_synchronised",
+                "1 while the clock is synchronised ([time]: ptp4l has a port SLAVE within max_offset_ns of its master), 0 otherwise; asked once a second.",
+                &["ptp4l"],
+            ),
+            time_offset: gauge(
+                "rtdaq_time_offset_ns",
+                "The clock's last offset from its PTP master in ns, as ptp4l gives it ([time]).",
+                &["ptp4l"],
+            ),
+            thread_priority: gauge(
+                "rtdaq_thread_rt_priority",
+                "Real-time priority of each thread of the process (0: not real-time), with its scheduling policy and allowed CPUs, as /proc/self/task shows them now.",
+                &["thread", "policy", "cpus"],
+            ),
+            memory_locked: registered(
+                registry,
+                prometheus::IntGauge::with_opts(Opts::new(
+                    "rtdaq_memory_locked_bytes",
+                    "Memory of the process locked in RAM (VmLck of /proc/self/status).",
+                )),
+            ),
+        }
+    }
+}
 
 impl Exporter {
     fn new(src: Source) -> Self {
@@ -325,6 +409,7 @@ impl Exporter {
             egress_dropped: counter("rtdaq_egress_dropped_total", "Payloads (GPU products) an egress sink did not send, by reason (egress_full, egress_error, peer_gone): lost to the deployment.", &["sink", "reason"]),
             ring_payloads: counter("rtdaq_dada_ring_payloads_total", "Received payloads a queue wrote into its PSRDADA ring, per ring.", &["ring"]),
             ring_bytes: counter("rtdaq_dada_ring_bytes_total", "Bytes a queue wrote into its PSRDADA ring's data blocks, per ring.", &["ring"]),
+            time_sync_lost: counter("rtdaq_time_sync_lost_total", "Times the clock stopped being synchronised during the run ([time]: ptp4l's port left SLAVE, the offset went beyond max_offset_ns, or ptp4l stopped answering).", &["ptp4l"]),
             ring_readers_left: counter("rtdaq_dada_ring_readers_left_total", "Readers that left a queue's PSRDADA ring in the middle of the data (killed, or unlocked early), per ring.", &["ring"]),
             ring_readers_followed: counter("rtdaq_dada_ring_readers_followed_total", "Of those, the places readied for the next reader (the block the leaver held, and a header whose OBS_OFFSET says where the next reader starts), per ring.", &["ring"]),
             dump_packets: counter("rtdaq_dump_history_packets_total", "Packets a queue kept in its triggered dump's RAM history (state=kept), or did not (state=not_kept: a dump was writing from the history); received all the same.", &["history", "state"]),
@@ -344,69 +429,7 @@ impl Exporter {
                 )),
             ),
         };
-        let gauge = |name: &str, help: &str, labels: &[&str]| {
-            let g = IntGaugeVec::new(Opts::new(name, help), labels)
-                .expect("a valid metric name and labels");
-            registry
-                .register(Box::new(g.clone()))
-                .expect("each metric registered once");
-            g
-        };
-        let elapsed = prometheus::Gauge::with_opts(Opts::new(
-            "rtdaq_run_elapsed_seconds",
-            "Seconds since the queue threads started.",
-        ))
-        .expect("a valid metric name");
-        registry
-            .register(Box::new(elapsed.clone()))
-            .expect("registered once");
-        let g = Gauges {
-            build_info: gauge(
-                "rtdaq_build_info",
-                "The build and config: always 1, the facts are its labels.",
-                &[
-                    "version",
-                    "commit",
-                    "engine",
-                    "platform",
-                    "config",
-                    "config_sha256",
-                ],
-            ),
-            elapsed,
-            stream_missing: gauge(
-                "rtdaq_rx_stream_missing",
-                "Packets of one stream missing now.",
-                QS,
-            ),
-            streams: gauge(
-                "rtdaq_rx_streams",
-                "Streams the RX queue's validator tracks.",
-                Q,
-            ),
-            nic_counter: gauge(
-                "rtdaq_nic_counter",
-                "A counter of the interface's NIC now, as the driver (source ethtool: ethtool -S; source standard: its standard pause statistics, ethtool -I -a) or the kernel (source kernel: /sys/class/net/DEV/statistics) gives it.",
-                &["interface", "netdev", "source", "counter"],
-            ),
-            port_counter: gauge(
-                "rtdaq_port_counter",
-                "An extended counter of an engine's own port now (DPDK xstats, non-zero ones).",
-                &["interface", "port", "counter"],
-            ),
-            thread_priority: gauge(
-                "rtdaq_thread_rt_priority",
-                "Real-time priority of each thread of the process (0: not real-time), with its scheduling policy and allowed CPUs, as /proc/self/task shows them now.",
-                &["thread", "policy", "cpus"],
-            ),
-            memory_locked: registered(
-                &registry,
-                prometheus::IntGauge::with_opts(Opts::new(
-                    "rtdaq_memory_locked_bytes",
-                    "Memory of the process locked in RAM (VmLck of /proc/self/status).",
-                )),
-            ),
-        };
+        let g = Gauges::new(&registry);
         let b = &src.build;
         g.build_info
             .with_label_values(&[
@@ -437,6 +460,19 @@ impl Exporter {
         }
         if let Some(ports) = &self.src.ports {
             self.update_ports(ports);
+        }
+        if let Some(t) = self.src.time {
+            let l = [t.ptp4l.as_str()];
+            let synced = t.synchronised.load(Relaxed);
+            self.g
+                .time_synchronised
+                .with_label_values(&l)
+                .set(i64::from(synced));
+            self.g
+                .time_offset
+                .with_label_values(&l)
+                .set(t.offset_ns.load(Relaxed));
+            set_counter(&self.c.time_sync_lost, &l, t.lost.load(Relaxed));
         }
         self.update_process();
     }
@@ -912,6 +948,7 @@ mod tests {
                 start_ns: crate::pacer::now_ns(),
                 triggers: None,
                 histories: Vec::new(),
+                time: None,
             })
             .unwrap();
         let m = get(addr, "GET /metrics HTTP/1.0\r\n\r\n");

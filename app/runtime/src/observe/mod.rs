@@ -22,3 +22,4 @@ pub mod outcome;
 pub mod procfs;
 pub mod report;
 pub mod stats;
+pub mod time;

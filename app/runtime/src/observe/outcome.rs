@@ -121,6 +121,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
             })
             .collect(),
         nics: r.nics.clone(),
+        time: r.time.clone(),
         cpu_steal_s: r.cpu_steal_s.clone(),
         failed_threads: r.failed_threads.clone(),
         dumps: r.dumps.clone(),

@@ -120,6 +120,10 @@ pub struct RunReport {
     /// interface is on a NIC). See [`crate::observe::nic::NicReport`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nics: Vec<crate::observe::nic::NicReport>,
+    /// The clock check (`[time]`): synchronised at start and at the end, losses of sync
+    /// (absent from the JSON without `[time]`). See [`crate::observe::time`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<crate::observe::time::TimeReport>,
     /// CPU steal during the run on each core a queue thread used, seconds by core number
     /// (`/proc/stat`: time the hypervisor gave this vCPU's host CPU to something else;
     /// no priority inside the guest prevents it). Empty when the kernel reports none.
@@ -946,6 +950,9 @@ impl fmt::Display for RunReport {
                 writeln!(f, "{n}")?;
             }
         }
+        if let Some(t) = &self.time {
+            writeln!(f, "{t}")?;
+        }
         for d in &self.dumps {
             let packets: u64 = d.queues.iter().map(|q| q.packets).sum();
             writeln!(
@@ -1185,6 +1192,7 @@ pub(crate) mod tests {
             tx: DirectionReport::tx(txq, 2.0),
             ports: Vec::new(),
             nics: Vec::new(),
+            time: None,
             cpu_steal_s: BTreeMap::new(),
             failed_threads: Vec::new(),
             dumps: Vec::new(),

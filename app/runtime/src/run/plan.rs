@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// The run as planned: the config and command-line overrides, the signal flag, the bound
-/// metrics address and the NIC counters' start values.
+/// metrics address, the NIC counters' start values and the clock check.
 pub(super) struct Plan<'o> {
     pub config: &'static Config,
     pub opts: &'o RunOptions,
@@ -19,6 +19,8 @@ pub(super) struct Plan<'o> {
     pub nics: crate::observe::nic::NicWatch,
     /// Seconds to run (0: until a signal).
     pub duration_s: f64,
+    /// The clock check (`[time]`), asked once already.
+    pub time: Option<crate::observe::time::TimeWatch>,
 }
 
 impl<'o> Plan<'o> {
@@ -30,6 +32,8 @@ impl<'o> Plan<'o> {
             signal_hook::flag::register(sig, Arc::clone(&signalled))
                 .map_err(RuntimeError::Signals)?;
         }
+        // The clock first: an unsynchronised clock with require_sync stops the run here.
+        let time = crate::observe::time::TimeWatch::start(config)?;
         let endpoint = opts
             .metrics
             .or(config.run.metrics)
@@ -42,6 +46,7 @@ impl<'o> Plan<'o> {
             endpoint,
             nics: crate::observe::nic::NicWatch::start(config),
             duration_s: opts.duration_s.unwrap_or(config.run.duration_s),
+            time,
         })
     }
 }

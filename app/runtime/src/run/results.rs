@@ -78,6 +78,8 @@ pub struct RunResults {
     pub ports: Vec<rtdaq_core::traits::PortStats>,
     /// NIC counters of the interfaces' kernel network devices over the run ([`crate::observe::nic`]).
     pub nics: Vec<crate::observe::nic::NicReport>,
+    /// The clock check over the run (`[time]`), if the config has one.
+    pub time: Option<crate::observe::time::TimeReport>,
     /// Queue threads that panicked (each fails the run: its counts are incomplete).
     pub failed_threads: Vec<ThreadFailure>,
 }

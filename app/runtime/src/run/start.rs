@@ -175,6 +175,10 @@ where
                 start_ns,
                 triggers: parked.prepared.dumps.triggers(),
                 histories: parked.prepared.dumps.histories(config),
+                time: plan
+                    .time
+                    .as_ref()
+                    .map(crate::observe::time::TimeWatch::shared),
             }
         });
         let serving = endpoint.zip(source.clone()).and_then(|(ep, source)| {

@@ -118,6 +118,9 @@ where
         );
         self.notifier.status(line.trim());
         self.parked.prepared.plan.nics.poll();
+        if let Some(t) = self.parked.prepared.plan.time.as_mut() {
+            t.poll();
+        }
         if let Some(p) = self.port_watch.as_mut() {
             p.poll();
         }
@@ -161,7 +164,7 @@ where
             mut notifier,
             ..
         } = run;
-        let prepared = parked.prepared;
+        let mut prepared = parked.prepared;
         let (config, res) = (prepared.plan.config, prepared.res);
         notifier.stopping();
         parked.tx_stop.store(true, Release);
@@ -238,6 +241,11 @@ where
         let end_ns = now_ns();
         // The queues are closed (an XDP program detached): the NIC counters' end values.
         let nics = prepared.plan.nics.finish();
+        let time = prepared
+            .plan
+            .time
+            .take()
+            .map(crate::observe::time::TimeWatch::finish);
         let queue_cores: std::collections::BTreeSet<u32> = config
             .interfaces
             .iter()
@@ -279,6 +287,7 @@ where
                 .map(|p| p.into_stats().port_stats())
                 .unwrap_or_default(),
             nics,
+            time,
             failed_threads,
         }
     }

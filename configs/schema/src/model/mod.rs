@@ -21,6 +21,7 @@ pub use crate::egress::{
     MAX_OPEN_UNITS, UCX_MAX_IN_FLIGHT,
 };
 pub use crate::engines::exports::*;
+pub use crate::time::{TimeSync, DEFAULT_PTP4L};
 pub use format::{
     CodifParams, SpeadParams, StreamFormat, VdifParams, SPEAD_FIRST_OVERHEAD, SPEAD_OVERHEAD,
 };
@@ -161,6 +162,8 @@ pub struct Config {
     pub dada_rings: Vec<DadaRing>,
     /// Triggered dumps, in file order (`[[dumps]]`).
     pub dumps: Vec<Dump>,
+    /// The PTP check of the clock (`[time]`), if any.
+    pub time: Option<TimeSync>,
     /// Traffic generator (`[generator]`).
     pub generator: Option<Generator>,
     /// Run parameters (`[run]`).

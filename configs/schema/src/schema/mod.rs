@@ -48,6 +48,8 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub dumps: Vec<crate::dump::RawDump>,
     #[serde(default)]
+    pub time: Option<crate::time::RawTime>,
+    #[serde(default)]
     pub generator: Option<RawGenerator>,
     #[serde(default)]
     pub run: RawRun,

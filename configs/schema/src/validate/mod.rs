@@ -79,6 +79,8 @@ pub(crate) struct Draft {
     pub dada_rings: Vec<Option<crate::model::DadaRing>>,
     /// `[[dumps]]` in file order.
     pub dumps: Vec<Option<crate::model::Dump>>,
+    /// `[time]`.
+    pub time: Option<Option<crate::model::TimeSync>>,
     pub generator: Option<Option<Generator>>,
     pub run: Option<Run>,
     pub rt: Option<Rt>,
@@ -106,6 +108,7 @@ pub(crate) fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
         egress: Vec::new(),
         dada_rings: Vec::new(),
         dumps: Vec::new(),
+        time: crate::time::time(raw.time.as_ref(), &mut errs),
         generator: None,
         run,
         rt,
@@ -182,6 +185,7 @@ fn build(raw: &RawConfig, d: Draft) -> Option<Config> {
         egress: d.egress.into_iter().collect::<Option<_>>()?,
         dada_rings: d.dada_rings.into_iter().collect::<Option<_>>()?,
         dumps: d.dumps.into_iter().collect::<Option<_>>()?,
+        time: d.time?,
         generator: match d.generator {
             None => None,
             Some(g) => Some(g?),
