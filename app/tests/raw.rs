@@ -106,6 +106,14 @@ fn lossless_as(
     }
     assert_eq!(u(&r, "/io_thread_allocations"), 0);
     assert_eq!(u(&t, "/io_thread_allocations"), 0);
+    // Where the receive times came from (issue #33): AF_PACKET's frames carry the kernel's
+    // stamp (veth has no hardware clock); AF_XDP and DPDK stamp after the poll.
+    let want = if rx.0 == "afpacket" { "kernel" } else { "poll" };
+    for q in r["rx"]["queues"].as_array().unwrap() {
+        if u(q, "/packets") > 0 {
+            assert_eq!(q["timestamps"], serde_json::json!([want]), "{q}");
+        }
+    }
     nic_counters(pair, Side::B, &r, "rx_packets", sent, &rout);
     nic_counters(pair, Side::A, &t, "tx_packets", sent, &tout);
     (r, t, String::from_utf8_lossy(&rout.stderr).into_owned())

@@ -177,6 +177,16 @@ fn udp_one_queue_lossless_with_full_report() {
     }
     assert_paced(&r, 20_000.0);
     assert!(text(&out.stdout).contains("PASS"), "{}", text(&out.stdout));
+    // The receive times came from the kernel (SO_TIMESTAMPNS, issue #33).
+    assert_eq!(
+        r["rx"]["queues"][0]["timestamps"],
+        serde_json::json!(["kernel"])
+    );
+    assert!(
+        text(&out.stdout).contains("receive times from: lo_udp:0 kernel"),
+        "{}",
+        text(&out.stdout)
+    );
     // Every thread's CPU time: RX I/O + consumer (indirect mode), TX generator.
     for ptr in [
         "/rx/queues/0/io_cpu_s",
@@ -212,6 +222,10 @@ fn lean_rx_options_stay_lossless_and_count_mode_counts_only() {
     assert!(
         u(&r, "/rx/totals/latency_ns/count") > 0,
         "latency from batch stamps"
+    );
+    assert_eq!(
+        r["rx"]["queues"][0]["timestamps"],
+        serde_json::json!(["poll"])
     );
     // Count mode: no header is read (no sequence checks, no latency); loss = sent − received.
     let cfg = loopback_udp(&[

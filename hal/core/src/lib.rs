@@ -57,7 +57,7 @@ pub mod wire;
 pub use burst::{Burst, Packet};
 pub use counters::{CounterSnapshot, DropReason, QueueCounters};
 pub use error::{ParseError, PoolError, RingError, TxError};
-pub use meta::{ConnId, FlowId, PacketMeta, QueueId};
+pub use meta::{ConnId, FlowId, PacketMeta, QueueId, TimestampSource};
 pub use pool::{Buf, BufferPool, ReturnBatch};
 pub use ring::{Consumer, Producer, Ring, RingStorage};
 pub use seq::{SeqEvent, SeqStats, SeqTracker};

@@ -17,6 +17,45 @@ impl FlowId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ConnId(pub u32);
 
+/// Where a packet's receive timestamp ([`PacketMeta::rx_timestamp_ns`]) came from, best
+/// first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(u8)]
+pub enum TimestampSource {
+    /// None: `rx_timestamp_ns` is 0 (the consumer stamps the packet when it takes it).
+    #[default]
+    None = 0,
+    /// The NIC's clock, when the packet arrived (`SOF_TIMESTAMPING_RAW_HARDWARE`,
+    /// `TP_STATUS_TS_RAW_HARDWARE`, a completion timestamp).
+    Hardware = 1,
+    /// The kernel's clock when its driver handed the packet up (`SO_TIMESTAMPNS`,
+    /// TPACKET's software stamp).
+    Kernel = 2,
+    /// The engine's I/O thread, after the call that returned the packet (`recvmmsg`, a ring
+    /// poll, `rte_eth_rx_burst`): later by the time the packet waited there.
+    Poll = 3,
+}
+
+impl TimestampSource {
+    /// Every source, in the order of their numbers.
+    pub const ALL: [TimestampSource; 4] = [
+        TimestampSource::None,
+        TimestampSource::Hardware,
+        TimestampSource::Kernel,
+        TimestampSource::Poll,
+    ];
+
+    /// Its name in reports (`hardware`, `kernel`, `poll`; `none`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimestampSource::None => "none",
+            TimestampSource::Hardware => "hardware",
+            TimestampSource::Kernel => "kernel",
+            TimestampSource::Poll => "poll",
+        }
+    }
+}
+
 /// Metadata of one received (or to-be-sent) packet.
 ///
 /// `Copy`, 32 bytes, no pointers: it travels with the packet through rings.
@@ -31,6 +70,8 @@ pub struct PacketMeta {
     /// Receive timestamp in nanoseconds (hardware clock if available, else `CLOCK_REALTIME`);
     /// 0 when unknown.
     pub rx_timestamp_ns: u64,
+    /// Where `rx_timestamp_ns` came from.
+    pub ts_source: TimestampSource,
     /// Connection id (TCP / RoCE), 0 when connectionless.
     pub conn: ConnId,
     /// Socket engine (UDP): the sender's IPv4 address; zeros when unknown (raw engines carry
@@ -38,4 +79,14 @@ pub struct PacketMeta {
     pub src_ip: [u8; 4],
     /// Socket engine (UDP): the sender's port; 0 when unknown.
     pub src_port: u16,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_stays_32_bytes() {
+        assert_eq!(core::mem::size_of::<PacketMeta>(), 32);
+    }
 }

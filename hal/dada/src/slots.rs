@@ -31,10 +31,10 @@
 //! a recording that starts there. Nothing the ring held for the slot in between is lost;
 //! what did not fit was not written (the writer's `clear_blocks` sees the slot behind).
 //!
-//! This reads and changes the library's shared state from outside its calls, as the
-//! library's own reader would: one `semop` on the slot's `FULL` per block, after every
-//! check. It relies on psrdada 1.0.0's layout (`ipcsync_t`, the semaphore numbers), which
-//! `psrdada-sys` pins.
+//! This reads the library's shared state and changes it from outside its calls: one
+//! `semop` on the slot's `FULL` for each buffer given back, the held header buffer written
+//! in place. It relies on psrdada 1.0.0's layout (`ipcsync_t`, `IPCBUF_READING`, the
+//! semaphore numbers), which `psrdada-sys` pins.
 
 use crate::raw;
 

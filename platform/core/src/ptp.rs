@@ -176,6 +176,7 @@ impl Ptp4l {
             socket: self.server.clone(),
             source,
         };
+        self.drain().map_err(err)?;
         for id in [PORT_DATA_SET, TIME_STATUS_NP] {
             let msg = get_message(id, self.domain, self.seq);
             self.seq = self.seq.wrapping_add(1);
@@ -218,6 +219,17 @@ impl Ptp4l {
             offset_ns,
             gm_present,
         })
+    }
+}
+
+impl Ptp4l {
+    /// Drops answers left from an earlier question that timed out, so that they are not
+    /// taken for this one's.
+    fn drain(&self) -> io::Result<()> {
+        self.sock.set_nonblocking(true)?;
+        let mut buf = [0u8; 1024];
+        while self.sock.recv(&mut buf).is_ok() {}
+        self.sock.set_nonblocking(false)
     }
 }
 

@@ -45,6 +45,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
             .with_cpu(rs.io_cpu_ns.load(Acquire), rs.consumer_cpu_ns.load(Acquire))
             .with_stall(rs.stall.summary(r.start_ns))
             .with_ring_wait(rs.ring_wait_ns.load(Acquire))
+            .with_timestamps(rs.ts_sources.load(Acquire))
             .with_gpu(crate::observe::gpu_report::GpuReport::of(
                 config,
                 q.interface,

@@ -23,6 +23,8 @@
 //!                                      a thread)
 //!       ring_wait_s (RX only: the I/O thread waited for a free ring slot, packets left in
 //!                    a socket's buffer; RxQueue::holds_backlog)
+//!       timestamps (RX only: the receive-time sources seen: hardware, kernel, poll,
+//!                   consumer; absent when no packet was read)
 //!       drops: { ring_full, pool_empty, too_large, malformed, no_flow, flow_drop,
 //!                kernel, truncated, gpu_busy } (every DropReason, always all keys)
 //!       rx only: seq_gaps, reordered, duplicates, corrupt, malformed, too_old,
@@ -330,6 +332,12 @@ pub struct QueueReport {
     /// `RxQueue::holds_backlog`); other queues drain and count `ring_full` instead (0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ring_wait_s: Option<f64>,
+    /// RX only: where the packets' receive times came from (`hardware`: the NIC; `kernel`:
+    /// the kernel's stamp; `poll`: the engine's I/O thread after its receive call;
+    /// `consumer`: none given, stamped by the consumer), each source seen at least once.
+    /// The latency histogram measures from these times.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timestamps: Vec<String>,
     /// Drops by [`DropReason::as_str`]; every reason is present, 0 included.
     pub drops: BTreeMap<String, u64>,
     /// RX only: sequence, integrity and latency checks.
@@ -511,6 +519,7 @@ impl QueueReport {
             longest_stall_us: None,
             longest_stall_at_s: None,
             ring_wait_s: None,
+            timestamps: Vec::new(),
             rx: None,
             gpu: None,
             record: Vec::new(),
@@ -554,6 +563,12 @@ impl QueueReport {
         if self.ring_wait_s.is_some() {
             self.ring_wait_s = Some(ns as f64 / 1e9);
         }
+        self
+    }
+
+    /// Sets an RX queue's receive-time sources (one bit per source seen, `TsSeen`).
+    pub fn with_timestamps(mut self, bits: u8) -> Self {
+        self.timestamps = crate::queue::unwrap::TsSeen::names(bits);
         self
     }
 
@@ -676,6 +691,7 @@ impl QueueReport {
             } else {
                 None
             },
+            timestamps: Vec::new(),
             rx,
             gpu: None,
             record: Vec::new(),
@@ -993,6 +1009,16 @@ impl fmt::Display for RunReport {
                 if turns.is_empty() { "-".to_owned() } else { turns.join(", ") },
                 if steal.is_empty() { "not reported".to_owned() } else { steal.join(", ") }
             )?;
+        }
+        let stamps: Vec<String> = self
+            .rx
+            .queues
+            .iter()
+            .filter(|q| !q.timestamps.is_empty())
+            .map(|q| format!("{} {}", q.label(), q.timestamps.join("+")))
+            .collect();
+        if !stamps.is_empty() {
+            writeln!(f, "receive times from: {}", stamps.join(", "))?;
         }
         let waits: Vec<String> = self
             .rx

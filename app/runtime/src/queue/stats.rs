@@ -32,6 +32,9 @@ pub struct QueueStats {
     pub latency: crate::latency::LiveLatency,
     /// RX: every counter of the validator, for `/metrics`.
     pub checks: crate::live_streams::LiveChecks,
+    /// RX: where the packets' receive times came from, one bit per source seen
+    /// (`TsSeen` in `queue::unwrap`).
+    pub ts_sources: std::sync::atomic::AtomicU8,
 }
 
 impl QueueStats {
@@ -59,6 +62,7 @@ impl QueueStats {
             streams: crate::live_streams::LiveStreams::with_capacity(max_streams),
             latency: crate::latency::LiveLatency::default(),
             checks: crate::live_streams::LiveChecks::default(),
+            ts_sources: std::sync::atomic::AtomicU8::new(0),
         }
     }
 }

@@ -6,6 +6,31 @@
 use crate::pacer::wall_clock_ns;
 use crate::stages::{Notes, Packet, Stage};
 use rtdaq_core::traits::{RxBurst, Segment};
+use rtdaq_core::TimestampSource;
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+
+/// The receive-time sources a queue's packets had, one bit each: bit `n` for
+/// [`TimestampSource`] number `n` (hardware, kernel, poll), bit [`TsSeen::CONSUMER`] for a
+/// packet without one, stamped by the consumer when it took the burst.
+pub struct TsSeen;
+
+impl TsSeen {
+    /// The bit of packets the consumer stamped.
+    pub const CONSUMER: u8 = 1 << 7;
+
+    /// The sources in `bits`, by name (`hardware`, `kernel`, `poll`, `consumer`).
+    pub fn names(bits: u8) -> Vec<String> {
+        let mut v: Vec<String> = TimestampSource::ALL
+            .iter()
+            .filter(|s| **s != TimestampSource::None && bits & (1 << (**s as u8)) != 0)
+            .map(|s| s.as_str().to_string())
+            .collect();
+        if bits & Self::CONSUMER != 0 {
+            v.push("consumer".into());
+        }
+        v
+    }
+}
 
 /// How the consumer finds the payload in each packet.
 pub(crate) struct Unwrap {
@@ -16,6 +41,9 @@ pub(crate) struct Unwrap {
     /// are gathered before the stages see it: a copy, sized for the largest frame (64 KiB).
     /// Allocated before the hot path.
     pub gather: Box<[u8]>,
+    /// Where the receive times came from so far ([`TsSeen`]), and the queue's shared copy.
+    ts_seen: u8,
+    ts_out: Option<&'static AtomicU8>,
 }
 
 impl Unwrap {
@@ -24,7 +52,15 @@ impl Unwrap {
         Unwrap {
             frames,
             gather: vec![0u8; if frames { 1 << 16 } else { 0 }].into_boxed_slice(),
+            ts_seen: 0,
+            ts_out: None,
         }
+    }
+
+    /// Publishes the receive-time sources it sees into `out` (the queue's stats).
+    pub(crate) fn with_ts_out(mut self, out: &'static AtomicU8) -> Self {
+        self.ts_out = Some(out);
+        self
     }
 }
 
@@ -91,11 +127,14 @@ pub(crate) fn feed_burst<B: RxBurst, S: Stage>(
         return;
     }
     let mut wall = 0;
+    let mut seen = u.ts_seen;
     for i in 0..burst.len() {
         let meta = burst.meta(i);
         let rx_ns = if meta.rx_timestamp_ns != 0 {
+            seen |= 1 << meta.ts_source as u8;
             meta.rx_timestamp_ns
         } else {
+            seen |= TsSeen::CONSUMER;
             if wall == 0 {
                 wall = wall_clock_ns();
             }
@@ -104,6 +143,12 @@ pub(crate) fn feed_burst<B: RxBurst, S: Stage>(
         let mut notes = Notes::default();
         let p = packet(burst, i, u, slot, rx_ns);
         s.on_packet(&p, &mut notes);
+    }
+    if seen != u.ts_seen {
+        u.ts_seen = seen;
+        if let Some(out) = u.ts_out {
+            out.store(seen, Relaxed);
+        }
     }
     s.end_burst(now_ns());
 }

@@ -146,7 +146,7 @@ where
         let rx_stats = res.rx_stats;
         let stats = &rx_stats[k];
         let stack = thread_stack(config);
-        let unwrap = Unwrap::new(E::FRAMES);
+        let unwrap = Unwrap::new(E::FRAMES).with_ts_out(&stats.ts_sources);
         let busy = qc.busy_poll;
         let slots = threads::burst_slots(qc.ring_depth, qc.batch_size);
         let rx_stop = self.rx_stop;

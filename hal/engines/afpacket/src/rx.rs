@@ -501,14 +501,20 @@ impl<'a, const N: usize> AfpacketRx<'a, N> {
                 None => FlowId::NONE,
             }
         };
-        if h.status & TP_STATUS_TS_RAW_HARDWARE != 0 {
+        // The frame's stamp: the NIC's (SOF_TIMESTAMPING_RAW_HARDWARE asked and given) or
+        // the kernel's.
+        let ts_source = if h.status & TP_STATUS_TS_RAW_HARDWARE != 0 {
             self.stats.hw_timestamps += 1;
-        }
+            rtdaq_core::TimestampSource::Hardware
+        } else {
+            rtdaq_core::TimestampSource::Kernel
+        };
         let meta = PacketMeta {
             len,
             flow,
             queue: self.queue,
             rx_timestamp_ns: u64::from(h.sec) * 1_000_000_000 + u64::from(h.nsec),
+            ts_source,
             conn: ConnId(0),
             ..PacketMeta::default()
         };

@@ -53,6 +53,8 @@ fn lossless_paced_20000_frames() {
                     };
                     assert_eq!(b.meta(p).len as usize, f.len());
                     assert!(b.meta(p).rx_timestamp_ns > 0);
+                    // veth has no hardware clock: the kernel's stamp.
+                    assert_eq!(b.meta(p).ts_source, rtdaq_core::TimestampSource::Kernel);
                     match check_seq_frame(f) {
                         Some((1, seq, 5000)) => {
                             t.observe(seq);

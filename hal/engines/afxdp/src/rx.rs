@@ -399,6 +399,7 @@ impl<'a, const N: usize> AfxdpRx<'a, N> {
                 flow,
                 queue: self.queue,
                 rx_timestamp_ns: now,
+                ts_source: rtdaq_core::TimestampSource::Poll,
                 conn: ConnId(0),
                 ..PacketMeta::default()
             };

@@ -60,6 +60,7 @@ fn rx_is_lossless_at_a_paced_rate_and_every_frame_is_intact() {
                 assert_eq!(meta.len as usize, f.len());
                 assert_eq!((meta.queue, meta.flow), (QueueId(0), FlowId::NONE));
                 assert!(meta.rx_timestamp_ns > 0);
+                assert_eq!(meta.ts_source, rtdaq_core::TimestampSource::Poll);
                 let info = parse_frame(f).expect("a valid frame");
                 let payload = info.udp_payload(f).unwrap();
                 let (h, rest) = SeqHeader::parse_with_payload(payload).unwrap();

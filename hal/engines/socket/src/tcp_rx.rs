@@ -306,6 +306,7 @@ impl<'a, const N: usize> TcpRx<'a, N> {
                 flow: FlowId::NONE,
                 queue: *queue,
                 rx_timestamp_ns: ts,
+                ts_source: rtdaq_core::TimestampSource::Poll,
                 conn: conn.id,
                 ..PacketMeta::default()
             };

@@ -44,6 +44,7 @@ use rtdaq_config::model::{RxQueue as RxQueueConfig, RxTimestamps, SocketUri};
 use rtdaq_core::flow::{Classified, DefaultAction, FlowTable};
 use rtdaq_core::{
     Buf, BufferPool, Burst, ConnId, DropReason, FlowId, Packet, PacketMeta, QueueCounters, QueueId,
+    TimestampSource,
 };
 
 use crate::ctx::{OpenCtx, QueueRes};
@@ -736,15 +737,19 @@ impl<'a, const N: usize> Out<'_, 'a, N> {
             }
         };
         let len = buf.len();
+        let (rx_timestamp_ns, ts_source) = if m.timestamp_ns != 0 {
+            (m.timestamp_ns, TimestampSource::Kernel)
+        } else if self.stamp != 0 {
+            (self.stamp, TimestampSource::Poll)
+        } else {
+            (0, TimestampSource::None)
+        };
         let meta = PacketMeta {
             len: len as u32,
             flow,
             queue: self.queue,
-            rx_timestamp_ns: if m.timestamp_ns != 0 {
-                m.timestamp_ns
-            } else {
-                self.stamp
-            },
+            rx_timestamp_ns,
+            ts_source,
             conn: ConnId(0),
             src_ip: m.src.ip().octets(),
             src_port: m.src.port(),

@@ -73,6 +73,7 @@ fn collect(qs: &mut [SocketRx<'static, 64>], want: usize) -> Vec<(usize, ConnId,
                 let m = bursts[k].meta(i);
                 assert_eq!(m.len as usize, REC);
                 assert!(m.rx_timestamp_ns > 0);
+                assert_eq!(m.ts_source, rtdaq_core::TimestampSource::Poll);
                 out.push((k, m.conn, tag));
             }
             bursts[k].clear();

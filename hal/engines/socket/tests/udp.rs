@@ -87,6 +87,7 @@ fn rx_receives_every_datagram_intact_with_counters_and_timestamps() {
         assert_eq!(meta.conn, ConnId(0));
         assert_eq!(meta.flow, FlowId::NONE);
         assert!(meta.rx_timestamp_ns > 0, "kernel timestamp missing");
+        assert_eq!(meta.ts_source, rtdaq_core::TimestampSource::Kernel);
         assert!(
             now.abs_diff(meta.rx_timestamp_ns) < 10_000_000_000,
             "timestamp not CLOCK_REALTIME"
@@ -133,6 +134,13 @@ fn stamps_with(mode: &str, n: usize) -> (Vec<u64>, u64, u64) {
     let got = collect(&mut rx[0], n);
     let t1 = wall();
     assert_eq!(got.len(), n);
+    // Each datagram says where its time came from: the kernel, the read, or nowhere.
+    let want = match mode {
+        "kernel" => rtdaq_core::TimestampSource::Kernel,
+        "batch" => rtdaq_core::TimestampSource::Poll,
+        _ => rtdaq_core::TimestampSource::None,
+    };
+    assert!(got.iter().all(|(_, m)| m.ts_source == want), "{mode}");
     (got.iter().map(|(_, m)| m.rx_timestamp_ns).collect(), t0, t1)
 }
 

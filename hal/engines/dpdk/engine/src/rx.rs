@@ -220,6 +220,7 @@ impl<'a> DpdkRx<'a> {
             let meta = PacketMeta {
                 queue: self.queue,
                 rx_timestamp_ns: now,
+                ts_source: rtdaq_core::TimestampSource::Poll,
                 ..PacketMeta::default()
             };
             if burst.append(&mut self.scratch[..n], &self.lens[..n], meta) {
@@ -266,6 +267,7 @@ impl<'a> DpdkRx<'a> {
                         flow,
                         queue: self.queue,
                         rx_timestamp_ns: now,
+                        ts_source: rtdaq_core::TimestampSource::Poll,
                         conn: ConnId(0),
                         ..PacketMeta::default()
                     };

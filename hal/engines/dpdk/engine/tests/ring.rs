@@ -68,6 +68,7 @@ fn loopback_delivers_intact_frames_with_flow_ids_and_counts_drops() {
         assert_eq!(meta.flow, FlowId(7));
         assert_eq!(meta.queue, QueueId(0));
         assert!(meta.rx_timestamp_ns > 0);
+        assert_eq!(meta.ts_source, rtdaq_core::TimestampSource::Poll);
     }
     // The two dropped frames follow the 64 in the ring: poll until they are counted.
     let end = Instant::now() + Duration::from_secs(1);

@@ -626,6 +626,7 @@ impl RoceRx {
                         flow: FlowId::NONE,
                         queue: self.queue,
                         rx_timestamp_ns: ts,
+                        ts_source: rtdaq_core::TimestampSource::Poll,
                         conn: ConnId(k as u32 + 1),
                         ..PacketMeta::default()
                     };
