@@ -72,7 +72,7 @@ cfg "$T/egress.toml" 13351
 # Soft-RoCE under TCG: a connection's CM handshake is sometimes reset on the first try
 # (seen once in CI: "failed to connect CM lane ... Connection reset by remote peer");
 # connect_wait_ms lets the start try again while the receiver listens.
-sed -i 's/^ucx_transports = "rc_verbs"/&\nconnect_wait_ms = 20000/' "$T/egress.toml"
+sed -i 's/^connect_wait_ms = 0 /connect_wait_ms = 20000 /' "$T/egress.toml"
 UCX_TLS=rc_verbs UCX_NET_DEVICES=$RTDAQ_VM_DEV1:1 "$recv" --addr "$IP1" --port 13351 --streams 1 \
     --seconds 60 --json "$T/recv.json" > "$T/recv.txt" 2>&1 &
 rp=$!
