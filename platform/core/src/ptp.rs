@@ -5,7 +5,7 @@
 //!
 //! The messages are IEEE 1588 management messages (`messageType` 0xD, a MANAGEMENT TLV
 //! with the `managementId`), carried in Unix datagrams; the answers come back to this
-//! client's socket, a file in the temporary directory removed on drop (`ptp4l` does not
+//! client's socket, a file in a private temporary directory (the tempfile crate) removed on drop (`ptp4l` does not
 //! answer an abstract address). Written here, not by running `pmc`: a run asks once a
 //! second and must not depend on a program's output format.
 
@@ -140,8 +140,8 @@ impl std::fmt::Display for PtpStatus {
 /// A management client of one `ptp4l`.
 pub struct Ptp4l {
     sock: UnixDatagram,
-    /// This client's socket file.
-    path: PathBuf,
+    /// The private directory of this client's socket file (removed on drop).
+    _dir: tempfile::TempDir,
     server: PathBuf,
     domain: u8,
     seq: u16,
@@ -155,14 +155,14 @@ impl Ptp4l {
             socket: server.to_path_buf(),
             source,
         };
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("rtdaq-ptp.{}.{n}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let sock = UnixDatagram::bind(&path).map_err(err)?;
+        let dir = tempfile::Builder::new()
+            .prefix("rtdaq-ptp")
+            .tempdir()
+            .map_err(err)?;
+        let sock = UnixDatagram::bind(dir.path().join("sock")).map_err(err)?;
         Ok(Ptp4l {
             sock,
-            path,
+            _dir: dir,
             server: server.to_path_buf(),
             domain,
             seq: 0,
@@ -230,12 +230,6 @@ impl Ptp4l {
         let mut buf = [0u8; 1024];
         while self.sock.recv(&mut buf).is_ok() {}
         self.sock.set_nonblocking(false)
-    }
-}
-
-impl Drop for Ptp4l {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
