@@ -763,15 +763,18 @@ fn o_direct_where_the_file_system_takes_it_and_buffered_writes_where_it_refuses(
 fn sigterm_mid_recording_closes_every_file_complete() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = dir("term");
-    // 64 MiB files: several per sink before the signal, one open when it comes.
+    // 16 MiB files: several per sink before the signal, one open when it comes. 0.4 Gb/s:
+    // a function test, not a disk speed test (two sinks at the shipped 1 Gb/s need about
+    // 250 MB/s of disk, which a shared CI disk does not always give).
     let cfg = record_config(
         &d,
         &[
             (
                 "rotate_mib = 1024                       # a new file",
-                "rotate_mib = 64 # a new file",
+                "rotate_mib = 16 # a new file",
             ),
-            ("rotate_mib = 1024\n", "rotate_mib = 64\n"),
+            ("rotate_mib = 1024\n", "rotate_mib = 16\n"),
+            ("rate_gbps = 1.0 ", "rate_gbps = 0.4 #"),
         ],
     );
     let out_dir = d.join("out");
@@ -806,7 +809,7 @@ fn sigterm_mid_recording_closes_every_file_complete() {
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(r["stopped_by_signal"], Value::Bool(true), "{r}");
     let received = u(&r, "/rx/totals/packets");
-    assert!(received > 50_000, "{}", show(&out));
+    assert!(received > 30_000, "{}", show(&out));
     // Every file of both sinks flushed and closed: the index says complete, the file holds
     // what the report and the index say, and the sinks hold every packet received.
     assert_eq!(check_files_complete(&r), vec![received, received]);
@@ -834,14 +837,13 @@ fn sigkill_mid_recording_leaves_every_complete_record_readable() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = dir("kill");
     let out_dir = d.join("out");
+    // 0.4 Gb/s, as above: the disk need not keep up with two sinks at 1 Gb/s.
+    let cfg = record_config(&d, &[("rate_gbps = 1.0 ", "rate_gbps = 0.4 #")]);
     let mut child = rtdaq()
         .args([
             "run",
             "--config",
-            root()
-                .join("configs/host-udp-record.toml")
-                .to_str()
-                .unwrap(),
+            cfg.to_str().unwrap(),
             "--duration",
             "20",
             "--output-dir",
@@ -856,7 +858,7 @@ fn sigkill_mid_recording_leaves_every_complete_record_readable() {
     let _ = child.wait();
     let pcaps = files(&out_dir, "pcap");
     let (n, err) = tcpdump_count(&pcaps[0]);
-    assert!(n > 50_000, "{n} packets: {err}");
+    assert!(n > 30_000, "{n} packets: {err}");
     // At most the record being written when the process died is cut short.
     for l in err.lines().filter(|l| !l.starts_with("reading from file")) {
         assert!(l.contains("truncated dump file"), "{err}");
@@ -865,7 +867,7 @@ fn sigkill_mid_recording_leaves_every_complete_record_readable() {
     // directory, issue #18): new files beside the old ones, which stay as they were.
     let before = std::fs::read(&pcaps[0]).unwrap();
     std::thread::sleep(Duration::from_millis(1100)); // the file names hold the start second
-    let (out, r) = record_2s(&d, &out_dir);
+    let (out, r) = record_run(&d, &cfg, "2", &out_dir);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let after = files(&out_dir, "pcap");
     assert_eq!(after.len(), pcaps.len() + 1, "{after:?}");

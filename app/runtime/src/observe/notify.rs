@@ -5,7 +5,9 @@
 //!   at their `SCHED_FIFO` priority: set-up refused any of those before this point), with a
 //!   `STATUS=` naming the queues.
 //! - `STATUS=` every second: the live line's totals (`systemctl status` shows it).
-//! - `WATCHDOG=1` every half `WATCHDOG_USEC` (systemd's `WatchdogSec=`), sent by the run's
+//! - `WATCHDOG=1` every quarter of `WATCHDOG_USEC` (systemd's `WatchdogSec=`; sd_notify
+//!   asks for at least every half: the quarter leaves the supervising thread, which runs at
+//!   normal priority, half the interval of slack when the host is busy), sent by the run's
 //!   supervising (main) thread **only while everything that moves the data makes
 //!   progress**: every RX I/O thread, RX consumer, TX generator, record writer and shared
 //!   sink merger stores a recent turn's time in its [`StallWatch`] every 20 ms, and every
@@ -50,7 +52,7 @@ impl Notifier {
             (enabled && sd_notify::watchdog_enabled(false, &mut usec) && usec > 0).then(|| {
                 let interval_ns = usec.saturating_mul(1000);
                 Watchdog {
-                    period_ns: (interval_ns / 2).max(1),
+                    period_ns: (interval_ns / 4).max(1),
                     stale_ns: (interval_ns / 2).max(MIN_STALE_NS),
                     next_ns: 0,
                     stalled: None,
@@ -127,7 +129,8 @@ impl Notifier {
             return;
         }
         w.stalled = None;
-        w.next_ns = now_ns + w.period_ns;
+        // On the schedule (a late ping does not push the next one later), never in a burst.
+        w.next_ns = (w.next_ns + w.period_ns).max(now_ns + w.period_ns / 2);
         self.send(&[sd_notify::NotifyState::Watchdog]);
     }
 }
