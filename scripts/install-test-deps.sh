@@ -51,12 +51,14 @@ log() { echo "[install-test-deps] $*" >&2; }
 # Soft-RoCE guest and the fresh-machine check's clean root), qemu-system-x86 (the guest;
 # matched to qemu-utils below), and prometheus (the metrics test: a real Prometheus server
 # scraping rtdaq, and promtool), libucx-dev ucx-utils (the UCX egress: rtdaq-ucx-sys builds
-# against UCX 1.13; ucx_perftest / ucx_info are its transport check and bandwidth baseline).
+# against UCX 1.13; ucx_perftest / ucx_info are its transport check and bandwidth baseline),
+# linuxptp (the PTP test), rt-tests stress-ng (scripts/bench-jitter.sh: cyclictest beside
+# rtdaq, ordinary load).
 APT_PACKAGES=(util-linux iproute2 procps git ca-certificates iperf3 nftables jq iputils-ping
     shellcheck clang llvm m4 libelf-dev zlib1g-dev pkg-config tcpreplay dpdk dpdk-dev libdpdk-dev
     libclang-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libibverbs-dev
     librdmacm-dev tcpdump tshark python3-venv mmdebstrap kmod cpio prometheus ethtool
-    libucx-dev ucx-utils linuxptp)
+    libucx-dev ucx-utils linuxptp rt-tests stress-ng)
 [ $guest_only = 0 ] || APT_PACKAGES=(mmdebstrap kmod cpio)
 APT=(apt-get -o DPkg::Lock::Timeout=600)
 MIRROR=${RTDAQ_APT_MIRROR:-http://deb.debian.org/debian}

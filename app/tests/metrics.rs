@@ -276,7 +276,30 @@ fn prometheus_scrapes_the_run_and_its_count_matches_the_report() {
         "histogram_quantile(0.99, max_over_time(rtdaq_rx_latency_seconds_bucket[2m]))",
     )
     .expect("a p99 from the histogram");
+    // The queue threads' loop turns and the generator's wake-up latency (issue #33).
+    let turns = promql(
+        prom_addr,
+        "max_over_time(rtdaq_loop_turn_seconds_count{direction=\"tx\",thread=\"io\"}[2m])",
+    )
+    .expect("prometheus has rtdaq_loop_turn_seconds");
+    let wake_p99 = promql(
+        prom_addr,
+        "histogram_quantile(0.99, max_over_time(rtdaq_wake_latency_seconds_bucket{direction=\"tx\"}[2m]))",
+    )
+    .expect("a wake-up latency p99 from the histogram");
     drop(prom);
+    println!(
+        "generator: {turns} loop turns scraped, wake-up latency p99 (PromQL) {:.1} µs",
+        wake_p99 * 1e6
+    );
+    let tx_turns = r["tx"]["queues"][0]["loop_turns_ns"]["count"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        turns > 0.0 && turns <= tx_turns,
+        "{turns} turns scraped, {tx_turns} in the report"
+    );
+    assert!(wake_p99 > 0.0 && wake_p99 < 0.1, "wake-up p99 {wake_p99} s");
     let packets = r["rx"]["totals"]["packets"].as_f64().unwrap();
     println!(
         "latency: {lat_count} values scraped, PromQL p99 {:.1} µs, report p99 {} ns",

@@ -4,7 +4,8 @@
 //!
 //! - before the slave follows its master, `rtdaq run` with `require_sync = true` stops
 //!   (exit 2) naming `time.require_sync` and the port's state;
-//! - once `pmc` (linuxptp's own client) says SLAVE, `rtdaq doctor` passes `time.ptp`, and a
+//! - once `pmc` (linuxptp's own client) says SLAVE, `rtdaq doctor` passes `time.ptp` (and
+//!   reports `time.phc:lo_udp`: loopback stamps in software, no PTP hardware clock), and a
 //!   run starts: `/metrics` shows `rtdaq_time_synchronised 1` and the offset; the master
 //!   is stopped mid-run: within its announce time-out the metrics show 0 and one loss of
 //!   sync, the log says so, the report says synchronised at start, not at the end, lost once.
@@ -197,6 +198,20 @@ fn rtdaq_follows_ptp4l_from_unsynchronised_to_slave_to_a_lost_master() {
     assert!(
         ptp["detail"].as_str().unwrap().contains("port SLAVE"),
         "{ptp}"
+    );
+    // The interface's device (loopback: software stamps, no PTP hardware clock), as
+    // `ethtool -T lo` says.
+    let phc = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "time.phc:lo_udp")
+        .unwrap_or_else(|| panic!("no time.phc:lo_udp: {}", show(&doctor)));
+    let detail = phc["detail"].as_str().unwrap();
+    assert_eq!(phc["status"], "warn", "{phc}");
+    assert!(
+        detail.starts_with("lo: software receive") && detail.contains("no PTP hardware clock"),
+        "{phc}"
     );
 
     // 3. A run while synchronised; the master stops in the middle of it.

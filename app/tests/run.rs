@@ -187,6 +187,29 @@ fn udp_one_queue_lossless_with_full_report() {
         "{}",
         text(&out.stdout)
     );
+    // Loop turns of every queue thread and the paced generator's wake-up latency
+    // (issue #33): 20 000 packets/s in bursts, so the generator sleeps between them.
+    for ptr in [
+        "/rx/queues/0/loop_turns_ns",
+        "/rx/queues/0/consumer_loop_turns_ns",
+        "/tx/queues/0/loop_turns_ns",
+        "/tx/queues/0/wake_latency_ns",
+    ] {
+        let l = r.pointer(ptr).unwrap_or_else(|| panic!("{ptr} in {r}"));
+        let (count, p50, max) = (u(l, "/count"), u(l, "/p50"), u(l, "/max"));
+        assert!(count > 100 && p50 <= max && max > 0, "{ptr}: {l}");
+    }
+    let wake = &r["tx"]["queues"][0]["wake_latency_ns"];
+    assert!(
+        u(wake, "/p50") < 1_000_000,
+        "a paced sleep wakes well within a millisecond at the median: {wake}"
+    );
+    assert!(
+        text(&out.stdout)
+            .contains("wake-up latency after a timed sleep p50/p99/p99.9/max: tx lo_udp:0 "),
+        "{}",
+        text(&out.stdout)
+    );
     // Every thread's CPU time: RX I/O + consumer (indirect mode), TX generator.
     for ptr in [
         "/rx/queues/0/io_cpu_s",
@@ -240,6 +263,20 @@ fn lean_rx_options_stay_lossless_and_count_mode_counts_only() {
     assert_lossless(&out, &r);
     assert_eq!(u(&r, "/rx/totals/latency_ns/count"), 0);
     assert_eq!(u(&r, "/rx/totals/malformed"), 0);
+    // Hardware stamps on loopback, which has none: no start (exit 2), naming the key, the
+    // device and the command that shows its stamping.
+    let cfg = loopback_udp(&[(
+        "gro = false",
+        "gro = false\nrx_timestamps = \"hardware\"".into(),
+    )]);
+    let out = run(&["run", "--config", cfg.to_str().unwrap(), "--duration", "1"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("engine.socket.rx_timestamps: \"hardware\": lo does not stamp received packets in hardware")
+            && err.contains("ethtool -T lo"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -29,6 +29,7 @@
 //! | `net.irq_affinity:<if>` | `sys/bus/pci/devices/<bdf>/msi_irqs/`, `proc/irq/<N>/smp_affinity_list`, `proc/cmdline` |
 //! | `pcie.mrrs:<if>`, `pcie.mps:<if>` | `sys/bus/pci/devices/<bdf>/config` (the PCI Express capability), PCI function of a netdev: `sys/class/net/<netdev>/device/uevent` |
 //! | `time.ptp` | only with `[time]`: `ptp4l`'s management socket (root `/` only): a port SLAVE within `max_offset_ns` |
+//! | `time.phc:<if>` | only with `[time]` (root `/` only): what the interface's device can stamp (`ethtool -T`) and its PTP hardware clock against `CLOCK_REALTIME` (`PTP_SYS_OFFSET_EXTENDED`); software stamps only warns |
 //! | `gpu.present`, `gpu.bar1`, `gpu.clocks`, `gpu.direct` | `nvidia-smi -q` (root `/`) or the file `nvidia-smi-q.txt` at the root; `proc/modules`, `proc/driver/nvidia/version` |
 //!
 //! `docs/doctor.md` explains each check and its fix.
@@ -223,6 +224,7 @@ pub fn run(config: &Config, opts: &Options) -> Vec<Finding> {
     out.extend(net::checks(&ctx));
     out.extend(gpu::checks(&ctx, &opts.gpu));
     out.extend(time::ptp(&ctx));
+    out.extend(time::phc(&ctx));
     out
 }
 

@@ -44,3 +44,73 @@ pub(crate) fn ptp(ctx: &Ctx<'_>) -> Option<Finding> {
         ),
     })
 }
+
+/// `time.phc:<if>`: with `[time]`, per interface, what its device can stamp and, when it has
+/// a PTP hardware clock, that clock against the system clock (`rtdaq_platform::phc`).
+/// Software stamps only is a warning: receive times are then the kernel's, to a few µs.
+pub(crate) fn phc(ctx: &Ctx<'_>) -> Vec<Finding> {
+    if ctx.config.time.is_none() {
+        return Vec::new();
+    }
+    ctx.config
+        .interfaces
+        .iter()
+        .map(|iface| {
+            let c = format!("time.phc:{}", iface.name);
+            if ctx.root != Path::new("/") {
+                return Finding::skip(
+                    &c,
+                    "ethtool -T is asked on the live host only (root /)".into(),
+                );
+            }
+            let port = crate::net::resolve(ctx, iface);
+            let Some(dev) = port.netdev else {
+                return Finding::skip(&c, port.no_netdev);
+            };
+            phc_finding(&c, &dev)
+        })
+        .collect()
+}
+
+fn phc_finding(c: &str, dev: &str) -> Finding {
+    let ts = match rtdaq_platform::phc::timestamping(dev) {
+        Ok(t) => t,
+        Err(e) => {
+            return Finding::warn(
+                c,
+                format!(
+                    "{e}: {}",
+                    std::error::Error::source(&e).map_or(String::new(), ToString::to_string)
+                ),
+                format!("ethtool -T {dev}"),
+            )
+        }
+    };
+    let Some(index) = ts.phc.filter(|_| ts.hardware_rx) else {
+        return Finding::warn(
+            c,
+            format!("{ts}: receive times are the kernel's software stamps (µs), not the NIC's"),
+            "for hardware receive times use a NIC with a PTP hardware clock (ethtool -T lists one) and run ptp4l on it".into(),
+        );
+    };
+    match rtdaq_platform::phc::offset(index) {
+        Ok(o) => {
+            let (err_ns, secs) = o.less_whole_seconds();
+            Finding::pass(
+                c,
+                format!(
+                    "{ts}; PHC − CLOCK_REALTIME = {secs} s {err_ns:+} ns (read within {} ns; {secs} s is TAI − UTC when ptp4l keeps the PHC on TAI)",
+                    o.window_ns
+                ),
+            )
+        }
+        Err(e) => Finding::warn(
+            c,
+            format!(
+                "{ts}; {e}: {}",
+                std::error::Error::source(&e).map_or(String::new(), ToString::to_string)
+            ),
+            format!("run doctor as root, or check /dev/ptp{index}"),
+        ),
+    }
+}

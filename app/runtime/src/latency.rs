@@ -22,6 +22,8 @@
 //! come from [`merge`](Histogram::merge), which gives exactly the histogram of recording
 //! every value into one.
 
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 use serde::{Deserialize, Serialize};
 
 /// log2 of the number of sub-buckets per power of two.
@@ -209,6 +211,98 @@ impl Histogram {
     }
 }
 
+/// A [`Histogram`] that one thread records into while others read it: the same buckets as
+/// relaxed atomics (15 KiB, no heap). **Single writer**: [`record`](Self::record) is a
+/// plain load and store of one counter (no read-modify-write instruction), so two writers
+/// would lose counts. Readers get a [`snapshot`](Self::snapshot) that may lag the writer by
+/// the values in flight. The queue threads keep their loop turns and wake-up latencies in
+/// these ([`crate::stall`]).
+pub struct SharedHistogram {
+    counts: [AtomicU64; BUCKETS],
+    min: AtomicU64,
+    max: AtomicU64,
+    /// Sum of the values (wrapping), ns: a Prometheus histogram's `_sum`.
+    sum: AtomicU64,
+}
+
+impl Default for SharedHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for SharedHistogram {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.snapshot().fmt(f)
+    }
+}
+
+impl SharedHistogram {
+    /// Empty.
+    pub const fn new() -> Self {
+        Self {
+            counts: [const { AtomicU64::new(0) }; BUCKETS],
+            min: AtomicU64::new(u64::MAX),
+            max: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one value (the single writer only). No allocation, no atomic RMW.
+    #[inline]
+    pub fn record(&self, ns: u64) {
+        let c = &self.counts[index_of(ns)];
+        c.store(c.load(Relaxed).wrapping_add(1), Relaxed);
+        self.sum
+            .store(self.sum.load(Relaxed).wrapping_add(ns), Relaxed);
+        if ns > self.max.load(Relaxed) {
+            self.max.store(ns, Relaxed);
+        }
+        if ns < self.min.load(Relaxed) {
+            self.min.store(ns, Relaxed);
+        }
+    }
+
+    /// The values recorded so far as a [`Histogram`].
+    pub fn snapshot(&self) -> Histogram {
+        let mut h = Histogram::new();
+        for (dst, src) in h.counts.iter_mut().zip(&self.counts) {
+            *dst = src.load(Relaxed);
+        }
+        h.count = h.counts.iter().sum();
+        if h.count > 0 {
+            h.min = self.min.load(Relaxed);
+            h.max = self.max.load(Relaxed);
+        }
+        h
+    }
+
+    /// Cumulative counts at each bound of [`OCTAVE_BOUNDS_NS`] (`le` of a Prometheus
+    /// histogram: exact, those bounds are bucket edges), the total and the sum (ns).
+    pub fn octaves(&self) -> ([u64; OCTAVE_BOUNDS_NS.len()], u64, u64) {
+        let h = self.snapshot();
+        let mut out = [0u64; OCTAVE_BOUNDS_NS.len()];
+        for (o, &bound) in out.iter_mut().zip(OCTAVE_BOUNDS_NS.iter()) {
+            // Buckets below index_of(bound + 1) hold exactly the values <= bound.
+            *o = h.counts[..index_of(bound + 1)].iter().sum();
+        }
+        (out, h.count, self.sum.load(Relaxed))
+    }
+}
+
+/// Bounds (ns, inclusive) at which `/metrics` exports a [`SharedHistogram`]: `2^k − 1` for
+/// k = 10..=30, about 1 µs to 1.07 s by factors of two (bucket edges of [`Histogram`], so
+/// the cumulative counts are exact).
+pub const OCTAVE_BOUNDS_NS: [u64; 21] = {
+    let mut b = [0u64; 21];
+    let mut k = 0;
+    while k < 21 {
+        b[k] = (1u64 << (k + 10)) - 1;
+        k += 1;
+    }
+    b
+};
+
 /// Upper bounds (ns, inclusive) of the live latency histogram that `/metrics` exports as
 /// `rtdaq_rx_latency_seconds`: 1-2-5 steps from 1 µs to 1 s; one more bucket holds the rest.
 pub const LIVE_BOUNDS_NS: [u64; 19] = [
@@ -302,6 +396,38 @@ impl LiveLatency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_histogram_equals_the_plain_one_and_its_octaves_are_exact() {
+        let shared = SharedHistogram::new();
+        let mut plain = Histogram::new();
+        assert_eq!(shared.snapshot(), plain);
+        for v in [
+            0u64,
+            1,
+            1023,
+            1024,
+            1025,
+            2047,
+            2048,
+            50_000,
+            1 << 30,
+            (1 << 30) + 1,
+            u64::MAX,
+        ] {
+            shared.record(v);
+            plain.record(v);
+        }
+        assert_eq!(shared.snapshot(), plain);
+        assert_eq!(shared.snapshot().summary(), plain.summary());
+        let (le, total, _) = shared.octaves();
+        assert_eq!(total, 11);
+        assert_eq!(OCTAVE_BOUNDS_NS[0], 1023);
+        assert_eq!(le[0], 3, "0, 1, 1023 are <= 1023");
+        assert_eq!(le[1], 6, "and 1024, 1025, 2047 <= 2047");
+        assert_eq!(le[2], 7, "and 2048 <= 4095");
+        assert_eq!(le[20], 8, "all below 2^30");
+    }
 
     /// xorshift64*: a deterministic generator for tests (no dev-dependency needed).
     pub(crate) struct Rng(u64);

@@ -49,7 +49,6 @@ use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Acquire};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
-use std::time::Duration;
 
 /// Chunks the window is split into: the reader fills one while the TX thread sends others.
 pub const CHUNKS: usize = 8;
@@ -574,7 +573,7 @@ pub(crate) fn tx_replay<Q: TxQueue>(
                     k += 1;
                 }
                 if k == 0 {
-                    wait_until(due(i), now, busy);
+                    wait_until(&turns, due(i), now, busy);
                 }
                 k
             }
@@ -583,7 +582,7 @@ pub(crate) fn tx_replay<Q: TxQueue>(
                     .pacer
                     .allowance(now, plan.batch.min(left), c.pkts[i].len as usize);
                 if k == 0 {
-                    wait_until(plan.pacer.next_send_at(), now, busy);
+                    wait_until(&turns, plan.pacer.next_send_at(), now, busy);
                 }
                 k
             }
@@ -639,14 +638,17 @@ pub(crate) fn tx_replay<Q: TxQueue>(
     totals
 }
 
-/// Waits (spins when `busy`) towards `due` (monotonic ns), between 50 µs and 1 ms.
-fn wait_until(due: u64, now: u64, busy: bool) {
+/// Waits (spins when `busy`) towards `due` (monotonic ns), between 50 µs and 1 ms; a sleep
+/// records its wake-up latency in `turns`.
+fn wait_until(turns: &crate::stall::StallClock<'_>, due: u64, now: u64, busy: bool) {
     if busy {
         std::hint::spin_loop();
     } else {
-        std::thread::sleep(Duration::from_nanos(
+        crate::queue::rest::sleep_timed(
+            turns,
+            now,
             due.saturating_sub(now).clamp(50_000, 1_000_000),
-        ));
+        );
     }
 }
 

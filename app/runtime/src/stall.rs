@@ -15,6 +15,10 @@
 //!   than those waits while traffic flows is a stall. The thread keeps its running maximum in a local [`StallClock`] and
 //!   touches the shared atomics only when the maximum grows (rare): one clock read and one
 //!   compare per turn, no allocation.
+//! - The same turns as a **histogram** ([`StallWatch::turns`]: every turn, 1.6 %
+//!   resolution), and for a thread that sleeps until a deadline (a paced generator or
+//!   replay) its **wake-up latency** ([`StallWatch::wakes`]: how late it ran after the time
+//!   it asked to wake at, what `cyclictest` measures). One counter store per turn.
 //! - [`cpu_steal`]: the steal ticks of each CPU from `/proc/stat` (time the hypervisor ran
 //!   something else while this vCPU had work), read before and after the run; the report
 //!   prints the difference for the queue cores.
@@ -22,7 +26,9 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// The longest loop turn of one queue thread (single writer: that thread).
+use crate::latency::{LatencySummary, SharedHistogram};
+
+/// The loop turns of one queue thread (single writer: that thread).
 #[derive(Debug, Default)]
 pub struct StallWatch {
     longest_ns: AtomicU64,
@@ -31,6 +37,11 @@ pub struct StallWatch {
     /// Monotonic time of a recent turn (stored at most every [`ALIVE_EVERY_NS`]): the
     /// systemd watchdog's sign of progress ([`crate::observe::notify`]).
     alive_ns: AtomicU64,
+    /// Every loop turn, ns.
+    pub turns: SharedHistogram,
+    /// How late the thread woke after each sleep until a deadline, ns (empty for threads
+    /// that never sleep until one).
+    pub wakes: SharedHistogram,
 }
 
 /// How often a thread stores that it is alive (ns).
@@ -45,7 +56,19 @@ impl StallWatch {
             longest_ns: AtomicU64::new(0),
             longest_end_ns: AtomicU64::new(0),
             alive_ns: AtomicU64::new(0),
+            turns: SharedHistogram::new(),
+            wakes: SharedHistogram::new(),
         }
+    }
+
+    /// The loop turns and the wake-up latencies so far (`None` for a histogram that holds
+    /// nothing).
+    pub fn jitter(&self) -> (Option<LatencySummary>, Option<LatencySummary>) {
+        let sum = |h: &SharedHistogram| {
+            let s = h.snapshot();
+            (!s.is_empty()).then(|| s.summary())
+        };
+        (sum(&self.turns), sum(&self.wakes))
     }
 
     /// Monotonic time of a recent turn of the thread (0: it never turned).
@@ -119,11 +142,21 @@ impl<'a> StallClock<'a> {
             #[cfg(feature = "test-hooks")]
             crate::test_hooks::maybe_stall(self.kind, now_ns);
         }
+        self.watch.turns.record(turn);
         if turn > self.longest_ns {
             self.longest_ns = turn;
             self.watch.longest_ns.store(turn, Relaxed);
             self.watch.longest_end_ns.store(now_ns, Relaxed);
         }
+    }
+}
+
+impl StallClock<'_> {
+    /// The thread slept until `deadline_ns` and runs again at `now_ns`: records how late
+    /// (0 when early, which a monotonic sleep never is).
+    #[inline]
+    pub fn woke(&self, deadline_ns: u64, now_ns: u64) {
+        self.watch.wakes.record(now_ns.saturating_sub(deadline_ns));
     }
 }
 
@@ -185,6 +218,15 @@ mod tests {
         // A clock read that went backwards (never, with a monotonic clock) is a 0 turn.
         c.tick(1);
         assert_eq!(w.longest().0, 25_000_000);
+        // Every turn is in the histogram: 1 µs, 25 ms, 1 µs, 0.
+        let (turns, wakes) = w.jitter();
+        let turns = turns.unwrap();
+        assert_eq!((turns.count, turns.min, turns.max), (4, 0, 25_000_000));
+        assert_eq!(wakes, None, "never slept until a deadline");
+        c.woke(5_000_000, 5_012_000);
+        c.woke(6_000_000, 5_999_000);
+        let wakes = w.jitter().1.unwrap();
+        assert_eq!((wakes.count, wakes.min, wakes.max), (2, 0, 12_000));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use crate::generator::GenTotals;
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
-use crate::queue::rest::{cooperate, idle};
+use crate::queue::rest::{cooperate, idle, sleep_timed};
 use crate::queue::stats::QueueStats;
 use crate::stall::{StallClock, StallWatch, ThreadKind};
 use crate::validator::PayloadGen;
@@ -252,9 +252,7 @@ pub(crate) fn tx_generator<Q: TxQueue>(
                 // every thread of equal or lower priority on its core (e.g. a consumer).
                 let next = plan.cap.as_ref().map_or(0, Pacer::next_send_at);
                 let wait = plan.pacer.next_send_at().max(next).saturating_sub(now);
-                std::thread::sleep(Duration::from_nanos(
-                    wait.clamp(MIN_PACE_SLEEP_NS, 1_000_000),
-                ));
+                sleep_timed(&turns, now, wait.clamp(MIN_PACE_SLEEP_NS, 1_000_000));
             }
             continue;
         }

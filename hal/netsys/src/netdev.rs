@@ -108,3 +108,35 @@ mod tests {
         }
     }
 }
+
+/// One reading of a PTP hardware clock against `CLOCK_REALTIME`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhcReading {
+    /// PHC minus `CLOCK_REALTIME`, ns (about +37 s when the PHC keeps TAI, as ptp4l does).
+    pub offset_ns: i64,
+    /// The system-clock window around the PHC read of the sample used, ns: the reading's
+    /// uncertainty.
+    pub window_ns: u64,
+}
+
+/// Reads `/dev/ptp<index>` against `CLOCK_REALTIME` with `PTP_SYS_OFFSET_EXTENDED`
+/// (`samples` system-PHC-system readings, the narrowest window taken; what `phc_ctl` and
+/// `phc2sys` read). Cold path.
+///
+/// # Errors
+/// Opening the device (`ENOENT`: no such clock, `EACCES`), or the request (`EOPNOTSUPP`
+/// from a driver without it).
+pub fn phc_offset(index: u32, samples: usize) -> io::Result<PhcReading> {
+    use std::os::fd::AsFd;
+    let dev = std::fs::File::open(format!("/dev/ptp{index}"))?;
+    let s = sys::ptp_sys_offset(dev.as_fd(), samples)?;
+    let best = s
+        .iter()
+        .min_by_key(|[before, _, after]| after - before)
+        .ok_or_else(|| io::Error::other("PTP_SYS_OFFSET_EXTENDED gave no sample"))?;
+    let [before, phc, after] = *best;
+    Ok(PhcReading {
+        offset_ns: i64::try_from(phc - (before + (after - before) / 2)).unwrap_or(i64::MAX),
+        window_ns: u64::try_from(after - before).unwrap_or(0),
+    })
+}

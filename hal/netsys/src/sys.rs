@@ -338,6 +338,55 @@ pub(crate) fn hwtstamp(
     Ok(cfg)
 }
 
+/// `struct ptp_clock_time` (`linux/ptp_clock.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct PtpClockTime {
+    sec: i64,
+    nsec: u32,
+    reserved: u32,
+}
+
+/// Most samples `PTP_SYS_OFFSET_EXTENDED` takes (`PTP_MAX_SAMPLES`).
+pub(crate) const PTP_MAX_SAMPLES: usize = 25;
+
+/// `struct ptp_sys_offset_extended`: per sample the system clock before, the PHC, the system
+/// clock after (`rsv[0]`, the system clock id on kernels 6.12+, 0 = `CLOCK_REALTIME`).
+#[repr(C)]
+struct PtpSysOffsetExtended {
+    n_samples: u32,
+    rsv: [u32; 3],
+    ts: [[PtpClockTime; 3]; PTP_MAX_SAMPLES],
+}
+
+nix::ioctl_readwrite!(
+    /// `PTP_SYS_OFFSET_EXTENDED` = `_IOWR('=', 9, struct ptp_sys_offset_extended)`.
+    ptp_sys_offset_extended,
+    b'=',
+    9,
+    PtpSysOffsetExtended
+);
+
+/// `PTP_SYS_OFFSET_EXTENDED` on an open `/dev/ptpN` with `n` (1..=25) samples: each
+/// `[system before, PHC, system after]` in ns of `CLOCK_REALTIME` and the PHC.
+pub(crate) fn ptp_sys_offset(fd: BorrowedFd<'_>, n: usize) -> io::Result<Vec<[i128; 3]>> {
+    let n = n.clamp(1, PTP_MAX_SAMPLES);
+    let mut req = PtpSysOffsetExtended {
+        n_samples: n as u32,
+        rsv: [0; 3],
+        ts: [[PtpClockTime::default(); 3]; PTP_MAX_SAMPLES],
+    };
+    // SAFETY: `req` is a writable `ptp_sys_offset_extended` with `n_samples` within
+    // PTP_MAX_SAMPLES and zeroed reserved words, the structure the request reads and fills;
+    // a descriptor that is not a PTP clock refuses the request number (ENOTTY).
+    unsafe { ptp_sys_offset_extended(fd.as_raw_fd(), &raw mut req) }?;
+    let ns = |t: &PtpClockTime| i128::from(t.sec) * 1_000_000_000 + i128::from(t.nsec);
+    Ok(req.ts[..n]
+        .iter()
+        .map(|s| [ns(&s[0]), ns(&s[1]), ns(&s[2])])
+        .collect())
+}
+
 /// Owns a descriptor a system call just returned (nix's `accept4` hands it back raw).
 pub(crate) fn own_fd(raw: std::os::fd::RawFd) -> std::os::fd::OwnedFd {
     use std::os::fd::FromRawFd;

@@ -164,6 +164,16 @@ pub enum PlatformError {
         source: io::Error,
     },
 
+    /// Reading a PTP hardware clock (`/dev/ptpN`) failed.
+    #[error("reading the PTP hardware clock /dev/ptp{index} failed (needs read access to it)")]
+    Phc {
+        /// The clock's index.
+        index: u32,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
     /// `ptp4l`'s management socket did not answer (`[time]`, `rtdaq doctor`).
     #[error(
         "ptp4l's management socket {socket} did not answer ({source}): is ptp4l (linuxptp) \

@@ -13,6 +13,7 @@
 //! | [`ethtool_netlink`] | the standard pause-frame statistics of a device over ethtool's generic netlink family (`ethtool -I -a`) |
 //! | [`nic`] | NIC and port counters (ethtool statistics, kernel netdev statistics), pause frames and settings, the device of an address |
 //! | [`ptp`] | whether this host's clock is synchronised: linuxptp's `ptp4l` asked over its management socket (`pmc`'s `GET PORT_DATA_SET`, `TIME_STATUS_NP`) |
+//! | [`phc`] | a network device's time stamping (`ethtool -T`) and its PTP hardware clock's offset from the system clock (`PTP_SYS_OFFSET_EXTENDED`) |
 //! | [`cpulist`] | [`CpuList`], the kernel's `0-3,8` set format |
 //! | [`error`] | [`PlatformError`], one `thiserror` enum with a variant per failing operation |
 //!
@@ -103,6 +104,7 @@ pub mod hugepages;
 pub mod memory;
 pub mod netdev;
 pub mod nic;
+pub mod phc;
 pub mod ptp;
 pub mod qdisc;
 pub mod rt;

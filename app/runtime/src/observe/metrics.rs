@@ -738,6 +738,55 @@ fn registered<M: prometheus::core::Collector + Clone + 'static>(
     m
 }
 
+/// An empty histogram family `name`.
+fn histogram_family(name: &str, help: &str) -> prometheus::proto::MetricFamily {
+    let mut fam = prometheus::proto::MetricFamily::default();
+    fam.set_name(name.into());
+    fam.set_help(help.into());
+    fam.set_field_type(prometheus::proto::MetricType::HISTOGRAM);
+    fam
+}
+
+/// One histogram of `fam`: `labels`, cumulative `buckets` as (upper bound ns, count), the
+/// total `count` and `sum_ns`.
+fn push_histogram(
+    fam: &mut prometheus::proto::MetricFamily,
+    labels: &[(&str, String)],
+    buckets: &[(u64, u64)],
+    count: u64,
+    sum_ns: u64,
+) {
+    use prometheus::proto::{Bucket, LabelPair, Metric};
+    let mut h = prometheus::proto::Histogram::default();
+    h.set_bucket(
+        buckets
+            .iter()
+            .map(|&(bound, n)| {
+                let mut b = Bucket::default();
+                b.set_upper_bound(bound as f64 / 1e9);
+                b.set_cumulative_count(n);
+                b
+            })
+            .collect(),
+    );
+    h.set_sample_count(count);
+    h.set_sample_sum(sum_ns as f64 / 1e9);
+    let mut m = Metric::default();
+    m.set_label(
+        labels
+            .iter()
+            .map(|(k, v)| {
+                let mut l = LabelPair::default();
+                l.set_name((*k).to_owned());
+                l.set_value(v.clone());
+                l
+            })
+            .collect(),
+    );
+    m.set_histogram(h);
+    fam.mut_metric().push(m);
+}
+
 /// Brings a plain counter to `v` (counters only go up).
 fn set_total(c: &prometheus::IntCounter, v: u64) {
     let old = c.get();
@@ -756,6 +805,12 @@ impl Exporter {
         if !self.src.rx.is_empty() {
             families.push(self.latency_family());
         }
+        // A family without a metric is left out (the text format has no empty families).
+        families.extend(
+            self.jitter_families()
+                .into_iter()
+                .filter(|f| !f.get_metric().is_empty()),
+        );
         let _ = TextEncoder::new().encode(&families, &mut out);
         out
     }
@@ -765,42 +820,70 @@ impl Exporter {
     /// time; this one is read from counters another thread keeps, so it is assembled as a
     /// metric family of its own).
     fn latency_family(&self) -> prometheus::proto::MetricFamily {
-        use prometheus::proto::{Bucket, LabelPair, Metric, MetricFamily, MetricType};
-        let label = |k: &str, v: String| {
-            let mut l = LabelPair::default();
-            l.set_name(k.to_owned());
-            l.set_value(v);
-            l
-        };
-        let mut fam = MetricFamily::default();
-        fam.set_name("rtdaq_rx_latency_seconds".into());
-        fam.set_help("One-way latency of received packets (receive time minus the sender's timestamp in rtdaq's header; CLOCK_REALTIME of both hosts), published by the queue's consumer every 16 bursts.".into());
-        fam.set_field_type(MetricType::HISTOGRAM);
+        let mut fam = histogram_family(
+            "rtdaq_rx_latency_seconds",
+            "One-way latency of received packets (receive time minus the sender's timestamp in rtdaq's header; CLOCK_REALTIME of both hosts), published by the queue's consumer every 16 bursts.",
+        );
         for (l, st) in &self.src.rx {
             let c = st.latency.load();
-            let mut h = prometheus::proto::Histogram::default();
             let mut cumulative = 0u64;
-            let mut buckets = Vec::with_capacity(crate::latency::LIVE_BOUNDS_NS.len());
-            for (bound, n) in crate::latency::LIVE_BOUNDS_NS.iter().zip(c.counts) {
-                cumulative += n;
-                let mut b = Bucket::default();
-                b.set_upper_bound(*bound as f64 / 1e9);
-                b.set_cumulative_count(cumulative);
-                buckets.push(b);
-            }
+            let buckets = crate::latency::LIVE_BOUNDS_NS
+                .iter()
+                .zip(c.counts)
+                .map(|(b, n)| {
+                    cumulative += n;
+                    (*b, cumulative)
+                });
+            let buckets: Vec<(u64, u64)> = buckets.collect();
             let count = cumulative + c.counts[crate::latency::LIVE_BUCKETS - 1];
-            h.set_bucket(buckets);
-            h.set_sample_count(count);
-            h.set_sample_sum(c.sum_ns as f64 / 1e9);
-            let mut m = Metric::default();
-            m.set_label(vec![
-                label("interface", l.interface.clone()),
-                label("queue", l.queue.to_string()),
-            ]);
-            m.set_histogram(h);
-            fam.mut_metric().push(m);
+            let labels = [
+                ("interface", l.interface.clone()),
+                ("queue", l.queue.to_string()),
+            ];
+            push_histogram(&mut fam, &labels, &buckets, count, c.sum_ns);
         }
         fam
+    }
+
+    /// `rtdaq_loop_turn_seconds` and `rtdaq_wake_latency_seconds`: every queue thread's
+    /// loop turns and, for one that sleeps until a deadline, how late it woke
+    /// ([`crate::stall`]), by interface, queue and thread (`io`, `consumer`).
+    fn jitter_families(&self) -> [prometheus::proto::MetricFamily; 2] {
+        let mut turns = histogram_family(
+            "rtdaq_loop_turn_seconds",
+            "Loop turns of each queue thread (the time between two successive clock reads of its loop, its own bounded waits included): every turn, by direction, interface, queue and thread.",
+        );
+        let mut wakes = histogram_family(
+            "rtdaq_wake_latency_seconds",
+            "How late a queue thread that sleeps until a deadline (a paced generator or replay) ran after it: every such sleep (what cyclictest measures).",
+        );
+        let threads = self.src.rx.iter().flat_map(|(l, st)| {
+            [
+                ("rx", l, "io", &st.stall),
+                ("rx", l, "consumer", &st.consumer_stall),
+            ]
+        });
+        let threads = threads.chain(self.src.tx.iter().map(|(l, st)| ("tx", l, "io", &st.stall)));
+        for (dir, l, thread, w) in threads {
+            let labels = [
+                ("direction", dir.to_owned()),
+                ("interface", l.interface.clone()),
+                ("queue", l.queue.to_string()),
+                ("thread", thread.to_owned()),
+            ];
+            for (fam, h) in [(&mut turns, &w.turns), (&mut wakes, &w.wakes)] {
+                let (le, count, sum) = h.octaves();
+                if count > 0 {
+                    let buckets: Vec<(u64, u64)> = crate::latency::OCTAVE_BOUNDS_NS
+                        .iter()
+                        .copied()
+                        .zip(le)
+                        .collect();
+                    push_histogram(fam, &labels, &buckets, count, sum);
+                }
+            }
+        }
+        [turns, wakes]
     }
 
     fn answer(&self, req: &crate::observe::http::Request<'_>) -> crate::observe::http::Response {
@@ -913,6 +996,10 @@ mod tests {
         lat.record(3_000_000_000);
         rx.latency.store(&lat);
         tx.io.record_rx_burst(12, 16_800);
+        // Loop turns of the RX I/O thread (1.5 µs, 3 µs) and a TX wake-up 40 µs late.
+        rx.stall.turns.record(1_500);
+        rx.stall.turns.record(3_000);
+        tx.stall.wakes.record(40_000);
         let sink = leak(SinkCounters::default());
         SinkCounters::add(&sink.written, 7);
         rx.ring_wait_ns.store(2_500_000, Relaxed);
@@ -975,6 +1062,11 @@ mod tests {
             "rtdaq_rx_latency_seconds_bucket{interface=\"lo_udp\",queue=\"0\",le=\"0.000002\"} 1",
             "rtdaq_rx_latency_seconds_bucket{interface=\"lo_udp\",queue=\"0\",le=\"+Inf\"} 2",
             "rtdaq_rx_latency_seconds_count{interface=\"lo_udp\",queue=\"0\"} 2",
+            "# TYPE rtdaq_loop_turn_seconds histogram",
+            "rtdaq_loop_turn_seconds_bucket{direction=\"rx\",interface=\"lo_udp\",queue=\"0\",thread=\"io\",le=\"0.000002047\"} 1",
+            "rtdaq_loop_turn_seconds_bucket{direction=\"rx\",interface=\"lo_udp\",queue=\"0\",thread=\"io\",le=\"0.000004095\"} 2",
+            "rtdaq_loop_turn_seconds_sum{direction=\"rx\",interface=\"lo_udp\",queue=\"0\",thread=\"io\"} 0.0000045",
+            "rtdaq_wake_latency_seconds_count{direction=\"tx\",interface=\"lo_udp\",queue=\"0\",thread=\"io\"} 1",
             "rtdaq_thread_rt_priority{",
             "rtdaq_io_thread_allocations_total ",
         ] {

@@ -44,6 +44,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
             )
             .with_cpu(rs.io_cpu_ns.load(Acquire), rs.consumer_cpu_ns.load(Acquire))
             .with_stall(rs.stall.summary(r.start_ns))
+            .with_jitter(&rs.stall, Some(&rs.consumer_stall))
             .with_ring_wait(rs.ring_wait_ns.load(Acquire))
             .with_timestamps(rs.ts_sources.load(Acquire))
             .with_gpu(crate::observe::gpu_report::GpuReport::of(
@@ -67,7 +68,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
         tx.push(
             QueueReport::tx(iface.name.clone(), qc.id, Some(qc.cpu_core), &snap, elapsed)
                 .with_cpu(ts.io_cpu_ns.load(Acquire), 0)
-                .with_stall(ts.stall.summary(r.start_ns)),
+                .with_stall(ts.stall.summary(r.start_ns))
+                .with_jitter(&ts.stall, None),
         );
     }
     let total = merged.finish();

@@ -327,6 +327,18 @@ pub struct QueueReport {
     pub longest_stall_us: Option<f64>,
     /// When that turn ended, seconds into the run (`null` with `longest_stall_us`).
     pub longest_stall_at_s: Option<f64>,
+    /// The I/O thread's loop turns, every one (ns: p50, p99, p999, max, count, min; 1.6 %
+    /// resolution; [`crate::stall`]); absent without a thread and in totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_turns_ns: Option<LatencySummary>,
+    /// RX in indirect mode: the consumer thread's loop turns (one per burst or idle wait).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_loop_turns_ns: Option<LatencySummary>,
+    /// TX with a paced generator or replay that sleeps between packets: how late the thread
+    /// ran after each time it asked to wake at (ns; what `cyclictest` measures). Absent when
+    /// it never slept (busy-polling, unpaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_latency_ns: Option<LatencySummary>,
     /// RX only: seconds the I/O thread waited for a free ring slot because the consumer was
     /// behind, the packets left in the queue's own buffer (a socket: see
     /// `RxQueue::holds_backlog`); other queues drain and count `ring_full` instead (0).
@@ -518,6 +530,9 @@ impl QueueReport {
             consumer_cpu_s: None,
             longest_stall_us: None,
             longest_stall_at_s: None,
+            loop_turns_ns: None,
+            consumer_loop_turns_ns: None,
+            wake_latency_ns: None,
             ring_wait_s: None,
             timestamps: Vec::new(),
             rx: None,
@@ -577,6 +592,18 @@ impl QueueReport {
     pub fn with_stall(mut self, stall: Option<(f64, f64)>) -> Self {
         self.longest_stall_us = stall.map(|s| s.0);
         self.longest_stall_at_s = stall.map(|s| s.1);
+        self
+    }
+
+    /// Sets the loop turns and wake-up latencies of the I/O thread (`io`) and, in indirect
+    /// mode, the consumer's turns (`consumer`).
+    pub fn with_jitter(
+        mut self,
+        io: &crate::stall::StallWatch,
+        consumer: Option<&crate::stall::StallWatch>,
+    ) -> Self {
+        (self.loop_turns_ns, self.wake_latency_ns) = io.jitter();
+        self.consumer_loop_turns_ns = consumer.and_then(|c| c.jitter().0);
         self
     }
 
@@ -686,6 +713,9 @@ impl QueueReport {
             consumer_cpu_s: sum(|q| q.consumer_cpu_s),
             longest_stall_us: worst.and_then(|q| q.longest_stall_us),
             longest_stall_at_s: worst.and_then(|q| q.longest_stall_at_s),
+            loop_turns_ns: None,
+            consumer_loop_turns_ns: None,
+            wake_latency_ns: None,
             ring_wait_s: if rx.is_some() {
                 Some(sum(|q| q.ring_wait_s).unwrap_or(0.0))
             } else {
@@ -743,6 +773,61 @@ fn us(ns: u64) -> f64 {
 }
 
 /// `µs` as "412 µs" or, from 1 ms, "22.9 ms".
+/// A thread's label suffix (`""`, `" consumer"`) and its summary, if it has one.
+type Labelled<'a> = (&'static str, Option<&'a LatencySummary>);
+
+/// `p50/p99/p99.9/max µs` of a summary in ns.
+fn fmt_pcts(l: &LatencySummary) -> String {
+    let us = |ns: u64| ns as f64 / 1e3;
+    format!(
+        "{:.1}/{:.1}/{:.1}/{:.1} µs",
+        us(l.p50),
+        us(l.p99),
+        us(l.p999),
+        us(l.max)
+    )
+}
+
+/// The loop-turn and wake-up latency lines of the text report (absent when no thread had
+/// any).
+fn write_jitter(
+    f: &mut fmt::Formatter<'_>,
+    rx: &DirectionReport,
+    tx: &DirectionReport,
+) -> fmt::Result {
+    let pick = |get: fn(&QueueReport) -> [Labelled<'_>; 2]| {
+        let mut out = Vec::new();
+        for (dir, d) in [("rx", rx), ("tx", tx)] {
+            for q in &d.queues {
+                for (who, l) in get(q) {
+                    if let Some(l) = l {
+                        out.push(format!("{dir} {}{who} {}", q.label(), fmt_pcts(l)));
+                    }
+                }
+            }
+        }
+        out
+    };
+    let turns = pick(|q| {
+        [
+            ("", q.loop_turns_ns.as_ref()),
+            (" consumer", q.consumer_loop_turns_ns.as_ref()),
+        ]
+    });
+    if !turns.is_empty() {
+        writeln!(f, "loop turns p50/p99/p99.9/max: {}", turns.join(", "))?;
+    }
+    let wakes = pick(|q| [("", q.wake_latency_ns.as_ref()), ("", None)]);
+    if !wakes.is_empty() {
+        writeln!(
+            f,
+            "wake-up latency after a timed sleep p50/p99/p99.9/max: {}",
+            wakes.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
 fn fmt_us(us: f64) -> String {
     if us >= 1000.0 {
         format!("{:.1} ms", us / 1000.0)
@@ -1010,6 +1095,7 @@ impl fmt::Display for RunReport {
                 if steal.is_empty() { "not reported".to_owned() } else { steal.join(", ") }
             )?;
         }
+        write_jitter(f, &self.rx, &self.tx)?;
         let stamps: Vec<String> = self
             .rx
             .queues

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::stall::StallClock;
+
 /// Sleep of an idle, non-busy-polling thread.
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
 
@@ -24,4 +26,14 @@ pub(crate) fn idle(busy: bool) {
     } else {
         std::thread::sleep(IDLE_SLEEP);
     }
+}
+
+/// Sleeps `ns` from `now` (monotonic, [`crate::pacer::now_ns`], read just before), then
+/// records in `turns` how late the thread woke after `now + ns`: its wake-up latency, as
+/// `cyclictest` measures it (which sleeps to an absolute time; this relative sleep also
+/// counts the few ns between the clock read and the system call).
+#[inline]
+pub(crate) fn sleep_timed(turns: &StallClock<'_>, now: u64, ns: u64) {
+    std::thread::sleep(Duration::from_nanos(ns));
+    turns.woke(now + ns, crate::pacer::now_ns());
 }

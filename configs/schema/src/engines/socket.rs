@@ -57,6 +57,11 @@ pub enum RxTimestamps {
     Batch,
     /// No timestamps (`rx_timestamp_ns` = 0; the validator reports no latency).
     Off,
+    /// The NIC's own receive time (`SO_TIMESTAMPING` raw hardware stamps; the device's
+    /// receive stamping is switched on with `SIOCSHWTSTAMP`, which needs `CAP_NET_ADMIN`),
+    /// the kernel's software stamp for a datagram the NIC left unstamped. The start fails
+    /// (exit 2) on a device without hardware receive stamps (`ethtool -T`).
+    Hardware,
 }
 
 impl RxTimestamps {
@@ -66,6 +71,7 @@ impl RxTimestamps {
             RxTimestamps::Kernel => "kernel",
             RxTimestamps::Batch => "batch",
             RxTimestamps::Off => "off",
+            RxTimestamps::Hardware => "hardware",
         }
     }
 }

@@ -91,6 +91,7 @@
 mod ctx;
 mod engine;
 mod error;
+mod hwstamp;
 mod options;
 mod sockopt;
 mod stats;

@@ -30,8 +30,9 @@
 //! 4. per datagram: `SO_RXQ_OVFL` delta → `kernel` drops, `MSG_TRUNC` → `too_large`, GRO
 //!    reads split into datagrams (copies into further slots), flow rules → flow id or
 //!    `malformed` / `no_flow` / `flow_drop`, the receive time → `rx_timestamp_ns` per
-//!    `engine.socket.rx_timestamps`: `SCM_TIMESTAMPNS` (`kernel`), one `CLOCK_REALTIME` read
-//!    per `recvmmsg` (`batch`) or 0 (`off`).
+//!    `engine.socket.rx_timestamps`: `SCM_TIMESTAMPNS` (`kernel`), the NIC's stamp from
+//!    `SCM_TIMESTAMPING` (`hardware`, [`crate::hwstamp`]; the software stamp for a datagram
+//!    it left unstamped), one `CLOCK_REALTIME` read per `recvmmsg` (`batch`) or 0 (`off`).
 //!
 //! With no free buffer at all, the queue still drains the socket into a scratch buffer and
 //! counts every datagram as `pool_empty`, so no loss goes uncounted.
@@ -195,6 +196,9 @@ pub(crate) struct UdpRx<'a, const N: usize> {
     block: bool,
     /// `rx_timestamps = "batch"`: one clock read per `recvmmsg`.
     batch_clock: bool,
+    /// Subtracted from each hardware stamp: the device clock's whole seconds ahead of
+    /// `CLOCK_REALTIME` ([`crate::hwstamp`]).
+    hw_shift_ns: i64,
     /// `engine.socket.rx_coalesce_us`: after a read that drained the socket, a sleeping queue
     /// waits this long before reading again, so datagrams gather (zero: off).
     coalesce: Duration,
@@ -267,8 +271,25 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             None => None,
         };
         let stamps = ctx.sock.rx_timestamps;
-        if stamps == RxTimestamps::Kernel {
-            enable_feature(&sock, SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS", &key)?;
+        let mut hw_shift_ns = 0;
+        match stamps {
+            RxTimestamps::Kernel => {
+                enable_feature(&sock, SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS", &key)?;
+            }
+            RxTimestamps::Hardware => {
+                // The device that receives: the group's interface, or the bound address's.
+                let at = iface.multicast.as_ref().map_or(uri.ip, |m| m.interface);
+                let hw = crate::hwstamp::enable(&sock, at)?;
+                if j == 0 {
+                    log::info!(
+                        "{key} (\"{uri}\"): hardware receive stamps from {} (its clock {:+} s from CLOCK_REALTIME, taken off each stamp)",
+                        hw.device,
+                        hw.shift_ns / 1_000_000_000
+                    );
+                }
+                hw_shift_ns = hw.shift_ns;
+            }
+            RxTimestamps::Batch | RxTimestamps::Off => {}
         }
         let timeout = Duration::from_micros(u64::from(q.timeout_us));
         let block = !q.busy_poll && !timeout.is_zero();
@@ -305,7 +326,8 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         // Per-datagram kernel work only for what is used: sender addresses for flow rules and
         // pcap recorders,
         // control messages for kernel timestamps, GRO sizes or destination addresses.
-        let control = stamps == RxTimestamps::Kernel || gro || pktinfo;
+        let control =
+            matches!(stamps, RxTimestamps::Kernel | RxTimestamps::Hardware) || gro || pktinfo;
         // The queue's stages ask for each datagram's real sender (a pcap recorder rebuilds
         // its IPv4/UDP headers from it).
         let ring = RecvRing::new(
@@ -386,6 +408,7 @@ impl<'a, const N: usize> UdpRx<'a, N> {
             timeout,
             block,
             batch_clock: stamps == RxTimestamps::Batch,
+            hw_shift_ns,
             coalesce: Duration::from_micros(u64::from(ctx.sock.rx_coalesce_us)),
             drained: false,
             coalesce_misses: 0,
@@ -539,6 +562,7 @@ impl<'a, const N: usize> UdpRx<'a, N> {
         let stamp = if self.batch_clock { wall_clock_ns() } else { 0 };
         let mut out = Out {
             stamp,
+            hw_shift_ns: self.hw_shift_ns,
             burst,
             pending: &mut self.pending,
             counters: self.counters,
@@ -701,6 +725,8 @@ fn note_kernel_drops(last: &mut u32, counters: &QueueCounters, now: Option<u32>)
 struct Out<'r, 'a, const N: usize> {
     /// Receive time for datagrams without a kernel timestamp (0 = none).
     stamp: u64,
+    /// Taken off each hardware stamp ([`UdpRx::hw_shift_ns`]).
+    hw_shift_ns: i64,
     burst: &'r mut Burst<'a, N>,
     pending: &'r mut Vec<Packet<'a>>,
     counters: &'r QueueCounters,
@@ -737,7 +763,12 @@ impl<'a, const N: usize> Out<'_, 'a, N> {
             }
         };
         let len = buf.len();
-        let (rx_timestamp_ns, ts_source) = if m.timestamp_ns != 0 {
+        let (rx_timestamp_ns, ts_source) = if m.hw_timestamp_ns != 0 {
+            (
+                m.hw_timestamp_ns.wrapping_sub(self.hw_shift_ns as u64),
+                TimestampSource::Hardware,
+            )
+        } else if m.timestamp_ns != 0 {
             (m.timestamp_ns, TimestampSource::Kernel)
         } else if self.stamp != 0 {
             (self.stamp, TimestampSource::Poll)

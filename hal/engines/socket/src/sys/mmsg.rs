@@ -16,8 +16,9 @@ use std::ptr;
 use super::ffi;
 use super::socket::Socket;
 
-/// Control bytes per received message: room for `SCM_TIMESTAMPNS` (16 B), `SO_RXQ_OVFL`
-/// (4 B), `UDP_GRO` (4 B) and `IP_PKTINFO` (12 B), each with its 16-byte header, aligned.
+/// Control bytes per received message: room for `SCM_TIMESTAMPNS` (16 B) or
+/// `SCM_TIMESTAMPING` (48 B), `UDP_GRO` (4 B) and `IP_PKTINFO` (12 B), each with its 16-byte
+/// header, aligned (64 + 24 + 32 = 120), or `SO_RXQ_OVFL` (4 B) instead of the larger stamp.
 /// (The UDP queue no longer enables `SO_RXQ_OVFL`, but the batch still parses it.)
 pub(super) const RX_CONTROL: usize = 128;
 /// Control bytes per sent message: one `UDP_SEGMENT` (`u16`).
@@ -52,13 +53,24 @@ pub(crate) struct RecvMsg {
     pub(crate) src: SocketAddrV4,
     /// Destination address (`IP_PKTINFO`), when enabled.
     pub(crate) dst: Option<Ipv4Addr>,
-    /// Kernel receive time (`SCM_TIMESTAMPNS`, `CLOCK_REALTIME`) in ns; 0 when absent.
+    /// Kernel receive time (`SCM_TIMESTAMPNS`, or the software stamp of `SCM_TIMESTAMPING`;
+    /// `CLOCK_REALTIME`) in ns; 0 when absent.
     pub(crate) timestamp_ns: u64,
+    /// The NIC's receive time (`SCM_TIMESTAMPING`'s raw hardware stamp: the PTP hardware
+    /// clock's time) in ns; 0 when absent.
+    pub(crate) hw_timestamp_ns: u64,
     /// The socket's drop counter when this datagram was queued (`SO_RXQ_OVFL`).
     pub(crate) kernel_drops: Option<u32>,
     /// GRO segment size (`UDP_GRO`): the read holds `len / seg` datagrams of `seg` bytes
     /// (the last may be shorter).
     pub(crate) gro_segment: Option<u16>,
+}
+
+/// A `timespec` in ns (0 stays 0: no stamp).
+fn ns_of(ts: &libc::timespec) -> u64 {
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// What the kernel reported in one received header (`name`: its address slot). Reads the
@@ -80,6 +92,7 @@ pub(super) fn parse_msg(
         },
         dst: None,
         timestamp_ns: 0,
+        hw_timestamp_ns: 0,
         kernel_drops: None,
         gro_segment: None,
     };
@@ -103,9 +116,15 @@ pub(super) fn parse_msg(
                     if avail >= size_of::<libc::timespec>() =>
                 {
                     let ts = ptr::read_unaligned(data.cast::<libc::timespec>());
-                    m.timestamp_ns = (ts.tv_sec as u64)
-                        .wrapping_mul(1_000_000_000)
-                        .wrapping_add(ts.tv_nsec as u64);
+                    m.timestamp_ns = ns_of(&ts);
+                }
+                // Three stamps: software, (deprecated, zero), raw hardware.
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPING)
+                    if avail >= 3 * size_of::<libc::timespec>() =>
+                {
+                    let ts = ptr::read_unaligned(data.cast::<[libc::timespec; 3]>());
+                    m.timestamp_ns = ns_of(&ts[0]);
+                    m.hw_timestamp_ns = ns_of(&ts[2]);
                 }
                 (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) if avail >= size_of::<u32>() => {
                     m.kernel_drops = Some(ptr::read_unaligned(data.cast::<u32>()));
@@ -289,5 +308,57 @@ impl<'b> SendBuilder<'_, 'b> {
                 flags | libc::MSG_NOSIGNAL,
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(sec: i64, nsec: i64) -> libc::timespec {
+        // SAFETY: `timespec` is plain integers; all zero is valid.
+        let mut t: libc::timespec = unsafe { MaybeUninit::zeroed().assume_init() };
+        t.tv_sec = sec as libc::time_t;
+        t.tv_nsec = nsec as _;
+        t
+    }
+
+    /// `parse_msg` of a header whose control buffer holds one `SCM_TIMESTAMPING` message
+    /// with `stamps` (software, deprecated, raw hardware), as the kernel writes it.
+    fn parse_timestamping(stamps: [libc::timespec; 3]) -> RecvMsg {
+        let mut ctl = Control::<RX_CONTROL>([0; RX_CONTROL]);
+        // SAFETY: `mmsghdr` is plain integers and pointers; all zero is valid.
+        let mut h: libc::mmsghdr = unsafe { MaybeUninit::zeroed().assume_init() };
+        h.msg_hdr = zeroed_msghdr();
+        h.msg_hdr.msg_control = ctl.0.as_mut_ptr().cast();
+        h.msg_hdr.msg_controllen = RX_CONTROL as _;
+        let len = size_of::<[libc::timespec; 3]>() as u32;
+        // SAFETY: the control buffer is RX_CONTROL (128) aligned bytes, room for the header
+        // and the 48-byte payload written here; CMSG_FIRSTHDR of a buffer that large is
+        // non-null and inside it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_TIMESTAMPING;
+            (*c).cmsg_len = libc::CMSG_LEN(len) as _;
+            ptr::write_unaligned(libc::CMSG_DATA(c).cast::<[libc::timespec; 3]>(), stamps);
+            h.msg_hdr.msg_controllen = libc::CMSG_SPACE(len) as _;
+        }
+        // SAFETY: `sockaddr_in` is plain integers; all zero is valid.
+        let name: libc::sockaddr_in = unsafe { MaybeUninit::zeroed().assume_init() };
+        parse_msg(&h, &name, false, true)
+    }
+
+    #[test]
+    fn scm_timestamping_gives_the_software_and_the_hardware_stamp() {
+        let m = parse_timestamping([ts(1_700_000_000, 5), ts(0, 0), ts(1_700_000_037, 7)]);
+        assert_eq!(m.timestamp_ns, 1_700_000_000_000_000_005);
+        assert_eq!(m.hw_timestamp_ns, 1_700_000_037_000_000_007);
+        // A datagram the NIC left unstamped: the software stamp only.
+        let m = parse_timestamping([ts(1_700_000_000, 9), ts(0, 0), ts(0, 0)]);
+        assert_eq!(
+            (m.timestamp_ns, m.hw_timestamp_ns),
+            (1_700_000_000_000_000_009, 0)
+        );
     }
 }
