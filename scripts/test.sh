@@ -258,6 +258,21 @@ run "metrics endpoint with real peers: a Prometheus server scraping a 10 s run, 
 # locks, rtdaq doctor's time.ptp, /metrics synchronised then lost when the master stops.
 run "PTP: ptp4l -S master/slave on a veth pair; require_sync refuses an unsynchronised start, doctor time.ptp, /metrics and the report follow SLAVE and a lost master (cargo test --test ptp -- --ignored)" \
     cargo test -p rtdaq --test ptp -- --ignored --test-threads 1
+# The jitter benchmark's script (docs/benchmarks/jitter.md) runs end to end, briefly: one 3 s
+# sample per load beside cyclictest and stress-ng, and its tables come out (a benchmark:
+# nothing here judges the figures).
+jitter_smoke() {
+    local out
+    out=$(mktemp -d)
+    BENCH_SECONDS=3 BENCH_REPEATS=1 BENCH_OUT="$out" scripts/bench-jitter.sh > "$out/stdout.txt" || return 1
+    if ! grep -q '^| idle | rtdaq generator |' "$out/summary.md" ||
+        ! grep -q '^| stress | cyclictest |' "$out/summary.md"; then
+        cat "$out/summary.md"
+        return 1
+    fi
+    rm -rf "$out"
+}
+run "jitter benchmark smoke: scripts/bench-jitter.sh, one 3 s sample per load beside cyclictest, its tables" jitter_smoke
 run "raw engines end to end in namespaces (cargo test --test raw -- --ignored)" \
     cargo test -p rtdaq --test raw -- --ignored --test-threads 1
 # This host has no RDMA: every ibverbs config must stop with exit 2 and the no-device message.
