@@ -199,6 +199,13 @@ fn udp_one_queue_lossless_with_full_report() {
         let (count, p50, max) = (u(l, "/count"), u(l, "/p50"), u(l, "/max"));
         assert!(count > 100 && p50 <= max && max > 0, "{ptr}: {l}");
     }
+    // The generator kept its times in software (no launch times asked for).
+    assert_eq!(r["tx"]["queues"][0]["pacing"], "software");
+    assert!(
+        text(&out.stdout).contains("send times kept by: lo_udp:0 software"),
+        "{}",
+        text(&out.stdout)
+    );
     let wake = &r["tx"]["queues"][0]["wake_latency_ns"];
     assert!(
         u(wake, "/p50") < 1_000_000,
@@ -476,6 +483,27 @@ fn port_in_use_is_a_config_error_naming_the_key() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("interfaces[0].address"), "{err}");
     assert!(err.contains("address in use"), "{err}");
+}
+
+/// Launch times (issue #33) through loopback, whose qdisc is `noqueue` (this host's kernel
+/// has neither `etf` nor `fq`): the start stops with exit 2, naming the key, the device, its
+/// qdisc and the `tc` command, instead of sending unpaced in silence.
+#[test]
+fn txtime_without_a_launch_time_qdisc_stops_the_start_naming_the_command() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = loopback_udp(&[(
+        "stream_id = 1\n",
+        "stream_id = 1\npacing = \"txtime\"\n".to_string(),
+    )]);
+    let out = run(&["run", "--config", cfg.to_str().unwrap(), "--duration", "1"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("generator.pacing: \"txtime\" needs the etf or fq qdisc on lo")
+            && err.contains("which has noqueue")
+            && err.contains("tc qdisc replace dev lo root etf clockid CLOCK_TAI delta 200000"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -25,8 +25,10 @@ set -uo pipefail
 if [ "${RTDAQ_VM:-}" != 1 ]; then
     [ $# -eq 1 ] || { echo "usage: $0 <rtdaq-binary>" >&2; exit 2; }
     here=$(cd "$(dirname "$0")" && pwd)
-    exec "$here/guest-run.sh" --bin "$1" --timeout 240 \
-        -- bash scripts/vm/txtime-tests.sh "$(basename "$1")"
+    # The GEN_* settings below travel into the guest.
+    mapfile -t gen_env < <(env | grep -E '^GEN_(PPS|COUNT|REPEATS|DELTA_NS|LEAD_US|RATIO)=' || true)
+    exec "$here/guest-run.sh" --bin "$1" --timeout "${RTDAQ_TXTIME_TIMEOUT:-400}" \
+        -- env "${gen_env[@]}" bash scripts/vm/txtime-tests.sh "$(basename "$1")"
 fi
 
 rtdaq=${1:-rtdaq}
@@ -98,5 +100,116 @@ for pacing in txtime software; do
     esac
 done
 
+# --- The generator with launch times (issue #33) -----------------------------------------
+# The generator (TX-only config, GEN_COUNT packets at GEN_PPS, 1400-byte payloads to prx)
+# once with pacing = "txtime" (txtime_lead_us GEN_LEAD_US; pA's root qdisc etf, CLOCK_TAI,
+# delta GEN_DELTA_NS) and once with the software pacer (pA's qdisc back to its default: etf
+# drops every datagram of a socket without SO_TXTIME), interleaved GEN_REPEATS times; scripts/peers/udp_sendtime.py in prx stamps each arrival (SO_TIMESTAMPNS) and
+# reports |arrival - schedule| (the schedule fitted by its median offset). Checks: every
+# packet arrives (none dropped by etf: the report's TX drops 0), the reports say "txtime
+# CLOCK_TAI" and "software", and the txtime p99 error is at most 1/GEN_RATIO of the
+# software pacer's (medians over the repeats). The figures go to stdout and, with
+# RTDAQ_VM_OUT, to sendtime.tsv there.
+GEN_PPS=${GEN_PPS:-2000} GEN_COUNT=${GEN_COUNT:-10000} GEN_REPEATS=${GEN_REPEATS:-1}
+GEN_DELTA_NS=${GEN_DELTA_NS:-20000000} GEN_LEAD_US=${GEN_LEAD_US:-50000} GEN_RATIO=${GEN_RATIO:-10}
+GEN_PERIOD=$((1000000000 / GEN_PPS))
+modprobe sch_etf 2>/dev/null
+if ip netns exec ptx tc qdisc replace dev pA root etf clockid CLOCK_TAI delta "$GEN_DELTA_NS" 2> "$T/etf.txt"; then
+    ok "setup: etf on pA ($(ip netns exec ptx tc qdisc show dev pA | head -1))"
+else
+    ko "setup: etf" "tc qdisc replace dev pA root etf clockid CLOCK_TAI delta $GEN_DELTA_NS" "$T/etf.txt"
+    echo "txtime-tests: $pass passed, $fail failed"; exit 1
+fi
+gen_config() { # $1 pacing
+    local extra=""
+    [ "$1" = txtime ] && extra="pacing = \"txtime\"
+txtime_lead_us = $GEN_LEAD_US"
+    cat > "$T/gen-$1.toml" <<EOT
+name = "veth-generator-$1"
+platform = "host"
+[engine]
+kind = "socket"
+[[memory_regions]]
+name = "tx_bufs"
+kind = "host"
+buf_size = 2048
+buf_count = 1024
+[[interfaces]]
+name = "pA"
+address = "udp://169.254.78.1:7150"
+mtu = 1500
+[[interfaces.tx_queues]]
+id = 0
+cpu_core = 0
+rt_priority = 50
+batch_size = 32
+ring_depth = 1024
+memory_regions = ["tx_bufs"]
+[generator]
+interface = "pA"
+tx_queue = 0
+destination = "udp://169.254.78.2:7150"
+payload_size = 1400
+rate_pps = $GEN_PPS
+count = $GEN_COUNT
+stream_id = 3
+$extra
+[run]
+duration_s = $((GEN_COUNT / GEN_PPS + 4))
+drain_ms = 0
+[rt]
+required = false
+EOT
+}
+gen_run() { # $1 pacing $2 repeat: sets gen_p99 to the receiver's p99 error (ns), 0 on failure
+    local tag="$1.$2" rp rc said drops n missing line
+    gen_p99=0
+    if [ "$1" = txtime ]; then
+        ip netns exec ptx tc qdisc replace dev pA root etf clockid CLOCK_TAI delta "$GEN_DELTA_NS"
+    else
+        ip netns exec ptx tc qdisc del dev pA root 2>/dev/null
+    fi
+    ip netns exec prx python3 scripts/peers/udp_sendtime.py 169.254.78.2 7150 \
+        --period-ns "$GEN_PERIOD" --count "$GEN_COUNT" --timeout 120 \
+        > "$T/$tag.st" 2> "$T/$tag.st.err" &
+    rp=$!
+    sleep 1
+    ip netns exec ptx "$rtdaq" run --config "$T/gen-$1.toml" --report-json "$T/$tag.json" \
+        > "$T/$tag.out" 2>&1
+    rc=$?
+    wait $rp
+    said=$(jq -r '.tx.queues[0].pacing' "$T/$tag.json" 2>/dev/null)
+    drops=$(jq -r '.tx.queues[0].drops_total' "$T/$tag.json" 2>/dev/null)
+    n=$(jq -r '.rtdaq // 0' "$T/$tag.st" 2>/dev/null)
+    missing=$(jq -r '.missing // -1' "$T/$tag.st" 2>/dev/null)
+    gen_p99=$(jq -r '.error_ns.p99 // 0' "$T/$tag.st" 2>/dev/null)
+    local want="software"
+    [ "$1" = txtime ] && want="txtime CLOCK_TAI"
+    line="rtdaq exit $rc, pacing \"$said\", TX drops $drops, $(cat "$T/$tag.st" 2>/dev/null)"
+    if [ "$rc" -ne 0 ] || [ "$said" != "$want" ] || [ "$drops" != 0 ] || [ "$n" -ne "$GEN_COUNT" ] || [ "$missing" != 0 ]; then
+        ko "generator $tag" "$line" "$T/$tag.out" "$T/$tag.st.err"
+        gen_p99=0; return
+    fi
+    ok "generator $tag: $GEN_COUNT packets at $GEN_PPS/s, all arrived: $line"
+    if [ -n "${RTDAQ_VM_OUT:-}" ]; then
+        printf '%s\t%s\t%s\n' "$1" "$2" "$(cat "$T/$tag.st")" >> "$RTDAQ_VM_OUT/sendtime.tsv"
+    fi
+}
+gen_config txtime; gen_config software
+tx_p99=() sw_p99=()
+for r in $(seq 1 "$GEN_REPEATS"); do
+    gen_run txtime "$r"; tx_p99+=("$gen_p99")
+    gen_run software "$r"; sw_p99+=("$gen_p99")
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+tx_m=$(median "${tx_p99[@]}") sw_m=$(median "${sw_p99[@]}")
+ratio=$(awk -v s="$sw_m" -v t="$tx_m" 'BEGIN { if (t > 0) printf "%.1f", s / t; else print 0 }')
+line="p99 send-time error: txtime ${tx_p99[*]} ns, software ${sw_p99[*]} ns; medians $tx_m vs $sw_m ns: ${ratio}x tighter (goal ${GEN_RATIO}x)"
+if awk -v s="$sw_m" -v t="$tx_m" -v k="$GEN_RATIO" 'BEGIN { exit !(t > 0 && s >= k * t) }'; then
+    ok "generator launch times: $line"
+else
+    ko "generator launch times" "$line"
+fi
+
 echo "txtime-tests: $pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$pass" -ge 3 ]
+[ "$fail" -eq 0 ] && [ "$pass" -ge $((5 + 2 * GEN_REPEATS)) ]

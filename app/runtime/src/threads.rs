@@ -35,7 +35,7 @@ pub struct Placement {
 
 /// Shortest sleep of a paced, non-busy generator: the pacer then allows the packets that came
 /// due meanwhile in one burst (one `sendmmsg`), instead of one syscall pair per packet.
-const MIN_PACE_SLEEP_NS: u64 = 50_000;
+pub(crate) const MIN_PACE_SLEEP_NS: u64 = 50_000;
 /// How long a stopping generator may take to finish its units in progress (SPEAD heaps).
 const FINISH_NS: u64 = 200_000_000;
 
@@ -194,9 +194,85 @@ pub(crate) struct GenPlan {
     pub frame: Option<UdpFrameSpec>,
     /// Send the packets of a pcap file instead (`generator.replay`).
     pub replay: Option<crate::replay::ReplayPlan>,
+    /// `generator.pacing = "txtime"`: each packet goes to the queue this many ns ahead of
+    /// its time, with its launch time ([`crate::launch`]); `None`: the software pacer.
+    pub launch_lead_ns: Option<u64>,
 }
 
-/// TX thread running the generator: paced bursts of sequence-numbered payloads.
+impl GenPlan {
+    /// Writes packet `j` of the run (lane `j % lanes`) into `buf` with tx timestamp `tx_ns`
+    /// (raw engines: the whole frame); returns its length. Never allocates.
+    #[inline]
+    pub(crate) fn fill(&mut self, buf: &mut [u8], j: u64, tx_ns: u64) -> usize {
+        let lane = (j % self.gens.len() as u64) as usize;
+        match self.frame.as_mut() {
+            None => self.gens[lane].fill(buf, tx_ns),
+            Some(spec) => {
+                let off = spec.payload_offset();
+                let base = spec.src_port;
+                let payload = buf.get_mut(off..).unwrap_or_default();
+                spec.payload_len = self.gens[lane].fill(payload, tx_ns);
+                spec.src_port = base.wrapping_add(lane as u16);
+                // The buffer holds the frame (the config sized it): cannot fail.
+                let len = emit_udp_frame(buf, spec).unwrap_or(0);
+                spec.src_port = base;
+                len
+            }
+        }
+    }
+}
+
+/// A generator's stop conditions: its count, its duration, the run's stop flag, and the
+/// units in progress it finishes when stopping.
+pub(crate) struct Ending {
+    /// Packets of one unit over all lanes (a SPEAD heap's packets × lanes), else 1.
+    unit: u64,
+    /// Once stopping: the packet count to reach, and the time after which it gives up.
+    finish_at: Option<(u64, u64)>,
+}
+
+impl Ending {
+    /// A generator whose packets come in units (a SPEAD heap's packets) finishes the units in
+    /// progress when it stops, so the receiver sees no heap cut short: all lanes advance in
+    /// turn, so every lane is at a unit boundary when the count is a multiple of this.
+    /// Packets that are their own unit stop where they are (`count` exactly).
+    pub(crate) fn new(plan: &GenPlan) -> Self {
+        let unit = match plan.gens[0].unit_packets() {
+            1 => 1,
+            per_lane => per_lane * plan.gens.len() as u64,
+        };
+        Ending {
+            unit,
+            finish_at: None,
+        }
+    }
+
+    /// Packets that may still go after `generated` at `now`; `None` when the generator is
+    /// done.
+    #[inline]
+    pub(crate) fn left(
+        &mut self,
+        plan: &GenPlan,
+        stop: &AtomicBool,
+        generated: u64,
+        now: u64,
+    ) -> Option<u64> {
+        let ending = stop.load(Acquire)
+            || plan.until_ns.is_some_and(|t| now >= t)
+            || plan.count.is_some_and(|c| generated >= c);
+        if !ending {
+            return Some(plan.count.map_or(u64::MAX, |c| c - generated));
+        }
+        let unit = self.unit;
+        let (end, deadline) = *self
+            .finish_at
+            .get_or_insert((generated.div_ceil(unit) * unit, now + FINISH_NS));
+        (generated < end && now <= deadline).then(|| end - generated)
+    }
+}
+
+/// TX thread running the generator: paced bursts of sequence-numbered payloads (the
+/// software pacer; launch times: `launch`).
 pub(crate) fn tx_generator<Q: TxQueue>(
     mut queue: Q,
     mut plan: GenPlan,
@@ -209,34 +285,15 @@ pub(crate) fn tx_generator<Q: TxQueue>(
     }
     let mut burst = queue.new_burst();
     let size = plan.gens[0].payload_size();
-    let lanes = plan.gens.len() as u64;
     let mut totals = GenTotals::default();
     let mut turns = StallClock::start(stall, now_ns(), ThreadKind::Generator);
-    // A generator whose packets come in units (a SPEAD heap's packets) finishes the units in
-    // progress when it stops, so the receiver sees no heap cut short: all lanes advance in
-    // turn, so every lane is at a unit boundary when the count is a multiple of this. Packets
-    // that are their own unit stop where they are (`count` exactly).
-    let unit = match plan.gens[0].unit_packets() {
-        1 => 1,
-        per_lane => per_lane * lanes,
-    };
-    let mut finish_at: Option<(u64, u64)> = None;
+    let mut ending = Ending::new(&plan);
     alloc_audit::arm_current_thread();
     loop {
         let now = now_ns();
         turns.tick(now);
-        let ending = stop.load(Acquire)
-            || plan.until_ns.is_some_and(|t| now >= t)
-            || plan.count.is_some_and(|c| totals.generated >= c);
-        let left = if ending {
-            let (end, deadline) =
-                *finish_at.get_or_insert((totals.generated.div_ceil(unit) * unit, now + FINISH_NS));
-            if totals.generated >= end || now > deadline {
-                break;
-            }
-            end - totals.generated
-        } else {
-            plan.count.map_or(u64::MAX, |c| c - totals.generated)
+        let Some(left) = ending.left(&plan, stop, totals.generated, now) else {
+            break;
         };
         let mut want = plan
             .pacer
@@ -263,22 +320,8 @@ pub(crate) fn tx_generator<Q: TxQueue>(
         }
         let tx_ns = wall_clock_ns();
         for i in 0..n {
-            let lane = ((totals.generated + i as u64) % lanes) as usize;
             if let Some(buf) = burst.packet_mut(i) {
-                let len = match plan.frame.as_mut() {
-                    None => plan.gens[lane].fill(buf, tx_ns),
-                    Some(spec) => {
-                        let off = spec.payload_offset();
-                        let base = spec.src_port;
-                        let payload = buf.get_mut(off..).unwrap_or_default();
-                        spec.payload_len = plan.gens[lane].fill(payload, tx_ns);
-                        spec.src_port = base.wrapping_add(lane as u16);
-                        // The buffer holds the frame (the config sized it): cannot fail.
-                        let len = emit_udp_frame(buf, spec).unwrap_or(0);
-                        spec.src_port = base;
-                        len
-                    }
-                };
+                let len = plan.fill(buf, totals.generated + i as u64, tx_ns);
                 burst.set_len(i, len);
             }
         }

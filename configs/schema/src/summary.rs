@@ -576,11 +576,16 @@ impl Config {
     fn describe_generator(&self, g: &crate::model::Generator) -> String {
         let iface = &self.interfaces[g.interface.0];
         let q = &iface.tx_queues[usize::from(g.tx_queue.0)];
-        let rate = match g.rate {
+        let mut rate = match g.rate {
             GeneratorRate::Gbps(r) => format!("{r} Gb/s"),
             GeneratorRate::Pps(p) => format!("{p} packets/s"),
             GeneratorRate::Unpaced => "unpaced".to_owned(),
         };
+        if let crate::model::GenPacing::Txtime { lead_us } = g.pacing {
+            rate.push_str(&format!(
+                " (launch times, up to {lead_us} µs ahead: the interface needs the etf or fq qdisc)"
+            ));
+        }
         let limit = match g.limit {
             GeneratorLimit::Duration(s) => format!("for {s} s"),
             GeneratorLimit::Count(c) => format!("{c} packets"),

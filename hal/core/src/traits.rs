@@ -116,6 +116,74 @@ pub trait TxQueue: Send {
     fn send(&mut self, burst: &mut Self::Burst) -> usize;
 }
 
+/// The clock a launch time is read on ([`TimedTx`]): the clock the kernel's queueing
+/// discipline compares it with (`fq`: `CLOCK_MONOTONIC`; `etf`: its `clockid`, usually
+/// `CLOCK_TAI`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchClock {
+    /// `CLOCK_MONOTONIC`.
+    Monotonic,
+    /// `CLOCK_TAI`.
+    Tai,
+    /// `CLOCK_REALTIME`.
+    Realtime,
+    /// `CLOCK_BOOTTIME`.
+    Boottime,
+}
+
+impl LaunchClock {
+    /// The name of the clock as `clock_gettime` knows it (`CLOCK_TAI`, ...).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            LaunchClock::Monotonic => "CLOCK_MONOTONIC",
+            LaunchClock::Tai => "CLOCK_TAI",
+            LaunchClock::Realtime => "CLOCK_REALTIME",
+            LaunchClock::Boottime => "CLOCK_BOOTTIME",
+        }
+    }
+
+    /// The Linux `clockid_t` (`CLOCK_REALTIME` 0, `CLOCK_MONOTONIC` 1, `CLOCK_BOOTTIME` 7,
+    /// `CLOCK_TAI` 11: the kernel's ABI).
+    pub const fn linux_clockid(self) -> i32 {
+        match self {
+            LaunchClock::Realtime => 0,
+            LaunchClock::Monotonic => 1,
+            LaunchClock::Boottime => 7,
+            LaunchClock::Tai => 11,
+        }
+    }
+
+    /// The clock of a Linux `clockid_t`; `None` for the others (CPU-time clocks, ...).
+    pub const fn from_linux_clockid(id: i32) -> Option<LaunchClock> {
+        match id {
+            0 => Some(LaunchClock::Realtime),
+            1 => Some(LaunchClock::Monotonic),
+            7 => Some(LaunchClock::Boottime),
+            11 => Some(LaunchClock::Tai),
+            _ => None,
+        }
+    }
+}
+
+/// Optional ability of a TX queue: each packet of a burst leaves at its own **launch time**,
+/// held until then by the kernel (`SO_TXTIME` with the `etf` or `fq` queueing discipline) or
+/// the NIC, instead of when the sender hands it over. A sender that knows when each packet
+/// is due stamps it ahead of time and sleeps in between: its own wake-up latency no longer
+/// moves the packets. Queues that cannot do it do not implement the trait (the runtime asks
+/// the engine with [`Engine::timed_tx`]).
+pub trait TimedTx: TxQueue {
+    /// The clock of launch times when the queue was opened for timed sends (the config
+    /// asked for it and the host can do it); `None` otherwise: [`send_at`](Self::send_at)
+    /// then sends at once, like [`TxQueue::send`]. Cold path.
+    fn launch_clock(&self) -> Option<LaunchClock>;
+    /// [`TxQueue::send`] with packet `i` leaving at `at_ns[i]` (ns on
+    /// [`launch_clock`](Self::launch_clock); `at_ns` holds at least the burst's length,
+    /// non-decreasing, all in the future). Packets the kernel refused or could not send in
+    /// time, when it says so, are counted as `kernel` drops when the queue learns of it (a
+    /// later call). Never allocates, never blocks longer than `send` does.
+    fn send_at(&mut self, burst: &mut Self::Burst, at_ns: &[u64]) -> usize;
+}
+
 /// What the runtime hands an engine for one queue: where its buffers come from and where it
 /// counts. Everything is preallocated before the engine opens.
 #[derive(Debug, Clone, Copy)]
@@ -180,6 +248,15 @@ pub trait Engine<'a>: Sized {
     /// `None`, lets the runtime read the Linux network device's address. Cold path.
     fn interface_mac(&self, interface: usize) -> Option<[u8; 6]> {
         let _ = interface;
+        None
+    }
+    /// The [`TimedTx`] ability of this engine's TX queues: `Some(queue)` where the engine
+    /// implements it, `None` (the default) elsewhere; the runtime's generator asks before
+    /// it sends with launch times. Cold path (called once per queue).
+    fn timed_tx(
+        tx: &mut Self::Tx,
+    ) -> Option<&mut dyn TimedTx<Burst = <Self::Tx as TxQueue>::Burst>> {
+        let _ = tx;
         None
     }
     /// Consumes the engine and hands out its queues in config order (interface by interface,

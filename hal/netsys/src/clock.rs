@@ -22,8 +22,35 @@ pub fn monotonic_ns() -> u64 {
     })
 }
 
+/// `clockid` (`libc::CLOCK_TAI`, ...) in ns; 0 when it cannot be read. One
+/// `clock_gettime` (vDSO for the usual clocks), no allocation: a sender with launch times
+/// reads the clock of its qdisc with it.
+#[inline]
+pub fn now_ns(clockid: libc::clockid_t) -> u64 {
+    ClockId::from_raw(clockid).now().map_or(0, |ts| {
+        (ts.tv_sec() as u64).saturating_mul(1_000_000_000) + ts.tv_nsec() as u64
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    /// TAI is REALTIME plus the kernel's TAI offset (0 unless something set it, 37 s under
+    /// ptp4l/phc2sys), both read here.
+    #[test]
+    fn the_clocks_read() {
+        let (r, t) = (
+            super::now_ns(libc::CLOCK_REALTIME),
+            super::now_ns(libc::CLOCK_TAI),
+        );
+        assert!(r > 1_600_000_000 * 1_000_000_000, "{r}");
+        let off = t as i128 - r as i128;
+        assert!(
+            (-1_000_000_000..=40_000_000_000).contains(&off),
+            "TAI - UTC {off} ns"
+        );
+        assert!(super::now_ns(libc::CLOCK_MONOTONIC) > 0);
+    }
+
     /// The clock moves forward with work done on this thread.
     #[test]
     fn thread_cpu_time_advances() {

@@ -10,7 +10,10 @@
 //!
 //! Layout (linux/rtnetlink.h, linux/pkt_sched.h): each answer is a 16-byte `nlmsghdr`, a
 //! 20-byte `tcmsg` (family, pads, ifindex at 4, handle, parent, info), then attributes;
-//! `TCA_KIND` (1) is the kind, NUL-terminated.
+//! `TCA_KIND` (1) is the kind, NUL-terminated; `TCA_OPTIONS` (2) nests the kind's
+//! parameters, of which [`etf`](Qdisc::etf)'s are read (`TCA_ETF_PARMS`, a
+//! `tc_etf_qopt`: delta, clockid, flags), the generator's `pacing = "txtime"` needing its
+//! clock.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -30,7 +33,50 @@ const NLM_F_DUMP: u16 = 0x300;
 const RTM_NEWQDISC: u16 = 36;
 const RTM_GETQDISC: u16 = 38;
 const TCA_KIND: u16 = 1;
+const TCA_OPTIONS: u16 = 2;
+const TCA_ETF_PARMS: u16 = 1;
 const TCMSG_LEN: usize = 20;
+
+/// One queueing discipline of a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Qdisc {
+    /// Its kind (`fq`, `etf`, `mq`, `noqueue`, ...).
+    pub kind: String,
+    /// An `etf` qdisc's parameters; `None` for other kinds.
+    pub etf: Option<Etf>,
+}
+
+/// The parameters of an `etf` (earliest txtime first) qdisc (`tc qdisc add ... etf clockid
+/// CLOCK_TAI delta 200000`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Etf {
+    /// ns before a packet's launch time at which the qdisc hands it to the device.
+    pub delta_ns: i32,
+    /// The clock the launch times are on (`libc::CLOCK_TAI`, ...): a socket's `SO_TXTIME`
+    /// clock must be the same, or every packet is dropped.
+    pub clockid: i32,
+    /// `deadline_mode`: launch times are deadlines (the packet goes as soon as it can).
+    pub deadline_mode: bool,
+    /// `offload`: the NIC keeps the launch times (LaunchTime of i210/i225/igc and others).
+    pub offload: bool,
+    /// `skip_sock_check`: datagrams of sockets without `SO_TXTIME` are not dropped.
+    pub skip_sock_check: bool,
+}
+
+impl Etf {
+    /// From a `tc_etf_qopt` (12 bytes: delta, clockid, flags).
+    fn parse(b: &[u8]) -> Option<Etf> {
+        let w = |i: usize| b.get(i..i + 4).map(|x| [x[0], x[1], x[2], x[3]]);
+        let flags = u32::from_ne_bytes(w(8)?);
+        Some(Etf {
+            delta_ns: i32::from_ne_bytes(w(0)?),
+            clockid: i32::from_ne_bytes(w(4)?),
+            deadline_mode: flags & 1 != 0,
+            offload: flags & 2 != 0,
+            skip_sock_check: flags & 4 != 0,
+        })
+    }
+}
 
 /// The `RTM_GETQDISC` dump request.
 fn request() -> Vec<u8> {
@@ -45,9 +91,9 @@ fn request() -> Vec<u8> {
     m
 }
 
-/// What one receive of the dump holds: `(ifindex, kind)` of each qdisc, and whether the
+/// What one receive of the dump holds: `(ifindex, qdisc)` of each qdisc, and whether the
 /// dump ended (`NLMSG_DONE`); the kernel's error as an error.
-pub fn parse_dump(mut buf: &[u8]) -> io::Result<(Vec<(i32, String)>, bool)> {
+pub fn parse_dump(mut buf: &[u8]) -> io::Result<(Vec<(i32, Qdisc)>, bool)> {
     let mut out = Vec::new();
     while buf.len() >= 16 {
         let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
@@ -71,15 +117,22 @@ pub fn parse_dump(mut buf: &[u8]) -> io::Result<(Vec<(i32, String)>, bool)> {
             }
             RTM_NEWQDISC if msg.len() >= TCMSG_LEN => {
                 let ifindex = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
-                let kind = attrs(&msg[TCMSG_LEN..])
-                    .into_iter()
-                    .find(|(t, _)| *t == TCA_KIND)
-                    .map(|(_, p)| {
-                        let p = p.split(|&b| b == 0).next().unwrap_or_default();
-                        String::from_utf8_lossy(p).into_owned()
-                    });
-                if let Some(k) = kind {
-                    out.push((ifindex, k));
+                let a = attrs(&msg[TCMSG_LEN..]);
+                let kind = a.iter().find(|(t, _)| *t == TCA_KIND).map(|(_, p)| {
+                    let p = p.split(|&b| b == 0).next().unwrap_or_default();
+                    String::from_utf8_lossy(p).into_owned()
+                });
+                if let Some(kind) = kind {
+                    let etf = (kind == "etf")
+                        .then(|| a.iter().find(|(t, _)| *t == TCA_OPTIONS))
+                        .flatten()
+                        .and_then(|(_, o)| {
+                            attrs(o)
+                                .into_iter()
+                                .find(|(t, _)| *t == TCA_ETF_PARMS)
+                                .and_then(|(_, p)| Etf::parse(p))
+                        });
+                    out.push((ifindex, Qdisc { kind, etf }));
                 }
             }
             _ => {}
@@ -96,6 +149,14 @@ pub fn parse_dump(mut buf: &[u8]) -> io::Result<(Vec<(i32, String)>, bool)> {
 /// [`PlatformError::NoSuchNetdev`] when there is no such device;
 /// [`PlatformError::Qdisc`] when the dump fails.
 pub fn kinds(netdev: &str) -> Result<Vec<String>> {
+    Ok(of(netdev)?.into_iter().map(|q| q.kind).collect())
+}
+
+/// The qdiscs on `netdev` with their parameters (see [`kinds`]).
+///
+/// # Errors
+/// As [`kinds`].
+pub fn of(netdev: &str) -> Result<Vec<Qdisc>> {
     let ifindex =
         nix::net::if_::if_nametoindex(netdev).map_err(|_| PlatformError::NoSuchNetdev {
             name: netdev.to_owned(),
@@ -108,12 +169,12 @@ pub fn kinds(netdev: &str) -> Result<Vec<String>> {
     Ok(all
         .into_iter()
         .filter(|(i, _)| *i == ifindex)
-        .map(|(_, k)| k)
+        .map(|(_, q)| q)
         .collect())
 }
 
-/// Every qdisc of this network namespace: `(ifindex, kind)`.
-fn dump() -> io::Result<Vec<(i32, String)>> {
+/// Every qdisc of this network namespace: `(ifindex, qdisc)`.
+fn dump() -> io::Result<Vec<(i32, Qdisc)>> {
     let fd = socket(
         AddressFamily::Netlink,
         SockType::Raw,
@@ -139,8 +200,18 @@ mod tests {
     use super::*;
 
     fn qdisc_msg(ifindex: i32, kind: &[u8]) -> Vec<u8> {
+        qdisc_msg_with(ifindex, kind, &[])
+    }
+
+    /// A qdisc answer with `options` (already laid out as attributes) in `TCA_OPTIONS`.
+    fn qdisc_msg_with(ifindex: i32, kind: &[u8], options: &[u8]) -> Vec<u8> {
         let alen = 4 + kind.len();
-        let len = 16 + TCMSG_LEN + alen.next_multiple_of(4);
+        let olen = if options.is_empty() {
+            0
+        } else {
+            4 + options.len()
+        };
+        let len = 16 + TCMSG_LEN + alen.next_multiple_of(4) + olen.next_multiple_of(4);
         let mut m = Vec::new();
         m.extend_from_slice(&(len as u32).to_ne_bytes());
         m.extend_from_slice(&RTM_NEWQDISC.to_ne_bytes());
@@ -151,8 +222,45 @@ mod tests {
         m.extend_from_slice(&(alen as u16).to_ne_bytes());
         m.extend_from_slice(&TCA_KIND.to_ne_bytes());
         m.extend_from_slice(kind);
+        m.resize(16 + TCMSG_LEN + alen.next_multiple_of(4), 0);
+        if olen > 0 {
+            m.extend_from_slice(&(olen as u16).to_ne_bytes());
+            m.extend_from_slice(&(TCA_OPTIONS | 0x8000).to_ne_bytes());
+            m.extend_from_slice(options);
+        }
         m.resize(len, 0);
         m
+    }
+
+    #[test]
+    fn etf_parameters_parse() {
+        let mut parms = Vec::new();
+        parms.extend_from_slice(&16u16.to_ne_bytes());
+        parms.extend_from_slice(&TCA_ETF_PARMS.to_ne_bytes());
+        parms.extend_from_slice(&200_000i32.to_ne_bytes());
+        parms.extend_from_slice(&libc::CLOCK_TAI.to_ne_bytes());
+        parms.extend_from_slice(&2u32.to_ne_bytes());
+        let b = qdisc_msg_with(4, b"etf\0", &parms);
+        let (q, _) = parse_dump(&b).unwrap();
+        assert_eq!(
+            q,
+            vec![(
+                4,
+                Qdisc {
+                    kind: "etf".into(),
+                    etf: Some(Etf {
+                        delta_ns: 200_000,
+                        clockid: libc::CLOCK_TAI,
+                        deadline_mode: false,
+                        offload: true,
+                        skip_sock_check: false,
+                    })
+                }
+            )]
+        );
+        // Another kind's options are not read as etf's.
+        let (q, _) = parse_dump(&qdisc_msg_with(4, b"fq\0", &parms)).unwrap();
+        assert_eq!(q[0].1.etf, None);
     }
 
     #[test]
@@ -160,7 +268,8 @@ mod tests {
         let mut b = qdisc_msg(1, b"noqueue\0");
         b.extend(qdisc_msg(7, b"fq\0"));
         let (q, done) = parse_dump(&b).unwrap();
-        assert_eq!(q, vec![(1, "noqueue".into()), (7, "fq".into())]);
+        let k: Vec<(i32, &str)> = q.iter().map(|(i, q)| (*i, q.kind.as_str())).collect();
+        assert_eq!(k, vec![(1, "noqueue"), (7, "fq")]);
         assert!(!done);
         let mut end = vec![0u8; 20];
         end[..4].copy_from_slice(&20u32.to_ne_bytes());

@@ -69,7 +69,8 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
             QueueReport::tx(iface.name.clone(), qc.id, Some(qc.cpu_core), &snap, elapsed)
                 .with_cpu(ts.io_cpu_ns.load(Acquire), 0)
                 .with_stall(ts.stall.summary(r.start_ns))
-                .with_jitter(&ts.stall, None),
+                .with_jitter(&ts.stall, None)
+                .with_pacing(ts.pacing.load(Acquire)),
         );
     }
     let total = merged.finish();

@@ -35,6 +35,32 @@ pub struct QueueStats {
     /// RX: where the packets' receive times came from, one bit per source seen
     /// (`TsSeen` in `queue::unwrap`).
     pub ts_sources: std::sync::atomic::AtomicU8,
+    /// TX with a generator: how it keeps its times ([`Pacing::code`]; 0: no generator).
+    pub pacing: std::sync::atomic::AtomicU8,
+}
+
+/// How a TX queue's generator keeps its times, as [`QueueStats::pacing`] holds it.
+pub struct Pacing;
+
+impl Pacing {
+    /// The code of a generator with launch times on `clock`, or (`None`) the software
+    /// pacer: `0x80 | clockid`, or 1.
+    pub fn code(clock: Option<rtdaq_core::traits::LaunchClock>) -> u8 {
+        clock.map_or(1, |c| 0x80 | c.linux_clockid() as u8)
+    }
+
+    /// The words of a code: `None` for 0 (no generator), `"software"`, or `"txtime"` with
+    /// its clock (`"txtime CLOCK_TAI"`).
+    pub fn words(code: u8) -> Option<String> {
+        match code {
+            0 => None,
+            1 => Some("software".to_owned()),
+            c => Some(
+                rtdaq_core::traits::LaunchClock::from_linux_clockid(i32::from(c & 0x7f))
+                    .map_or_else(|| "txtime".to_owned(), |k| format!("txtime {}", k.as_str())),
+            ),
+        }
+    }
 }
 
 impl QueueStats {
@@ -63,6 +89,7 @@ impl QueueStats {
             latency: crate::latency::LiveLatency::default(),
             checks: crate::live_streams::LiveChecks::default(),
             ts_sources: std::sync::atomic::AtomicU8::new(0),
+            pacing: std::sync::atomic::AtomicU8::new(0),
         }
     }
 }

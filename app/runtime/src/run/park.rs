@@ -255,7 +255,8 @@ where
                 let Ok((queue, plan)) = parked.recv() else {
                     return GenTotals::default();
                 };
-                let t = threads::tx_generator(queue, plan, tx_stop, busy, &stats.stall);
+                let t =
+                    crate::launch::tx_thread(queue, plan, E::timed_tx, tx_stop, busy, &stats.stall);
                 store_cpu(&stats.io_cpu_ns);
                 t
             })?;

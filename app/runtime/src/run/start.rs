@@ -12,7 +12,7 @@ use crate::observe::stats::Live;
 use crate::pacer::{now_ns, PaceRate, Pacer};
 use crate::threads::GenPlan;
 use crate::validator::PayloadGen;
-use rtdaq_config::model::{Address, Config, Generator, GeneratorLimit, Transport};
+use rtdaq_config::model::{Address, Config, GenPacing, Generator, GeneratorLimit, Transport};
 use rtdaq_core::traits::{Engine, EngineArgs, EngineStats, RxQueue};
 use rtdaq_core::wire::{UdpChecksumMode, UdpFrameSpec};
 use rtdaq_core::SlotRing;
@@ -323,11 +323,23 @@ fn feed_generators<E>(
 where
     E: Engine<'static, Config = EngineArgs<'static, Config>>,
 {
-    for ((queue, feed), r) in txq.into_iter().zip(tx_feeds).zip(res.tx.iter()) {
+    for (k, ((mut queue, feed), r)) in txq.into_iter().zip(tx_feeds).zip(res.tx.iter()).enumerate()
+    {
         let (Some(feed), Some(g)) = (feed, generator_of(config, r.interface, r.queue)) else {
             continue;
         };
         let plan = gen_plan::<E>(config, r.interface, r.queue, g, macs, &mut replay, start_ns)?;
+        let launch = E::timed_tx(&mut queue).and_then(|q| q.launch_clock());
+        if plan.launch_lead_ns.is_some() && launch.is_none() {
+            return Err(RuntimeError::Thread {
+                queue: queue_name(config, r.interface, "tx", r.queue),
+                message: format!("generator.pacing = \"txtime\": the {} engine did not arm this queue for launch times; use pacing = \"software\"", E::NAME),
+            });
+        }
+        res.tx_stats[k].pacing.store(
+            crate::queue::stats::Pacing::code(launch.filter(|_| plan.replay.is_none())),
+            std::sync::atomic::Ordering::Release,
+        );
         feed.send((queue, plan)).map_err(|_| RuntimeError::Thread {
             queue: queue_name(config, r.interface, "tx", r.queue),
             message: "its thread ended before it got its queue".into(),
@@ -393,6 +405,10 @@ where
             },
             start_ns,
         }),
+        launch_lead_ns: match g.pacing {
+            GenPacing::Txtime { lead_us } => Some(u64::from(lead_us) * 1000),
+            GenPacing::Software => None,
+        },
     })
 }
 

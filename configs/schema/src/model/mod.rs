@@ -38,8 +38,9 @@ pub use record::{
     DadaParams, RecordFormat, Recorder, RecorderId, WriterPlacement, FILE_NAME_FIELDS,
 };
 pub use run::{
-    Generator, GeneratorLimit, GeneratorRate, Replay, ReplayTiming, Rt, Run, Validation,
-    DEFAULT_REPLAY_WINDOW_MIB, MAX_REPLAY_LOOPS, MAX_REPLAY_WINDOW_MIB,
+    GenPacing, Generator, GeneratorLimit, GeneratorRate, Replay, ReplayTiming, Rt, Run, Validation,
+    DEFAULT_REPLAY_WINDOW_MIB, DEFAULT_TXTIME_LEAD_US, MAX_REPLAY_LOOPS, MAX_REPLAY_WINDOW_MIB,
+    MAX_TXTIME_LEAD_US,
 };
 
 use serde::Deserialize;

@@ -58,7 +58,29 @@ pub struct Generator {
     /// [`DEFAULT_REPLAY_WINDOW_MIB`]; also for `rtdaq run --replay`): the replay's whole
     /// footprint, whatever the file's size.
     pub replay_window_mib: u32,
+    /// How the sending times are kept (`pacing`, `txtime_lead_us`).
+    pub pacing: GenPacing,
 }
+
+/// `generator.pacing`: how the generator keeps its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GenPacing {
+    /// The generator sleeps until packets are due and hands them over then (`"software"`,
+    /// the default).
+    #[default]
+    Software,
+    /// Each packet goes to the kernel up to `lead_us` µs ahead with its own launch time
+    /// (`SO_TXTIME`), which the interface's `etf` or `fq` qdisc keeps (`"txtime"`).
+    Txtime {
+        /// `txtime_lead_us`: how far ahead of its launch time a packet is handed over.
+        lead_us: u32,
+    },
+}
+
+/// Default `generator.txtime_lead_us`.
+pub const DEFAULT_TXTIME_LEAD_US: u32 = 1000;
+/// Largest `generator.txtime_lead_us`.
+pub const MAX_TXTIME_LEAD_US: u32 = 1_000_000;
 
 /// Default `generator.replay_window_mib`.
 pub const DEFAULT_REPLAY_WINDOW_MIB: u32 = 64;

@@ -94,6 +94,10 @@ pub(crate) struct RawGenerator {
     pub replay_loops: Option<i64>,
     #[serde(default)]
     pub replay_window_mib: Option<i64>,
+    #[serde(default)]
+    pub pacing: Option<String>,
+    #[serde(default)]
+    pub txtime_lead_us: Option<i64>,
 }
 
 /// Default `run.duration_s`.

@@ -6,8 +6,8 @@ use super::{int, Draft};
 use crate::error::Errors;
 use crate::model::StreamFormat;
 use crate::model::{
-    Address, EngineKind, Generator, GeneratorLimit, GeneratorRate, IbMode, InterfaceId, Replay,
-    SocketUri, Transport, MAX_REPLAY_LOOPS,
+    Address, EngineKind, GenPacing, Generator, GeneratorLimit, GeneratorRate, IbMode, InterfaceId,
+    Replay, SocketUri, Transport, DEFAULT_TXTIME_LEAD_US, MAX_REPLAY_LOOPS, MAX_TXTIME_LEAD_US,
 };
 use crate::parse;
 use crate::schema::generator_defaults::MIN_PAYLOAD;
@@ -82,6 +82,7 @@ pub(super) fn generator(
         " MiB (the window a replay reads its file through: its whole footprint; each of its 8 chunks must hold the largest record)",
         errs,
     );
+    let pacing = pacing(g, raw, transport.flatten(), rate, errs);
     let (destination, dst_mac, source) = endpoints?;
     Some(Generator {
         interface: InterfaceId(iface?),
@@ -96,6 +97,7 @@ pub(super) fn generator(
         streams: streams?,
         replay: replay?,
         replay_window_mib: window?,
+        pacing: pacing?,
     })
 }
 
@@ -209,6 +211,72 @@ fn tx_queue_ref(raw: &RawConfig, i: usize, g: &RawGenerator, errs: &mut Errors) 
         );
     }
     q
+}
+
+/// `pacing` and `txtime_lead_us`: launch times (`"txtime"`) need an engine whose TX queues
+/// can send at a time (the socket engine's UDP queues), a rate to keep, and generated
+/// packets (a replay keeps the software pacer for now).
+fn pacing(
+    g: &RawGenerator,
+    raw: &RawConfig,
+    transport: Option<Transport>,
+    rate: Option<GeneratorRate>,
+    errs: &mut Errors,
+) -> Option<GenPacing> {
+    let lead = g.txtime_lead_us.map(|v| {
+        int::<u32>(
+            v,
+            10,
+            i64::from(MAX_TXTIME_LEAD_US),
+            &format!("{P}.txtime_lead_us"),
+            " µs (how far ahead of its launch time a packet goes to the kernel; more than the etf qdisc's delta)",
+            errs,
+        )
+    });
+    match g.pacing.as_deref() {
+        None | Some("software") => {
+            if lead.is_some() {
+                errs.push(
+                    format!("{P}.txtime_lead_us"),
+                    "only with pacing = \"txtime\"",
+                );
+                return None;
+            }
+            Some(GenPacing::Software)
+        }
+        Some("txtime") => {
+            let lead = match lead {
+                Some(l) => l?,
+                None => DEFAULT_TXTIME_LEAD_US,
+            };
+            let why = if raw.engine.kind != EngineKind::Socket || roce(raw) {
+                Some(format!("the {} engine's TX queues cannot send at a launch time (the socket engine's UDP queues can: SO_TXTIME)", raw.engine.kind.as_str()))
+            } else if transport.is_some_and(|t| t != Transport::Udp) {
+                Some("TCP has no launch times; the generator's interface must be UDP".to_owned())
+            } else if matches!(rate, Some(GeneratorRate::Unpaced)) {
+                Some("unpaced = true has no times to keep; set rate_gbps or rate_pps".to_owned())
+            } else if g.replay.is_some() {
+                Some("a replay keeps the software pacer (launch times for replays are not built yet)".to_owned())
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                errs.push(
+                    format!("{P}.pacing"),
+                    format!("\"txtime\": {why}; or use pacing = \"software\""),
+                );
+                return None;
+            }
+            Some(GenPacing::Txtime { lead_us: lead })
+        }
+        Some(other) => {
+            errs.push(
+                format!("{P}.pacing"),
+                format!("{other:?} is not a pacing; use \"software\" (sleep until each packet is due, the default) or \"txtime\" (launch times kept by the etf or fq qdisc)"),
+            );
+            None
+        }
+    }
 }
 
 /// Exactly one of `rate_gbps`, `rate_pps`, `unpaced = true`.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rtdaq_config::model::{TcpRole, Transport};
 use rtdaq_config::Config;
-use rtdaq_core::traits::{Engine, EngineArgs, RxQueue, TxQueue};
+use rtdaq_core::traits::{Engine, EngineArgs, LaunchClock, RxQueue, TimedTx, TxQueue};
 use rtdaq_core::{Burst, QueueId};
 
 use crate::ctx::{Dir, OpenCtx};
@@ -221,6 +221,12 @@ impl<'a, const N: usize> Engine<'a> for SocketEngine<'a, N> {
 
     fn open(cfg: Self::Config) -> Result<Self> {
         Self::open_with(cfg, &SocketOptions::default())
+    }
+
+    /// UDP TX queues send at launch times when `generator.pacing = "txtime"` armed them
+    /// (see [`TimedTx`]); the others answer [`TimedTx::launch_clock`] with `None`.
+    fn timed_tx(tx: &mut Self::Tx) -> Option<&mut dyn TimedTx<Burst = TxBatch<'a, N>>> {
+        Some(tx)
     }
 
     fn split(self, rx: &mut dyn FnMut(Self::Rx), tx: &mut dyn FnMut(Self::Tx)) {
@@ -475,6 +481,23 @@ impl<'a, const N: usize> TxQueue for SocketTx<'a, N> {
     fn send(&mut self, burst: &mut TxBatch<'a, N>) -> usize {
         match &mut self.kind {
             TxKind::Udp(u) => u.send(burst),
+            TxKind::Tcp(t) => t.send(burst),
+        }
+    }
+}
+
+impl<'a, const N: usize> TimedTx for SocketTx<'a, N> {
+    fn launch_clock(&self) -> Option<LaunchClock> {
+        match &self.kind {
+            TxKind::Udp(u) => u.launch_clock(),
+            TxKind::Tcp(_) => None,
+        }
+    }
+
+    #[inline]
+    fn send_at(&mut self, burst: &mut TxBatch<'a, N>, at_ns: &[u64]) -> usize {
+        match &mut self.kind {
+            TxKind::Udp(u) => u.send_at(burst, at_ns),
             TxKind::Tcp(t) => t.send(burst),
         }
     }

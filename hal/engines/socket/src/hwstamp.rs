@@ -45,7 +45,7 @@ pub(crate) struct HwStamps {
 }
 
 /// The network device that holds `ip` here (`lo` for a loopback address).
-fn device_of(ip: Ipv4Addr) -> Option<String> {
+pub(crate) fn device_of(ip: Ipv4Addr) -> Option<String> {
     if ip.is_loopback() {
         return Some("lo".into());
     }

@@ -100,6 +100,7 @@ mod tcp_conn;
 mod tcp_rx;
 mod tcp_tx;
 mod tx_burst;
+mod txtime;
 mod udp_rx;
 mod udp_tx;
 

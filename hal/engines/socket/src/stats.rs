@@ -65,6 +65,11 @@ pub struct TxStats {
     pub gso_fallback: bool,
     /// UDP: GSO messages sent (each carrying several datagrams).
     pub gso_messages: u64,
+    /// UDP with launch times: datagrams the `etf` qdisc dropped because their time was
+    /// already past (or before one it had sent) when they reached it.
+    pub txtime_invalid: u64,
+    /// UDP with launch times: datagrams the `etf` qdisc could not hand over in time.
+    pub txtime_missed: u64,
     /// TCP: records the kernel took only partly; the rest was copied aside and finished later.
     pub partial_copies: u64,
     /// TCP: connections this queue took over.

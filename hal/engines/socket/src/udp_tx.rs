@@ -41,9 +41,15 @@ use crate::sys::consts::{
 use crate::sys::socket::Interest;
 use crate::sys::{PollSet, SendBatch, Socket};
 use crate::tx_burst::TxBatch;
+use crate::txtime::{Dropped, ErrQueue};
+use rtdaq_config::model::GenPacing;
+use rtdaq_core::traits::LaunchClock;
 
 /// Most datagrams in one GSO message (`UDP_MAX_SEGMENTS` of older kernels).
 pub const GSO_MAX_SEGMENTS: usize = 64;
+/// Receive buffer of a socket with launch times, which holds the qdisc's drop reports (a
+/// copy of each dropped datagram) until the queue reads them.
+const ERRQ_RCVBUF: i32 = 8 << 20;
 /// Most payload bytes in one GSO message (the largest IPv4 UDP payload).
 const GSO_MAX_BYTES: usize = 65_507;
 
@@ -66,6 +72,12 @@ pub(crate) struct UdpTx<'a, const N: usize> {
     sndbuf: Option<usize>,
     stats: TxStats,
     key: String,
+    /// `generator.pacing = "txtime"`: the launch-time clock, and the error queue reader
+    /// that learns of the datagrams the qdisc dropped ([`crate::txtime`]).
+    launch: Option<LaunchClock>,
+    errq: Option<ErrQueue>,
+    /// The qdisc's drops reported so far (already counted as `kernel` drops).
+    txdrops: Dropped,
 }
 
 /// A lane socket of a multicast interface: out of `multicast_interface`, with its TTL and
@@ -174,6 +186,33 @@ impl<'a, const N: usize> UdpTx<'a, N> {
             target.ip
         };
         let dest = SocketAddrV4::new(ip, target.port);
+        let launch = match generator.map(|g| g.pacing) {
+            Some(GenPacing::Txtime { lead_us }) => {
+                let armed = crate::txtime::arm(&socks, dest, u64::from(lead_us) * 1000)?;
+                log::info!(
+                    "interfaces[{i}].tx_queues[{j}]: launch times on {} ({}), {lead_us} µs ahead",
+                    armed.clock.as_str(),
+                    armed.by
+                );
+                // Each datagram is its own message with its own time: no GSO.
+                gso = false;
+                // The qdisc's drop reports wait in the receive buffer until the next send:
+                // room for many (best effort; the kernel caps SO_RCVBUF at rmem_max).
+                for s in &socks {
+                    if s.set_int(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, ERRQ_RCVBUF)
+                        .is_err()
+                    {
+                        let _ = s.set_int(libc::SOL_SOCKET, libc::SO_RCVBUF, ERRQ_RCVBUF);
+                    }
+                }
+                Some(armed.clock)
+            }
+            Some(GenPacing::Software) => {
+                crate::txtime::check_untimed(dest, "generator.pacing")?;
+                None
+            }
+            None => None,
+        };
         let cap = N.max(1);
         let mut mmsg = SendBatch::new(cap.min(1024), cap);
         mmsg.set_dest(Some(dest));
@@ -209,6 +248,9 @@ impl<'a, const N: usize> UdpTx<'a, N> {
             sndbuf,
             stats: TxStats::default(),
             key: format!("interfaces[{i}].tx_queues[{j}]"),
+            errq: launch.map(|_| ErrQueue::new()),
+            launch,
+            txdrops: Dropped::default(),
         })
     }
 
@@ -269,6 +311,40 @@ impl<'a, const N: usize> UdpTx<'a, N> {
     /// every packet handed to `send` before (accepted or not). Never allocates, never logs;
     /// waits at most `tx_stall`.
     pub(crate) fn send(&mut self, burst: &mut TxBatch<'a, N>) -> usize {
+        self.send_timed(burst, None)
+    }
+
+    /// The launch-time clock (`generator.pacing = "txtime"`, armed at open).
+    pub(crate) fn launch_clock(&self) -> Option<LaunchClock> {
+        self.launch
+    }
+
+    /// [`send`](Self::send) with packet `t` leaving at `at_ns[t]` (see
+    /// [`TimedTx`](rtdaq_core::traits::TimedTx)); first the qdisc's drop reports are read
+    /// and counted. Without launch times armed: `send`. Never allocates, never logs.
+    pub(crate) fn send_at(&mut self, burst: &mut TxBatch<'a, N>, at_ns: &[u64]) -> usize {
+        let Some(errq) = self.errq.as_mut() else {
+            return self.send_timed(burst, None);
+        };
+        let before = self.txdrops;
+        for s in self.socks.iter() {
+            errq.drain(s, &mut self.txdrops);
+        }
+        let (inv, missed) = (
+            self.txdrops.invalid - before.invalid,
+            self.txdrops.missed - before.missed,
+        );
+        if inv + missed > 0 {
+            self.counters.record_drops(DropReason::Kernel, inv + missed);
+            self.stats.txtime_invalid = self.txdrops.invalid;
+            self.stats.txtime_missed = self.txdrops.missed;
+        }
+        let times = (at_ns.len() >= burst.len()).then_some(at_ns);
+        self.send_timed(burst, times)
+    }
+
+    /// `send`, each packet with its launch time when `at_ns` is given.
+    fn send_timed(&mut self, burst: &mut TxBatch<'a, N>, at_ns: Option<&[u64]>) -> usize {
         let total = burst.len();
         if total == 0 {
             return 0;
@@ -280,7 +356,8 @@ impl<'a, const N: usize> UdpTx<'a, N> {
         let mut deadline: Option<Instant> = None;
         let (mut sent, mut bytes) = (0u64, 0u64);
         for first in 0..lanes.min(total) {
-            let (n, b) = self.send_lane((next + first) % lanes, burst, first, &mut deadline);
+            let lane = (next + first) % lanes;
+            let (n, b) = self.send_lane(lane, burst, first, at_ns, &mut deadline);
             sent += n;
             bytes += b;
         }
@@ -296,6 +373,7 @@ impl<'a, const N: usize> UdpTx<'a, N> {
         lane: usize,
         burst: &TxBatch<'a, N>,
         first: usize,
+        times: Option<&[u64]>,
         deadline: &mut Option<Instant>,
     ) -> (u64, u64) {
         let step = self.socks.len();
@@ -330,7 +408,12 @@ impl<'a, const N: usize> UdpTx<'a, N> {
                     }
                 }
                 let seg = (k > 1).then_some(size as u16);
-                if !b.begin(seg) {
+                let begun = match times {
+                    // `gso` is off with launch times: k = 1.
+                    Some(t) => b.begin_at(t[at(end)]),
+                    None => b.begin(seg),
+                };
+                if !begun {
                     break;
                 }
                 for s in end..end + k {
@@ -432,6 +515,16 @@ impl<const N: usize> Drop for UdpTx<'_, N> {
                 self.key,
                 self.locals[0],
                 self.dest
+            );
+        }
+        if self.txdrops.invalid + self.txdrops.missed > 0 {
+            log::warn!(
+                "{} ({} -> {}): the qdisc dropped {} datagrams whose launch time had passed when they reached it and {} it could not send in time (counted as kernel drops): raise generator.txtime_lead_us (the sender fell behind) or the etf qdisc's delta (the kernel's timer was late)",
+                self.key,
+                self.locals[0],
+                self.dest,
+                self.txdrops.invalid,
+                self.txdrops.missed
             );
         }
         if self.stats.errors > 0 {

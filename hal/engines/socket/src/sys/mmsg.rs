@@ -21,7 +21,7 @@ use super::socket::Socket;
 /// header, aligned (64 + 24 + 32 = 120), or `SO_RXQ_OVFL` (4 B) instead of the larger stamp.
 /// (The UDP queue no longer enables `SO_RXQ_OVFL`, but the batch still parses it.)
 pub(super) const RX_CONTROL: usize = 128;
-/// Control bytes per sent message: one `UDP_SEGMENT` (`u16`).
+/// Control bytes per sent message: one `UDP_SEGMENT` (`u16`) or one `SCM_TXTIME` (`u64`).
 const TX_CONTROL: usize = 32;
 
 /// A control-message buffer, aligned for `cmsghdr`.
@@ -243,6 +243,31 @@ impl<'b> SendBuilder<'_, 'b> {
             msg_len: 0,
         };
         self.msgs += 1;
+        true
+    }
+
+    /// Starts a new message of one datagram that leaves at `at_ns` (`SCM_TXTIME`, on the
+    /// socket's `SO_TXTIME` clock). False when the batch has no room for another message.
+    #[inline]
+    pub(crate) fn begin_at(&mut self, at_ns: u64) -> bool {
+        if !self.begin(None) {
+            return false;
+        }
+        let i = self.msgs - 1;
+        let h = &mut self.batch.hdrs[i].msg_hdr;
+        h.msg_control = self.batch.control[i].0.as_mut_ptr().cast();
+        h.msg_controllen = TX_CONTROL as _;
+        let hdr: *const libc::msghdr = h;
+        // SAFETY: `msg_control` points to this message's aligned TX_CONTROL-byte buffer,
+        // which holds one cmsghdr plus a u64 (CMSG_SPACE(8) = 24 ≤ 32); we write inside it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(hdr);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_TXTIME;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u64>() as u32) as _;
+            ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u64>(), at_ns);
+            h.msg_controllen = libc::CMSG_SPACE(size_of::<u64>() as u32) as _;
+        }
         true
     }
 

@@ -1,0 +1,338 @@
+//! The generator with launch times (`[generator] pacing = "txtime"`, issue #33).
+//!
+//! The software pacer ([`threads::tx_generator`](crate::threads)) sleeps until packets are
+//! due and hands them over then: each packet leaves when the thread woke, so its wake-up
+//! latency, and the burst it sends after a sleep of at least 50 µs, move every packet off
+//! its time. Here the thread works `txtime_lead_us` ahead instead: every packet whose time
+//! falls within the lead goes to the queue now, with its own launch time
+//! ([`TimedTx::send_at`]), and the kernel's `etf` or `fq` qdisc (or the NIC) holds it until
+//! then. The schedule is the same pacer's (`rate_gbps`/`rate_pps` and the queue's
+//! `pacing_gbps`), each packet's time the pacer's next departure; the thread's lateness only
+//! matters when it exceeds the lead.
+//!
+//! Clocks: the pacer runs on [`now_ns`] (monotonic); the launch clock (`CLOCK_TAI` for
+//! `etf` as a rule, `CLOCK_MONOTONIC` for `fq`) and the wall clock are read against it at
+//! the start and every second (their offsets only change when a clock is stepped), so a launch time is the pacer's time moved onto the qdisc's clock, and the sequence
+//! header's tx time is the same instant on the wall clock (the receiver's latency is then
+//! from the launch, not from the hand-over a lead earlier). A launch time is never earlier
+//! than the one before (`etf` drops those) nor than a quarter of the lead (at least
+//! [`MIN_AHEAD_NS`]) from now. The schedule
+//! starts half a lead after the thread does and keeps every packet whose time is still
+//! ahead; a thread that fell behind by more than its lead forgets the schedule beyond it, as
+//! the software pacer forgets more than 1 ms.
+//!
+//! When it stops it waits until the last launch time has passed (at most 1 s), then has
+//! the queue read the kernel's reports of packets the qdisc dropped one last time.
+
+use crate::generator::GenTotals;
+use crate::pacer::{now_ns, wall_clock_ns, Pacer};
+use crate::queue::rest::{cooperate, idle, sleep_timed};
+use crate::stall::{StallClock, StallWatch, ThreadKind};
+use crate::threads::{Ending, GenPlan, MIN_PACE_SLEEP_NS};
+use rtdaq_core::traits::{TimedTx, TxBurst, TxQueue};
+use rtdaq_platform::alloc_audit;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// Least time between handing a packet over and its launch time, and at least a quarter of
+/// the lead: a packet due sooner (the thread fell behind) gets this much, so that its time
+/// has not passed when it reaches the qdisc (`etf` drops it then).
+pub const MIN_AHEAD_NS: u64 = 20_000;
+/// Longest wait at the end for the last launch time.
+const DRAIN_MAX_NS: u64 = 1_000_000_000;
+
+/// How often the clocks' offsets are read again (a stepped clock moves them; between
+/// steps they are constant: the kernel slews all three clocks alike).
+const REREAD_NS: u64 = 1_000_000_000;
+
+/// The launch clock and the wall clock, each as an offset from [`now_ns`].
+#[derive(Debug, Clone, Copy)]
+struct Offsets {
+    id: i32,
+    launch: u64,
+    wall: u64,
+    /// When they were read ([`now_ns`]).
+    at: u64,
+}
+
+impl Offsets {
+    /// Reads `clock` (a `clockid`) and the wall clock against [`now_ns`]: of 4 tries the one
+    /// whose two `now_ns` reads around it lie closest, the offset taken at their middle.
+    fn read(id: i32) -> Self {
+        let mut best = (u64::MAX, 0u64, 0u64);
+        for _ in 0..4 {
+            let a = now_ns();
+            let l = rtdaq_netsys::clock::now_ns(id);
+            let w = wall_clock_ns();
+            let b = now_ns();
+            if b - a < best.0 {
+                let mid = a + (b - a) / 2;
+                best = (b - a, l.wrapping_sub(mid), w.wrapping_sub(mid));
+            }
+        }
+        Offsets {
+            id,
+            launch: best.1,
+            wall: best.2,
+            at: now_ns(),
+        }
+    }
+
+    /// Reads them again when [`REREAD_NS`] has passed since the last time, at `now`.
+    #[inline]
+    fn refresh(&mut self, now: u64) {
+        if now.saturating_sub(self.at) >= REREAD_NS {
+            *self = Offsets::read(self.id);
+        }
+    }
+}
+
+/// How a TX queue's timed sends are reached: the engine's
+/// [`Engine::timed_tx`](rtdaq_core::traits::Engine::timed_tx) for its queue type.
+pub(crate) type TimedOf<Q> = fn(&mut Q) -> Option<&mut dyn TimedTx<Burst = <Q as TxQueue>::Burst>>;
+
+/// A TX queue's generator thread: with launch times (`generator.pacing = "txtime"`, the
+/// queue armed for them) [`tx_launch`], else the software pacer or the replay
+/// ([`threads::tx_generator`](crate::threads)).
+pub(crate) fn tx_thread<Q: TxQueue>(
+    mut queue: Q,
+    plan: GenPlan,
+    timed: TimedOf<Q>,
+    stop: &AtomicBool,
+    busy: bool,
+    stall: &StallWatch,
+) -> GenTotals {
+    if let (Some(lead_ns), None) = (plan.launch_lead_ns, plan.replay.as_ref()) {
+        if let Some(q) = timed(&mut queue).filter(|q| q.launch_clock().is_some()) {
+            return tx_launch(q, plan, lead_ns, stop, busy, stall);
+        }
+    }
+    crate::threads::tx_generator(queue, plan, stop, busy, stall)
+}
+
+/// The generator's TX thread with launch times; see the [module docs](self). `q` was armed
+/// for them ([`TimedTx::launch_clock`] is `Some`); otherwise it sends nothing.
+fn tx_launch<B: TxBurst + Send>(
+    q: &mut dyn TimedTx<Burst = B>,
+    mut plan: GenPlan,
+    lead_ns: u64,
+    stop: &AtomicBool,
+    busy: bool,
+    stall: &StallWatch,
+) -> GenTotals {
+    let Some(clock) = q.launch_clock() else {
+        return GenTotals::default();
+    };
+    let mut off = Offsets::read(clock.linux_clockid());
+    let mut burst = q.new_burst();
+    let mut at = vec![0u64; plan.batch.max(1)];
+    let size = plan.gens[0].payload_size();
+    let mut totals = GenTotals::default();
+    let mut turns = StallClock::start(stall, now_ns(), ThreadKind::Generator);
+    let mut ending = Ending::new(&plan);
+    // The schedule starts half a lead from now (the first packets then have their times
+    // too) and keeps every packet whose time is still ahead: credit up to the lead.
+    let min_ahead = (lead_ns / 4).max(MIN_AHEAD_NS);
+    let origin = now_ns() + (lead_ns / 2).max(min_ahead);
+    plan.pacer = Pacer::new(plan.pacer.rate(), origin).with_max_credit_ns(lead_ns);
+    if let Some(cap) = plan.cap.as_mut() {
+        *cap = Pacer::new(cap.rate(), origin).with_max_credit_ns(lead_ns);
+    }
+    // The last launch time given (launch clock), and its offset then.
+    let (mut last, mut last_off) = (0u64, 0u64);
+    alloc_audit::arm_current_thread();
+    loop {
+        let now = now_ns();
+        turns.tick(now);
+        let Some(left) = ending.left(&plan, stop, totals.generated, now) else {
+            break;
+        };
+        let horizon = now + lead_ns;
+        let most = plan.batch.min(at.len()).min(left as usize);
+        let mut want = plan.pacer.allowance(horizon, most, size);
+        if let Some(cap) = plan.cap.as_mut() {
+            want = cap.allowance(horizon, want, size + plan.frame_overhead);
+        }
+        if want == 0 {
+            if busy {
+                std::hint::spin_loop();
+            } else {
+                let next = plan.cap.as_ref().map_or(0, Pacer::next_send_at);
+                let due = plan.pacer.next_send_at().max(next);
+                let wait = due.saturating_sub(horizon);
+                sleep_timed(&turns, now, wait.clamp(MIN_PACE_SLEEP_NS, 1_000_000));
+            }
+            continue;
+        }
+        let n = q.reserve(&mut burst, want);
+        if n == 0 {
+            idle(busy);
+            continue;
+        }
+        off.refresh(now);
+        let (launch_off, wall_off) = (off.launch, off.wall);
+        let earliest = now_ns().wrapping_add(launch_off) + min_ahead;
+        for (i, slot) in at.iter_mut().enumerate().take(n) {
+            let cap_due = plan.cap.as_ref().map_or(0, Pacer::next_send_at);
+            let due = plan.pacer.next_send_at().max(cap_due);
+            plan.pacer.sent(1, size);
+            if let Some(cap) = plan.cap.as_mut() {
+                cap.sent(1, size + plan.frame_overhead);
+            }
+            let t = due.wrapping_add(launch_off).max(earliest).max(last);
+            (last, last_off, *slot) = (t, launch_off, t);
+            if let Some(buf) = burst.packet_mut(i) {
+                // The header's tx time: the launch, on the wall clock.
+                let tx_ns = t.wrapping_sub(launch_off).wrapping_add(wall_off);
+                let len = plan.fill(buf, totals.generated + i as u64, tx_ns);
+                burst.set_len(i, len);
+            }
+        }
+        totals.generated += n as u64;
+        q.send_at(&mut burst, &at[..n]);
+        cooperate(busy);
+    }
+    // The qdisc reports a drop when the packet's time comes: wait for the last one.
+    let end = last.wrapping_sub(last_off);
+    let wait = end.saturating_sub(now_ns()).min(DRAIN_MAX_NS);
+    if totals.generated > 0 && wait > 0 {
+        std::thread::sleep(Duration::from_nanos(wait + MIN_AHEAD_NS));
+    }
+    q.send_at(&mut burst, &[]);
+    alloc_audit::disarm_current_thread();
+    totals
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pacer::PaceRate;
+    use crate::validator::PayloadGen;
+    use rtdaq_core::traits::LaunchClock;
+    use rtdaq_core::wire::seqhdr::SeqHeader;
+
+    /// A queue that keeps what it is given: each packet's bytes and launch time.
+    struct Keep {
+        sent: Vec<(u64, Vec<u8>)>,
+        empty_calls: usize,
+    }
+
+    struct Bufs {
+        pkts: Vec<Vec<u8>>,
+        lens: Vec<usize>,
+    }
+
+    impl TxBurst for Bufs {
+        fn len(&self) -> usize {
+            self.lens.len()
+        }
+        fn packet_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+            self.pkts.get_mut(i).map(Vec::as_mut_slice)
+        }
+        fn set_len(&mut self, i: usize, len: usize) {
+            self.lens[i] = len;
+        }
+    }
+
+    impl TxQueue for Keep {
+        type Burst = Bufs;
+        fn new_burst(&self) -> Bufs {
+            Bufs {
+                pkts: vec![vec![0; 256]; 64],
+                lens: Vec::with_capacity(64),
+            }
+        }
+        fn reserve(&mut self, b: &mut Bufs, n: usize) -> usize {
+            b.lens.resize(n.min(64), 0);
+            b.lens.len()
+        }
+        fn send(&mut self, b: &mut Bufs) -> usize {
+            self.send_at(b, &[])
+        }
+    }
+
+    impl TimedTx for Keep {
+        fn launch_clock(&self) -> Option<LaunchClock> {
+            Some(LaunchClock::Tai)
+        }
+        fn send_at(&mut self, b: &mut Bufs, at_ns: &[u64]) -> usize {
+            let n = b.lens.len();
+            if n == 0 {
+                self.empty_calls += 1;
+            }
+            for (i, &len) in b.lens.iter().enumerate() {
+                self.sent.push((at_ns[i], b.pkts[i][..len].to_vec()));
+            }
+            b.lens.clear();
+            n
+        }
+    }
+
+    /// 2000 packets at 100 000/s, 50 ms ahead (a loaded test host may stall the thread for
+    /// tens of ms): each goes with its own launch time on the
+    /// queue's clock, one period after the one before; its header's tx time is that
+    /// launch on the wall clock; at the end the queue is asked once more for the kernel's
+    /// reports.
+    #[test]
+    fn each_packet_goes_with_its_time_one_period_apart() {
+        let start = now_ns();
+        let plan = GenPlan {
+            gens: vec![PayloadGen::new(3, 64)],
+            cap: None,
+            frame_overhead: 0,
+            pacer: Pacer::new(PaceRate::PacketsPerSec(100_000), start),
+            batch: 16,
+            count: Some(2000),
+            until_ns: None,
+            frame: None,
+            replay: None,
+            launch_lead_ns: Some(50_000_000),
+        };
+        let mut q = Keep {
+            sent: Vec::with_capacity(2000),
+            empty_calls: 0,
+        };
+        let stall = StallWatch::new();
+        let t = tx_launch(
+            &mut q,
+            plan,
+            50_000_000,
+            &AtomicBool::new(false),
+            false,
+            &stall,
+        );
+        assert_eq!(t.generated, 2000);
+        assert_eq!((q.sent.len(), q.empty_calls), (2000, 1));
+        let launch0 = Offsets::read(LaunchClock::Tai.linux_clockid()).launch;
+        let first = q.sent[0].0;
+        assert!(
+            first >= start.wrapping_add(launch0),
+            "the first launch is not before the start"
+        );
+        let mut exact = 0;
+        let mut skew = (i128::MAX, i128::MIN);
+        for (k, w) in q.sent.windows(2).enumerate() {
+            // Never earlier than the one before (etf would drop it).
+            let gap = w[1].0.checked_sub(w[0].0);
+            assert!(
+                gap.is_some(),
+                "packet {}: launch before the one before",
+                k + 1
+            );
+            exact += usize::from(gap == Some(10_000));
+        }
+        for (k, (at, bytes)) in q.sent.iter().enumerate() {
+            let h = SeqHeader::parse(bytes).unwrap();
+            assert_eq!(h.seq, k as u64);
+            // TAI − UTC is constant over the test: the same for every packet.
+            let d = i128::from(*at) - i128::from(h.tx_timestamp_ns);
+            skew = (skew.0.min(d), skew.1.max(d));
+        }
+        // A test thread preempted beyond its lead forgets the schedule beyond it: rare.
+        assert!(exact >= 1990, "{exact} of 1999 gaps exactly one period");
+        assert!(
+            skew.1 - skew.0 < 1_000_000,
+            "launch vs header time varies by {skew:?}"
+        );
+    }
+}
