@@ -386,12 +386,14 @@ run "UCX egress over Soft-RoCE (rc_verbs) in the guest: ucx_info, ucx_perftest p
     ucx_guest_tests
 # SPEAD egress pacing = "txtime" (SO_TXTIME, the fq qdisc this host's kernel lacks) on a veth
 # pair in the guest: each packet one packet time after the last on the wire, where the
-# software pacer (same boot) sends a heap's packets back to back (scripts/vm/txtime-tests.sh).
+# software pacer (same boot) sends a heap's packets back to back; and the generator's launch
+# times (pacing = "txtime", the etf qdisc): 10 000 packets all arrive, their send-time error
+# against the schedule beside the software pacer's (scripts/vm/txtime-tests.sh, docs/time.md).
 txtime_guest_tests() {
     [ -x target/engines/rtdaq-socket ] || scripts/build-engines.sh socket || return 1
     scripts/vm/txtime-tests.sh target/engines/rtdaq-socket
 }
-run "SPEAD egress pacing in the guest: txtime (SO_TXTIME + fq) spaces each packet, the software pacer sends bursts (scripts/vm/txtime-tests.sh)" \
+run "launch times in the guest: SPEAD egress txtime (SO_TXTIME + fq) spaces each packet, the software pacer sends bursts; the generator's txtime (etf) keeps 10 000 packets' schedule beside the software pacer (scripts/vm/txtime-tests.sh)" \
     txtime_guest_tests
 run "shellcheck scripts/*.sh" shellcheck -x scripts/*.sh scripts/lib/*.sh
 run "shellcheck scripts/vm/" shellcheck -x scripts/vm/*.sh scripts/vm/guest/*.sh
