@@ -180,7 +180,8 @@ pub trait TimedTx: TxQueue {
     /// [`launch_clock`](Self::launch_clock); `at_ns` holds at least the burst's length,
     /// non-decreasing, all in the future). Packets the kernel refused or could not send in
     /// time, when it says so, are counted as `kernel` drops when the queue learns of it (a
-    /// later call). Never allocates, never blocks longer than `send` does.
+    /// later call; one with an empty burst only collects what the kernel said). Never
+    /// allocates, never blocks longer than `send` does.
     fn send_at(&mut self, burst: &mut Self::Burst, at_ns: &[u64]) -> usize;
 }
 
@@ -252,7 +253,8 @@ pub trait Engine<'a>: Sized {
     }
     /// The [`TimedTx`] ability of this engine's TX queues: `Some(queue)` where the engine
     /// implements it, `None` (the default) elsewhere; the runtime's generator asks before
-    /// it sends with launch times. Cold path (called once per queue).
+    /// it sends with launch times. Cold path (called at start, before the queue's thread
+    /// loops).
     fn timed_tx(
         tx: &mut Self::Tx,
     ) -> Option<&mut dyn TimedTx<Burst = <Self::Tx as TxQueue>::Burst>> {
