@@ -26,9 +26,9 @@
 
 use crate::generator::GenTotals;
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
-use crate::queue::rest::{cooperate, idle, sleep_timed};
+use crate::queue::rest::{cooperate, idle};
 use crate::stall::{StallClock, StallWatch, ThreadKind};
-use crate::threads::{Ending, GenPlan, MIN_PACE_SLEEP_NS};
+use crate::threads::{pace_rest, Ending, GenPlan};
 use rtdaq_core::traits::{TimedTx, TxBurst, TxQueue};
 use rtdaq_platform::alloc_audit;
 use std::sync::atomic::AtomicBool;
@@ -149,19 +149,9 @@ fn tx_launch<B: TxBurst + Send>(
         };
         let horizon = now + lead_ns;
         let most = plan.batch.min(at.len()).min(left as usize);
-        let mut want = plan.pacer.allowance(horizon, most, size);
-        if let Some(cap) = plan.cap.as_mut() {
-            want = cap.allowance(horizon, want, size + plan.frame_overhead);
-        }
+        let want = plan.allowance(horizon, most, size);
         if want == 0 {
-            if busy {
-                std::hint::spin_loop();
-            } else {
-                let next = plan.cap.as_ref().map_or(0, Pacer::next_send_at);
-                let due = plan.pacer.next_send_at().max(next);
-                let wait = due.saturating_sub(horizon);
-                sleep_timed(&turns, now, wait.clamp(MIN_PACE_SLEEP_NS, 1_000_000));
-            }
+            pace_rest(&turns, now, plan.next_due().saturating_sub(horizon), busy);
             continue;
         }
         let n = q.reserve(&mut burst, want);
@@ -173,12 +163,8 @@ fn tx_launch<B: TxBurst + Send>(
         let (launch_off, wall_off) = (off.launch, off.wall);
         let earliest = now_ns().wrapping_add(launch_off) + min_ahead;
         for (i, slot) in at.iter_mut().enumerate().take(n) {
-            let cap_due = plan.cap.as_ref().map_or(0, Pacer::next_send_at);
-            let due = plan.pacer.next_send_at().max(cap_due);
-            plan.pacer.sent(1, size);
-            if let Some(cap) = plan.cap.as_mut() {
-                cap.sent(1, size + plan.frame_overhead);
-            }
+            let due = plan.next_due();
+            plan.sent(1, size);
             let t = due.wrapping_add(launch_off).max(earliest).max(last);
             (last, last_off, *slot) = (t, launch_off, t);
             if let Some(buf) = burst.packet_mut(i) {

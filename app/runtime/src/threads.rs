@@ -35,7 +35,7 @@ pub struct Placement {
 
 /// Shortest sleep of a paced, non-busy generator: the pacer then allows the packets that came
 /// due meanwhile in one burst (one `sendmmsg`), instead of one syscall pair per packet.
-pub(crate) const MIN_PACE_SLEEP_NS: u64 = 50_000;
+const MIN_PACE_SLEEP_NS: u64 = 50_000;
 /// How long a stopping generator may take to finish its units in progress (SPEAD heaps).
 const FINISH_NS: u64 = 200_000_000;
 
@@ -200,6 +200,33 @@ pub(crate) struct GenPlan {
 }
 
 impl GenPlan {
+    /// Packets of `size` payload bytes that the generator's rate and the queue's
+    /// `pacing_gbps` cap both allow by time `t`, at most `most`.
+    #[inline]
+    pub(crate) fn allowance(&mut self, t: u64, most: usize, size: usize) -> usize {
+        let want = self.pacer.allowance(t, most, size);
+        match self.cap.as_mut() {
+            Some(cap) => cap.allowance(t, want, size + self.frame_overhead),
+            None => want,
+        }
+    }
+
+    /// When the next packet is due under both.
+    #[inline]
+    pub(crate) fn next_due(&self) -> u64 {
+        let cap = self.cap.as_ref().map_or(0, Pacer::next_send_at);
+        self.pacer.next_send_at().max(cap)
+    }
+
+    /// Moves both schedules on by `n` packets of `size` payload bytes.
+    #[inline]
+    pub(crate) fn sent(&mut self, n: usize, size: usize) {
+        self.pacer.sent(n, n * size);
+        if let Some(cap) = self.cap.as_mut() {
+            cap.sent(n, n * (size + self.frame_overhead));
+        }
+    }
+
     /// Writes packet `j` of the run (lane `j % lanes`) into `buf` with tx timestamp `tx_ns`
     /// (raw engines: the whole frame); returns its length. Never allocates.
     #[inline]
@@ -271,6 +298,19 @@ impl Ending {
     }
 }
 
+/// A paced generator's turn with nothing due yet: spin when busy-polling, else sleep `wait`
+/// (between 50 µs and 1 ms) and record the wake-up latency. Never spin when not
+/// busy-polling: under SCHED_FIFO a spinning thread starves every thread of equal or lower
+/// priority on its core (e.g. a consumer).
+#[inline]
+pub(crate) fn pace_rest(turns: &StallClock<'_>, now: u64, wait: u64, busy: bool) {
+    if busy {
+        std::hint::spin_loop();
+    } else {
+        sleep_timed(turns, now, wait.clamp(MIN_PACE_SLEEP_NS, 1_000_000));
+    }
+}
+
 /// TX thread running the generator: paced bursts of sequence-numbered payloads (the
 /// software pacer; launch times: `launch`).
 pub(crate) fn tx_generator<Q: TxQueue>(
@@ -295,22 +335,9 @@ pub(crate) fn tx_generator<Q: TxQueue>(
         let Some(left) = ending.left(&plan, stop, totals.generated, now) else {
             break;
         };
-        let mut want = plan
-            .pacer
-            .allowance(now, plan.batch.min(left as usize), size);
-        if let Some(cap) = plan.cap.as_mut() {
-            want = cap.allowance(now, want, size + plan.frame_overhead);
-        }
+        let want = plan.allowance(now, plan.batch.min(left as usize), size);
         if want == 0 {
-            if busy {
-                std::hint::spin_loop();
-            } else {
-                // Never spin when not busy-polling: under SCHED_FIFO a spinning thread starves
-                // every thread of equal or lower priority on its core (e.g. a consumer).
-                let next = plan.cap.as_ref().map_or(0, Pacer::next_send_at);
-                let wait = plan.pacer.next_send_at().max(next).saturating_sub(now);
-                sleep_timed(&turns, now, wait.clamp(MIN_PACE_SLEEP_NS, 1_000_000));
-            }
+            pace_rest(&turns, now, plan.next_due().saturating_sub(now), busy);
             continue;
         }
         let n = queue.reserve(&mut burst, want);
@@ -328,10 +355,7 @@ pub(crate) fn tx_generator<Q: TxQueue>(
         totals.generated += n as u64;
         queue.send(&mut burst);
         cooperate(busy);
-        plan.pacer.sent(n, n * size);
-        if let Some(cap) = plan.cap.as_mut() {
-            cap.sent(n, n * (size + plan.frame_overhead));
-        }
+        plan.sent(n, size);
     }
     alloc_audit::disarm_current_thread();
     totals
