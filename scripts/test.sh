@@ -388,12 +388,14 @@ run "UCX egress over Soft-RoCE (rc_verbs) in the guest: ucx_info, ucx_perftest p
 # pair in the guest: each packet one packet time after the last on the wire, where the
 # software pacer (same boot) sends a heap's packets back to back; and the generator's launch
 # times (pacing = "txtime", the etf qdisc): 10 000 packets all arrive, their send-time error
-# against the schedule beside the software pacer's (scripts/vm/txtime-tests.sh, docs/time.md).
+# against the schedule beside the software pacer's, for the generator, a replay at its recorded
+# times and the AF_PACKET engine (scripts/vm/txtime-tests.sh, docs/time.md).
 txtime_guest_tests() {
     [ -x target/engines/rtdaq-socket ] || scripts/build-engines.sh socket || return 1
-    scripts/vm/txtime-tests.sh target/engines/rtdaq-socket
+    [ -x target/engines/rtdaq-afpacket ] || scripts/build-engines.sh afpacket || return 1
+    scripts/vm/txtime-tests.sh target/engines/rtdaq-socket target/engines/rtdaq-afpacket
 }
-run "launch times in the guest: SPEAD egress txtime (SO_TXTIME + fq) spaces each packet, the software pacer sends bursts; the generator's txtime (etf) keeps 10 000 packets' schedule beside the software pacer (scripts/vm/txtime-tests.sh)" \
+run "launch times in the guest: SPEAD egress txtime (SO_TXTIME + fq) spaces each packet, the software pacer sends bursts; the generator's txtime (etf) keeps 10 000 packets' schedule beside the software pacer: socket engine, a replay at its recorded times, AF_PACKET engine (scripts/vm/txtime-tests.sh)" \
     txtime_guest_tests
 run "shellcheck scripts/*.sh" shellcheck -x scripts/*.sh scripts/lib/*.sh
 run "shellcheck scripts/vm/" shellcheck -x scripts/vm/*.sh scripts/vm/guest/*.sh

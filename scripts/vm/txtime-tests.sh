@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# txtime-tests.sh: the SPEAD egress stage's pacing = "txtime" (SO_TXTIME + the fq qdisc)
-# against its software pacer, on a veth pair in the QEMU guest (issue #31). The dev/CI
-# host's kernel has no fq (nor etf) qdisc; Debian's guest kernel has (sch_fq, copied into
-# the guest by scripts/vm/common.sh).
+# txtime-tests.sh: launch times (SO_TXTIME) against the software pacers, on a veth pair in
+# the QEMU guest: the SPEAD egress stage's pacing = "txtime" with the fq qdisc (issue #31),
+# then the generator's with the etf qdisc (issue #33): generated packets and a replay at its
+# recorded times on the socket engine, and generated frames on the AF_PACKET engine. The
+# dev/CI host's kernel has no fq (nor etf) qdisc; Debian's guest kernel has (sch_fq and
+# sch_etf, copied into the guest by scripts/vm/common.sh).
 #
-# On the host:   scripts/vm/txtime-tests.sh <rtdaq (default features)>
-#   boots the guest through scripts/vm/guest-run.sh and runs this script there (RTDAQ_VM=1).
-#   Exit 0 when every check passed.
+# On the host:   scripts/vm/txtime-tests.sh <rtdaq (socket engine)> [<rtdaq (afpacket engine)>]
+#   boots the guest through scripts/vm/guest-run.sh and runs this script there (RTDAQ_VM=1);
+#   without the second binary the AF_PACKET section is left out. Exit 0 when every check
+#   passed.
 # In the guest: namespaces ptx (veth pA, 169.254.78.1, root qdisc fq) and prx (pB,
 # 169.254.78.2). rtdaq runs configs/host-udp-egress-spead.toml in ptx: its generator at
 # 0.01 Gb/s into one RX queue whose egress stage makes heaps of 8 payloads (8 SPEAD packets
@@ -23,15 +26,21 @@
 set -uo pipefail
 
 if [ "${RTDAQ_VM:-}" != 1 ]; then
-    [ $# -eq 1 ] || { echo "usage: $0 <rtdaq-binary>" >&2; exit 2; }
+    if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+        echo "usage: $0 <rtdaq (socket engine)> [<rtdaq (afpacket engine)>]" >&2; exit 2
+    fi
     here=$(cd "$(dirname "$0")" && pwd)
     # The GEN_* settings below travel into the guest.
     mapfile -t gen_env < <(env | grep -E '^GEN_(PPS|COUNT|REPEATS|DELTA_NS|LEAD_US|RATIO)=' || true)
-    exec "$here/guest-run.sh" --bin "$1" --timeout "${RTDAQ_TXTIME_TIMEOUT:-400}" \
-        -- env "${gen_env[@]}" bash scripts/vm/txtime-tests.sh "$(basename "$1")"
+    bins=() names=()
+    for b in "$@"; do bins+=(--bin "$b"); names+=("$(basename "$b")"); done
+    exec "$here/guest-run.sh" "${bins[@]}" --timeout "${RTDAQ_TXTIME_TIMEOUT:-600}" \
+        -- env "${gen_env[@]}" bash scripts/vm/txtime-tests.sh "${names[@]}"
 fi
 
 rtdaq=${1:-rtdaq}
+rtdaq_afpacket=${2:-}
+gen_bin=$rtdaq
 T=$(mktemp -d)
 pass=0 fail=0
 ok() { echo "PASS $1"; pass=$((pass + 1)); }
@@ -122,15 +131,25 @@ else
     ko "setup: etf" "tc qdisc replace dev pA root etf clockid CLOCK_TAI delta $GEN_DELTA_NS" "$T/etf.txt"
     echo "txtime-tests: $pass passed, $fail failed"; exit 1
 fi
-gen_config() { # $1 pacing
-    local extra=""
-    [ "$1" = txtime ] && extra="pacing = \"txtime\"
+gen_config() { # $1 pacing [$2 name suffix, $3 more [generator] lines, $4 engine]
+    local extra="${3:-}" engine="${4:-socket}" address="udp://169.254.78.1:7150" more=""
+    [ "$1" = txtime ] && extra="$extra
+pacing = \"txtime\"
 txtime_lead_us = $GEN_LEAD_US"
-    cat > "$T/gen-$1.toml" <<EOT
-name = "veth-generator-$1"
+    if [ "$engine" = afpacket ]; then
+        # Whole frames from pA's TX ring: the generator's headers, pB's MAC.
+        address="pA" more="[engine.afpacket]
+frame_size = 2048"
+        extra="$extra
+source = \"udp://169.254.78.1:7150\"
+dst_mac = \"$(ip -n prx -br link show pB | awk '{ print $3 }')\""
+    fi
+    cat > "$T/gen-$1${2:-}.toml" <<EOT
+name = "veth-generator-$1${2:-}"
 platform = "host"
 [engine]
-kind = "socket"
+kind = "$engine"
+$more
 [[memory_regions]]
 name = "tx_bufs"
 kind = "host"
@@ -138,7 +157,7 @@ buf_size = 2048
 buf_count = 1024
 [[interfaces]]
 name = "pA"
-address = "udp://169.254.78.1:7150"
+address = "$address"
 mtu = 1500
 [[interfaces.tx_queues]]
 id = 0
@@ -163,20 +182,24 @@ drain_ms = 0
 required = false
 EOT
 }
-gen_run() { # $1 pacing $2 repeat: sets gen_p99 to the receiver's p99 error (ns), 0 on failure
-    local tag="$1.$2" rp rc said drops n missing line
-    gen_p99=0
+gen_run() { # $1 pacing $2 repeat [$3 name suffix, $4 schedule pcap]: sets gen_p99 to the
+    # receiver's p99 error (ns), 0 on failure
+    local tag="$1${3:-}.$2" rp rc said drops n missing line what="generator"
+    local sched=(--period-ns "$GEN_PERIOD")
+    [ -n "${4:-}" ] && sched=(--schedule-pcap "$4") what="replay"
+    [ "$gen_bin" != "$rtdaq" ] && what="afpacket $what"
+    gen_p99=0 gen_p50=0
     if [ "$1" = txtime ]; then
         ip netns exec ptx tc qdisc replace dev pA root etf clockid CLOCK_TAI delta "$GEN_DELTA_NS"
     else
         ip netns exec ptx tc qdisc del dev pA root 2>/dev/null
     fi
     ip netns exec prx python3 scripts/peers/udp_sendtime.py 169.254.78.2 7150 \
-        --period-ns "$GEN_PERIOD" --count "$GEN_COUNT" --timeout 120 \
+        "${sched[@]}" --count "$GEN_COUNT" --timeout 120 \
         > "$T/$tag.st" 2> "$T/$tag.st.err" &
     rp=$!
     sleep 1
-    ip netns exec ptx "$rtdaq" run --config "$T/gen-$1.toml" --report-json "$T/$tag.json" \
+    ip netns exec ptx "$gen_bin" run --config "$T/gen-$1${3:-}.toml" --report-json "$T/$tag.json" \
         > "$T/$tag.out" 2>&1
     rc=$?
     wait $rp
@@ -185,16 +208,29 @@ gen_run() { # $1 pacing $2 repeat: sets gen_p99 to the receiver's p99 error (ns)
     n=$(jq -r '.rtdaq // 0' "$T/$tag.st" 2>/dev/null)
     missing=$(jq -r '.missing // -1' "$T/$tag.st" 2>/dev/null)
     gen_p99=$(jq -r '.error_ns.p99 // 0' "$T/$tag.st" 2>/dev/null)
+    gen_p50=$(jq -r '.error_ns.p50 // 0' "$T/$tag.st" 2>/dev/null)
     local want="software"
     [ "$1" = txtime ] && want="txtime CLOCK_TAI"
     line="rtdaq exit $rc, pacing \"$said\", TX drops $drops, $(cat "$T/$tag.st" 2>/dev/null)"
     if [ "$rc" -ne 0 ] || [ "$said" != "$want" ] || [ "$drops" != 0 ] || [ "$n" -ne "$GEN_COUNT" ] || [ "$missing" != 0 ]; then
-        ko "generator $tag" "$line" "$T/$tag.out" "$T/$tag.st.err"
-        gen_p99=0; return
+        ko "$what $tag" "$line" "$T/$tag.out" "$T/$tag.st.err"
+        gen_p99=0 gen_p50=0; return
     fi
-    ok "generator $tag: $GEN_COUNT packets at $GEN_PPS/s, all arrived: $line"
+    ok "$what $tag: $GEN_COUNT packets at $GEN_PPS/s, all arrived: $line"
     if [ -n "${RTDAQ_VM_OUT:-}" ]; then
-        printf '%s\t%s\t%s\n' "$1" "$2" "$(cat "$T/$tag.st")" >> "$RTDAQ_VM_OUT/sendtime.tsv"
+        printf '%s\t%s\t%s\t%s\n' "$what" "$1" "$2" "$(cat "$T/$tag.st")" >> "$RTDAQ_VM_OUT/sendtime.tsv"
+    fi
+}
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+compare() { # $1 what: the p99 errors in tx_p99 / sw_p99, their medians GEN_RATIO apart
+    local tx_m sw_m ratio line
+    tx_m=$(median "${tx_p99[@]}") sw_m=$(median "${sw_p99[@]}")
+    ratio=$(awk -v s="$sw_m" -v t="$tx_m" 'BEGIN { if (t > 0) printf "%.1f", s / t; else print 0 }')
+    line="p99 send-time error: txtime ${tx_p99[*]} ns, software ${sw_p99[*]} ns; medians $tx_m vs $sw_m ns: ${ratio}x tighter (goal ${GEN_RATIO}x)"
+    if awk -v s="$sw_m" -v t="$tx_m" -v k="$GEN_RATIO" 'BEGIN { exit !(t > 0 && s >= k * t) }'; then
+        ok "$1 launch times: $line"
+    else
+        ko "$1 launch times" "$line"
     fi
 }
 gen_config txtime; gen_config software
@@ -203,15 +239,54 @@ for r in $(seq 1 "$GEN_REPEATS"); do
     gen_run txtime "$r"; tx_p99+=("$gen_p99")
     gen_run software "$r"; sw_p99+=("$gen_p99")
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-tx_m=$(median "${tx_p99[@]}") sw_m=$(median "${sw_p99[@]}")
-ratio=$(awk -v s="$sw_m" -v t="$tx_m" 'BEGIN { if (t > 0) printf "%.1f", s / t; else print 0 }')
-line="p99 send-time error: txtime ${tx_p99[*]} ns, software ${sw_p99[*]} ns; medians $tx_m vs $sw_m ns: ${ratio}x tighter (goal ${GEN_RATIO}x)"
-if awk -v s="$sw_m" -v t="$tx_m" -v k="$GEN_RATIO" 'BEGIN { exit !(t > 0 && s >= k * t) }'; then
-    ok "generator launch times: $line"
+compare generator
+
+# --- A replay with launch times (issue #33) -----------------------------------------------
+# The same, replaying a pcap at its recorded times: GEN_COUNT datagrams with rtdaq's sequence
+# header, GEN_PERIOD apart on average but each moved by 0 to 0.8 of it
+# (scripts/peers/seq_pcap.py); the receiver's schedule is the file's times
+# (udp_sendtime.py --schedule-pcap). Checks: every packet arrives, none dropped, the report
+# says "txtime CLOCK_TAI", and the median error with launch times is under a tenth of the
+# mean gap (one that kept the rate instead of the file's times would be off by 0.2 to 0.4 of
+# it). The software replay is printed beside it, not judged: unlike the generator's pacer it
+# never forgets its schedule, so in the emulated guest, where the qdisc's own timer is as
+# late as the sender's wake-up, both have the same p99 (docs/time.md).
+if python3 scripts/peers/seq_pcap.py "$T/replay.pcap" --count "$GEN_COUNT" --period-ns "$GEN_PERIOD" 2> "$T/pcap.err"; then
+    gen_config txtime -replay "replay = \"$T/replay.pcap\""
+    gen_config software -replay "replay = \"$T/replay.pcap\""
+    tx_p99=() sw_p99=() tx_p50=()
+    for r in $(seq 1 "$GEN_REPEATS"); do
+        gen_run txtime "$r" -replay "$T/replay.pcap"; tx_p99+=("$gen_p99") tx_p50+=("$gen_p50")
+        gen_run software "$r" -replay "$T/replay.pcap"; sw_p99+=("$gen_p99")
+    done
+    m50=$(median "${tx_p50[@]}")
+    line="median error with launch times ${tx_p50[*]} ns (median $m50, mean gap $GEN_PERIOD ns); p99 txtime ${tx_p99[*]} ns, software replay ${sw_p99[*]} ns"
+    if awk -v m="$m50" -v t="$GEN_PERIOD" 'BEGIN { exit !(m > 0 && m < t / 10) }'; then
+        ok "replay launch times keep the recorded times: $line"
+    else
+        ko "replay launch times" "median error not under a tenth of the mean gap: $line"
+    fi
 else
-    ko "generator launch times" "$line"
+    ko "replay: seq_pcap.py" "could not write the pcap" "$T/pcap.err"
+fi
+
+# --- The AF_PACKET engine's generator with launch times (issue #33) ------------------------
+# The generator section again with the afpacket engine (second argument): whole frames from
+# pA's TX ring, one kick per frame with its own SCM_TXTIME.
+if [ -n "$rtdaq_afpacket" ]; then
+    gen_bin=$rtdaq_afpacket
+    gen_config txtime -afpacket "" afpacket
+    gen_config software -afpacket "" afpacket
+    tx_p99=() sw_p99=()
+    for r in $(seq 1 "$GEN_REPEATS"); do
+        gen_run txtime "$r" -afpacket; tx_p99+=("$gen_p99")
+        gen_run software "$r" -afpacket; sw_p99+=("$gen_p99")
+    done
+    compare "afpacket generator"
+    gen_bin=$rtdaq
 fi
 
 echo "txtime-tests: $pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$pass" -ge $((5 + 2 * GEN_REPEATS)) ]
+sections=2
+[ -n "$rtdaq_afpacket" ] && sections=3
+[ "$fail" -eq 0 ] && [ "$pass" -ge $((4 + sections * (1 + 2 * GEN_REPEATS))) ]

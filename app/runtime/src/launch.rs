@@ -29,7 +29,7 @@ use crate::pacer::{now_ns, wall_clock_ns, Pacer};
 use crate::queue::rest::{cooperate, idle};
 use crate::stall::{StallClock, StallWatch, ThreadKind};
 use crate::threads::{pace_rest, Ending, GenPlan};
-use rtdaq_core::traits::{TimedTx, TxBurst, TxQueue};
+use rtdaq_core::traits::{LaunchClock, TimedTx, TxBurst, TxQueue};
 use rtdaq_platform::alloc_audit;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -92,54 +92,126 @@ impl Offsets {
 pub(crate) type TimedOf<Q> = fn(&mut Q) -> Option<&mut dyn TimedTx<Burst = <Q as TxQueue>::Burst>>;
 
 /// A TX queue's generator thread: with launch times (`generator.pacing = "txtime"`, the
-/// queue armed for them) [`tx_launch`], else the software pacer or the replay
-/// ([`threads::tx_generator`](crate::threads)).
+/// queue armed for them) [`tx_launch`] or, for a replay, the replay with a [`Launcher`];
+/// else the software pacer or the replay ([`threads::tx_generator`](crate::threads)).
 pub(crate) fn tx_thread<Q: TxQueue>(
     mut queue: Q,
-    plan: GenPlan,
+    mut plan: GenPlan,
     timed: TimedOf<Q>,
     stop: &AtomicBool,
     busy: bool,
     stall: &StallWatch,
 ) -> GenTotals {
-    if let (Some(lead_ns), None) = (plan.launch_lead_ns, plan.replay.as_ref()) {
-        if let Some(q) = timed(&mut queue).filter(|q| q.launch_clock().is_some()) {
-            return tx_launch(q, plan, lead_ns, stop, busy, stall);
+    if let Some(lead_ns) = plan.launch_lead_ns {
+        if let Some(clock) = timed(&mut queue).and_then(|q| q.launch_clock()) {
+            let launcher = Launcher::new(clock, lead_ns);
+            if let Some(r) = plan.replay.take() {
+                let launch = Some((launcher, timed));
+                return crate::replay::tx_replay(queue, r, launch, stop, busy, stall);
+            }
+            if let Some(q) = timed(&mut queue) {
+                return tx_launch(q, plan, launcher, stop, busy, stall);
+            }
         }
     }
     crate::threads::tx_generator(queue, plan, stop, busy, stall)
 }
 
+/// Launch times for a TX thread that works `lead` ahead of its schedule (the generator's
+/// pacer or a replay's recorded times): each packet's launch time is its due time
+/// ([`now_ns`]) moved onto the queue's launch clock, never earlier than the one before nor
+/// than [`min_ahead`](Self::min_ahead) from now; see the [module docs](self).
+#[derive(Debug)]
+pub(crate) struct Launcher {
+    off: Offsets,
+    /// How far ahead of its time a packet goes to the queue.
+    pub lead_ns: u64,
+    min_ahead: u64,
+    /// The earliest launch time of this turn (launch clock).
+    earliest: u64,
+    /// The last launch time given (launch clock), and the clock's offset then.
+    last: u64,
+    last_off: u64,
+}
+
+impl Launcher {
+    /// Reads `clock` against [`now_ns`]. Cold path.
+    pub(crate) fn new(clock: LaunchClock, lead_ns: u64) -> Self {
+        Launcher {
+            off: Offsets::read(clock.linux_clockid()),
+            lead_ns,
+            min_ahead: (lead_ns / 4).max(MIN_AHEAD_NS),
+            earliest: 0,
+            last: 0,
+            last_off: 0,
+        }
+    }
+
+    /// Where a schedule that starts now begins ([`now_ns`]): half a lead from now, so that
+    /// its first packets have their times too.
+    pub(crate) fn origin(&self) -> u64 {
+        now_ns() + (self.lead_ns / 2).max(self.min_ahead)
+    }
+
+    /// Starts a burst at `now`: reads the clocks again when due and fixes the earliest
+    /// launch time of the burst's packets. Never allocates.
+    #[inline]
+    pub(crate) fn turn(&mut self, now: u64) {
+        self.off.refresh(now);
+        self.earliest = now_ns().wrapping_add(self.off.launch) + self.min_ahead;
+    }
+
+    /// The launch time (launch clock) of a packet due at `due` ([`now_ns`]), and the same
+    /// instant on the wall clock (the sequence header's tx time). Never allocates.
+    #[inline]
+    pub(crate) fn at(&mut self, due: u64) -> (u64, u64) {
+        let (launch_off, wall_off) = (self.off.launch, self.off.wall);
+        let t = due
+            .wrapping_add(launch_off)
+            .max(self.earliest)
+            .max(self.last);
+        (self.last, self.last_off) = (t, launch_off);
+        (t, t.wrapping_sub(launch_off).wrapping_add(wall_off))
+    }
+
+    /// At the end: waits until the last launch time has passed (at most [`DRAIN_MAX_NS`]),
+    /// then has `q` read the kernel's reports of packets the qdisc dropped one last time.
+    pub(crate) fn finish<B: TxBurst + Send>(&self, q: &mut dyn TimedTx<Burst = B>, burst: &mut B) {
+        // The qdisc reports a drop when the packet's time comes: wait for the last one.
+        if self.last != 0 {
+            let end = self.last.wrapping_sub(self.last_off);
+            let wait = end.saturating_sub(now_ns()).min(DRAIN_MAX_NS);
+            if wait > 0 {
+                std::thread::sleep(Duration::from_nanos(wait + MIN_AHEAD_NS));
+            }
+        }
+        q.send_at(burst, &[]);
+    }
+}
+
 /// The generator's TX thread with launch times; see the [module docs](self). `q` was armed
-/// for them ([`TimedTx::launch_clock`] is `Some`); otherwise it sends nothing.
+/// for them ([`TimedTx::launch_clock`] is `Some`).
 fn tx_launch<B: TxBurst + Send>(
     q: &mut dyn TimedTx<Burst = B>,
     mut plan: GenPlan,
-    lead_ns: u64,
+    mut launcher: Launcher,
     stop: &AtomicBool,
     busy: bool,
     stall: &StallWatch,
 ) -> GenTotals {
-    let Some(clock) = q.launch_clock() else {
-        return GenTotals::default();
-    };
-    let mut off = Offsets::read(clock.linux_clockid());
+    let lead_ns = launcher.lead_ns;
     let mut burst = q.new_burst();
     let mut at = vec![0u64; plan.batch.max(1)];
     let size = plan.gens[0].payload_size();
     let mut totals = GenTotals::default();
     let mut turns = StallClock::start(stall, now_ns(), ThreadKind::Generator);
     let mut ending = Ending::new(&plan);
-    // The schedule starts half a lead from now (the first packets then have their times
-    // too) and keeps every packet whose time is still ahead: credit up to the lead.
-    let min_ahead = (lead_ns / 4).max(MIN_AHEAD_NS);
-    let origin = now_ns() + (lead_ns / 2).max(min_ahead);
+    // The schedule keeps every packet whose time is still ahead: credit up to the lead.
+    let origin = launcher.origin();
     plan.pacer = Pacer::new(plan.pacer.rate(), origin).with_max_credit_ns(lead_ns);
     if let Some(cap) = plan.cap.as_mut() {
         *cap = Pacer::new(cap.rate(), origin).with_max_credit_ns(lead_ns);
     }
-    // The last launch time given (launch clock), and its offset then.
-    let (mut last, mut last_off) = (0u64, 0u64);
     alloc_audit::arm_current_thread();
     loop {
         let now = now_ns();
@@ -159,17 +231,14 @@ fn tx_launch<B: TxBurst + Send>(
             idle(busy);
             continue;
         }
-        off.refresh(now);
-        let (launch_off, wall_off) = (off.launch, off.wall);
-        let earliest = now_ns().wrapping_add(launch_off) + min_ahead;
+        launcher.turn(now);
         for (i, slot) in at.iter_mut().enumerate().take(n) {
             let due = plan.next_due();
             plan.sent(1, size);
-            let t = due.wrapping_add(launch_off).max(earliest).max(last);
-            (last, last_off, *slot) = (t, launch_off, t);
+            let (t, tx_ns) = launcher.at(due);
+            *slot = t;
             if let Some(buf) = burst.packet_mut(i) {
                 // The header's tx time: the launch, on the wall clock.
-                let tx_ns = t.wrapping_sub(launch_off).wrapping_add(wall_off);
                 let len = plan.fill(buf, totals.generated + i as u64, tx_ns);
                 burst.set_len(i, len);
             }
@@ -178,32 +247,32 @@ fn tx_launch<B: TxBurst + Send>(
         q.send_at(&mut burst, &at[..n]);
         cooperate(busy);
     }
-    // The qdisc reports a drop when the packet's time comes: wait for the last one.
-    let end = last.wrapping_sub(last_off);
-    let wait = end.saturating_sub(now_ns()).min(DRAIN_MAX_NS);
-    if totals.generated > 0 && wait > 0 {
-        std::thread::sleep(Duration::from_nanos(wait + MIN_AHEAD_NS));
-    }
-    q.send_at(&mut burst, &[]);
+    launcher.finish(q, &mut burst);
     alloc_audit::disarm_current_thread();
     totals
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::pacer::PaceRate;
     use crate::validator::PayloadGen;
-    use rtdaq_core::traits::LaunchClock;
     use rtdaq_core::wire::seqhdr::SeqHeader;
 
-    /// A queue that keeps what it is given: each packet's bytes and launch time.
-    struct Keep {
-        sent: Vec<(u64, Vec<u8>)>,
-        empty_calls: usize,
+    /// A queue that keeps what it is given: each packet's launch time and bytes, and how
+    /// often it was asked to send nothing (to read the kernel's reports).
+    #[derive(Default)]
+    pub(crate) struct Keep {
+        pub kept: std::sync::Arc<std::sync::Mutex<Kept>>,
     }
 
-    struct Bufs {
+    #[derive(Default)]
+    pub(crate) struct Kept {
+        pub sent: Vec<(u64, Vec<u8>)>,
+        pub empty_calls: usize,
+    }
+
+    pub(crate) struct Bufs {
         pkts: Vec<Vec<u8>>,
         lens: Vec<usize>,
     }
@@ -243,11 +312,12 @@ mod tests {
         }
         fn send_at(&mut self, b: &mut Bufs, at_ns: &[u64]) -> usize {
             let n = b.lens.len();
+            let mut k = self.kept.lock().unwrap();
             if n == 0 {
-                self.empty_calls += 1;
+                k.empty_calls += 1;
             }
             for (i, &len) in b.lens.iter().enumerate() {
-                self.sent.push((at_ns[i], b.pkts[i][..len].to_vec()));
+                k.sent.push((at_ns[i], b.pkts[i][..len].to_vec()));
             }
             b.lens.clear();
             n
@@ -274,20 +344,18 @@ mod tests {
             replay: None,
             launch_lead_ns: Some(50_000_000),
         };
-        let mut q = Keep {
-            sent: Vec::with_capacity(2000),
-            empty_calls: 0,
-        };
+        let mut q = Keep::default();
         let stall = StallWatch::new();
         let t = tx_launch(
             &mut q,
             plan,
-            50_000_000,
+            Launcher::new(LaunchClock::Tai, 50_000_000),
             &AtomicBool::new(false),
             false,
             &stall,
         );
         assert_eq!(t.generated, 2000);
+        let q = q.kept.lock().unwrap();
         assert_eq!((q.sent.len(), q.empty_calls), (2000, 1));
         let launch0 = Offsets::read(LaunchClock::Tai.linux_clockid()).launch;
         let first = q.sent[0].0;

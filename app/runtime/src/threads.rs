@@ -321,7 +321,7 @@ pub(crate) fn tx_generator<Q: TxQueue>(
     stall: &StallWatch,
 ) -> GenTotals {
     if let Some(r) = plan.replay.take() {
-        return crate::replay::tx_replay(queue, r, stop, busy, stall);
+        return crate::replay::tx_replay(queue, r, None, stop, busy, stall);
     }
     let mut burst = queue.new_burst();
     let size = plan.gens[0].payload_size();

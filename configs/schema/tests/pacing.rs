@@ -1,5 +1,5 @@
 //! `[generator] pacing = "txtime"`: where launch times can be kept (the socket engine's UDP
-//! queues, a rate, generated packets) and the lead that goes with them.
+//! queues and the afpacket engine's; a rate, or a replay at its recorded times) and the lead that goes with them.
 
 use rtdaq_config::model::{GenPacing, DEFAULT_TXTIME_LEAD_US};
 use std::path::Path;
@@ -52,20 +52,30 @@ fn txtime_on_the_socket_engine_with_a_rate_loads_with_its_lead() {
     );
     let c = rtdaq_config::load_str(&config("host-loopback-udp.toml", &[])).unwrap();
     assert_eq!(c.generator.unwrap().pacing, GenPacing::Software);
+    // The AF_PACKET engine's TX ring too (one kick per frame, each with its time).
+    let c = rtdaq_config::load_str(&config(
+        "veth-afpacket-tx.toml",
+        &[("rate_gbps = 0.5", "rate_gbps = 0.5\npacing = \"txtime\"")],
+    ))
+    .unwrap();
+    assert!(matches!(
+        c.generator.unwrap().pacing,
+        GenPacing::Txtime { .. }
+    ));
 }
 
 #[test]
 fn txtime_where_no_queue_can_keep_it_is_refused_naming_why() {
-    // A raw engine (AF_PACKET): its TX queues have no launch times yet.
+    // AF_XDP: its TX queues have no launch times.
     let e = error_at(
         &config(
-            "veth-afpacket-tx.toml",
+            "veth-afxdp-tx.toml",
             &[("rate_gbps = 0.5", "rate_gbps = 0.5\npacing = \"txtime\"")],
         ),
         "generator.pacing",
     );
     assert!(
-        e.contains("the afpacket engine's TX queues cannot send at a launch time"),
+        e.contains("the afxdp engine's TX queues cannot send at a launch time"),
         "{e}"
     );
     // TCP.
@@ -77,18 +87,24 @@ fn txtime_where_no_queue_can_keep_it_is_refused_naming_why() {
         "generator.pacing",
     );
     assert!(e.contains("TCP has no launch times"), "{e}");
-    // A replay.
+    // A replay at the generator's rate, unpaced: no times to keep.
     let e = error_at(
         &config(
             "host-loopback-udp.toml",
-            &[(
-                "stream_id = 1\n",
-                "stream_id = 1\npacing = \"txtime\"\nreplay = \"x.pcap\"\n",
-            )],
+            &[
+                ("rate_gbps = 1.0 ", "unpaced = true "),
+                (
+                    "stream_id = 1\n",
+                    "stream_id = 1\npacing = \"txtime\"\nreplay = \"x.pcap\"\nreplay_timing = \"rate\"\n",
+                ),
+            ],
         ),
         "generator.pacing",
     );
-    assert!(e.contains("a replay keeps the software pacer"), "{e}");
+    assert!(
+        e.contains("timing \"rate\" and unpaced = true has no times to keep"),
+        "{e}"
+    );
     // A lead out of range.
     let e = error_at(
         &config(
@@ -101,4 +117,31 @@ fn txtime_where_no_queue_can_keep_it_is_refused_naming_why() {
         "generator.txtime_lead_us",
     );
     assert!(e.contains("out of range 10..=1000000"), "{e}");
+}
+
+/// A replay keeps launch times too: at its recorded times (the rate does not matter, even
+/// unpaced) or at the generator's rate.
+#[test]
+fn a_replay_with_txtime_loads_at_recorded_times_or_a_rate() {
+    for (rate, timing) in [
+        ("unpaced = true ", ""),
+        ("rate_gbps = 1.0 ", "replay_speed = 2.0\n"),
+        ("rate_pps = 1000 ", "replay_timing = \"rate\"\n"),
+    ] {
+        let text = config(
+            "host-loopback-udp.toml",
+            &[
+                ("rate_gbps = 1.0 ", rate),
+                (
+                    "stream_id = 1\n",
+                    &format!("stream_id = 1\npacing = \"txtime\"\nreplay = \"x.pcap\"\n{timing}"),
+                ),
+            ],
+        );
+        let g = rtdaq_config::load_str(&text)
+            .unwrap_or_else(|e| panic!("{rate} {timing}: {e:?}"))
+            .generator
+            .unwrap();
+        assert!(matches!(g.pacing, GenPacing::Txtime { .. }) && g.replay.is_some());
+    }
 }

@@ -12,6 +12,8 @@
 //! - [`inet`]: IPv4 sockets (create, bind, listen, connect, accept, local address, blocking
 //!   mode) through `nix`;
 //! - [`packet`]: `AF_PACKET` sockets (create, bind to a device);
+//! - [`txtime`]: launch times (`SO_TXTIME`): arming a socket, a packet socket's TX ring sent
+//!   at a time, the qdisc's drop reports read back from the error queue;
 //! - [`map`]: [`map::SharedMap`], an owned `MAP_SHARED` mapping of a socket's kernel rings,
 //!   unmapped on drop;
 //! - [`error`]: [`error::KeyError`] and [`error::OsError`], the cold-path error values that
@@ -36,6 +38,7 @@ pub mod packet;
 pub mod poll;
 pub mod sockopt;
 mod sys;
+pub mod txtime;
 
 pub use error::{KeyError, OsError};
 pub use sys::cvt;

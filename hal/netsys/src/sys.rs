@@ -595,3 +595,82 @@ impl MmsgHeaders {
         cvt(r).map(|k| k as usize)
     }
 }
+
+/// `sendmsg(fd, {no data, one SCM_TXTIME = at_ns}, MSG_DONTWAIT)`: a send whose packets
+/// (a packet socket's TX ring frames marked for sending) leave at `at_ns`. Returns the bytes
+/// the kernel sent. Never allocates.
+#[inline]
+pub(crate) fn sendmsg_txtime(fd: BorrowedFd<'_>, at_ns: u64) -> io::Result<usize> {
+    /// Room for one `cmsghdr` and a `u64`, aligned for `cmsghdr`.
+    #[repr(C, align(8))]
+    struct Control([u8; 32]);
+    let mut control = Control([0; 32]);
+    // SAFETY: all-zero is a valid `msghdr` (integers and nullable pointers).
+    let mut msg: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is arithmetic on its argument.
+    let space = unsafe { libc::CMSG_SPACE(size_of::<u64>() as u32) } as usize;
+    debug_assert!(space <= control.0.len());
+    msg.msg_controllen = space as _;
+    let hdr: *const libc::msghdr = &msg;
+    // SAFETY: `msg_control` points to `control`, aligned and `space` (≤ 32) bytes long, which
+    // holds one cmsghdr and its u64; every write below stays inside it.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(hdr);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_TXTIME;
+        (*c).cmsg_len = libc::CMSG_LEN(size_of::<u64>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u64>(), at_ns);
+    }
+    // SAFETY: `msg` names no data (null iov, length 0) and the control buffer above, alive
+    // across the call; the kernel only reads them.
+    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// A control-message buffer, aligned for `cmsghdr`: room for a `cmsghdr`, a
+/// `sock_extended_err` and a `sockaddr_storage`.
+#[derive(Debug, Clone)]
+#[repr(C, align(8))]
+pub(crate) struct CmsgBuf(pub(crate) [u8; 256]);
+
+/// `recvmsg(fd, {data, control}, MSG_ERRQUEUE | MSG_DONTWAIT)`: one report of the socket's
+/// error queue; returns the control bytes the kernel wrote (`EAGAIN` when none waits).
+/// Never allocates.
+#[inline]
+pub(crate) fn recv_errqueue(
+    fd: BorrowedFd<'_>,
+    data: &mut [u8],
+    control: &mut CmsgBuf,
+) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: data.len(),
+    };
+    // SAFETY: all-zero is a valid `msghdr` (integers and nullable pointers).
+    let mut msg: libc::msghdr = unsafe { MaybeUninit::zeroed().assume_init() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len() as _;
+    // SAFETY: `iov` points to `data` and `msg_control` to `control` (8-byte aligned), both
+    // exclusively borrowed across the call with their lengths; the kernel writes within them.
+    let n = unsafe {
+        libc::recvmsg(
+            fd.as_raw_fd(),
+            &mut msg,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        // `size_t` on glibc, `socklen_t` on musl.
+        #[allow(clippy::unnecessary_cast)]
+        Ok(msg.msg_controllen as usize)
+    }
+}

@@ -25,6 +25,7 @@ use nix::sys::socket::{
 
 use crate::error::{PlatformError, Result};
 use crate::ethtool_netlink::attrs;
+use rtdaq_core::traits::LaunchClock;
 
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
@@ -152,6 +153,78 @@ pub fn kinds(netdev: &str) -> Result<Vec<String>> {
     Ok(of(netdev)?.into_iter().map(|q| q.kind).collect())
 }
 
+/// How the qdiscs of a device keep launch times: their clock, and the qdisc in words
+/// (`pA: etf clockid CLOCK_TAI delta 200000 ns`) for the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchQdisc {
+    /// The clock of the launch times.
+    pub clock: LaunchClock,
+    /// The device and its qdisc, in words.
+    pub by: String,
+}
+
+/// What the qdiscs `qdiscs` of `dev` make of launch times given `lead_ns` ahead (the
+/// generator's `txtime_lead_us`): the clock and the qdisc in words, or why they cannot keep
+/// them, naming the `tc` command that would. `etf` (anywhere in the tree: as the root or a
+/// child of `mqprio`/`taprio`) on its `clockid`, not in `deadline_mode`, with a `delta`
+/// under the lead; else `fq` on `CLOCK_MONOTONIC`.
+///
+/// # Errors
+/// The reason, in words, when neither can.
+pub fn launch_times(
+    dev: &str,
+    qdiscs: &[Qdisc],
+    lead_ns: u64,
+) -> std::result::Result<LaunchQdisc, String> {
+    if let Some(etf) = qdiscs.iter().find_map(|q| q.etf) {
+        let clock = LaunchClock::from_linux_clockid(etf.clockid).ok_or_else(|| {
+            format!("the etf qdisc on {dev} has clockid {}, which rtdaq cannot read; use clockid CLOCK_TAI", etf.clockid)
+        })?;
+        if etf.deadline_mode {
+            return Err(format!("the etf qdisc on {dev} is in deadline_mode (packets leave as soon as they can, not at their time); replace it without deadline_mode"));
+        }
+        if u64::try_from(etf.delta_ns).unwrap_or(0) >= lead_ns {
+            return Err(format!(
+                "the etf qdisc on {dev} hands packets over {} ns before their time, which is not less than generator.txtime_lead_us ({} µs): raise txtime_lead_us above delta (with room for the sender's own wake-up latency), or lower delta",
+                etf.delta_ns,
+                lead_ns / 1000
+            ));
+        }
+        let by = format!(
+            "{dev}: etf clockid {} delta {} ns{}",
+            clock.as_str(),
+            etf.delta_ns,
+            if etf.offload {
+                " offload (the NIC keeps the times)"
+            } else {
+                ""
+            }
+        );
+        return Ok(LaunchQdisc { clock, by });
+    }
+    if qdiscs.iter().any(|q| q.kind == "fq") {
+        return Ok(LaunchQdisc {
+            clock: LaunchClock::Monotonic,
+            by: format!("{dev}: fq (CLOCK_MONOTONIC)"),
+        });
+    }
+    let kinds: Vec<&str> = qdiscs.iter().map(|q| q.kind.as_str()).collect();
+    Err(format!(
+        "\"txtime\" needs the etf or fq qdisc on {dev} (the generator's packets leave by it), which has {}: without one the kernel ignores launch times and sends at once; as root, `tc qdisc replace dev {dev} root etf clockid CLOCK_TAI delta 200000` (or `... root fq`), or use pacing = \"software\"",
+        if kinds.is_empty() { "none".to_owned() } else { kinds.join(", ") }
+    ))
+}
+
+/// Whether `qdiscs` drop every packet sent without a launch time: an `etf` that checks
+/// sockets (not `skip_sock_check`), silently. A sender without launch times refuses to
+/// start on such a device.
+pub fn drops_untimed(qdiscs: &[Qdisc]) -> bool {
+    qdiscs
+        .iter()
+        .filter_map(|q| q.etf)
+        .any(|e| !e.skip_sock_check)
+}
+
 /// The qdiscs on `netdev` with their parameters (see [`kinds`]).
 ///
 /// # Errors
@@ -198,6 +271,76 @@ fn dump() -> io::Result<Vec<(i32, Qdisc)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn q(kind: &str, etf: Option<Etf>) -> Qdisc {
+        Qdisc {
+            kind: kind.into(),
+            etf,
+        }
+    }
+
+    fn etf(clockid: i32, delta_ns: i32, deadline_mode: bool) -> Option<Etf> {
+        Some(Etf {
+            delta_ns,
+            clockid,
+            deadline_mode,
+            offload: false,
+            skip_sock_check: false,
+        })
+    }
+
+    #[test]
+    fn the_qdisc_decides_the_clock_or_the_refusal() {
+        let a = launch_times(
+            "pA",
+            &[q("etf", etf(libc::CLOCK_TAI, 200_000, false))],
+            1_000_000,
+        )
+        .unwrap();
+        assert_eq!(a.clock, LaunchClock::Tai);
+        assert_eq!(a.by, "pA: etf clockid CLOCK_TAI delta 200000 ns");
+        // etf as a child of mqprio counts too.
+        let a = launch_times(
+            "eth0",
+            &[
+                q("mqprio", None),
+                q("etf", etf(libc::CLOCK_MONOTONIC, 50_000, false)),
+            ],
+            100_000,
+        )
+        .unwrap();
+        assert_eq!(a.clock, LaunchClock::Monotonic);
+        assert_eq!(
+            launch_times("pA", &[q("fq", None)], 10_000).unwrap().clock,
+            LaunchClock::Monotonic
+        );
+        let e = launch_times(
+            "pA",
+            &[q("etf", etf(libc::CLOCK_TAI, 200_000, true))],
+            1_000_000,
+        )
+        .unwrap_err();
+        assert!(e.contains("deadline_mode"), "{e}");
+        let e = launch_times(
+            "pA",
+            &[q("etf", etf(libc::CLOCK_TAI, 200_000, false))],
+            150_000,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("200000 ns") && e.contains("txtime_lead_us (150 µs)"),
+            "{e}"
+        );
+        let e = launch_times("lo", &[q("noqueue", None)], 1_000_000).unwrap_err();
+        assert!(
+            e.contains("which has noqueue")
+                && e.contains("tc qdisc replace dev lo root etf clockid CLOCK_TAI delta 200000"),
+            "{e}"
+        );
+        assert!(launch_times("x", &[], 1)
+            .unwrap_err()
+            .contains("which has none"));
+    }
 
     fn qdisc_msg(ifindex: i32, kind: &[u8]) -> Vec<u8> {
         qdisc_msg_with(ifindex, kind, &[])

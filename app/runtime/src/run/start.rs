@@ -337,7 +337,7 @@ where
             });
         }
         res.tx_stats[k].pacing.store(
-            crate::queue::stats::Pacing::code(launch.filter(|_| plan.replay.is_none())),
+            crate::queue::stats::Pacing::code(launch),
             std::sync::atomic::Ordering::Release,
         );
         feed.send((queue, plan)).map_err(|_| RuntimeError::Thread {

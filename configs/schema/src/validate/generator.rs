@@ -214,8 +214,8 @@ fn tx_queue_ref(raw: &RawConfig, i: usize, g: &RawGenerator, errs: &mut Errors) 
 }
 
 /// `pacing` and `txtime_lead_us`: launch times (`"txtime"`) need an engine whose TX queues
-/// can send at a time (the socket engine's UDP queues), a rate to keep, and generated
-/// packets (a replay keeps the software pacer for now).
+/// can send at a time (the socket engine's UDP queues, the afpacket engine's) and times to keep: a rate, or a
+/// replay at its recorded times.
 fn pacing(
     g: &RawGenerator,
     raw: &RawConfig,
@@ -249,14 +249,19 @@ fn pacing(
                 Some(l) => l?,
                 None => DEFAULT_TXTIME_LEAD_US,
             };
-            let why = if raw.engine.kind != EngineKind::Socket || roce(raw) {
-                Some(format!("the {} engine's TX queues cannot send at a launch time (the socket engine's UDP queues can: SO_TXTIME)", raw.engine.kind.as_str()))
+            // A replay at its recorded times has times to keep whatever the rate.
+            let recorded = g.replay.is_some() && g.replay_timing.as_deref() != Some("rate");
+            let timed_engine = matches!(raw.engine.kind, EngineKind::Socket | EngineKind::Afpacket);
+            let why = if !timed_engine || roce(raw) {
+                Some(format!("the {} engine's TX queues cannot send at a launch time (the socket engine's UDP queues and the afpacket engine's can: SO_TXTIME)", raw.engine.kind.as_str()))
             } else if transport.is_some_and(|t| t != Transport::Udp) {
                 Some("TCP has no launch times; the generator's interface must be UDP".to_owned())
-            } else if matches!(rate, Some(GeneratorRate::Unpaced)) {
-                Some("unpaced = true has no times to keep; set rate_gbps or rate_pps".to_owned())
-            } else if g.replay.is_some() {
-                Some("a replay keeps the software pacer (launch times for replays are not built yet)".to_owned())
+            } else if matches!(rate, Some(GeneratorRate::Unpaced)) && !recorded {
+                Some(if g.replay.is_some() {
+                    "a replay with timing \"rate\" and unpaced = true has no times to keep; set rate_gbps or rate_pps, or replay_timing = \"recorded\"".to_owned()
+                } else {
+                    "unpaced = true has no times to keep; set rate_gbps or rate_pps".to_owned()
+                })
             } else {
                 None
             };

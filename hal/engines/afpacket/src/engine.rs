@@ -3,7 +3,7 @@
 use rtdaq_config::model::FanoutMode;
 use rtdaq_config::Config;
 use rtdaq_core::flow::DefaultAction;
-use rtdaq_core::traits::{Engine, EngineArgs};
+use rtdaq_core::traits::{Engine, EngineArgs, TimedTx, TxQueue};
 use rtdaq_core::QueueId;
 use rtdaq_netsys::KeyError;
 
@@ -277,6 +277,12 @@ impl<'a, const N: usize> Engine<'a> for AfpacketEngine<'a, N> {
 
     fn open(cfg: Self::Config) -> Result<Self> {
         Self::open_with(cfg, &AfpacketOptions::default())
+    }
+
+    fn timed_tx(
+        tx: &mut Self::Tx,
+    ) -> Option<&mut dyn TimedTx<Burst = <Self::Tx as TxQueue>::Burst>> {
+        Some(tx)
     }
 
     fn split(self, rx: &mut dyn FnMut(Self::Rx), tx: &mut dyn FnMut(Self::Tx)) {

@@ -99,6 +99,7 @@ mod stats;
 mod sys;
 mod tx;
 mod tx_burst;
+mod txtime;
 
 pub use engine::AfpacketEngine;
 pub use error::{AfpacketError, Result, CAP_NET_RAW_FIX};

@@ -48,4 +48,9 @@ pub struct TxStats {
     pub errors: u64,
     /// `errno` of the last such failure (0 = none).
     pub last_errno: i32,
+    /// With launch times: frames the `etf` qdisc dropped because their time had passed (or
+    /// was earlier than one queued before) when they reached it.
+    pub txtime_invalid: u64,
+    /// With launch times: frames the qdisc could not hand to the device in time.
+    pub txtime_missed: u64,
 }

@@ -20,10 +20,12 @@ use rtdaq_netsys::OsError;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rtdaq_config::model::TxQueue as TxQueueConfig;
-use rtdaq_core::traits::TxQueue;
+use rtdaq_config::model::{GenPacing, TxQueue as TxQueueConfig};
+use rtdaq_core::traits::{LaunchClock, TimedTx, TxQueue};
 use rtdaq_core::wire::ETHERTYPE_VLAN;
 use rtdaq_core::{DropReason, QueueCounters, QueueId};
+use rtdaq_netsys::txtime::{Dropped, ErrQueue};
+use std::os::fd::AsFd;
 
 use crate::ctx::{OpenCtx, QueueRes};
 use crate::error::{ring_error, socket_error, AfpacketError, Result};
@@ -67,6 +69,19 @@ pub struct AfpacketTx<'a, const N: usize> {
     stats: TxStats,
     netdev: String,
     key: String,
+    /// `generator.pacing = "txtime"`: the launch clock, and the qdisc's drop reports.
+    launch: Option<Launch>,
+}
+
+/// A TX queue armed for launch times ([`crate::txtime`]).
+#[derive(Debug)]
+struct Launch {
+    clock: LaunchClock,
+    errq: ErrQueue,
+    dropped: Dropped,
+    /// The launch time of the last kick: a kick repeated for frames left queued uses it
+    /// (never earlier than their own).
+    last_at: u64,
 }
 
 impl<'a, const N: usize> AfpacketTx<'a, N> {
@@ -94,7 +109,15 @@ impl<'a, const N: usize> AfpacketTx<'a, N> {
         };
         opt("PACKET_VERSION", PACKET_VERSION, TPACKET_V2, &key)?;
         opt("PACKET_LOSS", PACKET_LOSS, 1, &key)?;
-        if ctx.opts.qdisc_bypass {
+        let pacing = ctx
+            .cfg
+            .generator
+            .as_ref()
+            .filter(|g| g.interface.0 == i && usize::from(g.tx_queue.0) == j)
+            .map(|g| g.pacing);
+        let timed = matches!(pacing, Some(GenPacing::Txtime { .. }));
+        // Launch times are kept by the qdisc: a timed queue never bypasses it.
+        if ctx.opts.qdisc_bypass && !timed {
             opt(
                 "PACKET_QDISC_BYPASS",
                 PACKET_QDISC_BYPASS,
@@ -134,6 +157,19 @@ impl<'a, const N: usize> AfpacketTx<'a, N> {
                 detail: "the device may have gone away; check `ip link`".to_owned(),
                 source,
             })?;
+        let launch = match pacing {
+            Some(GenPacing::Txtime { lead_us }) => Some(Launch {
+                clock: crate::txtime::arm(&sock, &dev.name, u64::from(lead_us) * 1000)?,
+                errq: ErrQueue::new(),
+                dropped: Dropped::default(),
+                last_at: 0,
+            }),
+            Some(GenPacing::Software) if !ctx.opts.qdisc_bypass => {
+                crate::txtime::check_untimed(&dev.name)?;
+                None
+            }
+            _ => None,
+        };
         if q.batch_size as usize > N {
             log::warn!(
                 "{key}.batch_size = {} exceeds the burst capacity {N} of this build",
@@ -152,6 +188,7 @@ impl<'a, const N: usize> AfpacketTx<'a, N> {
             stats: TxStats::default(),
             netdev: dev.name.clone(),
             key,
+            launch,
         })
     }
 
@@ -215,11 +252,24 @@ impl<'a, const N: usize> AfpacketTx<'a, N> {
         }
     }
 
-    /// Asks the kernel to send every marked frame, without waiting. Never allocates.
+    /// Asks the kernel to send every marked frame, without waiting (with launch times: at
+    /// the last kick's time). Never allocates.
     #[inline]
     fn kick(&mut self) {
+        let at = self.launch.as_ref().map(|l| l.last_at);
+        self.kick_at(at);
+    }
+
+    /// [`kick`](Self::kick) with the frames leaving at `at` (launch clock), if given.
+    #[inline]
+    fn kick_at(&mut self, at: Option<u64>) {
         self.stats.kicks += 1;
-        match self.ring.sock().kick() {
+        let sock = self.ring.sock();
+        let sent = match at {
+            Some(t) => sock.kick_at(t),
+            None => sock.kick(),
+        };
+        match sent {
             Ok(0) => {
                 // Nothing (left) marked at the kernel's position.
                 self.queued_bytes = 0;
@@ -243,6 +293,53 @@ impl<'a, const N: usize> AfpacketTx<'a, N> {
                 self.kick_pending = true;
                 self.stats.partial_kicks += 1;
             }
+        }
+    }
+
+    /// Counts and removes the frames of `burst` the device would refuse, moving later ones
+    /// down over the gaps; `kept(r, w)` learns that frame `r` is now frame `w`. Returns the
+    /// frames kept and their bytes. Never allocates.
+    #[inline]
+    fn compact(
+        &mut self,
+        burst: &mut AfpacketTxBurst<N>,
+        kept: &mut dyn FnMut(usize, usize),
+    ) -> (usize, u64) {
+        let total = burst.len();
+        let (slots, lens) = burst.parts();
+        let (mut w, mut bytes) = (0usize, 0u64);
+        for r in 0..total {
+            let len = lens[r] as usize;
+            if let Some(reason) = self.refusal(slots.data(r, len)) {
+                self.counters.record_drop(reason);
+                continue;
+            }
+            if w != r {
+                slots.move_frame(r, w, len);
+                lens[w] = lens[r];
+                self.stats.compactions += 1;
+            }
+            kept(r, w);
+            w += 1;
+            bytes += len as u64;
+        }
+        (w, bytes)
+    }
+
+    /// Reads the qdisc's drop reports waiting on the socket's error queue and counts the
+    /// new ones as `kernel` drops. Never blocks, never allocates.
+    #[inline]
+    fn collect_reports(&mut self) {
+        let Some(l) = self.launch.as_mut() else {
+            return;
+        };
+        let before = l.dropped;
+        l.errq.drain(self.ring.sock().as_fd(), &mut l.dropped);
+        let new = (l.dropped.invalid - before.invalid) + (l.dropped.missed - before.missed);
+        if new > 0 {
+            self.counters.record_drops(DropReason::Kernel, new);
+            self.stats.txtime_invalid = l.dropped.invalid;
+            self.stats.txtime_missed = l.dropped.missed;
         }
     }
 
@@ -295,26 +392,11 @@ impl<const N: usize> TxQueue for AfpacketTx<'_, N> {
             burst.is_of(&self.ring) || burst.is_empty(),
             "AfpacketTx::send: a burst of another queue"
         );
-        let total = burst.len();
-        if total == 0 {
+        if burst.is_empty() {
             return 0;
         }
+        let (w, bytes) = self.compact(burst, &mut |_, _| {});
         let (slots, lens) = burst.parts();
-        let (mut w, mut bytes) = (0usize, 0u64);
-        for r in 0..total {
-            let len = lens[r] as usize;
-            if let Some(reason) = self.refusal(slots.data(r, len)) {
-                self.counters.record_drop(reason);
-                continue;
-            }
-            if w != r {
-                slots.move_frame(r, w, len);
-                lens[w] = lens[r];
-                self.stats.compactions += 1;
-            }
-            w += 1;
-            bytes += len as u64;
-        }
         let n = slots.submit(&lens[..w]);
         lens.clear();
         self.counters.record_rx_burst(n as u64, bytes);
@@ -322,6 +404,50 @@ impl<const N: usize> TxQueue for AfpacketTx<'_, N> {
             self.queued_bytes += bytes;
             self.kick();
         }
+        n
+    }
+}
+
+impl<const N: usize> TimedTx for AfpacketTx<'_, N> {
+    fn launch_clock(&self) -> Option<LaunchClock> {
+        self.launch.as_ref().map(|l| l.clock)
+    }
+
+    /// [`send`](TxQueue::send) with frame `i` leaving at `at_ns[i]`: the qdisc's drop
+    /// reports are read and counted first; then each frame the device takes is marked and
+    /// kicked on its own, with its time (see [`crate::txtime`]). Without launch times
+    /// armed: `send`. Never blocks, never allocates.
+    ///
+    /// # Panics
+    /// When `burst` belongs to another queue, or `at_ns` is shorter than the burst.
+    #[inline]
+    fn send_at(&mut self, burst: &mut AfpacketTxBurst<N>, at_ns: &[u64]) -> usize {
+        if self.launch.is_none() {
+            return self.send(burst);
+        }
+        self.collect_reports();
+        assert!(
+            burst.is_of(&self.ring) || burst.is_empty(),
+            "AfpacketTx::send_at: a burst of another queue"
+        );
+        if burst.is_empty() {
+            return 0;
+        }
+        assert!(at_ns.len() >= burst.len(), "a launch time per frame");
+        // Frame `w` after compaction was frame `src[w]`: its time is `at_ns[src[w]]`.
+        let mut src = [0u32; N];
+        let (w, bytes) = self.compact(burst, &mut |r, w| src[w] = r as u32);
+        let (slots, lens) = burst.parts();
+        let n = slots.submit_each(&lens[..w], |k| {
+            let t = at_ns[src[k] as usize];
+            if let Some(l) = self.launch.as_mut() {
+                l.last_at = t;
+            }
+            self.queued_bytes += u64::from(lens[k]);
+            self.kick_at(Some(t));
+        });
+        lens.clear();
+        self.counters.record_rx_burst(n as u64, bytes);
         n
     }
 }
@@ -347,6 +473,16 @@ impl<const N: usize> Drop for AfpacketTx<'_, N> {
                 self.drain,
                 self.stats.errors,
                 self.stats.last_errno
+            );
+        }
+        let (inv, missed) = (self.stats.txtime_invalid, self.stats.txtime_missed);
+        if inv + missed > 0 {
+            log::warn!(
+                "{} ({}): the qdisc dropped {} frames whose launch time had passed when they reached it and {} it could not send in time (counted as kernel drops); raise generator.txtime_lead_us, or the etf qdisc's delta",
+                self.key,
+                self.netdev,
+                inv,
+                missed
             );
         }
     }

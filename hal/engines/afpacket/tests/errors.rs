@@ -1,12 +1,13 @@
 //! Open errors name the cause and the config key: a missing interface, no `CAP_NET_RAW` (a
 //! thread that drops the capability), ring geometry the kernel refuses, a frame size below
-//! the MTU, a PCI address without a network device, a config for another engine.
+//! the MTU, a PCI address without a network device, a config for another engine, launch
+//! times without a qdisc that keeps them.
 
 mod common;
 
 use common::*;
 use rtdaq_engine_afpacket::AfpacketError;
-use rtdaq_testbed::Side;
+use rtdaq_testbed::{Side, VethPair};
 
 fn rx_only(netdev: &str, mtu: u32, block_size: u32, block_count: u32, frame_size: u32) -> Setup {
     let mut s = header(block_size, block_count, frame_size, "");
@@ -147,4 +148,46 @@ fn a_socket_config_is_refused() {
         e.to_string().contains("set engine.kind = \"afpacket\""),
         "{e}"
     );
+}
+
+/// A TX config for `side` whose generator sends to the peer with `pacing`.
+fn generator_config(pair: &VethPair, side: Side, pacing: &str) -> Setup {
+    let peer = match side {
+        Side::A => Side::B,
+        Side::B => Side::A,
+    };
+    let m = pair.mac(peer);
+    let mut s = header(1 << 16, 4, 2048, "");
+    s += &region("tx", 2048, 128);
+    s += &iface("a", pair.ifname(side), 1500, "");
+    s += &txq(0, "tx", 64, 1024);
+    s += &format!(
+        "[generator]\ninterface = \"a\"\ntx_queue = 0\ndestination = \"udp://{}:5000\"\nsource = \"udp://{}:4000\"\ndst_mac = \"{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\"\npayload_size = 100\nrate_pps = 1000\n{pacing}\n",
+        pair.ip(peer),
+        pair.ip(side),
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    );
+    Setup::new(&s)
+}
+
+/// Issue #33: launch times on a device whose qdisc cannot keep them (a veth pair has
+/// `noqueue`; this host's kernel has neither etf nor fq) are refused at open, naming the
+/// key, the device and the `tc` command; the software pacer opens.
+#[test]
+fn txtime_without_a_launch_time_qdisc_names_the_tc_command() {
+    let pair = pair("afp-err-txtime");
+    let dev = pair.ifname(Side::A).to_owned();
+    let setup = generator_config(&pair, Side::A, "pacing = \"txtime\"");
+    let e = pair.in_ns(Side::A, || setup.open::<16>()).unwrap_err();
+    assert_eq!(e.key(), "generator.pacing", "{e}");
+    let e = e.to_string();
+    assert!(
+        e.contains(&format!("\"txtime\" needs the etf or fq qdisc on {dev}"))
+            && e.contains(&format!(
+                "tc qdisc replace dev {dev} root etf clockid CLOCK_TAI"
+            )),
+        "{e}"
+    );
+    let setup = generator_config(&pair, Side::A, "pacing = \"software\"");
+    assert!(pair.in_ns(Side::A, || setup.open::<16>()).is_ok());
 }

@@ -41,9 +41,9 @@ use crate::sys::consts::{
 use crate::sys::socket::Interest;
 use crate::sys::{PollSet, SendBatch, Socket};
 use crate::tx_burst::TxBatch;
-use crate::txtime::{Dropped, ErrQueue};
 use rtdaq_config::model::GenPacing;
 use rtdaq_core::traits::LaunchClock;
+use rtdaq_netsys::txtime::{Dropped, ErrQueue};
 
 /// Most datagrams in one GSO message (`UDP_MAX_SEGMENTS` of older kernels).
 pub const GSO_MAX_SEGMENTS: usize = 64;
@@ -328,7 +328,7 @@ impl<'a, const N: usize> UdpTx<'a, N> {
         };
         let before = self.txdrops;
         for s in self.socks.iter() {
-            errq.drain(s, &mut self.txdrops);
+            errq.drain(std::os::fd::AsFd::as_fd(s), &mut self.txdrops);
         }
         let (inv, missed) = (
             self.txdrops.invalid - before.invalid,

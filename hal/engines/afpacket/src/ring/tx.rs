@@ -271,6 +271,33 @@ impl TxSlots {
         n
     }
 
+    /// [`submit`](Self::submit) one frame at a time: after each slot `i` is handed to the
+    /// kernel, `each(i)` runs (a kick with that frame's own launch time), so every kick finds
+    /// one new frame marked. Never allocates.
+    ///
+    /// # Panics
+    /// As [`submit`](Self::submit).
+    #[inline]
+    pub(crate) fn submit_each(&mut self, lens: &[u32], mut each: impl FnMut(usize)) -> usize {
+        assert!(lens.len() <= self.len as usize);
+        let cap = self.ring.slot_capacity();
+        for (i, &len) in lens.iter().enumerate() {
+            assert!(len as usize <= cap);
+            let off = self.ring.slot_offset(self.slot(i));
+            // SAFETY: as in `submit`: the slot is owned by this claim until the status store.
+            unsafe { self.ring.map.write_u32(off + TP_LEN, len) };
+            self.ring
+                .status(self.slot(i))
+                .store(TP_STATUS_SEND_REQUEST, Release);
+            each(i);
+        }
+        let n = lens.len();
+        let head = (self.start as usize + n) % self.ring.frames;
+        self.ring.head.store(head as u32, Relaxed);
+        self.abandon();
+        n
+    }
+
     /// Gives every held slot back untouched and ends the claim. Never allocates.
     #[inline]
     pub(crate) fn abandon(&mut self) {

@@ -146,6 +146,13 @@ impl PacketSocket {
             .map_err(io::Error::from)
     }
 
+    /// [`kick`](Self::kick) with every frame sent leaving at `at_ns` (`SCM_TXTIME`, on the
+    /// socket's `SO_TXTIME` clock). Never allocates.
+    #[inline]
+    pub(crate) fn kick_at(&self, at_ns: u64) -> io::Result<usize> {
+        rtdaq_netsys::txtime::kick_at(self.fd.as_fd(), at_ns)
+    }
+
     /// Waits up to `timeout` until the socket is readable (an RX ring block is ready);
     /// returns whether it is. `EINTR` counts as not ready. Never allocates.
     #[inline]
