@@ -34,6 +34,8 @@ if [ "${RTDAQ_VM:-}" != 1 ]; then
     mapfile -t gen_env < <(env | grep -E '^GEN_(PPS|COUNT|REPEATS|DELTA_NS|LEAD_US|RATIO)=' || true)
     bins=() names=()
     for b in "$@"; do bins+=(--bin "$b"); names+=("$(basename "$b")"); done
+    # TXTIME_OUT=DIR: the per-run figures (sendtime.tsv) come back to DIR.
+    [ -n "${TXTIME_OUT:-}" ] && bins+=(--out "$TXTIME_OUT")
     exec "$here/guest-run.sh" "${bins[@]}" --timeout "${RTDAQ_TXTIME_TIMEOUT:-600}" \
         -- env "${gen_env[@]}" bash scripts/vm/txtime-tests.sh "${names[@]}"
 fi
@@ -117,8 +119,8 @@ done
 # reports |arrival - schedule| (the schedule fitted by its median offset). Checks: every
 # packet arrives (none dropped by etf: the report's TX drops 0), the reports say "txtime
 # CLOCK_TAI" and "software", and the txtime p99 error is at most 1/GEN_RATIO of the
-# software pacer's (medians over the repeats). The figures go to stdout and, with
-# RTDAQ_VM_OUT, to sendtime.tsv there. GEN_RATIO is 2 in CI (one sample on an emulated
+# software pacer's (medians over the repeats). The figures go to stdout and to
+# sendtime.tsv under RTDAQ_VM_OUT (on the host: TXTIME_OUT=DIR brings it back to DIR). GEN_RATIO is 2 in CI (one sample on an emulated
 # guest whose timer latency varies with the host's load); docs/time.md has 3 repeats at 10
 # (GEN_REPEATS=3 GEN_RATIO=10).
 GEN_PPS=${GEN_PPS:-2000} GEN_COUNT=${GEN_COUNT:-10000} GEN_REPEATS=${GEN_REPEATS:-1}

@@ -10,7 +10,7 @@
 //! | [`record`] (`record/`) | the record stage's sinks, writer threads, shared-sink mergers, indexes (pcap / raw / DADA) |
 //! | [`observe`] (`observe/`) | the live line, `/metrics` and its HTTP server, systemd notifications, NIC counters, process facts, the report and the exit code |
 //! | [`memory`], [`gpu_region`], [`gpu_hook`], [`membership`] | set-up: regions, pools and counters; GPU regions and stages (compiled with and without `gpu`); multicast memberships of raw interfaces |
-//! | `threads`, `launch`, [`replay`], [`generator`], [`pacer`] | the RX I/O thread of an indirect queue, the TX generator (software pacer or launch times) and replay, payloads, pacing and clocks |
+//! | `threads`, `launch`, `launcher`, [`replay`], [`generator`], [`pacer`] | the RX I/O thread of an indirect queue, the TX generator (software pacer or launch times) and replay, payloads, pacing and clocks |
 //! | [`validator`], [`live_streams`], [`latency`] | the validate stage's checks and the live tables it publishes |
 //! | [`stall`], `thread_kind`, `test_hooks` | each thread's turns for the watchdog; the faults tests inject (feature `test-hooks`, never in a release build) |
 //!
@@ -28,6 +28,7 @@ pub mod gpu_hook;
 pub mod gpu_region;
 pub mod latency;
 mod launch;
+mod launcher;
 pub mod live_streams;
 pub mod membership;
 pub mod memory;

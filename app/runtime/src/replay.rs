@@ -35,7 +35,7 @@
 
 use crate::error::RuntimeError;
 use crate::generator::GenTotals;
-use crate::launch::{Launcher, TimedOf};
+use crate::launcher::{Launcher, TimedOf};
 use crate::pacer::{now_ns, wall_clock_ns, Pacer};
 use crate::queue::rest::{cooperate, idle};
 use rtdaq_config::model::ReplayTiming;
@@ -458,6 +458,18 @@ pub fn open(
 }
 
 impl ReplayStream {
+    /// Says how often the TX thread, having sent `sent` packets, found no chunk read yet
+    /// (`waits`), if it ever did. Cold path.
+    fn log_waits(&self, sent: u64, waits: u64) {
+        if waits > 0 {
+            log::info!(
+                "replay {}: {sent} packets sent; the TX thread found no chunk read yet {waits} times (the file is read through a {} MiB window)",
+                self.path,
+                self.window_bytes >> 20
+            );
+        }
+    }
+
     /// Starts the reader thread (normal priority, on the calling thread's CPUs) when the
     /// file did not fit the first window; `None` when it did.
     ///
@@ -620,8 +632,7 @@ pub(crate) fn tx_replay<Q: TxQueue>(
         if let Some((l, _)) = launch.as_mut() {
             l.turn(now);
         }
-        for k in 0..got {
-            let p = &c.pkts[i + k];
+        for (k, p) in c.pkts[i..i + got].iter().enumerate() {
             // This packet's time: recorded, or the pacer's next departure.
             let when = match plan.timing {
                 ReplayTiming::Recorded { .. } => due(i + k),
@@ -632,19 +643,7 @@ pub(crate) fn tx_replay<Q: TxQueue>(
                 // Its launch time, and the header's tx time: the launch on the wall clock.
                 (at[k], tx_ns) = l.at(when);
             }
-            let src = c.bytes(i + k);
-            if let Some(buf) = burst.packet_mut(k) {
-                // Checked when read: every packet fits the TX buffers.
-                let len = src.len().min(buf.len());
-                buf[..len].copy_from_slice(&src[..len]);
-                if let Some(at) = p.stamp_at {
-                    let at = at as usize;
-                    if let Some(t) = buf.get_mut(at..at + 8) {
-                        t.copy_from_slice(&tx_ns.to_be_bytes());
-                    }
-                }
-                burst.set_len(k, len);
-            }
+            copy_into(&mut burst, k, c.bytes(i + k), p.stamp_at, tx_ns);
         }
         match launch.as_ref().and_then(|(_, timed)| timed(&mut queue)) {
             Some(q) => q.send_at(&mut burst, &at[..got]),
@@ -664,14 +663,26 @@ pub(crate) fn tx_replay<Q: TxQueue>(
         }
     }
     alloc_audit::disarm_current_thread();
-    if waits > 0 {
-        log::info!(
-            "replay {}: {sent} packets sent; the TX thread found no chunk read yet {waits} times (the file is read through a {} MiB window)",
-            plan.stream.path,
-            plan.stream.window_bytes >> 20
-        );
-    }
+    plan.stream.log_waits(sent, waits);
     totals
+}
+
+/// Copies a replayed packet's bytes `src` into packet `k` of `burst`, with its sequence
+/// header's tx time (at byte `stamp_at`, if it has one) set to `tx_ns`. Never allocates.
+#[inline]
+fn copy_into<B: TxBurst>(burst: &mut B, k: usize, src: &[u8], stamp_at: Option<u32>, tx_ns: u64) {
+    if let Some(buf) = burst.packet_mut(k) {
+        // Checked when read: every packet fits the TX buffers.
+        let len = src.len().min(buf.len());
+        buf[..len].copy_from_slice(&src[..len]);
+        if let Some(at) = stamp_at {
+            let at = at as usize;
+            if let Some(t) = buf.get_mut(at..at + 8) {
+                t.copy_from_slice(&tx_ns.to_be_bytes());
+            }
+        }
+        burst.set_len(k, len);
+    }
 }
 
 /// Waits (spins when `busy`) towards `due` (monotonic ns), between 50 µs and 1 ms; a sleep
@@ -908,8 +919,8 @@ mod tests {
     /// more for the kernel's reports.
     #[test]
     fn a_replay_with_launch_times_keeps_the_recorded_gaps() {
-        use crate::launch::tests::{Bufs, Keep};
-        use crate::launch::Launcher;
+        use crate::launcher::tests::{Bufs, Keep};
+        use crate::launcher::Launcher;
         use rtdaq_core::traits::{LaunchClock, TimedTx};
         let mut gen = crate::validator::PayloadGen::new(5, 100);
         // Irregular gaps: 100 µs apart, each moved by 0..40 µs.
@@ -933,7 +944,7 @@ mod tests {
         };
         let q = Keep::default();
         let kept = std::sync::Arc::clone(&q.kept);
-        let timed: crate::launch::TimedOf<Keep> = |q| Some(q as &mut dyn TimedTx<Burst = Bufs>);
+        let timed: crate::launcher::TimedOf<Keep> = |q| Some(q as &mut dyn TimedTx<Burst = Bufs>);
         let launcher = Launcher::new(LaunchClock::Tai, 50_000_000);
         let stall = crate::stall::StallWatch::new();
         let stop = AtomicBool::new(false);

@@ -73,7 +73,7 @@ pub struct AfpacketTx<'a, const N: usize> {
     launch: Option<Launch>,
 }
 
-/// A TX queue armed for launch times ([`crate::txtime`]).
+/// A TX queue armed for launch times (the `txtime` module).
 #[derive(Debug)]
 struct Launch {
     clock: LaunchClock,
@@ -415,7 +415,7 @@ impl<const N: usize> TimedTx for AfpacketTx<'_, N> {
 
     /// [`send`](TxQueue::send) with frame `i` leaving at `at_ns[i]`: the qdisc's drop
     /// reports are read and counted first; then each frame the device takes is marked and
-    /// kicked on its own, with its time (see [`crate::txtime`]). Without launch times
+    /// kicked on its own, with its time (the `txtime` module). Without launch times
     /// armed: `send`. Never blocks, never allocates.
     ///
     /// # Panics
