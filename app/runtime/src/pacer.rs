@@ -69,6 +69,34 @@ impl PaceRate {
     }
 }
 
+/// Bytes a frame takes on the wire besides its Ethernet frame: the FCS (4), the preamble and
+/// start delimiter (8) and the inter-frame gap (12).
+pub const WIRE_OVERHEAD: u64 = 24;
+
+impl PaceRate {
+    /// The rate as Mb/s of whole frames on the wire, for a NIC's rate limit: each packet of
+    /// `payload` bytes is a frame of `payload + headers` bytes plus [`WIRE_OVERHEAD`],
+    /// rounded up to a whole Mb/s (at least 1). `None` when unpaced or zero.
+    pub fn wire_mbps(self, payload: usize, headers: usize) -> Option<u32> {
+        let frame_bits = (payload as u64 + headers as u64 + WIRE_OVERHEAD) * 8;
+        let bps = match self {
+            PaceRate::BitsPerSec(0) | PaceRate::PacketsPerSec(0) | PaceRate::Unpaced => {
+                return None
+            }
+            // Packets per second from the payload rate, times the frame's bits.
+            PaceRate::BitsPerSec(b) => {
+                u128::from(b) * u128::from(frame_bits) / (u128::from(payload.max(1) as u64) * 8)
+            }
+            PaceRate::PacketsPerSec(p) => u128::from(p) * u128::from(frame_bits),
+        };
+        Some(
+            u32::try_from(bps.div_ceil(1_000_000))
+                .unwrap_or(u32::MAX)
+                .max(1),
+        )
+    }
+}
+
 impl From<GeneratorRate> for PaceRate {
     fn from(r: GeneratorRate) -> Self {
         match r {
@@ -250,6 +278,22 @@ pub fn rfc3339_utc(unix_ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #33, `pacing = "nic"`: the NIC's limit counts whole frames on the wire
+    /// (payload + 42 header bytes + 24 of FCS, preamble and gap), rounded up.
+    #[test]
+    fn wire_rates_count_whole_frames() {
+        // 20 000 × 1400-byte payloads/s: frames of 1466 B on the wire → 234.56 Mb/s.
+        assert_eq!(
+            PaceRate::PacketsPerSec(20_000).wire_mbps(1400, 42),
+            Some(235)
+        );
+        // 1 Gb/s of 8000-byte payloads = 15 625 packets/s × 8066 B → 1008.25 Mb/s.
+        assert_eq!(PaceRate::from_gbps(1.0).wire_mbps(8000, 42), Some(1009));
+        assert_eq!(PaceRate::PacketsPerSec(1).wire_mbps(64, 42), Some(1));
+        assert_eq!(PaceRate::Unpaced.wire_mbps(64, 42), None);
+        assert_eq!(PaceRate::BitsPerSec(0).wire_mbps(64, 42), None);
+    }
 
     /// Simulates a sender polling every `step(i)` ns for `dur_ns`; returns (pkts, bytes).
     fn simulate(

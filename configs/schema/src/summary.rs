@@ -581,10 +581,14 @@ impl Config {
             GeneratorRate::Pps(p) => format!("{p} packets/s"),
             GeneratorRate::Unpaced => "unpaced".to_owned(),
         };
-        if let crate::model::GenPacing::Txtime { lead_us } = g.pacing {
-            rate.push_str(&format!(
+        match g.pacing {
+            crate::model::GenPacing::Txtime { lead_us } => rate.push_str(&format!(
                 " (launch times, up to {lead_us} µs ahead: the interface needs the etf or fq qdisc)"
-            ));
+            )),
+            crate::model::GenPacing::Nic => rate.push_str(
+                " (the NIC paces the queue where its PMD has a per-queue rate limit, else software: see the report)",
+            ),
+            crate::model::GenPacing::Software => {}
         }
         let limit = match g.limit {
             GeneratorLimit::Duration(s) => format!("for {s} s"),

@@ -145,3 +145,45 @@ fn a_replay_with_txtime_loads_at_recorded_times_or_a_rate() {
         assert!(matches!(g.pacing, GenPacing::Txtime { .. }) && g.replay.is_some());
     }
 }
+
+/// `pacing = "nic"`: the dpdk engine with a rate; elsewhere, unpaced, with a lead or a
+/// replay it is refused naming why.
+#[test]
+fn nic_pacing_is_for_the_dpdk_engine_with_a_rate() {
+    let c = rtdaq_config::load_str(&config(
+        "vdev-dpdk-ring.toml",
+        &[("rate_gbps = 0.3", "rate_gbps = 0.3\npacing = \"nic\"")],
+    ))
+    .unwrap();
+    assert_eq!(c.generator.unwrap().pacing, GenPacing::Nic);
+    let e = error_at(
+        &config(
+            "host-loopback-udp.toml",
+            &[("stream_id = 1\n", "stream_id = 1\npacing = \"nic\"\n")],
+        ),
+        "generator.pacing",
+    );
+    assert!(
+        e.contains("\"nic\": the socket engine's queues have no NIC rate limit"),
+        "{e}"
+    );
+    let e = error_at(
+        &config(
+            "vdev-dpdk-ring.toml",
+            &[("rate_gbps = 0.3", "unpaced = true\npacing = \"nic\"")],
+        ),
+        "generator.pacing",
+    );
+    assert!(e.contains("the NIC needs a rate to keep"), "{e}");
+    let e = error_at(
+        &config(
+            "vdev-dpdk-ring.toml",
+            &[(
+                "rate_gbps = 0.3",
+                "rate_gbps = 0.3\npacing = \"nic\"\ntxtime_lead_us = 100",
+            )],
+        ),
+        "generator.txtime_lead_us",
+    );
+    assert!(e.contains("only with pacing = \"txtime\""), "{e}");
+}

@@ -185,6 +185,22 @@ pub trait TimedTx: TxQueue {
     fn send_at(&mut self, burst: &mut Self::Burst, at_ns: &[u64]) -> usize;
 }
 
+/// Optional ability of a TX queue: the **NIC paces it**, at a rate the queue is given (a
+/// per-queue rate limit in hardware: DPDK's `rte_eth_set_queue_rate_limit`), spacing the
+/// frames of a burst instead of sending them back to back. The sender still keeps the
+/// average rate itself; queues whose device cannot do it do not implement the trait, and a
+/// device that refuses says why (the runtime asks the engine with
+/// [`Engine::rate_limit_tx`]).
+pub trait RateLimitTx: TxQueue {
+    /// Limits the queue to `mbps` megabits per second of frames (what of a frame counts is
+    /// the device's; pass the frame bits plus what it may add). Cold path (at start).
+    ///
+    /// # Errors
+    /// The `errno` the device answered (`ENOTSUP` where it has no per-queue rate limit,
+    /// `EINVAL` for a rate it cannot take).
+    fn limit_rate(&mut self, mbps: u32) -> Result<(), i32>;
+}
+
 /// What the runtime hands an engine for one queue: where its buffers come from and where it
 /// counts. Everything is preallocated before the engine opens.
 #[derive(Debug, Clone, Copy)]
@@ -258,6 +274,16 @@ pub trait Engine<'a>: Sized {
     fn timed_tx(
         tx: &mut Self::Tx,
     ) -> Option<&mut dyn TimedTx<Burst = <Self::Tx as TxQueue>::Burst>> {
+        let _ = tx;
+        None
+    }
+
+    /// The [`RateLimitTx`] ability of this engine's TX queues: `Some(queue)` where the
+    /// engine implements it, `None` (the default) elsewhere; the runtime asks before it
+    /// gives a generator's queue to the NIC to pace (`generator.pacing = "nic"`). Cold path.
+    fn rate_limit_tx(
+        tx: &mut Self::Tx,
+    ) -> Option<&mut dyn RateLimitTx<Burst = <Self::Tx as TxQueue>::Burst>> {
         let _ = tx;
         None
     }

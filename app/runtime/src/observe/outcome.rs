@@ -70,7 +70,7 @@ pub fn build(config: &Config, id: &Identity, r: &RunResults) -> RunReport {
                 .with_cpu(ts.io_cpu_ns.load(Acquire), 0)
                 .with_stall(ts.stall.summary(r.start_ns))
                 .with_jitter(&ts.stall, None)
-                .with_pacing(ts.pacing.load(Acquire)),
+                .with_pacing(ts.pacing.load(Acquire), ts.pacing_detail.load(Acquire)),
         );
     }
     let total = merged.finish();

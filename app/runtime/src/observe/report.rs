@@ -587,9 +587,10 @@ impl QueueReport {
         self
     }
 
-    /// Sets a TX queue's pacing (a [`Pacing`](crate::queue::stats::Pacing) code).
-    pub fn with_pacing(mut self, code: u8) -> Self {
-        self.pacing = crate::queue::stats::Pacing::words(code);
+    /// Sets a TX queue's pacing (a [`Pacing`](crate::queue::stats::Pacing) code and its
+    /// detail).
+    pub fn with_pacing(mut self, code: u8, detail: u32) -> Self {
+        self.pacing = crate::queue::stats::Pacing::words(code, detail);
         self
     }
 

@@ -3,7 +3,7 @@
 //! `memory::allocate`, before any thread starts.
 
 use rtdaq_core::QueueCounters;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// Counters of one queue: the I/O thread writes `io`, the consumer thread writes `consumer`
 /// (sequence gaps, reordering, corruption), so each has exactly one writer.
@@ -35,26 +35,41 @@ pub struct QueueStats {
     /// RX: where the packets' receive times came from, one bit per source seen
     /// (`TsSeen` in `queue::unwrap`).
     pub ts_sources: std::sync::atomic::AtomicU8,
-    /// TX with a generator: how it keeps its times ([`Pacing::code`]; 0: no generator).
+    /// TX with a generator: how it keeps its times ([`Pacing`]; 0: no generator).
     pub pacing: std::sync::atomic::AtomicU8,
+    /// With [`Pacing::NIC`]: the NIC's rate limit in Mb/s; with [`Pacing::NIC_REFUSED`]: the
+    /// `errno` of the refusal.
+    pub pacing_detail: AtomicU32,
 }
 
 /// How a TX queue's generator keeps its times, as [`QueueStats::pacing`] holds it.
 pub struct Pacing;
 
 impl Pacing {
+    /// The NIC paces the queue (its rate limit in the detail).
+    pub const NIC: u8 = 2;
+    /// `pacing = "nic"`, but the device refused the rate limit (its `errno` in the detail):
+    /// the software pacer alone.
+    pub const NIC_REFUSED: u8 = 3;
+
     /// The code of a generator with launch times on `clock`, or (`None`) the software
     /// pacer: `0x80 | clockid`, or 1.
     pub fn code(clock: Option<rtdaq_core::traits::LaunchClock>) -> u8 {
         clock.map_or(1, |c| 0x80 | c.linux_clockid() as u8)
     }
 
-    /// The words of a code: `None` for 0 (no generator), `"software"`, or `"txtime"` with
-    /// its clock (`"txtime CLOCK_TAI"`).
-    pub fn words(code: u8) -> Option<String> {
+    /// The words of a code and its detail: `None` for 0 (no generator), `"software"`,
+    /// `"nic 152 Mb/s"`, `"software (the NIC refused a rate limit: ...)"`, or `"txtime"`
+    /// with its clock (`"txtime CLOCK_TAI"`).
+    pub fn words(code: u8, detail: u32) -> Option<String> {
         match code {
             0 => None,
             1 => Some("software".to_owned()),
+            Self::NIC => Some(format!("nic {detail} Mb/s")),
+            Self::NIC_REFUSED => Some(format!(
+                "software (the NIC refused a per-queue rate limit: {})",
+                std::io::Error::from_raw_os_error(detail as i32)
+            )),
             c => Some(
                 rtdaq_core::traits::LaunchClock::from_linux_clockid(i32::from(c & 0x7f))
                     .map_or_else(|| "txtime".to_owned(), |k| format!("txtime {}", k.as_str())),
@@ -90,6 +105,32 @@ impl QueueStats {
             checks: crate::live_streams::LiveChecks::default(),
             ts_sources: std::sync::atomic::AtomicU8::new(0),
             pacing: std::sync::atomic::AtomicU8::new(0),
+            pacing_detail: AtomicU32::new(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pacing;
+    use rtdaq_core::traits::LaunchClock;
+
+    /// The report's words for each way a generator keeps its times.
+    #[test]
+    fn pacing_codes_read_as_words() {
+        assert_eq!(Pacing::words(0, 0), None);
+        assert_eq!(Pacing::words(Pacing::code(None), 0).unwrap(), "software");
+        assert_eq!(
+            Pacing::words(Pacing::code(Some(LaunchClock::Tai)), 0).unwrap(),
+            "txtime CLOCK_TAI"
+        );
+        assert_eq!(Pacing::words(Pacing::NIC, 235).unwrap(), "nic 235 Mb/s");
+        let refused = Pacing::words(Pacing::NIC_REFUSED, 95).unwrap();
+        assert!(
+            refused.starts_with(
+                "software (the NIC refused a per-queue rate limit: Operation not supported"
+            ),
+            "{refused}"
+        );
     }
 }

@@ -336,16 +336,57 @@ where
                 message: format!("generator.pacing = \"txtime\": the {} engine did not arm this queue for launch times; use pacing = \"software\"", E::NAME),
             });
         }
-        res.tx_stats[k].pacing.store(
-            crate::queue::stats::Pacing::code(launch),
-            std::sync::atomic::Ordering::Release,
-        );
+        let (code, detail) = match g.pacing {
+            GenPacing::Nic => nic_pacing::<E>(config, g, r.interface, &mut queue),
+            _ => (crate::queue::stats::Pacing::code(launch), 0),
+        };
+        let ts = &res.tx_stats[k];
+        ts.pacing_detail
+            .store(detail, std::sync::atomic::Ordering::Release);
+        ts.pacing.store(code, std::sync::atomic::Ordering::Release);
         feed.send((queue, plan)).map_err(|_| RuntimeError::Thread {
             queue: queue_name(config, r.interface, "tx", r.queue),
             message: "its thread ended before it got its queue".into(),
         })?;
     }
     Ok(())
+}
+
+/// `generator.pacing = "nic"`: asks the engine to have the NIC pace `queue` at the
+/// generator's rate (frames on the wire, rounded up: the software pacer keeps the average,
+/// the NIC spaces each burst). Returns the [`Pacing`](crate::queue::stats::Pacing) code and
+/// detail: the NIC's rate, or the software pacer alone with the device's refusal (logged).
+/// Cold path.
+fn nic_pacing<E>(config: &Config, g: &Generator, interface: usize, queue: &mut E::Tx) -> (u8, u32)
+where
+    E: Engine<'static, Config = EngineArgs<'static, Config>>,
+{
+    use crate::queue::stats::Pacing;
+    let headers = frame_overhead(&config.interfaces[interface].address);
+    let Some(mbps) = PaceRate::from(g.rate).wire_mbps(g.payload_size as usize, headers) else {
+        return (Pacing::code(None), 0);
+    };
+    let name = &config.interfaces[interface].name;
+    // An engine without the ability: as a device without a rate limit.
+    const ENOTSUP: i32 = 95;
+    match E::rate_limit_tx(queue).map_or(Err(ENOTSUP), |q| q.limit_rate(mbps)) {
+        Ok(()) => {
+            log::info!(
+                "generator on {name}:{}: the NIC paces the queue at {mbps} Mb/s (frames on the wire)",
+                g.tx_queue.0
+            );
+            (Pacing::NIC, mbps)
+        }
+        Err(errno) => {
+            log::warn!(
+                "generator on {name}:{}: pacing = \"nic\", but the {} engine's device refused a per-queue rate limit of {mbps} Mb/s ({}): the software pacer keeps the rate alone",
+                g.tx_queue.0,
+                E::NAME,
+                std::io::Error::from_raw_os_error(errno)
+            );
+            (Pacing::NIC_REFUSED, errno as u32)
+        }
+    }
 }
 
 /// What generator `g` on TX queue `queue` of `interface` sends, paced from `start_ns`.
@@ -407,7 +448,7 @@ where
         }),
         launch_lead_ns: match g.pacing {
             GenPacing::Txtime { lead_us } => Some(u64::from(lead_us) * 1000),
-            GenPacing::Software => None,
+            GenPacing::Software | GenPacing::Nic => None,
         },
     })
 }

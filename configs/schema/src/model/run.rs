@@ -75,6 +75,11 @@ pub enum GenPacing {
         /// `txtime_lead_us`: how far ahead of its launch time a packet is handed over.
         lead_us: u32,
     },
+    /// The NIC paces the queue at the generator's rate (a per-queue rate limit in
+    /// hardware: DPDK's `rte_eth_set_queue_rate_limit`), spacing the frames of each burst;
+    /// the software pacer still keeps the average, and alone where the PMD has no limit,
+    /// said in the report (`"nic"`).
+    Nic,
 }
 
 /// Default `generator.txtime_lead_us`.

@@ -213,7 +213,8 @@ fn tx_queue_ref(raw: &RawConfig, i: usize, g: &RawGenerator, errs: &mut Errors) 
     q
 }
 
-/// `pacing` and `txtime_lead_us`: launch times (`"txtime"`) need an engine whose TX queues
+/// `pacing` and `txtime_lead_us`: the NIC's rate limit (`"nic"`) needs the dpdk engine and a
+/// rate; launch times (`"txtime"`) need an engine whose TX queues
 /// can send at a time (the socket engine's UDP queues, the afpacket engine's) and times to keep: a rate, or a
 /// replay at its recorded times.
 fn pacing(
@@ -265,19 +266,50 @@ fn pacing(
             } else {
                 None
             };
-            if let Some(why) = why {
+            refuse_or(errs, "txtime", why, GenPacing::Txtime { lead_us: lead })
+        }
+        Some("nic") => {
+            if lead.is_some() {
                 errs.push(
-                    format!("{P}.pacing"),
-                    format!("\"txtime\": {why}; or use pacing = \"software\""),
+                    format!("{P}.txtime_lead_us"),
+                    "only with pacing = \"txtime\"",
                 );
                 return None;
             }
-            Some(GenPacing::Txtime { lead_us: lead })
+            let why = if raw.engine.kind != EngineKind::Dpdk {
+                Some(format!("the {} engine's queues have no NIC rate limit (the dpdk engine's have, where the PMD does: rte_eth_set_queue_rate_limit)", raw.engine.kind.as_str()))
+            } else if !matches!(rate, Some(GeneratorRate::Gbps(_) | GeneratorRate::Pps(_))) {
+                Some("the NIC needs a rate to keep; set rate_gbps or rate_pps".to_owned())
+            } else if g.replay.is_some() {
+                Some("a replay keeps its times in software (or with \"txtime\" on the socket and afpacket engines)".to_owned())
+            } else {
+                None
+            };
+            refuse_or(errs, "nic", why, GenPacing::Nic)
         }
         Some(other) => {
             errs.push(
                 format!("{P}.pacing"),
-                format!("{other:?} is not a pacing; use \"software\" (sleep until each packet is due, the default) or \"txtime\" (launch times kept by the etf or fq qdisc)"),
+                format!("{other:?} is not a pacing; use \"software\" (sleep until each packet is due, the default), \"txtime\" (launch times kept by the etf or fq qdisc) or \"nic\" (the NIC's per-queue rate limit, dpdk engine)"),
+            );
+            None
+        }
+    }
+}
+
+/// `pacing`: `ok`, or the error naming why `name` cannot be (`why`).
+fn refuse_or(
+    errs: &mut Errors,
+    name: &str,
+    why: Option<String>,
+    ok: GenPacing,
+) -> Option<GenPacing> {
+    match why {
+        None => Some(ok),
+        Some(why) => {
+            errs.push(
+                format!("{P}.pacing"),
+                format!("\"{name}\": {why}; or use pacing = \"software\""),
             );
             None
         }

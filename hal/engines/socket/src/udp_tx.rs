@@ -211,7 +211,8 @@ impl<'a, const N: usize> UdpTx<'a, N> {
                 crate::txtime::check_untimed(dest, "generator.pacing")?;
                 None
             }
-            None => None,
+            // "nic" is refused on this engine by the config check.
+            Some(GenPacing::Nic) | None => None,
         };
         let cap = N.max(1);
         let mut mmsg = SendBatch::new(cap.min(1024), cap);

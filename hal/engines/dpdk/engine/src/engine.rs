@@ -21,7 +21,7 @@ use std::time::Duration;
 use rtdaq_config::model::{Address, Engine as EngineConfig, RegionId, RegionKind};
 use rtdaq_config::Config;
 use rtdaq_core::flow::DefaultAction;
-use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RxQueue, TxQueue};
+use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RateLimitTx, RxQueue, TxQueue};
 use rtdaq_core::{QueueCounters, QueueId};
 use rtdaq_dpdk_sys::{Eal, Mempool, Port, PortConfig};
 
@@ -547,6 +547,10 @@ impl Engine<'static> for DpdkEngine<'static> {
 
     fn interface_mac(&self, interface: usize) -> Option<[u8; 6]> {
         self.port(interface).and_then(|p| p.mac().ok())
+    }
+
+    fn rate_limit_tx(tx: &mut Self::Tx) -> Option<&mut dyn RateLimitTx<Burst = DpdkTxBurst>> {
+        Some(tx)
     }
 
     fn split(self, rx: &mut dyn FnMut(Self::Rx), tx: &mut dyn FnMut(Self::Tx)) {

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rtdaq_core::traits::TxBurst;
+use rtdaq_core::traits::{RateLimitTx, TxBurst};
 use rtdaq_core::{DropReason, QueueCounters, QueueId};
 use rtdaq_dpdk_sys::{MbufBurst, Mempool, TxQueue as PortTxQueue};
 
@@ -198,6 +198,17 @@ impl<'a> DpdkTx<'a> {
             std::hint::spin_loop();
         }
         accepted
+    }
+}
+
+impl RateLimitTx for DpdkTx<'_> {
+    /// `rte_eth_set_queue_rate_limit` on this queue; the errno of the PMD's refusal
+    /// (`ENOTSUP`: it has none). Cold path.
+    fn limit_rate(&mut self, mbps: u32) -> Result<(), i32> {
+        self.q.set_rate_limit(mbps).map_err(|e| match e {
+            rtdaq_dpdk_sys::DpdkError::Port { errno, .. } => errno,
+            _ => 22,
+        })
     }
 }
 

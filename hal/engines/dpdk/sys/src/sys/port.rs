@@ -764,6 +764,29 @@ impl TxQueue {
         self.queue
     }
 
+    /// Has the NIC pace this queue at `mbps` megabits per second
+    /// (`rte_eth_set_queue_rate_limit`; the PMD decides what it counts of a frame). Cold
+    /// path.
+    ///
+    /// # Errors
+    /// [`DpdkError::Port`] with the PMD's errno: `ENOTSUP` where it has no per-queue rate
+    /// limit (most virtual PMDs; among NICs e.g. ixgbe and i40e have one), `EINVAL` for a
+    /// rate it cannot take.
+    pub fn set_rate_limit(&mut self, mbps: u32) -> Result<()> {
+        // SAFETY: a valid port and queue, kept alive by self.port; the PMD only reads the
+        // arguments.
+        let rc = unsafe { raw::rte_eth_set_queue_rate_limit(self.port.id, self.queue, mbps) };
+        result::neg_errno(rc).map_err(|e| {
+            port_err(
+                "rte_eth_set_queue_rate_limit",
+                self.port.id,
+                e,
+                "the PMD has no per-queue rate limit; the generator paces in software",
+            )
+        })?;
+        Ok(())
+    }
+
     /// Sends the leading `Some` mbufs of `slots` (up to the first `None`) and returns how
     /// many the PMD accepted (`rte_eth_tx_burst`); their slots become `None` (the PMD frees
     /// them once sent), the rest stay for a retry. Never allocates, never blocks.
