@@ -23,13 +23,17 @@
 #          and the shipped configs/host-loopback-udp-gpu.toml (10 s)
 #   dpdk   DPDK net_null -> GPU gather, frames in GPU memory (`device`) vs in pinned host
 #          memory (`host_pinned`), REPS interleaved repeats of SECS s each
-#   scaling  the socket engine with Q = 1/2/4/8 SO_REUSEPORT RX queues (cores 1..Q) against Q
-#          plain C recvmmsg_rx receivers on the same cores, same run, interleaved: 8000 B
-#          datagrams from 6 paced sendmmsg_tx processes (cores 10-15, 8 sources each) at a
-#          ladder of aggregate rates (SCALE_QS, SCALE_MULTS Gb/s per queue, SCALE_SENDERS,
-#          SCALE_TX_CPU0); a run is loss-free when the kernel dropped nothing
-#          (/proc/net/snmp Udp InErrors, RcvbufErrors) and every datagram sent arrived; the
-#          table is the highest rate loss-free in every repeat (REPS, default 3; SECS per run)
+#   scaling  the socket engine with Q = 1/2/4/8/12 SO_REUSEPORT RX queues (cores 1..Q) against
+#          Q plain C recvmmsg_rx receivers on the same cores, same run, interleaved: 8000 B
+#          datagrams from up to 6 paced sendmmsg_tx processes (8 sources each) on the cores
+#          above both (from SCALE_TX_CPU0, default 10, but never a receiver's core) at a
+#          ladder of aggregate rates (SCALE_QS, SCALE_MULTS Gb/s per queue, SCALE_SENDERS);
+#          a run is loss-free when the kernel dropped nothing (/proc/net/snmp Udp InErrors,
+#          RcvbufErrors) and every datagram sent arrived, and INVALID (neither loss-free nor
+#          lossy) when the senders offered less than 97 % of the rate asked
+#          (docs/benchmarks/method.md); the table is the highest rate loss-free in every
+#          repeat (REPS, default 3; SECS per run), each rate's invalid repeats, and how
+#          evenly SO_REUSEPORT spread the datagrams over the queues (busiest / mean)
 #   boards the sealed IGX Orin / Thor DPDK header-data-split binaries (payloads in GPU memory)
 #          run as shipped, with 2 MiB hugepages reserved for the run: they must get as far as
 #          the missing NIC (exit 2 naming the PCI address), never "not implemented"
@@ -256,8 +260,17 @@ scale_config() { # q file
     printf '[run]\nduration_s = %s\ndrain_ms = 300\nloss_tolerance = 1000000000000\nvalidate = "sequence"\n[rt]\nrequired = false\n' "$SECS.5"
     } > "$f"
 }
+scale_senders() { # q: how many senders, and the first one's core (never a receiver's)
+    local cpu0=$SCALE_TX_CPU0 ncpu n
+    ncpu=$(nproc)
+    [ "$cpu0" -le "$1" ] && cpu0=$(($1 + 1))
+    n=$((ncpu - cpu0))
+    [ "$n" -gt "$SCALE_SENDERS" ] && n=$SCALE_SENDERS
+    [ "$n" -lt 1 ] && n=1 cpu0=$((ncpu - 1))
+    echo "$n $cpu0"
+}
 scale_run() { # sys q gbps rep
-    local sys=$1 q=$2 g=$3 rep=$4 tag="scale-$1-q$2-g$3-r$4" e0 e1 k pids=() rpids=() per
+    local sys=$1 q=$2 g=$3 rep=$4 tag="scale-$1-q$2-g$3-r$4" e0 e1 k pids=() rpids=() per n cpu0
     local base=$OUT/runs/$tag
     e0=$(udp_errors)
     if [ "$sys" = c ]; then
@@ -273,9 +286,10 @@ scale_run() { # sys q gbps rep
         rpids+=($!)
         for _ in $(seq 1 100); do grep -q 'queues running' "$base.log" 2>/dev/null && break; sleep 0.05; done
     fi
-    per=$(awk -v g="$g" -v n="$SCALE_SENDERS" 'BEGIN { printf "%.3f", g / n }')
-    for k in $(seq 0 $((SCALE_SENDERS - 1))); do
-        $C/sendmmsg_tx --port 5700 --cpu $((SCALE_TX_CPU0 + k)) --size 8000 --sources 8 --stream $((16 + 8 * k)) \
+    read -r n cpu0 < <(scale_senders "$q")
+    per=$(awk -v g="$g" -v n="$n" 'BEGIN { printf "%.3f", g / n }')
+    for k in $(seq 0 $((n - 1))); do
+        $C/sendmmsg_tx --port 5700 --cpu $((cpu0 + k)) --size 8000 --sources 8 --stream $((16 + 8 * k)) \
             --rate-gbps "$per" --seconds "$SECS" > "$base.tx$k.json" 2>/dev/null &
         pids+=($!)
     done
@@ -289,25 +303,32 @@ base = os.path.join(d, tag)
 sent = sum(json.load(open(f))["packets"] for f in glob.glob(base + ".tx*.json"))
 offered = sum(json.load(open(f))["gbps"] for f in glob.glob(base + ".tx*.json"))
 if system == "c":
-    rx = [json.load(open(f)) for f in glob.glob(base + ".rx*.json")]
+    rx = [json.load(open(f)) for f in sorted(glob.glob(base + ".rx*.json"))]
     got = sum(r["packets"] for r in rx); cpu = sum(r["cpu_s"] for r in rx)
+    per_queue = [r["packets"] for r in rx]
 else:
     r = json.load(open(base + ".json")); got = r["rx"]["totals"]["packets"]
     cpu = sum((x.get("io_cpu_s") or 0) for x in r["rx"]["queues"])
-ok = int(kerr) == 0 and got == sent and sent > 0
+    per_queue = [x["packets"] for x in r["rx"]["queues"]]
+# The senders must offer what was asked: a run they could not feed is invalid, not loss-free.
+valid = offered >= 0.97 * float(g)
+ok = valid and int(kerr) == 0 and got == sent and sent > 0
+spread = max(per_queue) / (sum(per_queue) / len(per_queue)) if per_queue and sum(per_queue) else 0
 row = dict(system=system, q=int(q), target_gbps=float(g), rep=int(rep), sent=sent, received=got,
-           kernel_errors=int(kerr), offered_gbps=round(offered, 3), lossfree=ok, rx_cpu_s=round(cpu, 3))
+           kernel_errors=int(kerr), offered_gbps=round(offered, 3), valid=valid, lossfree=ok,
+           rx_cpu_s=round(cpu, 3), per_queue=per_queue, spread=round(spread, 3))
 json.dump(row, open(base + ".row.json", "w"))
-print(f"{tag}: offered {offered:.2f} Gb/s, sent {sent}, received {got}, kernel errors {kerr}, rx cpu {cpu:.2f} s: {'loss-free' if ok else 'LOSS'}")
+verdict = "INVALID (the senders offered less than 97 % of the rate)" if not valid else ("loss-free" if ok else "LOSS")
+print(f"{tag}: offered {offered:.2f} Gb/s, sent {sent}, received {got}, kernel errors {kerr}, rx cpu {cpu:.2f} s, busiest queue {spread:.2f}x the mean: {verdict}")
 EOP
 }
-SCALE_QS=${SCALE_QS:-"1 2 4 8"}           # queue counts
+SCALE_QS=${SCALE_QS:-"1 2 4 8 12"}        # queue counts
 SCALE_MULTS=${SCALE_MULTS:-"4 8 12 16 22"} # Gb/s per queue of the rate ladder
 SCALE_SENDERS=${SCALE_SENDERS:-6}          # sendmmsg_tx processes, on cores SCALE_TX_CPU0..
 SCALE_TX_CPU0=${SCALE_TX_CPU0:-10}
 scaling() {
     local q g rep
-    echo "== socket scaling: Q SO_REUSEPORT queues vs Q C recvmmsg_rx, 8000 B, 6 paced senders (cores 10-15), ${SECS} s per run, $REPS repeats interleaved"
+    echo "== socket scaling: Q SO_REUSEPORT queues vs Q C recvmmsg_rx, 8000 B, up to $SCALE_SENDERS paced senders (from core $SCALE_TX_CPU0, above the receivers), ${SECS} s per run, $REPS repeats interleaved"
     for q in $SCALE_QS; do
         for g in $(for m in $SCALE_MULTS; do echo $((m * q)); done); do
             for rep in $(seq 1 "$REPS"); do
@@ -327,11 +348,20 @@ for q in sorted({r["q"] for r in rows}):
         for r in rows:
             if r["q"] == q and r["system"] == system:
                 by.setdefault(r["target_gbps"], []).append(r)
-        good = [g for g, v in by.items() if all(x["lossfree"] for x in v)]
+        # Only rates every repeat of which the senders fed count; the rest are invalid.
+        valid = {g: v for g, v in by.items() if all(x.get("valid", True) for x in v)}
+        good = [g for g, v in valid.items() if all(x["lossfree"] for x in v)]
+        lossy = sorted(g for g, v in valid.items() if not all(x["lossfree"] for x in v))
+        invalid = sorted(g for g in by if g not in valid)
         top = max(good) if good else None
         rates = [x["offered_gbps"] for x in by.get(top, [])]
+        spread = [x.get("spread", 0) for x in by.get(top, [])]
         best[(q, system)] = (top, rates)
-        line.append(f"{system}: target {top} Gb/s, offered {min(rates):.2f}/{st.median(rates):.2f}/{max(rates):.2f}" if rates else f"{system}: none loss-free")
+        if rates:
+            line.append(f"{system}: target {top} Gb/s loss-free, offered {min(rates):.2f}/{st.median(rates):.2f}/{max(rates):.2f}, busiest queue {st.median(spread):.2f}x the mean")
+        else:
+            line.append(f"{system}: none loss-free")
+        line.append(f"lossy at {lossy or '-'}, invalid at {invalid or '-'}")
     c, r = best[(q, "c")], best[(q, "rtdaq")]
     if c[1] and r[1]:
         line.append(f"ratio rtdaq/C (median offered) {st.median(r[1]) / st.median(c[1]):.3f}")
