@@ -43,10 +43,14 @@ def csum(data: bytes) -> int:
     return ~s & 0xFFFF
 
 
-def frame(stream_id: int, seq: int, frame_bytes: int, udp_checksum: bool) -> bytes:
+def frame(stream_id: int, seq: int, frame_bytes: int, udp_checksum: bool,
+          patterned: bool = True) -> bytes:
+    """Frame `seq` of `stream_id`; without `patterned` its body is zeros and FLAG_PATTERN
+    is clear (cheap to build where only the sequence header matters)."""
     body = frame_bytes - 14 - 20 - 8 - 32
-    header = struct.pack("!IBBHQQII", 0x52544451, 1, 0x01, stream_id, seq, 0, body, 0)
-    payload = header + pattern(stream_id, seq, body)
+    flags = 0x01 if patterned else 0
+    header = struct.pack("!IBBHQQII", 0x52544451, 1, flags, stream_id, seq, 0, body, 0)
+    payload = header + (pattern(stream_id, seq, body) if patterned else bytes(body))
     src, dst = bytes([169, 254, 92, 1]), bytes([169, 254, 92, 2])
     udp_len = 8 + len(payload)
     udp = struct.pack("!HHHH", 4000, 5000, udp_len, 0) + payload

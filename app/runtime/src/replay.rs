@@ -636,9 +636,12 @@ pub(crate) fn tx_replay<Q: TxQueue>(
             // This packet's time: recorded, or the pacer's next departure.
             let when = match plan.timing {
                 ReplayTiming::Recorded { .. } => due(i + k),
-                ReplayTiming::Rate => plan.pacer.next_send_at(),
+                ReplayTiming::Rate => {
+                    let t = plan.pacer.next_send_at();
+                    plan.pacer.sent(1, p.len as usize);
+                    t
+                }
             };
-            plan.pacer.sent(1, p.len as usize);
             if let Some((l, _)) = launch.as_mut() {
                 // Its launch time, and the header's tx time: the launch on the wall clock.
                 (at[k], tx_ns) = l.at(when);

@@ -368,8 +368,7 @@ where
     };
     let name = &config.interfaces[interface].name;
     // An engine without the ability: as a device without a rate limit.
-    const ENOTSUP: i32 = 95;
-    match E::rate_limit_tx(queue).map_or(Err(ENOTSUP), |q| q.limit_rate(mbps)) {
+    match E::rate_limit_tx(queue).map_or(Err(libc::ENOTSUP), |q| q.limit_rate(mbps)) {
         Ok(()) => {
             log::info!(
                 "generator on {name}:{}: the NIC paces the queue at {mbps} Mb/s (frames on the wire)",

@@ -252,23 +252,7 @@ impl TxSlots {
     /// When `lens` is longer than the held slots or a length exceeds the slot capacity.
     #[inline]
     pub(crate) fn submit(&mut self, lens: &[u32]) -> usize {
-        assert!(lens.len() <= self.len as usize);
-        let cap = self.ring.slot_capacity();
-        for (i, &len) in lens.iter().enumerate() {
-            assert!(len as usize <= cap);
-            let off = self.ring.slot_offset(self.slot(i));
-            // SAFETY: the slot header is owned by this claim until the status store below
-            // hands the slot to the kernel.
-            unsafe { self.ring.map.write_u32(off + TP_LEN, len) };
-            self.ring
-                .status(self.slot(i))
-                .store(TP_STATUS_SEND_REQUEST, Release);
-        }
-        let n = lens.len();
-        let head = (self.start as usize + n) % self.ring.frames;
-        self.ring.head.store(head as u32, Relaxed);
-        self.abandon();
-        n
+        self.submit_each(lens, |_| {})
     }
 
     /// [`submit`](Self::submit) one frame at a time: after each slot `i` is handed to the
@@ -284,7 +268,8 @@ impl TxSlots {
         for (i, &len) in lens.iter().enumerate() {
             assert!(len as usize <= cap);
             let off = self.ring.slot_offset(self.slot(i));
-            // SAFETY: as in `submit`: the slot is owned by this claim until the status store.
+            // SAFETY: the slot header is owned by this claim until the status store below
+            // hands the slot to the kernel.
             unsafe { self.ring.map.write_u32(off + TP_LEN, len) };
             self.ring
                 .status(self.slot(i))

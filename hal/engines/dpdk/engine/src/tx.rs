@@ -207,6 +207,7 @@ impl RateLimitTx for DpdkTx<'_> {
     fn limit_rate(&mut self, mbps: u32) -> Result<(), i32> {
         self.q.set_rate_limit(mbps).map_err(|e| match e {
             rtdaq_dpdk_sys::DpdkError::Port { errno, .. } => errno,
+            // No other error comes from this call; EINVAL if one did.
             _ => 22,
         })
     }
