@@ -132,6 +132,38 @@ fn receiver(pair: &VethPair, timeout_s: u32) -> Child {
     child
 }
 
+/// Side B's ICMP "destination unreachable" messages sent so far (`/proc/net/snmp`, its
+/// namespace's counters).
+fn icmp_out_dest_unreachs(pair: &VethPair) -> u64 {
+    let out = pair
+        .command(Side::B, "cat")
+        .arg("/proc/net/snmp")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut icmp = text.lines().filter(|l| l.starts_with("Icmp:"));
+    let (names, values) = (icmp.next().unwrap_or(""), icmp.next().unwrap_or(""));
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "OutDestUnreachs")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Icmp OutDestUnreachs in side B's /proc/net/snmp:\n{text}"))
+}
+
+/// Side B's UDP sockets bound to the egress port (`ss -Hlun`), one line each.
+fn listeners(pair: &VethPair) -> Vec<String> {
+    let out = pair
+        .command(Side::B, "ss")
+        .args(["-Hlun", &format!("sport = :{PORT}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The JSON the receiver printed.
 fn received(child: Child) -> Value {
     e2e::peer_json(child, "spead_peer egress-recv")
@@ -274,12 +306,31 @@ fn a_receiver_killed_mid_run_stalls_nothing_and_every_payload_is_accounted_for()
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pair = VethPair::new("egr-kill").unwrap();
     let cfg = config(&pair, "0.2", 1, "egress-kill");
+    // Side B's kernel answers every datagram to the dead port, not one a second (its default
+    // per-peer ICMP rate limit let through as few as 3 in 3.5 s here, and none in one CI run).
+    let st = pair
+        .command(Side::B, "sysctl")
+        .args(["-qw", "net.ipv4.icmp_ratelimit=0"])
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "sysctl net.ipv4.icmp_ratelimit=0 in side B: {st}"
+    );
     let mut rx = receiver(&pair, 30);
-    let run = start(&pair, Side::A, "socket", &cfg, 4.0, "egress-kill");
+    let run = start(&pair, Side::A, "socket", &cfg, 5.0, "egress-kill");
     std::thread::sleep(Duration::from_millis(1500));
     rx.kill().unwrap();
     let _ = rx.wait();
+    // From here side B answers every datagram with an ICMP port unreachable (rate-limited),
+    // which the sender's connected socket reports as ECONNREFUSED.
+    let unreachable0 = icmp_out_dest_unreachs(&pair);
+    let listening = listeners(&pair);
     let (out, r) = finish(run, "egress-kill");
+    let why = format!(
+        "side B after the kill: ICMP destination unreachables sent {}, UDP listeners on port {PORT}: {listening:?}",
+        icmp_out_dest_unreachs(&pair) - unreachable0
+    );
     let e = egress(&r);
     let q = &r["rx"]["queues"][0];
     // The receive path never waited for the downstream: no gap, nothing dropped on the queue.
@@ -292,7 +343,7 @@ fn a_receiver_killed_mid_run_stalls_nothing_and_every_payload_is_accounted_for()
         .map(|k| u(&e["dropped"], &format!("/{k}")))
         .sum();
     assert_eq!(u(e, "/payloads_sent") + not_sent, taken, "{e}");
-    assert!(u(&e["dropped"], "/peer_gone") > 0, "{e}");
+    assert!(u(&e["dropped"], "/peer_gone") > 0, "{e}; {why}");
     assert!(u(e, "/payloads_sent") > 0, "{e}");
     // The run fails on that loss, and says why.
     assert_eq!(u(&r, "/lost"), not_sent, "{}", show(&out));
