@@ -167,7 +167,7 @@ egress_tests() {
     cargo test -p rtdaq --test egress -- --ignored --test-threads 1 &&
         cargo test -p rtdaq --test egress_pacing -- --ignored --test-threads 1
 }
-run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed mid-run, txtime without fq (cargo test --test egress --test egress_pacing -- --ignored)" \
+run "egress: SPEAD heaps to spead2, nft drops, rtdaq to rtdaq, a receiver killed mid-run, txtime without etf or fq (cargo test --test egress --test egress_pacing -- --ignored)" \
     egress_tests
 # UCX egress (issue #31): the socket binary with --features ucx sends over UCX (TCP on
 # loopback) to a C receiver built against the system's UCX (scripts/peers/ucx_recv.c):
@@ -386,7 +386,8 @@ run "UCX egress over Soft-RoCE (rc_verbs) in the guest: ucx_info, ucx_perftest p
     ucx_guest_tests
 # SPEAD egress pacing = "txtime" (SO_TXTIME, the fq qdisc this host's kernel lacks) on a veth
 # pair in the guest: each packet one packet time after the last on the wire, where the
-# software pacer (same boot) sends a heap's packets back to back; and the generator's launch
+# software pacer (same boot) sends a heap's packets back to back; the same on etf (CLOCK_TAI:
+# no packet dropped by the qdisc, a lead under its delta refused); and the generator's launch
 # times (pacing = "txtime", the etf qdisc): 10 000 packets all arrive, their send-time error
 # against the schedule beside the software pacer's, for the generator, a replay at its recorded
 # times and the AF_PACKET engine (scripts/vm/txtime-tests.sh, docs/time.md).
@@ -395,7 +396,7 @@ txtime_guest_tests() {
     [ -x target/engines/rtdaq-afpacket ] || scripts/build-engines.sh afpacket || return 1
     scripts/vm/txtime-tests.sh target/engines/rtdaq-socket target/engines/rtdaq-afpacket
 }
-run "launch times in the guest: SPEAD egress txtime (SO_TXTIME + fq) spaces each packet, the software pacer sends bursts; the generator's txtime (etf) keeps 10 000 packets' schedule beside the software pacer: socket engine, a replay at its recorded times, AF_PACKET engine (scripts/vm/txtime-tests.sh)" \
+run "launch times in the guest: SPEAD egress txtime (SO_TXTIME + fq, + etf) spaces each packet, the software pacer sends bursts, etf drops none and refuses a lead under its delta; the generator's txtime (etf) keeps 10 000 packets' schedule beside the software pacer: socket engine, a replay at its recorded times, AF_PACKET engine (scripts/vm/txtime-tests.sh)" \
     txtime_guest_tests
 run "shellcheck scripts/*.sh" shellcheck -x scripts/*.sh scripts/lib/*.sh
 run "shellcheck scripts/vm/" shellcheck -x scripts/vm/*.sh scripts/vm/guest/*.sh

@@ -1,11 +1,12 @@
-//! Egress pacing (issue #31) on this host: `pacing = "txtime"` to a destination whose
-//! interface has no `fq` qdisc stops the start with exit 2, naming `egress[0].pacing`, the
-//! interface, its qdisc and the `tc` command, instead of sending unpaced in silence (the
-//! kernel ignores `SO_TXTIME` departure times without fq or etf).
+//! Egress pacing (issues #31, #33) on this host: `pacing = "txtime"` to a destination whose
+//! interface has neither the `etf` nor the `fq` qdisc stops the start with exit 2, naming
+//! `egress[0].pacing`, the interface, its qdisc and the `tc` command, instead of sending
+//! unpaced in silence (the kernel ignores `SO_TXTIME` departure times without fq or etf).
 //!
 //! The pacing itself (each packet at its departure time against the software pacer's
-//! bursts, on the wire of a veth pair with fq) runs in the QEMU guest,
-//! `scripts/vm/txtime-tests.sh`: this host's kernel has no fq qdisc at all.
+//! bursts, on the wire of a veth pair with fq and with etf, and etf's refusal of a lead
+//! under its delta) runs in the QEMU guest, `scripts/vm/txtime-tests.sh`: this host's
+//! kernel has neither qdisc.
 //!
 //! Needs root (a network namespace of its own, whose loopback has only `noqueue`) and
 //! `target/engines/rtdaq-socket`; without them the test fails in `scripts/test.sh`
@@ -30,7 +31,7 @@ fn skipped() -> bool {
 
 #[test]
 #[ignore = "needs root and target/engines/rtdaq-socket; scripts/test.sh runs it"]
-fn txtime_without_fq_stops_the_start_naming_the_qdisc() {
+fn txtime_without_etf_or_fq_stops_the_start_naming_the_qdisc() {
     if skipped() {
         return;
     }
@@ -53,9 +54,9 @@ fn txtime_without_fq_stops_the_start_naming_the_qdisc() {
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));
     for want in [
         "egress[0].pacing",
-        "fq qdisc on lo",
+        "needs the etf or fq qdisc on lo (packets to 127.0.0.1:7149 leave by it)",
         "which has noqueue",
-        "tc qdisc replace dev lo root fq",
+        "tc qdisc replace dev lo root etf clockid CLOCK_TAI delta 200000",
     ] {
         assert!(err.contains(want), "no {want:?} in: {err}");
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # txtime-tests.sh: launch times (SO_TXTIME) against the software pacers, on a veth pair in
-# the QEMU guest: the SPEAD egress stage's pacing = "txtime" with the fq qdisc (issue #31),
-# then the generator's with the etf qdisc (issue #33): generated packets and a replay at its
+# the QEMU guest: the SPEAD egress stage's pacing = "txtime" with the fq qdisc (issue #31)
+# and with the etf qdisc (issue #33), then the generator's with etf (issue #33): generated packets and a replay at its
 # recorded times on the socket engine, and generated frames on the AF_PACKET engine. The
 # dev/CI host's kernel has no fq (nor etf) qdisc; Debian's guest kernel has (sch_fq and
 # sch_etf, copied into the guest by scripts/vm/common.sh).
@@ -76,28 +76,36 @@ config() {
     grep -q "pacing = \"$1\"" "$T/$1.toml" && grep -q '^rate_gbps = 0.002 ' "$T/$1.toml"
 }
 
-for pacing in txtime software; do
-    config "$pacing" || { ko "$pacing" "the config edit did not apply"; continue; }
+# One egress run of $T/$1.toml with udp_gaps.py receiving in prx: sets rc, said (the
+# report's pacing), n, med, p10 (the gaps, ns) and line (all of it, in words).
+egress_gaps() {
     ip netns exec prx python3 scripts/peers/udp_gaps.py 169.254.78.2 7149 --timeout 60 \
-        > "$T/$pacing.gaps" 2> "$T/$pacing.gaps.err" &
-    rp=$!
+        > "$T/$1.gaps" 2> "$T/$1.gaps.err" &
+    local rp=$!
     sleep 1
-    ip netns exec ptx "$rtdaq" run --config "$T/$pacing.toml" --duration 5 \
-        --report-json "$T/$pacing.json" > "$T/$pacing.out" 2>&1
+    ip netns exec ptx "$rtdaq" run --config "$T/$1.toml" --duration 5 \
+        --report-json "$T/$1.json" > "$T/$1.out" 2>&1
     rc=$?
     wait $rp
-    said=$(jq -r '.rx.queues[0].egress[0].pacing' "$T/$pacing.json" 2>/dev/null)
-    n=$(jq -r '.gaps.n // 0' "$T/$pacing.gaps" 2>/dev/null)
-    med=$(jq -r '.gaps.median // 0' "$T/$pacing.gaps" 2>/dev/null)
-    p10=$(jq -r '.gaps.p10 // 0' "$T/$pacing.gaps" 2>/dev/null)
-    line="rtdaq exit $rc, pacing \"$said\", $(cat "$T/$pacing.gaps" 2>/dev/null) (packet time $PT ns)"
+    said=$(jq -r '.rx.queues[0].egress[0].pacing' "$T/$1.json" 2>/dev/null)
+    n=$(jq -r '.gaps.n // 0' "$T/$1.gaps" 2>/dev/null)
+    med=$(jq -r '.gaps.median // 0' "$T/$1.gaps" 2>/dev/null)
+    p10=$(jq -r '.gaps.p10 // 0' "$T/$1.gaps" 2>/dev/null)
+    line="rtdaq exit $rc, pacing \"$said\", $(cat "$T/$1.gaps" 2>/dev/null) (packet time $PT ns)"
+}
+# Each packet at its time: median gap within 25 % of a packet time, p10 above half of one.
+spaced() { awk -v m="$med" -v p="$p10" -v t=$PT 'BEGIN { exit !(m >= 0.75 * t && m <= 1.25 * t && p > 0.5 * t) }'; }
+
+for pacing in txtime software; do
+    config "$pacing" || { ko "$pacing" "the config edit did not apply"; continue; }
+    egress_gaps "$pacing"
     if [ "$rc" -gt 1 ] || [ "$said" != "$pacing" ] || [ "${n:-0}" -lt 200 ]; then
         ko "$pacing" "$line" "$T/$pacing.out" "$T/$pacing.gaps.err"
         continue
     fi
     case $pacing in
         txtime)
-            if awk -v m="$med" -v p="$p10" -v t=$PT 'BEGIN { exit !(m >= 0.75 * t && m <= 1.25 * t && p > 0.5 * t) }'; then
+            if spaced; then
                 ok "txtime: each packet at its time: $line"
             else
                 ko txtime "median gap not within 25 % of a packet time, or p10 under half: $line" "$T/$pacing.out"
@@ -133,6 +141,36 @@ else
     ko "setup: etf" "tc qdisc replace dev pA root etf clockid CLOCK_TAI delta $GEN_DELTA_NS" "$T/etf.txt"
     echo "txtime-tests: $pass passed, $fail failed"; exit 1
 fi
+# The egress stage on etf (issue #33): launch times on CLOCK_TAI, each packet handed over
+# GEN_LEAD_US ahead. Checks: spaced as on fq, the report names the etf qdisc, the qdisc
+# dropped no packet (txtime_dropped 0, read from the socket's error queue), every payload
+# sent; and a lead not above etf's delta stops the start (exit 2, naming the key).
+if config txtime && sed -e "s/^pacing = \"txtime\"/&\ntxtime_lead_us = $GEN_LEAD_US/" "$T/txtime.toml" > "$T/etf.toml" &&
+    grep -q "^txtime_lead_us = $GEN_LEAD_US" "$T/etf.toml"; then
+    egress_gaps etf
+    by=$(jq -r '.rx.queues[0].egress[0].launch_times // ""' "$T/etf.json" 2>/dev/null)
+    qdrops=$(jq -r '[.rx.queues[0].egress[0].txtime_dropped[]] | add // -1' "$T/etf.json" 2>/dev/null)
+    notsent=$(jq -r '[.rx.queues[0].egress[0].dropped[]] | add // -1' "$T/etf.json" 2>/dev/null)
+    line="$line; launch times by \"$by\", qdisc drops $qdrops, payloads not sent $notsent"
+    if [ "$rc" -le 1 ] && [ "$said" = txtime ] && [ "${n:-0}" -ge 200 ] && spaced &&
+        [[ "$by" == *"etf clockid CLOCK_TAI"* ]] && [ "$qdrops" = 0 ] && [ "$notsent" = 0 ]; then
+        ok "egress on etf: each packet at its time: $line"
+    else
+        ko "egress on etf" "$line" "$T/etf.out" "$T/etf.gaps.err"
+    fi
+    sed -e "s/^txtime_lead_us = .*/txtime_lead_us = $((GEN_DELTA_NS / 2000))/" "$T/etf.toml" > "$T/etf-short.toml"
+    ip netns exec ptx "$rtdaq" run --config "$T/etf-short.toml" --duration 1 > "$T/etf-short.out" 2>&1
+    rc=$?
+    if [ "$rc" = 2 ] && grep -q "egress\[0\].txtime_lead_us" "$T/etf-short.out" &&
+        grep -q "hands packets over $GEN_DELTA_NS ns before their time" "$T/etf-short.out"; then
+        ok "egress on etf: a lead under delta stops the start: $(grep -m1 'txtime_lead_us' "$T/etf-short.out")"
+    else
+        ko "egress on etf: a lead under delta" "exit $rc" "$T/etf-short.out"
+    fi
+else
+    ko "egress on etf" "the config edit did not apply"
+fi
+
 gen_config() { # $1 pacing [$2 name suffix, $3 more [generator] lines, $4 engine]
     local extra="${3:-}" engine="${4:-socket}" address="udp://169.254.78.1:7150" more=""
     [ "$1" = txtime ] && extra="$extra
@@ -191,10 +229,10 @@ gen_run() { # $1 pacing $2 repeat [$3 name suffix, $4 schedule pcap]: sets gen_p
     [ -n "${4:-}" ] && sched=(--schedule-pcap "$4") what="replay"
     [ "$gen_bin" != "$rtdaq" ] && what="afpacket $what"
     gen_p99=0 gen_p50=0
+    # Each run on a fresh qdisc (etf cannot be changed in place: `replace` of an etf fails).
+    ip netns exec ptx tc qdisc del dev pA root 2>/dev/null
     if [ "$1" = txtime ]; then
-        ip netns exec ptx tc qdisc replace dev pA root etf clockid CLOCK_TAI delta "$GEN_DELTA_NS"
-    else
-        ip netns exec ptx tc qdisc del dev pA root 2>/dev/null
+        ip netns exec ptx tc qdisc add dev pA root etf clockid CLOCK_TAI delta "$GEN_DELTA_NS"
     fi
     ip netns exec prx python3 scripts/peers/udp_sendtime.py 169.254.78.2 7150 \
         "${sched[@]}" --count "$GEN_COUNT" --timeout 120 \

@@ -45,7 +45,7 @@ fn egress(dest: std::net::SocketAddrV4, payload: usize, per_msg: u32, buffers: u
         max_packet: 8972,
         descriptors_every: 0,
         rate_bps: None,
-        txtime: false,
+        txtime: None,
         heap_buffers: buffers,
         max_heap_bytes: payload * per_msg as usize,
         flush_ns: 1_000_000_000,

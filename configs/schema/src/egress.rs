@@ -9,7 +9,8 @@
 //! packets_per_heap = 1               # received payloads per heap
 //! max_packet = 1472                  # bytes of a SPEAD packet, header included (<= path MTU - 28)
 //! rate_gbps = 1.0                    # paced (0: as fast as the socket takes them)
-//! pacing = "txtime"                  # "software" (default) | "txtime": SO_TXTIME + fq qdisc
+//! pacing = "txtime"                  # "software" (default) | "txtime": SO_TXTIME + etf or fq qdisc
+//! txtime_lead_us = 1000              # "txtime": handed to the kernel this far ahead (> etf delta)
 //!
 //! [[egress]]
 //! name = "ucx-out"
@@ -28,8 +29,9 @@
 pub use crate::egress_unit::{EgressUnits, DEFAULT_OPEN_UNITS, MAX_OPEN_UNITS};
 use crate::egress_unit::{RawUnit, UnitCtx};
 use crate::error::Errors;
-use crate::model::{RegionKind, WriterPlacement};
+use crate::model::{RegionKind, WriterPlacement, DEFAULT_TXTIME_LEAD_US};
 use crate::schema::RawConfig;
+use crate::validate::generator::txtime_lead_us;
 use crate::validate::{capacity::largest_frame, int, item_name, rxq, Draft};
 use rtdaq_core::format::UnitKind;
 use serde::Deserialize;
@@ -125,10 +127,12 @@ pub struct Egress {
     /// Paced send rate in bits per second (`rate_gbps`), `None`: as fast as the socket
     /// takes them.
     pub rate_bps: Option<f64>,
-    /// `pacing = "txtime"`: each SPEAD packet carries its departure time (`SO_TXTIME`,
-    /// `CLOCK_MONOTONIC`) and the `fq` qdisc of the interface it leaves by holds it until
-    /// then; `false` (`"software"`, the default): the sender sleeps between batches.
-    pub txtime: bool,
+    /// `pacing = "txtime"`: each SPEAD packet carries its departure time (`SO_TXTIME`) and
+    /// the `etf` qdisc (on its clock) or `fq` (`CLOCK_MONOTONIC`) of the interface it leaves
+    /// by holds it until then; the value is `txtime_lead_us`, the least time in µs between
+    /// handing a packet to the kernel and its departure (an `etf` qdisc's `delta` must be
+    /// less). `None` (`"software"`, the default): the sender sleeps between batches.
+    pub txtime: Option<u32>,
     /// Heap buffers between the queue's consumer and the egress thread (`heap_buffers`,
     /// power of two).
     pub heap_buffers: u32,
@@ -175,6 +179,8 @@ pub(crate) struct RawEgress {
     pub rate_gbps: f64,
     #[serde(default)]
     pub pacing: Option<String>,
+    #[serde(default)]
+    pub txtime_lead_us: Option<i64>,
     #[serde(default = "default_heap_buffers")]
     pub heap_buffers: i64,
     #[serde(default)]
@@ -765,11 +771,28 @@ fn rate(gbps: f64, p: &str, errs: &mut Errors) -> Option<Option<f64>> {
     Some((gbps > 0.0).then_some(gbps * 1e9))
 }
 
-/// `pacing`: `"software"` (the default) or `"txtime"` (needs `rate_gbps`).
-fn pacing(e: &RawEgress, p: &str, errs: &mut Errors) -> Option<bool> {
+/// `pacing`: `"software"` (the default) or `"txtime"` (needs `rate_gbps`), with its
+/// `txtime_lead_us`: `Some(None)` for the software pacer, `Some(Some(lead µs))` for launch
+/// times.
+fn pacing(e: &RawEgress, p: &str, errs: &mut Errors) -> Option<Option<u32>> {
+    let lead = e
+        .txtime_lead_us
+        .map(|v| txtime_lead_us(v, &format!("{p}.txtime_lead_us"), errs));
     match e.pacing.as_deref() {
-        None | Some("software") => Some(false),
-        Some("txtime") if e.rate_gbps > 0.0 => Some(true),
+        None | Some("software") => {
+            if lead.is_some() {
+                errs.push(
+                    format!("{p}.txtime_lead_us"),
+                    "only with pacing = \"txtime\"",
+                );
+                return None;
+            }
+            Some(None)
+        }
+        Some("txtime") if e.rate_gbps > 0.0 => match lead {
+            Some(l) => Some(Some(l?)),
+            None => Some(Some(DEFAULT_TXTIME_LEAD_US)),
+        },
         Some("txtime") => {
             errs.push(
                 format!("{p}.pacing"),
@@ -780,7 +803,7 @@ fn pacing(e: &RawEgress, p: &str, errs: &mut Errors) -> Option<bool> {
         Some(other) => {
             errs.push(
                 format!("{p}.pacing"),
-                format!("unknown pacing {other:?}; use \"software\" (the default: the sender sleeps between batches) or \"txtime\" (each packet's departure time for the fq qdisc, SO_TXTIME)"),
+                format!("unknown pacing {other:?}; use \"software\" (the default: the sender sleeps between batches) or \"txtime\" (each packet's departure time for the etf or fq qdisc, SO_TXTIME)"),
             );
             None
         }

@@ -163,11 +163,27 @@ pub struct LaunchQdisc {
     pub by: String,
 }
 
-/// What the qdiscs `qdiscs` of `dev` make of launch times given `lead_ns` ahead (the
-/// generator's `txtime_lead_us`): the clock and the qdisc in words, or why they cannot keep
-/// them, naming the `tc` command that would. `etf` (anywhere in the tree: as the root or a
-/// child of `mqprio`/`taprio`) on its `clockid`, not in `deadline_mode`, with a `delta`
-/// under the lead; else `fq` on `CLOCK_MONOTONIC`.
+/// Who sends with launch times, for the messages of [`launch_times`]: whose packets, and
+/// the config key of their lead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timed<'a> {
+    /// Whose packets, in words (`the generator's packets`).
+    pub packets: &'a str,
+    /// The key of the lead (`generator.txtime_lead_us`).
+    pub lead_key: &'a str,
+}
+
+/// The generator's and the replay's launch times.
+pub const GENERATOR: Timed<'static> = Timed {
+    packets: "the generator's packets",
+    lead_key: "generator.txtime_lead_us",
+};
+
+/// What the qdiscs `qdiscs` of `dev` make of launch times given `lead_ns` ahead (`who`'s
+/// `txtime_lead_us`): the clock and the qdisc in words, or why they cannot keep them,
+/// naming the `tc` command that would. `etf` (anywhere in the tree: as the root or a child
+/// of `mqprio`/`taprio`) on its `clockid`, not in `deadline_mode`, with a `delta` under the
+/// lead; else `fq` on `CLOCK_MONOTONIC`.
 ///
 /// # Errors
 /// The reason, in words, when neither can.
@@ -175,6 +191,7 @@ pub fn launch_times(
     dev: &str,
     qdiscs: &[Qdisc],
     lead_ns: u64,
+    who: Timed<'_>,
 ) -> std::result::Result<LaunchQdisc, String> {
     if let Some(etf) = qdiscs.iter().find_map(|q| q.etf) {
         let clock = LaunchClock::from_linux_clockid(etf.clockid).ok_or_else(|| {
@@ -185,8 +202,9 @@ pub fn launch_times(
         }
         if u64::try_from(etf.delta_ns).unwrap_or(0) >= lead_ns {
             return Err(format!(
-                "the etf qdisc on {dev} hands packets over {} ns before their time, which is not less than generator.txtime_lead_us ({} µs): raise txtime_lead_us above delta (with room for the sender's own wake-up latency), or lower delta",
+                "the etf qdisc on {dev} hands packets over {} ns before their time, which is not less than {} ({} µs): raise txtime_lead_us above delta (with room for the sender's own wake-up latency), or lower delta",
                 etf.delta_ns,
+                who.lead_key,
                 lead_ns / 1000
             ));
         }
@@ -210,7 +228,8 @@ pub fn launch_times(
     }
     let kinds: Vec<&str> = qdiscs.iter().map(|q| q.kind.as_str()).collect();
     Err(format!(
-        "\"txtime\" needs the etf or fq qdisc on {dev} (the generator's packets leave by it), which has {}: without one the kernel ignores launch times and sends at once; as root, `tc qdisc replace dev {dev} root etf clockid CLOCK_TAI delta 200000` (or `... root fq`), or use pacing = \"software\"",
+        "\"txtime\" needs the etf or fq qdisc on {dev} ({} leave by it), which has {}: without one the kernel ignores launch times and sends at once; as root, `tc qdisc replace dev {dev} root etf clockid CLOCK_TAI delta 200000` (or `... root fq`), or use pacing = \"software\"",
+        who.packets,
         if kinds.is_empty() { "none".to_owned() } else { kinds.join(", ") }
     ))
 }
@@ -295,6 +314,7 @@ mod tests {
             "pA",
             &[q("etf", etf(libc::CLOCK_TAI, 200_000, false))],
             1_000_000,
+            GENERATOR,
         )
         .unwrap();
         assert_eq!(a.clock, LaunchClock::Tai);
@@ -307,17 +327,21 @@ mod tests {
                 q("etf", etf(libc::CLOCK_MONOTONIC, 50_000, false)),
             ],
             100_000,
+            GENERATOR,
         )
         .unwrap();
         assert_eq!(a.clock, LaunchClock::Monotonic);
         assert_eq!(
-            launch_times("pA", &[q("fq", None)], 10_000).unwrap().clock,
+            launch_times("pA", &[q("fq", None)], 10_000, GENERATOR)
+                .unwrap()
+                .clock,
             LaunchClock::Monotonic
         );
         let e = launch_times(
             "pA",
             &[q("etf", etf(libc::CLOCK_TAI, 200_000, true))],
             1_000_000,
+            GENERATOR,
         )
         .unwrap_err();
         assert!(e.contains("deadline_mode"), "{e}");
@@ -325,19 +349,20 @@ mod tests {
             "pA",
             &[q("etf", etf(libc::CLOCK_TAI, 200_000, false))],
             150_000,
+            GENERATOR,
         )
         .unwrap_err();
         assert!(
-            e.contains("200000 ns") && e.contains("txtime_lead_us (150 µs)"),
+            e.contains("200000 ns") && e.contains("generator.txtime_lead_us (150 µs)"),
             "{e}"
         );
-        let e = launch_times("lo", &[q("noqueue", None)], 1_000_000).unwrap_err();
+        let e = launch_times("lo", &[q("noqueue", None)], 1_000_000, GENERATOR).unwrap_err();
         assert!(
             e.contains("which has noqueue")
                 && e.contains("tc qdisc replace dev lo root etf clockid CLOCK_TAI delta 200000"),
             "{e}"
         );
-        assert!(launch_times("x", &[], 1)
+        assert!(launch_times("x", &[], 1, GENERATOR)
             .unwrap_err()
             .contains("which has none"));
     }

@@ -2,6 +2,7 @@
 //! the sink-wide state of its senders (a leaf of `egress`).
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::OnceLock;
 
 /// Item id of a heap's timestamp: the receive time of its first payload, ns since the Unix
 /// epoch, an 8-byte big-endian unsigned integer.
@@ -38,6 +39,14 @@ pub struct EgressCounters {
     pub dropped_error: AtomicU64,
     /// Payloads of heaps a destination refused: no receiver there (sender).
     pub dropped_peer_gone: AtomicU64,
+    /// Packets (SPEAD datagrams) the qdisc dropped because their launch time had passed
+    /// when they reached it, or was earlier than one it had already sent (sender, launch
+    /// times).
+    pub txtime_invalid: AtomicU64,
+    /// Packets the qdisc could not hand to the device in time (sender, launch times).
+    pub txtime_missed: AtomicU64,
+    /// The qdiscs that keep the launch times, in words (set once when the sender starts).
+    pub launch_times: OnceLock<String>,
     /// `errno` of the sender's first failed send (0: none).
     pub first_errno: AtomicI32,
     /// UCX status of the first failed send or endpoint (0: none).

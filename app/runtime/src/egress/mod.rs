@@ -16,7 +16,8 @@
 //!   (`rtdaq_core::format::spead_tx`), in batches sent by one `sendmmsg` on a connected UDP
 //!   socket per destination (heaps go round-robin over `destinations`), paced to `rate_gbps`
 //!   when set (sleeping between batches, or, `pacing = "txtime"`, each packet stamped with
-//!   its departure time for the interface's `fq` qdisc); item descriptors go to every
+//!   its departure time for the interface's `etf` or `fq` qdisc, whose drops the sender
+//!   reads from the socket's error queue); item descriptors go to every
 //!   destination at the start and every
 //!   `descriptors_every` heaps, and the last sender of a sink to finish sends the
 //!   end-of-stream heap. A send that fails counts the heaps it held as `egress_error`, or
@@ -283,10 +284,20 @@ pub struct EgressReport {
     #[serde(default)]
     pub reconnects: u64,
     /// How the sends were paced: `unpaced`, `software` (the sender sleeps between
-    /// batches) or `txtime` (each packet's departure time, held by the `fq` qdisc); UCX
-    /// sinks are not paced.
+    /// batches) or `txtime` (each packet's departure time, held by the `etf` or `fq`
+    /// qdisc); UCX sinks are not paced.
     #[serde(default)]
     pub pacing: String,
+    /// With `txtime`: the qdiscs that kept the launch times, in words (`pA: etf clockid
+    /// CLOCK_TAI delta 200000 ns`).
+    #[serde(default)]
+    pub launch_times: Option<String>,
+    /// With `txtime`: SPEAD packets the qdisc dropped, by reason: `invalid` (the launch
+    /// time had passed when the packet reached it), `missed` (it could not hand the packet
+    /// over in time). Each is a lost packet of the run: its heap is incomplete at the
+    /// receiver, though its payloads count as sent.
+    #[serde(default)]
+    pub txtime_dropped: BTreeMap<String, u64>,
     /// Gb/s of SPEAD packets over the run.
     pub gbps: f64,
     /// CPU time of the sender thread, seconds.
@@ -307,9 +318,10 @@ impl EgressReport {
         self.dropped.values().sum()
     }
 
-    /// Packets lost with the items not sent.
+    /// Packets lost with the items not sent, and the SPEAD packets the qdisc dropped.
     pub fn lost_packets(&self) -> u64 {
         self.dropped_total() * self.packets_per_item.max(1)
+            + self.txtime_dropped.values().sum::<u64>()
     }
 
     /// The report of a sink from its counters; `sender_cpu_ns` from its joined thread;
@@ -369,11 +381,20 @@ impl EgressReport {
             },
             reconnects: c.reconnects.load(Relaxed),
             pacing: match (eg.protocol, eg.rate_bps, eg.txtime) {
-                (EgressProtocol::Spead, Some(_), true) => "txtime",
-                (EgressProtocol::Spead, Some(_), false) => "software",
+                (EgressProtocol::Spead, Some(_), Some(_)) => "txtime",
+                (EgressProtocol::Spead, Some(_), None) => "software",
                 _ => "unpaced",
             }
             .to_string(),
+            launch_times: c.launch_times.get().cloned(),
+            txtime_dropped: if eg.txtime.is_some() {
+                BTreeMap::from([
+                    ("invalid".to_string(), c.txtime_invalid.load(Relaxed)),
+                    ("missed".to_string(), c.txtime_missed.load(Relaxed)),
+                ])
+            } else {
+                BTreeMap::new()
+            },
             gbps: if elapsed_s > 0.0 {
                 bytes as f64 * 8.0 / elapsed_s / 1e9
             } else {
@@ -420,13 +441,20 @@ impl std::fmt::Display for EgressReport {
             self.datagrams,
             self.bytes as f64 / 1e6,
             self.gbps,
-            match self.pacing.as_str() {
-                "" | "unpaced" => String::new(),
-                p => format!(" (paced: {p})"),
+            match (self.pacing.as_str(), &self.launch_times) {
+                ("" | "unpaced", _) => String::new(),
+                (p, Some(by)) => format!(" (paced: {p}, {by})"),
+                (p, None) => format!(" (paced: {p})"),
             }
         )?;
         for (why, n) in &self.dropped {
             write!(f, " {why}={n}")?;
+        }
+        if !self.txtime_dropped.is_empty() {
+            write!(f, " · packets the qdisc dropped:")?;
+            for (why, n) in &self.txtime_dropped {
+                write!(f, " {why}={n}")?;
+            }
         }
         if self.reconnects > 0 {
             write!(f, " · reconnects {}", self.reconnects)?;

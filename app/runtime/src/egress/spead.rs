@@ -12,6 +12,8 @@ use rtdaq_core::format::UnitKind;
 use rtdaq_core::slot_ring::SlotConsumer;
 use rtdaq_netsys::dgram::DatagramBatch;
 use rtdaq_netsys::inet;
+use rtdaq_netsys::txtime::{self, Dropped, ErrQueue};
+use rtdaq_platform::qdisc::{self, LaunchQdisc, Timed};
 use std::net::SocketAddrV4;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
@@ -21,6 +23,10 @@ use std::time::Duration;
 const IDLE: Duration = Duration::from_micros(50);
 /// Datagrams per `sendmmsg`.
 const BATCH: usize = 64;
+/// With launch times, how long after the last packet's time the sender still reads the
+/// qdisc's reports, and the longest it waits for them at the end.
+const SETTLE_AFTER: Duration = Duration::from_millis(20);
+const SETTLE_MAX: Duration = Duration::from_secs(2);
 /// Requested socket send buffer (the kernel caps it at `net.core.wmem_max` without
 /// `CAP_NET_ADMIN`).
 const SNDBUF: i32 = 4 << 20;
@@ -32,6 +38,15 @@ enum Lost {
     Error,
     /// The destination refused them: no receiver there (`peer_gone`).
     PeerGone,
+}
+
+/// Launch times (`pacing = "txtime"`): the clock of the qdisc that keeps them, the least
+/// time between handing a packet over and its departure, and the error queue's buffers.
+struct Launch {
+    clockid: libc::clockid_t,
+    lead_ns: u64,
+    /// Boxed: 320 bytes of buffers a sender without launch times does without.
+    errq: Box<ErrQueue>,
 }
 
 /// One destination: its connected socket and the batch of packets waiting for it.
@@ -59,12 +74,12 @@ pub struct SpeadSender {
     descriptors_every: u64,
     data_heaps: u64,
     /// Paced rate in bits per second, and when the next bytes may go (monotonic ns; with
-    /// `txtime`, `CLOCK_MONOTONIC` itself, the clock `fq` compares with).
+    /// launch times, on the clock of the qdisc that keeps them).
     rate_bps: Option<f64>,
     next_send_ns: f64,
     /// Each packet goes with its departure time (`pacing = "txtime"`), the sender never
     /// sleeps to pace.
-    txtime: bool,
+    launch: Option<Launch>,
     /// Descriptor blobs, encoded once: timestamp, packets, data.
     descriptors: Vec<Vec<u8>>,
     /// Whole SPEAD heaps of the input go out as the packets they arrived in (`unit =
@@ -96,6 +111,8 @@ impl SpeadSender {
                 ),
             })?;
         let mut dests = Vec::with_capacity(eg.destinations.len());
+        let mut launch: Option<Launch> = None;
+        let mut by: Vec<String> = Vec::new();
         for (k, &addr) in eg.destinations.iter().enumerate() {
             let fd = socket_to(addr, eg.ttl, eg.multicast_interface).map_err(|e| {
                 RuntimeError::Egress {
@@ -105,13 +122,32 @@ impl SpeadSender {
                     ),
                 }
             })?;
-            if eg.txtime {
-                txtime_ready(fd.as_fd(), addr).map_err(|message| RuntimeError::Egress {
-                    key: format!("egress[{id}].pacing"),
-                    message,
+            if let Some(lead_us) = eg.txtime {
+                let lead_ns = u64::from(lead_us) * 1000;
+                let key = format!("egress[{id}].txtime_lead_us");
+                let armed = txtime_ready(fd.as_fd(), addr, lead_ns, &key).map_err(|message| {
+                    RuntimeError::Egress {
+                        key: format!("egress[{id}].pacing"),
+                        message,
+                    }
                 })?;
+                let clockid = armed.clock.linux_clockid();
+                if launch.as_ref().is_some_and(|l| l.clockid != clockid) {
+                    return Err(RuntimeError::Egress {
+                        key: format!("egress[{id}].destinations[{k}]"),
+                        message: format!("packets to {addr} leave by {}, whose launch times are on another clock than the destinations' before it ({}): one sender keeps one schedule; give the qdiscs the same clockid", armed.by, by.join("; ")),
+                    });
+                }
+                launch = Some(Launch {
+                    clockid,
+                    lead_ns,
+                    errq: Box::new(ErrQueue::new()),
+                });
+                if !by.contains(&armed.by) {
+                    by.push(armed.by);
+                }
             }
-            let batch = if eg.txtime {
+            let batch = if eg.txtime.is_some() {
                 DatagramBatch::timed(BATCH, max_packet)
             } else {
                 DatagramBatch::new(BATCH, max_packet)
@@ -124,6 +160,9 @@ impl SpeadSender {
             });
         }
         let descriptors = descriptors(flavour);
+        if !by.is_empty() {
+            let _ = counters.launch_times.set(by.join("; "));
+        }
         Ok(SpeadSender {
             label,
             cons: Some(cons),
@@ -139,7 +178,7 @@ impl SpeadSender {
             data_heaps: 0,
             rate_bps: eg.rate_bps,
             next_send_ns: 0.0,
-            txtime: eg.txtime,
+            launch,
             descriptors,
             forward: eg.units.is_some_and(|u| u.kind == UnitKind::SpeadHeap),
         })
@@ -150,22 +189,24 @@ impl SpeadSender {
         &self.label
     }
 
-    /// The pacing clock: the process's monotonic clock, or `CLOCK_MONOTONIC` itself when
-    /// the kernel holds packets until their departure times.
+    /// The pacing clock: the process's monotonic clock, or the clock of the qdisc that
+    /// holds packets until their departure times.
     fn clock_ns(&self) -> u64 {
-        if self.txtime {
-            rtdaq_netsys::clock::monotonic_ns()
-        } else {
-            crate::pacer::now_ns()
+        match &self.launch {
+            Some(l) => rtdaq_netsys::clock::now_ns(l.clockid),
+            None => crate::pacer::now_ns(),
         }
     }
 
-    /// A packet's departure time (`txtime`; 0, unused, for the software pacer).
+    /// A packet's departure time (launch times; 0, unused, for the software pacer): at the
+    /// earliest the lead from now.
     fn departure(&mut self, len: usize) -> u64 {
-        if self.txtime {
-            departure(self.rate_bps, &mut self.next_send_ns, len as u64)
-        } else {
-            0
+        match &self.launch {
+            Some(l) => {
+                let earliest = rtdaq_netsys::clock::now_ns(l.clockid) + l.lead_ns;
+                departure(self.rate_bps, &mut self.next_send_ns, len as u64, earliest)
+            }
+            None => 0,
         }
     }
 
@@ -214,6 +255,7 @@ impl SpeadSender {
         if self.shared.running.fetch_sub(1, AcqRel) == 1 {
             self.send_stop();
         }
+        self.settle();
         rtdaq_platform::alloc_audit::disarm_current_thread();
         rtdaq_platform::rt::thread_cpu_ns().unwrap_or(0)
     }
@@ -362,7 +404,7 @@ impl SpeadSender {
             return None;
         }
         let bytes = dest.batch.pending_bytes();
-        if !self.txtime {
+        if self.launch.is_none() {
             pace(self.rate_bps, &mut self.next_send_ns, bytes);
         }
         let mut sent = 0usize;
@@ -380,6 +422,9 @@ impl SpeadSender {
         }
         dest.batch.clear();
         let c = self.counters;
+        if let Some(l) = &mut self.launch {
+            qdisc_drops(l, dest, c);
+        }
         EgressCounters::add(&c.datagrams, sent as u64);
         if err.is_none() {
             EgressCounters::add(&c.bytes, bytes);
@@ -409,6 +454,23 @@ impl SpeadSender {
         failed
     }
 
+    /// With launch times, waits until the last packet's time has passed (at most
+    /// [`SETTLE_MAX`]) and reads what the qdisc dropped meanwhile: it reports a packet it
+    /// could not hand over in time only when that time comes.
+    fn settle(&mut self) {
+        if self.launch.is_none() {
+            return;
+        }
+        let (now, last) = (self.clock_ns(), self.next_send_ns as u64);
+        let wait = last.saturating_sub(now) + SETTLE_AFTER.as_nanos() as u64;
+        std::thread::sleep(Duration::from_nanos(wait).min(SETTLE_MAX));
+        if let Some(l) = &mut self.launch {
+            for dest in &self.dests {
+                qdisc_drops(l, dest, self.counters);
+            }
+        }
+    }
+
     /// The end-of-stream heap to every destination.
     fn send_stop(&mut self) {
         for d in 0..self.dests.len() {
@@ -425,6 +487,15 @@ impl SpeadSender {
             let _ = self.flush(d);
         }
     }
+}
+
+/// Reads what the qdisc reported dropped on `dest`'s socket (its error queue) into the
+/// counters: packets whose launch time had passed, or that it could not hand over in time.
+fn qdisc_drops(l: &mut Launch, dest: &Dest, c: &EgressCounters) {
+    let mut d = Dropped::default();
+    l.errq.drain(dest.fd.as_fd(), &mut d);
+    EgressCounters::add(&c.txtime_invalid, d.invalid);
+    EgressCounters::add(&c.txtime_missed, d.missed);
 }
 
 /// Every SPEAD packet in `data` (back to back) is at most `max` bytes.
@@ -452,28 +523,38 @@ pub(super) fn pace(rate_bps: Option<f64>, next_ns: &mut f64, bytes: u64) {
     *next_ns += bytes as f64 * 8e9 / rate;
 }
 
-/// The departure time (`CLOCK_MONOTONIC` ns) of a packet of `bytes` at `rate_bps`, one
-/// packet time after the last, and never in the past: a packet stamped earlier would leave
-/// at once, so a sender that was idle or fell behind starts the schedule again from now
-/// (no catch-up burst, unlike the software pacer's 1 ms).
-fn departure(rate_bps: Option<f64>, next_ns: &mut f64, bytes: u64) -> u64 {
+/// The departure time (ns on the qdisc's clock) of a packet of `bytes` at `rate_bps`, one
+/// packet time after the last, and never before `earliest_ns` (now plus the lead): `etf`
+/// drops a packet whose time has passed when it arrives, `fq` sends it at once, so a
+/// sender that was idle or fell behind starts the schedule again from there (no catch-up
+/// burst, unlike the software pacer's 1 ms).
+pub(super) fn departure(
+    rate_bps: Option<f64>,
+    next_ns: &mut f64,
+    bytes: u64,
+    earliest_ns: u64,
+) -> u64 {
     let Some(rate) = rate_bps else { return 0 };
-    let now = rtdaq_netsys::clock::monotonic_ns() as f64;
-    if *next_ns < now {
-        *next_ns = now;
+    let earliest = earliest_ns as f64;
+    if *next_ns < earliest {
+        *next_ns = earliest;
     }
     let at = *next_ns;
     *next_ns += bytes as f64 * 8e9 / rate;
     at as u64
 }
 
-/// `SO_TXTIME` on a sink's socket connected to `addr`, and the `fq` qdisc on the interface
-/// its packets leave by (without it the kernel ignores the times: packets would go
-/// unpaced); the reason, in words, when not.
-fn txtime_ready(fd: std::os::fd::BorrowedFd<'_>, addr: SocketAddrV4) -> Result<(), String> {
-    rtdaq_netsys::sockopt::set_txtime(fd).map_err(|e| {
-        format!("SO_TXTIME: {e} (it needs Linux 4.19 or later); use pacing = \"software\"")
-    })?;
+/// Launch times on a sink's socket connected to `addr`: the qdisc of the interface its
+/// packets leave by must keep them (`etf`, with a `delta` under `lead_ns`, or `fq`: without
+/// one the kernel ignores the times and packets would go unpaced), and `SO_TXTIME` is set
+/// on that qdisc's clock with error reports; the qdisc, or the reason in words, when not.
+/// `lead_key` names the lead in messages.
+fn txtime_ready(
+    fd: std::os::fd::BorrowedFd<'_>,
+    addr: SocketAddrV4,
+    lead_ns: u64,
+    lead_key: &str,
+) -> Result<LaunchQdisc, String> {
     let local = inet::local_addr(fd).map_err(|e| format!("the socket to {addr}: {e}"))?;
     let dev = rtdaq_platform::nic::netdev_of_ipv4(*local.ip())
         .ok()
@@ -484,14 +565,20 @@ fn txtime_ready(fd: std::os::fd::BorrowedFd<'_>, addr: SocketAddrV4) -> Result<(
                 local.ip()
             )
         })?;
-    let kinds = rtdaq_platform::qdisc::kinds(&dev).map_err(|e| format!("{e}"))?;
-    if kinds.iter().any(|k| k == "fq") {
-        return Ok(());
-    }
-    Err(format!(
-        "pacing = \"txtime\" needs the fq qdisc on {dev} (packets to {addr} leave by it), which has {}: without fq the kernel ignores the departure times; run `tc qdisc replace dev {dev} root fq` (as root), or use pacing = \"software\"",
-        if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") }
-    ))
+    let qdiscs = qdisc::of(&dev).map_err(|e| format!("{e}"))?;
+    let packets = format!("packets to {addr}");
+    let who = Timed {
+        packets: &packets,
+        lead_key,
+    };
+    let armed = qdisc::launch_times(&dev, &qdiscs, lead_ns, who)?;
+    txtime::arm(fd, armed.clock.linux_clockid()).map_err(|e| {
+        format!(
+            "SO_TXTIME on {}: {e} (it needs Linux 4.19 or later, and CAP_NET_ADMIN for a clock other than CLOCK_MONOTONIC); use pacing = \"software\"",
+            armed.clock.as_str()
+        )
+    })?;
+    Ok(armed)
 }
 
 /// A blocking UDP socket connected to `addr` (a multicast group: TTL `ttl`, sent out of the

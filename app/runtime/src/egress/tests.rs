@@ -22,7 +22,7 @@ fn egress(dest: SocketAddrV4, per_heap: u32, buffers: u32) -> Egress {
         max_packet: 1472,
         descriptors_every: 0,
         rate_bps: None,
-        txtime: false,
+        txtime: None,
         heap_buffers: buffers,
         max_heap_bytes: 4096 * per_heap as usize,
         flush_ns: 1_000_000_000,
@@ -304,4 +304,76 @@ fn whole_heaps_are_forwarded_as_the_packets_they_arrived_in() {
     assert_eq!(c.descriptors.load(Relaxed), 0);
     assert_eq!(c.datagrams.load(Relaxed), 16);
     assert_eq!(c.dropped(), 2);
+}
+
+/// Launch times (`pacing = "txtime"`) to a destination whose interface keeps none (this
+/// host's loopback: `noqueue`) stop the sender's start, naming the key, the device, its
+/// qdisc and the command that would give it one.
+#[test]
+fn txtime_without_a_launch_time_qdisc_is_refused_at_start() {
+    let mut eg = egress("127.0.0.1:9".parse().unwrap(), 1, 4);
+    eg.rate_bps = Some(1e9);
+    eg.txtime = Some(1000);
+    let (_, cons, counters) = ring(&eg);
+    let shared: &'static SinkShared = Box::leak(Box::new(SinkShared {
+        running: AtomicUsize::new(1),
+    }));
+    let Err(e) = SpeadSender::new(&eg, 0, cons, counters, shared, (1, 0), "t".into()) else {
+        panic!("started without a launch-time qdisc");
+    };
+    let e = e.to_string();
+    for want in [
+        "egress[0].pacing",
+        "needs the etf or fq qdisc on lo (packets to 127.0.0.1:9 leave by it)",
+        "which has noqueue",
+        "tc qdisc replace dev lo root etf clockid CLOCK_TAI delta 200000",
+    ] {
+        assert!(e.contains(want), "no {want:?} in {e}");
+    }
+}
+
+/// Departure times: one packet time apart at the rate, never before the earliest time
+/// (now plus the lead), and a sender that fell behind starts again from there, no burst.
+#[test]
+fn departures_are_spaced_at_the_rate_and_never_before_the_lead() {
+    use super::spead::departure;
+    // 1 Gb/s: 1000 bytes take 8 µs.
+    let (rate, mut next) = (Some(1e9), 0.0);
+    assert_eq!(departure(rate, &mut next, 1000, 50_000), 50_000);
+    assert_eq!(departure(rate, &mut next, 1000, 50_100), 58_000);
+    assert_eq!(departure(rate, &mut next, 500, 50_200), 66_000);
+    // Behind: the schedule (70 µs) is before the earliest time; it restarts there.
+    assert_eq!(departure(rate, &mut next, 1000, 200_000), 200_000);
+    assert_eq!(departure(rate, &mut next, 1000, 200_000), 208_000);
+    assert_eq!(departure(None, &mut next, 1000, 1), 0);
+}
+
+/// The report of a sink with launch times: the qdisc in words, its drops by reason, each
+/// a lost packet of the run, in the text line too.
+#[test]
+fn the_report_counts_the_packets_the_qdisc_dropped_as_lost() {
+    let mut eg = egress("127.0.0.1:9".parse().unwrap(), 1, 4);
+    eg.rate_bps = Some(1e9);
+    eg.txtime = Some(1000);
+    let c = EgressCounters::default();
+    c.txtime_invalid.store(2, Relaxed);
+    c.txtime_missed.store(1, Relaxed);
+    c.dropped_full.store(4, Relaxed);
+    let _ = c
+        .launch_times
+        .set("pA: etf clockid CLOCK_TAI delta 200000 ns".into());
+    let r = super::EgressReport::of(&eg, &c, 0, 1.0, None);
+    assert_eq!(r.pacing, "txtime");
+    assert_eq!(r.lost_packets(), 4 + 2 + 1);
+    let line = r.to_string();
+    assert!(
+        line.contains("(paced: txtime, pA: etf clockid CLOCK_TAI delta 200000 ns)")
+            && line.contains("packets the qdisc dropped: invalid=2 missed=1"),
+        "{line}"
+    );
+    // Without launch times there is nothing of the sort.
+    eg.txtime = None;
+    let r = super::EgressReport::of(&eg, &EgressCounters::default(), 0, 1.0, None);
+    assert!(r.txtime_dropped.is_empty() && r.launch_times.is_none());
+    assert!(!r.to_string().contains("qdisc"), "{r}");
 }

@@ -27,7 +27,7 @@ fn egress(dest: SocketAddrV4, per_msg: u32, buffers: u32) -> Egress {
         max_packet: 1472,
         descriptors_every: 0,
         rate_bps: None,
-        txtime: false,
+        txtime: None,
         heap_buffers: buffers,
         max_heap_bytes: 1000 * per_msg as usize,
         flush_ns: 1_000_000_000,

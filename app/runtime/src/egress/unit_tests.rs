@@ -21,7 +21,7 @@ fn egress(kind: UnitKind, open: u32, buffers: u32) -> Egress {
         max_packet: 1472,
         descriptors_every: 0,
         rate_bps: None,
-        txtime: false,
+        txtime: None,
         heap_buffers: buffers,
         max_heap_bytes: 1024,
         flush_ns: 50_000_000,

@@ -213,6 +213,18 @@ fn tx_queue_ref(raw: &RawConfig, i: usize, g: &RawGenerator, errs: &mut Errors) 
     q
 }
 
+/// A `txtime_lead_us` (the generator's, an egress sink's) at `path`, in range.
+pub(crate) fn txtime_lead_us(v: i64, path: &str, errs: &mut Errors) -> Option<u32> {
+    int::<u32>(
+        v,
+        10,
+        i64::from(MAX_TXTIME_LEAD_US),
+        path,
+        " µs (how far ahead of its launch time a packet goes to the kernel; more than an etf qdisc's delta)",
+        errs,
+    )
+}
+
 /// `pacing` and `txtime_lead_us`: the NIC's rate limit (`"nic"`) needs the dpdk engine and a
 /// rate; launch times (`"txtime"`) need an engine whose TX queues
 /// can send at a time (the socket engine's UDP queues, the afpacket engine's) and times to keep: a rate, or a
@@ -224,16 +236,9 @@ fn pacing(
     rate: Option<GeneratorRate>,
     errs: &mut Errors,
 ) -> Option<GenPacing> {
-    let lead = g.txtime_lead_us.map(|v| {
-        int::<u32>(
-            v,
-            10,
-            i64::from(MAX_TXTIME_LEAD_US),
-            &format!("{P}.txtime_lead_us"),
-            " µs (how far ahead of its launch time a packet goes to the kernel; more than the etf qdisc's delta)",
-            errs,
-        )
-    });
+    let lead = g
+        .txtime_lead_us
+        .map(|v| txtime_lead_us(v, &format!("{P}.txtime_lead_us"), errs));
     match g.pacing.as_deref() {
         None | Some("software") => {
             if lead.is_some() {

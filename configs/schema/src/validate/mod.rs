@@ -12,7 +12,7 @@ pub(crate) mod capacity;
 pub(crate) mod cores;
 mod flows;
 mod format;
-mod generator;
+pub(crate) mod generator;
 mod gpu;
 mod gpudirect;
 mod interfaces;

@@ -30,7 +30,7 @@ const KEY: &str = "generator.pacing";
 pub(crate) fn arm(sock: &PacketSocket, netdev: &str, lead_ns: u64) -> Result<LaunchClock> {
     let config = |detail: String| AfpacketError::Config(KeyError::new(KEY, detail));
     let qdiscs = qdisc::of(netdev).map_err(|e| config(format!("\"txtime\": {e}")))?;
-    let armed = qdisc::launch_times(netdev, &qdiscs, lead_ns).map_err(config)?;
+    let armed = qdisc::launch_times(netdev, &qdiscs, lead_ns, qdisc::GENERATOR).map_err(config)?;
     txtime::arm(sock.as_fd(), armed.clock.linux_clockid()).map_err(|e| {
         AfpacketError::SetOption(OsError::new(
             KEY,
