@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # txtime-tests.sh: launch times (SO_TXTIME) against the software pacers, on a veth pair in
-# the QEMU guest: the SPEAD egress stage's pacing = "txtime" with the fq qdisc (issue #31)
-# and with the etf qdisc (issue #33), then the generator's with etf (issue #33): generated packets and a replay at its
-# recorded times on the socket engine, and generated frames on the AF_PACKET engine. The
+# the QEMU guest: the SPEAD egress stage's pacing = "txtime" with the fq qdisc (issue #31),
+# then the generator's with etf (issue #33): generated packets and a replay at its recorded
+# times on the socket engine, and generated frames on the AF_PACKET engine; last the egress
+# stage's with etf (issue #33). The
 # dev/CI host's kernel has no fq (nor etf) qdisc; Debian's guest kernel has (sch_fq and
 # sch_etf, copied into the guest by scripts/vm/common.sh).
 #
@@ -119,6 +120,28 @@ for pacing in txtime software; do
     esac
 done
 
+# Fed faster than its rate (generator 0.02 Gb/s into heaps paced to 0.005 Gb/s, on fq;
+# 64 heap buffers, so the excess overflows them within the run):
+# the sender holds back instead of handing fq an ever longer schedule (fq keeps at most
+# 100 packets of a flow and drops the rest unreported), so every packet it sent arrives
+# and the overload shows as egress_full in the report.
+if config txtime && sed -e 's/^rate_gbps = 0.002 /rate_gbps = 0.02 /' -e 's/^heap_buffers = 8192 /heap_buffers = 64 /' \
+    "$T/txtime.toml" > "$T/over.toml" && grep -q '^rate_gbps = 0.02 ' "$T/over.toml" && grep -q '^heap_buffers = 64 ' "$T/over.toml"; then
+    ip netns exec ptx tc qdisc replace dev pA root fq 2>/dev/null
+    egress_gaps over
+    sent=$(jq -r '.rx.queues[0].egress[0].datagrams // -1' "$T/over.json" 2>/dev/null)
+    full=$(jq -r '.rx.queues[0].egress[0].dropped.egress_full // 0' "$T/over.json" 2>/dev/null)
+    got=$(jq -r '.packets // -2' "$T/over.gaps" 2>/dev/null)
+    line="$line; datagrams sent $sent, received $got, payloads egress_full $full"
+    if [ "$said" = txtime ] && [ "$sent" -gt 0 ] && [ "$got" = "$sent" ] && [ "$full" -gt 0 ] && spaced; then
+        ok "egress on fq, fed faster than its rate: every packet sent arrived, the overload counted: $line"
+    else
+        ko "egress on fq, fed faster than its rate" "$line" "$T/over.out" "$T/over.gaps.err"
+    fi
+else
+    ko "egress on fq, fed faster than its rate" "the config edit did not apply"
+fi
+
 # --- The generator with launch times (issue #33) -----------------------------------------
 # The generator (TX-only config, GEN_COUNT packets at GEN_PPS, 1400-byte payloads to prx)
 # once with pacing = "txtime" (txtime_lead_us GEN_LEAD_US; pA's root qdisc etf, CLOCK_TAI,
@@ -141,36 +164,6 @@ else
     ko "setup: etf" "tc qdisc replace dev pA root etf clockid CLOCK_TAI delta $GEN_DELTA_NS" "$T/etf.txt"
     echo "txtime-tests: $pass passed, $fail failed"; exit 1
 fi
-# The egress stage on etf (issue #33): launch times on CLOCK_TAI, each packet handed over
-# GEN_LEAD_US ahead. Checks: spaced as on fq, the report names the etf qdisc, the qdisc
-# dropped no packet (txtime_dropped 0, read from the socket's error queue), every payload
-# sent; and a lead not above etf's delta stops the start (exit 2, naming the key).
-if config txtime && sed -e "s/^pacing = \"txtime\"/&\ntxtime_lead_us = $GEN_LEAD_US/" "$T/txtime.toml" > "$T/etf.toml" &&
-    grep -q "^txtime_lead_us = $GEN_LEAD_US" "$T/etf.toml"; then
-    egress_gaps etf
-    by=$(jq -r '.rx.queues[0].egress[0].launch_times // ""' "$T/etf.json" 2>/dev/null)
-    qdrops=$(jq -r '[.rx.queues[0].egress[0].txtime_dropped[]] | add // -1' "$T/etf.json" 2>/dev/null)
-    notsent=$(jq -r '[.rx.queues[0].egress[0].dropped[]] | add // -1' "$T/etf.json" 2>/dev/null)
-    line="$line; launch times by \"$by\", qdisc drops $qdrops, payloads not sent $notsent"
-    if [ "$rc" -le 1 ] && [ "$said" = txtime ] && [ "${n:-0}" -ge 200 ] && spaced &&
-        [[ "$by" == *"etf clockid CLOCK_TAI"* ]] && [ "$qdrops" = 0 ] && [ "$notsent" = 0 ]; then
-        ok "egress on etf: each packet at its time: $line"
-    else
-        ko "egress on etf" "$line" "$T/etf.out" "$T/etf.gaps.err"
-    fi
-    sed -e "s/^txtime_lead_us = .*/txtime_lead_us = $((GEN_DELTA_NS / 2000))/" "$T/etf.toml" > "$T/etf-short.toml"
-    ip netns exec ptx "$rtdaq" run --config "$T/etf-short.toml" --duration 1 > "$T/etf-short.out" 2>&1
-    rc=$?
-    if [ "$rc" = 2 ] && grep -q "egress\[0\].txtime_lead_us" "$T/etf-short.out" &&
-        grep -q "hands packets over $GEN_DELTA_NS ns before their time" "$T/etf-short.out"; then
-        ok "egress on etf: a lead under delta stops the start: $(grep -m1 'txtime_lead_us' "$T/etf-short.out")"
-    else
-        ko "egress on etf: a lead under delta" "exit $rc" "$T/etf-short.out"
-    fi
-else
-    ko "egress on etf" "the config edit did not apply"
-fi
-
 gen_config() { # $1 pacing [$2 name suffix, $3 more [generator] lines, $4 engine]
     local extra="${3:-}" engine="${4:-socket}" address="udp://169.254.78.1:7150" more=""
     [ "$1" = txtime ] && extra="$extra
@@ -326,7 +319,40 @@ if [ -n "$rtdaq_afpacket" ]; then
     gen_bin=$rtdaq
 fi
 
+# --- The egress stage on etf (issue #33) --------------------------------------------------
+# Launch times on CLOCK_TAI (a fresh etf qdisc on pA), each packet handed over GEN_LEAD_US
+# ahead. Checks: spaced as on fq, the report names the etf qdisc, the qdisc
+# dropped no packet (txtime_dropped 0, read from the socket's error queue), every payload
+# sent; and a lead not above etf's delta stops the start (exit 2, naming the key).
+ip netns exec ptx tc qdisc del dev pA root 2>/dev/null
+ip netns exec ptx tc qdisc add dev pA root etf clockid CLOCK_TAI delta "$GEN_DELTA_NS"
+if config txtime && sed -e "s/^pacing = \"txtime\"/&\ntxtime_lead_us = $GEN_LEAD_US/" "$T/txtime.toml" > "$T/etf.toml" &&
+    grep -q "^txtime_lead_us = $GEN_LEAD_US" "$T/etf.toml"; then
+    egress_gaps etf
+    by=$(jq -r '.rx.queues[0].egress[0].launch_times // ""' "$T/etf.json" 2>/dev/null)
+    qdrops=$(jq -r '[.rx.queues[0].egress[0].txtime_dropped[]] | add // -1' "$T/etf.json" 2>/dev/null)
+    notsent=$(jq -r '[.rx.queues[0].egress[0].dropped[]] | add // -1' "$T/etf.json" 2>/dev/null)
+    line="$line; launch times by \"$by\", qdisc drops $qdrops, payloads not sent $notsent"
+    if [ "$rc" -le 1 ] && [ "$said" = txtime ] && [ "${n:-0}" -ge 200 ] && spaced &&
+        [[ "$by" == *"etf clockid CLOCK_TAI"* ]] && [ "$qdrops" = 0 ] && [ "$notsent" = 0 ]; then
+        ok "egress on etf: each packet at its time: $line"
+    else
+        ko "egress on etf" "$line" "$T/etf.out" "$T/etf.gaps.err"
+    fi
+    sed -e "s/^txtime_lead_us = .*/txtime_lead_us = $((GEN_DELTA_NS / 2000))/" "$T/etf.toml" > "$T/etf-short.toml"
+    ip netns exec ptx "$rtdaq" run --config "$T/etf-short.toml" --duration 1 > "$T/etf-short.out" 2>&1
+    rc=$?
+    if [ "$rc" = 2 ] && grep -q "egress\[0\].txtime_lead_us" "$T/etf-short.out" &&
+        grep -q "hands packets over $GEN_DELTA_NS ns before their time" "$T/etf-short.out"; then
+        ok "egress on etf: a lead under delta stops the start: $(grep -m1 'txtime_lead_us' "$T/etf-short.out")"
+    else
+        ko "egress on etf: a lead under delta" "exit $rc" "$T/etf-short.out"
+    fi
+else
+    ko "egress on etf" "the config edit did not apply"
+fi
+
 echo "txtime-tests: $pass passed, $fail failed"
 sections=2
 [ -n "$rtdaq_afpacket" ] && sections=3
-[ "$fail" -eq 0 ] && [ "$pass" -ge $((4 + sections * (1 + 2 * GEN_REPEATS))) ]
+[ "$fail" -eq 0 ] && [ "$pass" -ge $((7 + sections * (1 + 2 * GEN_REPEATS))) ]

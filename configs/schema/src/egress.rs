@@ -10,7 +10,7 @@
 //! max_packet = 1472                  # bytes of a SPEAD packet, header included (<= path MTU - 28)
 //! rate_gbps = 1.0                    # paced (0: as fast as the socket takes them)
 //! pacing = "txtime"                  # "software" (default) | "txtime": SO_TXTIME + etf or fq qdisc
-//! txtime_lead_us = 1000              # "txtime": handed to the kernel this far ahead (> etf delta)
+//! txtime_lead_us = 1000              # "txtime" on etf: handed over this far ahead (> its delta)
 //!
 //! [[egress]]
 //! name = "ucx-out"
@@ -129,9 +129,8 @@ pub struct Egress {
     pub rate_bps: Option<f64>,
     /// `pacing = "txtime"`: each SPEAD packet carries its departure time (`SO_TXTIME`) and
     /// the `etf` qdisc (on its clock) or `fq` (`CLOCK_MONOTONIC`) of the interface it leaves
-    /// by holds it until then; the value is `txtime_lead_us`, the least time in µs between
-    /// handing a packet to the kernel and its departure (an `etf` qdisc's `delta` must be
-    /// less). `None` (`"software"`, the default): the sender sleeps between batches.
+    /// by holds it until then; the value is `txtime_lead_us`, on `etf` the least time in µs
+    /// between handing a packet to the kernel and its departure (its `delta` must be less). `None` (`"software"`, the default): the sender sleeps between batches.
     pub txtime: Option<u32>,
     /// Heap buffers between the queue's consumer and the egress thread (`heap_buffers`,
     /// power of two).

@@ -2,8 +2,9 @@
 //! `stride` bytes in one preallocated buffer and sends them on a connected UDP socket with
 //! one `sendmmsg` (the egress stage's sender). A **timed** batch
 //! ([`DatagramBatch::timed`]) gives each datagram its departure time (`SCM_TXTIME`, for a
-//! socket with [`set_txtime`](crate::sockopt::set_txtime)): the `fq` qdisc holds it until
-//! then. After the constructor nothing allocates.
+//! socket with `SO_TXTIME`: [`set_txtime`](crate::sockopt::set_txtime) or
+//! [`txtime::arm`](crate::txtime::arm)): the `etf` or `fq` qdisc holds it until then. After
+//! the constructor nothing allocates.
 
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -13,7 +14,8 @@ pub struct DatagramBatch {
     buf: Box<[u8]>,
     stride: usize,
     lens: Box<[u32]>,
-    /// Departure times, `CLOCK_MONOTONIC` ns (a timed batch; empty otherwise).
+    /// Departure times, ns on the socket's `SO_TXTIME` clock (a timed batch; empty
+    /// otherwise).
     at_ns: Box<[u64]>,
     n: usize,
     sent: usize,
@@ -64,8 +66,8 @@ impl DatagramBatch {
         self.push_at(len, 0);
     }
 
-    /// [`push`](Self::push) with the datagram's departure time, `CLOCK_MONOTONIC` ns (a
-    /// timed batch; ignored otherwise).
+    /// [`push`](Self::push) with the datagram's departure time, ns on the socket's
+    /// `SO_TXTIME` clock (a timed batch; ignored otherwise).
     pub fn push_at(&mut self, len: usize, at_ns: u64) {
         if self.n < self.lens.len() {
             self.lens[self.n] = len.min(self.stride) as u32;
@@ -74,6 +76,13 @@ impl DatagramBatch {
             }
             self.n += 1;
         }
+    }
+
+    /// The departure time of the first datagram not sent yet (a timed batch with one).
+    pub fn first_at(&self) -> Option<u64> {
+        (self.sent < self.n)
+            .then(|| self.at_ns.get(self.sent).copied())
+            .flatten()
     }
 
     /// Datagrams in the batch not sent yet.

@@ -44,6 +44,7 @@ enum Lost {
 /// time between handing a packet over and its departure, and the error queue's buffers.
 struct Launch {
     clockid: libc::clockid_t,
+    /// `txtime_lead_us` on `etf`; 0 on `fq`, which sends a late packet at once.
     lead_ns: u64,
     /// Boxed: 320 bytes of buffers a sender without launch times does without.
     errq: Box<ErrQueue>,
@@ -125,12 +126,13 @@ impl SpeadSender {
             if let Some(lead_us) = eg.txtime {
                 let lead_ns = u64::from(lead_us) * 1000;
                 let key = format!("egress[{id}].txtime_lead_us");
-                let armed = txtime_ready(fd.as_fd(), addr, lead_ns, &key).map_err(|message| {
-                    RuntimeError::Egress {
-                        key: format!("egress[{id}].pacing"),
-                        message,
-                    }
-                })?;
+                let (armed, etf) =
+                    txtime_ready(fd.as_fd(), addr, lead_ns, &key).map_err(|message| {
+                        RuntimeError::Egress {
+                            key: format!("egress[{id}].pacing"),
+                            message,
+                        }
+                    })?;
                 let clockid = armed.clock.linux_clockid();
                 if launch.as_ref().is_some_and(|l| l.clockid != clockid) {
                     return Err(RuntimeError::Egress {
@@ -140,7 +142,7 @@ impl SpeadSender {
                 }
                 launch = Some(Launch {
                     clockid,
-                    lead_ns,
+                    lead_ns: if etf { lead_ns } else { 0 },
                     errq: Box::new(ErrQueue::new()),
                 });
                 if !by.contains(&armed.by) {
@@ -404,8 +406,9 @@ impl SpeadSender {
             return None;
         }
         let bytes = dest.batch.pending_bytes();
-        if self.launch.is_none() {
-            pace(self.rate_bps, &mut self.next_send_ns, bytes);
+        match &self.launch {
+            Some(l) => hold_back(l, dest.batch.first_at()),
+            None => pace(self.rate_bps, &mut self.next_send_ns, bytes),
         }
         let mut sent = 0usize;
         let mut err = None;
@@ -489,6 +492,21 @@ impl SpeadSender {
     }
 }
 
+/// With launch times, waits until the batch whose first packet leaves at `first_at` is at
+/// most the lead ahead: a sender fed faster than its rate would otherwise hand the qdisc
+/// an ever longer schedule, and `fq` holds at most `flow_limit` packets of a flow (100 by
+/// default), dropping the rest unreported. So the qdisc holds at most the lead and one
+/// batch; the heaps waiting meanwhile fill the sink's buffers, and what finds none is
+/// counted (`egress_full`).
+fn hold_back(l: &Launch, first_at: Option<u64>) {
+    let Some(first) = first_at else { return };
+    let due = first.saturating_sub(l.lead_ns);
+    let now = rtdaq_netsys::clock::now_ns(l.clockid);
+    if due > now {
+        std::thread::sleep(Duration::from_nanos(due - now));
+    }
+}
+
 /// Reads what the qdisc reported dropped on `dest`'s socket (its error queue) into the
 /// counters: packets whose launch time had passed, or that it could not hand over in time.
 fn qdisc_drops(l: &mut Launch, dest: &Dest, c: &EgressCounters) {
@@ -547,14 +565,14 @@ pub(super) fn departure(
 /// Launch times on a sink's socket connected to `addr`: the qdisc of the interface its
 /// packets leave by must keep them (`etf`, with a `delta` under `lead_ns`, or `fq`: without
 /// one the kernel ignores the times and packets would go unpaced), and `SO_TXTIME` is set
-/// on that qdisc's clock with error reports; the qdisc, or the reason in words, when not.
-/// `lead_key` names the lead in messages.
+/// on that qdisc's clock with error reports; the qdisc and whether it is `etf`, or the
+/// reason in words, when not. `lead_key` names the lead in messages.
 fn txtime_ready(
     fd: std::os::fd::BorrowedFd<'_>,
     addr: SocketAddrV4,
     lead_ns: u64,
     lead_key: &str,
-) -> Result<LaunchQdisc, String> {
+) -> Result<(LaunchQdisc, bool), String> {
     let local = inet::local_addr(fd).map_err(|e| format!("the socket to {addr}: {e}"))?;
     let dev = rtdaq_platform::nic::netdev_of_ipv4(*local.ip())
         .ok()
@@ -572,13 +590,15 @@ fn txtime_ready(
         lead_key,
     };
     let armed = qdisc::launch_times(&dev, &qdiscs, lead_ns, who)?;
+    // `launch_times` takes etf wherever the device has one.
+    let etf = qdiscs.iter().any(|q| q.etf.is_some());
     txtime::arm(fd, armed.clock.linux_clockid()).map_err(|e| {
         format!(
             "SO_TXTIME on {}: {e} (it needs Linux 4.19 or later, and CAP_NET_ADMIN for a clock other than CLOCK_MONOTONIC); use pacing = \"software\"",
             armed.clock.as_str()
         )
     })?;
-    Ok(armed)
+    Ok((armed, etf))
 }
 
 /// A blocking UDP socket connected to `addr` (a multicast group: TTL `ttl`, sent out of the
