@@ -130,7 +130,8 @@ pub struct Egress {
     /// `pacing = "txtime"`: each SPEAD packet carries its departure time (`SO_TXTIME`) and
     /// the `etf` qdisc (on its clock) or `fq` (`CLOCK_MONOTONIC`) of the interface it leaves
     /// by holds it until then; the value is `txtime_lead_us`, on `etf` the least time in µs
-    /// between handing a packet to the kernel and its departure (its `delta` must be less). `None` (`"software"`, the default): the sender sleeps between batches.
+    /// between handing a packet to the kernel and its departure (its `delta` must be
+    /// less). `None` (`"software"`, the default): the sender sleeps between batches.
     pub txtime: Option<u32>,
     /// Heap buffers between the queue's consumer and the egress thread (`heap_buffers`,
     /// power of two).
