@@ -159,6 +159,9 @@ pub fn kinds(netdev: &str) -> Result<Vec<String>> {
 pub struct LaunchQdisc {
     /// The clock of the launch times.
     pub clock: LaunchClock,
+    /// They are kept by `etf`, which drops a packet whose time has passed (a sender must
+    /// hand packets over ahead of their times); `false`: by `fq`, which sends it at once.
+    pub etf: bool,
     /// The device and its qdisc, in words.
     pub by: String,
 }
@@ -218,11 +221,16 @@ pub fn launch_times(
                 ""
             }
         );
-        return Ok(LaunchQdisc { clock, by });
+        return Ok(LaunchQdisc {
+            clock,
+            etf: true,
+            by,
+        });
     }
     if qdiscs.iter().any(|q| q.kind == "fq") {
         return Ok(LaunchQdisc {
             clock: LaunchClock::Monotonic,
+            etf: false,
             by: format!("{dev}: fq (CLOCK_MONOTONIC)"),
         });
     }

@@ -126,13 +126,12 @@ impl SpeadSender {
             if let Some(lead_us) = eg.txtime {
                 let lead_ns = u64::from(lead_us) * 1000;
                 let key = format!("egress[{id}].txtime_lead_us");
-                let (armed, etf) =
-                    txtime_ready(fd.as_fd(), addr, lead_ns, &key).map_err(|message| {
-                        RuntimeError::Egress {
-                            key: format!("egress[{id}].pacing"),
-                            message,
-                        }
-                    })?;
+                let armed = txtime_ready(fd.as_fd(), addr, lead_ns, &key).map_err(|message| {
+                    RuntimeError::Egress {
+                        key: format!("egress[{id}].pacing"),
+                        message,
+                    }
+                })?;
                 let clockid = armed.clock.linux_clockid();
                 if launch.as_ref().is_some_and(|l| l.clockid != clockid) {
                     return Err(RuntimeError::Egress {
@@ -142,7 +141,7 @@ impl SpeadSender {
                 }
                 launch = Some(Launch {
                     clockid,
-                    lead_ns: if etf { lead_ns } else { 0 },
+                    lead_ns: if armed.etf { lead_ns } else { 0 },
                     errq: Box::new(ErrQueue::new()),
                 });
                 if !by.contains(&armed.by) {
@@ -565,14 +564,14 @@ pub(super) fn departure(
 /// Launch times on a sink's socket connected to `addr`: the qdisc of the interface its
 /// packets leave by must keep them (`etf`, with a `delta` under `lead_ns`, or `fq`: without
 /// one the kernel ignores the times and packets would go unpaced), and `SO_TXTIME` is set
-/// on that qdisc's clock with error reports; the qdisc and whether it is `etf`, or the
-/// reason in words, when not. `lead_key` names the lead in messages.
+/// on that qdisc's clock with error reports; the qdisc, or the reason in words, when not.
+/// `lead_key` names the lead in messages.
 fn txtime_ready(
     fd: std::os::fd::BorrowedFd<'_>,
     addr: SocketAddrV4,
     lead_ns: u64,
     lead_key: &str,
-) -> Result<(LaunchQdisc, bool), String> {
+) -> Result<LaunchQdisc, String> {
     let local = inet::local_addr(fd).map_err(|e| format!("the socket to {addr}: {e}"))?;
     let dev = rtdaq_platform::nic::netdev_of_ipv4(*local.ip())
         .ok()
@@ -590,15 +589,13 @@ fn txtime_ready(
         lead_key,
     };
     let armed = qdisc::launch_times(&dev, &qdiscs, lead_ns, who)?;
-    // `launch_times` takes etf wherever the device has one.
-    let etf = qdiscs.iter().any(|q| q.etf.is_some());
     txtime::arm(fd, armed.clock.linux_clockid()).map_err(|e| {
         format!(
             "SO_TXTIME on {}: {e} (it needs Linux 4.19 or later, and CAP_NET_ADMIN for a clock other than CLOCK_MONOTONIC); use pacing = \"software\"",
             armed.clock.as_str()
         )
     })?;
-    Ok((armed, etf))
+    Ok(armed)
 }
 
 /// A blocking UDP socket connected to `addr` (a multicast group: TTL `ttl`, sent out of the

@@ -55,13 +55,18 @@ pub(super) fn ring(
     (prod, cons, Box::leak(Box::default()))
 }
 
+/// The shared state of a sink with one sender (leaked, like the ring).
+fn one_sender() -> &'static SinkShared {
+    Box::leak(Box::new(SinkShared {
+        running: AtomicUsize::new(1),
+    }))
+}
+
 /// A sink and its sender for `eg`.
 fn parts(eg: &Egress) -> (EgressSink, SpeadSender, &'static EgressCounters) {
-    let shared: &'static SinkShared = Box::leak(Box::new(SinkShared {
-        running: AtomicUsize::new(1),
-    }));
     let (prod, cons, counters) = ring(eg);
-    let sender = SpeadSender::new(eg, 0, cons, counters, shared, (1, 0), "test".into()).unwrap();
+    let sender =
+        SpeadSender::new(eg, 0, cons, counters, one_sender(), (1, 0), "test".into()).unwrap();
     (EgressSink::new(eg, prod, counters), sender, counters)
 }
 
@@ -315,10 +320,7 @@ fn txtime_without_a_launch_time_qdisc_is_refused_at_start() {
     eg.rate_bps = Some(1e9);
     eg.txtime = Some(1000);
     let (_, cons, counters) = ring(&eg);
-    let shared: &'static SinkShared = Box::leak(Box::new(SinkShared {
-        running: AtomicUsize::new(1),
-    }));
-    let Err(e) = SpeadSender::new(&eg, 0, cons, counters, shared, (1, 0), "t".into()) else {
+    let Err(e) = SpeadSender::new(&eg, 0, cons, counters, one_sender(), (1, 0), "t".into()) else {
         panic!("started without a launch-time qdisc");
     };
     let e = e.to_string();
