@@ -8,6 +8,8 @@
       seconds without a datagram once one came (default 3), or after --timeout seconds
       (default 60). Prints one JSON object:
         packets     datagrams received
+        dropped     datagrams the kernel dropped at this socket (its buffer was full:
+                    SO_RXQ_OVFL), so a loss can be told from one before it
         spead       of them SPEAD packets
         end         the end-of-stream packet came
         gaps        gaps between consecutive packets of the same heap, ns:
@@ -23,6 +25,8 @@ import struct
 import time
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
 
 def spead(pkt):
@@ -51,12 +55,16 @@ def main():
     p.add_argument("--idle", type=float, default=3)
     a = p.parse_args()
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    try:  # past net.core.rmem_max where allowed (root in the test guest)
+        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
+    except OSError:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    s.setsockopt(socket.SOL_SOCKET, SO_RXQ_OVFL, 1)
     s.bind((a.host, a.port))
     t0 = time.monotonic()
     last = None
-    seen, packets, n_spead, end = [], 0, 0, False
+    seen, packets, n_spead, end, dropped = [], 0, 0, False, 0
     while time.monotonic() - t0 < a.timeout:
         wait = a.idle if last is not None else a.timeout
         if not select.select([s], [], [], wait)[0]:
@@ -71,6 +79,8 @@ def main():
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
                 sec, nsec = struct.unpack("qq", value[:16])
                 ts = sec * 1_000_000_000 + nsec
+            elif level == socket.SOL_SOCKET and kind == SO_RXQ_OVFL:
+                dropped = struct.unpack("I", value[:4])[0]
         h = spead(data)
         if h is None or ts is None:
             continue
@@ -81,7 +91,7 @@ def main():
         seen.append((h[0], ts))
     gaps = sorted(b[1] - x[1] for x, b in zip(seen, seen[1:]) if x[0] == b[0])
     pick = lambda q: gaps[int((len(gaps) - 1) * q)] if gaps else None  # noqa: E731
-    print(json.dumps({"packets": packets, "spead": n_spead, "end": end,
+    print(json.dumps({"packets": packets, "dropped": dropped, "spead": n_spead, "end": end,
                       "gaps": {"n": len(gaps), "min": pick(0), "p10": pick(0.1),
                                "median": pick(0.5), "p90": pick(0.9), "max": pick(1)}}))
 
