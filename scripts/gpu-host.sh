@@ -25,15 +25,22 @@
 #          memory (`host_pinned`), REPS interleaved repeats of SECS s each
 #   scaling  the socket engine with Q = 1/2/4/8/12 SO_REUSEPORT RX queues (cores 1..Q) against
 #          Q plain C recvmmsg_rx receivers on the same cores, same run, interleaved: 8000 B
-#          datagrams from up to 6 paced sendmmsg_tx processes (8 sources each) on the cores
-#          above both (from SCALE_TX_CPU0, default 10, but never a receiver's core) at a
-#          ladder of aggregate rates (SCALE_QS, SCALE_MULTS Gb/s per queue, SCALE_SENDERS);
-#          a run is loss-free when the kernel dropped nothing (/proc/net/snmp Udp InErrors,
-#          RcvbufErrors) and every datagram sent arrived, and INVALID (neither loss-free nor
+#          datagrams from up to 8 paced sendmmsg_tx processes (SCALE_SENDERS; 48 source
+#          ports in all, SCALE_FLOWS) on the cores above the receivers' (from SCALE_TX_CPU0,
+#          default Q+1, never a receiver's core; fewer where fewer cores are left) at a
+#          ladder of aggregate rates (SCALE_QS, SCALE_MULTS Gb/s per queue, SCALE_SENDERS;
+#          SCALE_LADDER="1:25,30 4:64,72" gives a queue count its own rates in Gb/s);
+#          each repeat binds the senders' source ports anew (--sport), the same for C and
+#          rtdaq, so both meet the same SO_REUSEPORT spread of the 48 flows over the Q sockets;
+#          a run is loss-free when the kernel dropped nothing (/proc/net/snmp Udp InErrors)
+#          and every datagram sent arrived, and INVALID (neither loss-free nor
 #          lossy) when the senders offered less than 97 % of the rate asked
 #          (docs/benchmarks/method.md); the table is the highest rate loss-free in every
 #          repeat (REPS, default 3; SECS per run), each rate's invalid repeats, and how
-#          evenly SO_REUSEPORT spread the datagrams over the queues (busiest / mean)
+#          evenly SO_REUSEPORT spread the datagrams over the queues (busiest / mean), and
+#          which queues the kernel dropped for; SCALE_DIAG="4:88" first runs Q=4 at 88 Gb/s
+#          once per system with the threads' cores and classes listed mid-run and, where perf
+#          is (PATH, or gpu-carry/perf/perf), a cpu-clock profile of the receivers' cores
 #   boards the sealed IGX Orin / Thor DPDK header-data-split binaries (payloads in GPU memory)
 #          run as shipped, with 2 MiB hugepages reserved for the run: they must get as far as
 #          the missing NIC (exit 2 naming the PCI address), never "not implemented"
@@ -245,33 +252,45 @@ as_unit() {
 }
 
 # Socket-engine scaling (issue #20): see the header. Results: $OUT/runs/scale-*.json.
-udp_errors() { # InErrors+RcvbufErrors of /proc/net/snmp's Udp line
-    awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) n[$i] = i; h = 1 } else { print $(n["InErrors"]) + $(n["RcvbufErrors"]); exit } }' /proc/net/snmp
+udp_errors() { # InErrors of /proc/net/snmp's Udp line (a full receive buffer counts there and
+    # again in RcvbufErrors: the sum would count each dropped datagram twice)
+    awk '/^Udp:/ { if (!h) { for (i = 2; i <= NF; i++) n[$i] = i; h = 1 } else { print $(n["InErrors"]); exit } }' /proc/net/snmp
 }
-scale_config() { # q file
-    local q=$1 f=$2 k
+scale_config() { # q file shared|own: one buffer region for all queues, or one per queue
+    local q=$1 f=$2 regions=$3 k
     {
     printf 'name = "scale-%sq"\nplatform = "host"\n[engine]\nkind = "socket"\n[engine.socket]\nreuseport = true\nrcvbuf = 67108864\nrx_timestamps = "batch"\n' "$q"
-    printf '[[memory_regions]]\nname = "rx"\nkind = "host"\nbuf_size = 8192\nbuf_count = %s\n' $((q * 8192))
+    if [ "$regions" = shared ]; then
+        printf '[[memory_regions]]\nname = "rx"\nkind = "host"\nbuf_size = 8192\nbuf_count = %s\n' $((q * 8192))
+    else
+        for k in $(seq 0 $((q - 1))); do
+            printf '[[memory_regions]]\nname = "rx%s"\nkind = "host"\nbuf_size = 8192\nbuf_count = 8192\n' "$k"
+        done
+    fi
     printf '[[interfaces]]\nname = "sink"\naddress = "udp://127.0.0.1:5700"\nmax_message_size = 8000\n'
     for k in $(seq 0 $((q - 1))); do
-        printf '[[interfaces.rx_queues]]\nid = %s\ncpu_core = %s\nbatch_size = 64\ntimeout_us = 1000\nring_depth = 8192\nmemory_regions = ["rx"]\nmode = "direct"\nbusy_poll = false\n' "$k" $((1 + k))
+        printf '[[interfaces.rx_queues]]\nid = %s\ncpu_core = %s\nbatch_size = 64\ntimeout_us = 1000\nring_depth = 8192\nmemory_regions = ["%s"]\nmode = "direct"\nbusy_poll = false\n' \
+            "$k" $((1 + k)) "$([ "$regions" = shared ] && echo rx || echo "rx$k")"
     done
     printf '[run]\nduration_s = %s\ndrain_ms = 300\nloss_tolerance = 1000000000000\nvalidate = "sequence"\n[rt]\nrequired = false\n' "$SECS.5"
     } > "$f"
 }
-scale_senders() { # q: how many senders, and the first one's core (never a receiver's)
-    local cpu0=$SCALE_TX_CPU0 ncpu n
+scale_senders() { # q: how many senders, the first one's core (never a receiver's), sources each
+    local cpu0=${SCALE_TX_CPU0:-$(($1 + 1))} ncpu n
     ncpu=$(nproc)
     [ "$cpu0" -le "$1" ] && cpu0=$(($1 + 1))
     n=$((ncpu - cpu0))
     [ "$n" -gt "$SCALE_SENDERS" ] && n=$SCALE_SENDERS
     [ "$n" -lt 1 ] && n=1 cpu0=$((ncpu - 1))
-    echo "$n $cpu0"
+    echo "$n $cpu0 $((SCALE_FLOWS / n))"
 }
-scale_run() { # sys q gbps rep
-    local sys=$1 q=$2 g=$3 rep=$4 tag="scale-$1-q$2-g$3-r$4" e0 e1 k pids=() rpids=() per n cpu0
-    local base=$OUT/runs/$tag
+scale_perf() { # the perf to profile with, if any
+    if [ -x $C/perf/perf ]; then echo "env LD_LIBRARY_PATH=$PWD/$C/perf $PWD/$C/perf/perf"
+    elif command -v perf >/dev/null; then echo perf; fi
+}
+scale_run() { # sys q gbps rep [diag]
+    local sys=$1 q=$2 g=$3 rep=$4 diag=${5:-} tag="scale-$1-q$2-g$3-r$4${5:+-diag}" e0 e1 k pids=() rpids=() per n cpu0
+    local base=$OUT/runs/$tag perf src
     e0=$(udp_errors)
     if [ "$sys" = c ]; then
         for k in $(seq 0 $((q - 1))); do
@@ -281,18 +300,34 @@ scale_run() { # sys q gbps rep
         done
         sleep 0.3
     else
-        scale_config "$q" "$base.toml"
+        scale_config "$q" "$base.toml" "$([ "$sys" = rtdaq-shared ] && echo shared || echo own)"
         RUST_LOG=info $C/rtdaq run --config "$base.toml" --report-json "$base.json" > "$base.log" 2>&1 &
         rpids+=($!)
         for _ in $(seq 1 100); do grep -q 'queues running' "$base.log" 2>/dev/null && break; sleep 0.05; done
     fi
-    read -r n cpu0 < <(scale_senders "$q")
+    read -r n cpu0 src < <(scale_senders "$q")
     per=$(awk -v g="$g" -v n="$n" 'BEGIN { printf "%.3f", g / n }')
     for k in $(seq 0 $((n - 1))); do
-        $C/sendmmsg_tx --port 5700 --cpu $((cpu0 + k)) --size 8000 --sources 8 --stream $((16 + 8 * k)) \
-            --rate-gbps "$per" --seconds "$SECS" > "$base.tx$k.json" 2>/dev/null &
+        $C/sendmmsg_tx --port 5700 --cpu $((cpu0 + k)) --size 8000 --sources "$src" --stream $((16 + src * k)) \
+            --sport $((20000 + 1000 * rep + src * k)) \
+            --rate-gbps "$per" --seconds "$SECS" > "$base.tx$k.json" 2>"$base.tx$k.err" &
         pids+=($!)
     done
+    if [ -n "$diag" ]; then
+        sleep 0.5
+        { echo "# threads mid-run (tid, core, class, rt priority, command)"
+          ps -L -o tid=,psr=,cls=,rtprio=,comm= -p "$(IFS=,; echo "${rpids[*]}")"
+          echo "# senders"; ps -o pid=,psr=,comm= -p "$(IFS=,; echo "${pids[*]}")"; } > "$base.threads.txt" 2>&1
+        perf=$(scale_perf)
+        if [ -n "$perf" ]; then
+            $perf record -q -e cpu-clock -C "1-$q" -o "$base.perf.data" -- sleep 1 >/dev/null 2>&1
+            $perf report -i "$base.perf.data" --sort comm,dso,sym --stdio 2>/dev/null |
+                grep -v '^#' | grep -v '^$' | head -n 80 > "$base.perf.txt"
+            $perf report -i "$base.perf.data" --sort cpu,comm,dso --stdio 2>/dev/null |
+                grep -v '^#' | grep -v '^$' | head -n 40 > "$base.percpu.txt"
+            rm -f "$base.perf.data"
+        fi
+    fi
     wait "${pids[@]}" 2>/dev/null
     wait "${rpids[@]}" 2>/dev/null
     e1=$(udp_errors)
@@ -303,37 +338,61 @@ base = os.path.join(d, tag)
 sent = sum(json.load(open(f))["packets"] for f in glob.glob(base + ".tx*.json"))
 offered = sum(json.load(open(f))["gbps"] for f in glob.glob(base + ".tx*.json"))
 if system == "c":
-    rx = [json.load(open(f)) for f in sorted(glob.glob(base + ".rx*.json"))]
+    rx = [json.load(open(f)) for f in sorted(glob.glob(base + ".rx*.json"), key=lambda f: int(f.rsplit(".rx", 1)[1][:-5]))]
     got = sum(r["packets"] for r in rx); cpu = sum(r["cpu_s"] for r in rx)
     per_queue = [r["packets"] for r in rx]
+    queue_drops = [r.get("kernel_drops", -1) for r in rx]
 else:
     r = json.load(open(base + ".json")); got = r["rx"]["totals"]["packets"]
     cpu = sum((x.get("io_cpu_s") or 0) for x in r["rx"]["queues"])
     per_queue = [x["packets"] for x in r["rx"]["queues"]]
+    queue_drops = [x["drops"].get("kernel", 0) for x in r["rx"]["queues"]]
 # The senders must offer what was asked: a run they could not feed is invalid, not loss-free.
 valid = offered >= 0.97 * float(g)
 ok = valid and int(kerr) == 0 and got == sent and sent > 0
 spread = max(per_queue) / (sum(per_queue) / len(per_queue)) if per_queue and sum(per_queue) else 0
 row = dict(system=system, q=int(q), target_gbps=float(g), rep=int(rep), sent=sent, received=got,
            kernel_errors=int(kerr), offered_gbps=round(offered, 3), valid=valid, lossfree=ok,
-           rx_cpu_s=round(cpu, 3), per_queue=per_queue, spread=round(spread, 3))
-json.dump(row, open(base + ".row.json", "w"))
+           rx_cpu_s=round(cpu, 3), per_queue=per_queue, spread=round(spread, 3),
+           queue_drops=queue_drops)
+if not tag.endswith("-diag"):
+    json.dump(row, open(base + ".row.json", "w"))
 verdict = "INVALID (the senders offered less than 97 % of the rate)" if not valid else ("loss-free" if ok else "LOSS")
-print(f"{tag}: offered {offered:.2f} Gb/s, sent {sent}, received {got}, kernel errors {kerr}, rx cpu {cpu:.2f} s, busiest queue {spread:.2f}x the mean: {verdict}")
+print(f"{tag}: offered {offered:.2f} Gb/s, sent {sent}, received {got}, kernel errors {kerr}, rx cpu {cpu:.2f} s, "
+      f"busiest queue {spread:.2f}x the mean, per queue {per_queue}, kernel drops per queue {queue_drops}: {verdict}")
 EOP
 }
 SCALE_QS=${SCALE_QS:-"1 2 4 8 12"}        # queue counts
 SCALE_MULTS=${SCALE_MULTS:-"4 8 12 16 22"} # Gb/s per queue of the rate ladder
-SCALE_SENDERS=${SCALE_SENDERS:-6}          # sendmmsg_tx processes, on cores SCALE_TX_CPU0..
-SCALE_TX_CPU0=${SCALE_TX_CPU0:-10}
+SCALE_SENDERS=${SCALE_SENDERS:-8}          # at most this many sendmmsg_tx processes, on cores
+SCALE_TX_CPU0=${SCALE_TX_CPU0:-}           # SCALE_TX_CPU0.. (default: the cores above the receivers')
+SCALE_FLOWS=${SCALE_FLOWS:-48}             # source ports over all senders (stream ids 16..63)
+SCALE_LADDER=${SCALE_LADDER:-}            # "Q:rate,rate ..." (Gb/s): a queue count's own ladder
+SCALE_SYSTEMS=${SCALE_SYSTEMS:-"c rtdaq"}  # c; rtdaq (a buffer region per queue); rtdaq-shared (one for all)
+SCALE_DIAG=${SCALE_DIAG:-}                # "Q:rate": one diagnostic run per system first
+scale_rates() { # q: the ladder's aggregate rates for q queues
+    local e
+    for e in $SCALE_LADDER; do
+        [ "${e%%:*}" = "$1" ] && { echo "${e#*:}" | tr , ' '; return; }
+    done
+    for m in $SCALE_MULTS; do echo $((m * $1)); done
+}
 scaling() {
-    local q g rep
-    echo "== socket scaling: Q SO_REUSEPORT queues vs Q C recvmmsg_rx, 8000 B, up to $SCALE_SENDERS paced senders (from core $SCALE_TX_CPU0, above the receivers), ${SECS} s per run, $REPS repeats interleaved"
+    local q g rep sys
+    echo "== socket scaling: Q SO_REUSEPORT queues vs Q C recvmmsg_rx, 8000 B, up to $SCALE_SENDERS paced senders (from core ${SCALE_TX_CPU0:-Q+1}, above the receivers; $SCALE_FLOWS source ports), ${SECS} s per run, $REPS repeats interleaved"
+    if [ -n "$SCALE_DIAG" ]; then
+        echo "-- diagnosis at ${SCALE_DIAG%%:*} queues, ${SCALE_DIAG#*:} Gb/s (perf: $(scale_perf || true))"
+        for sys in $SCALE_SYSTEMS; do
+            scale_run "$sys" "${SCALE_DIAG%%:*}" "${SCALE_DIAG#*:}" 1 diag
+            cat "$OUT/runs/scale-$sys-q${SCALE_DIAG%%:*}-g${SCALE_DIAG#*:}-r1-diag.threads.txt"
+            head -n 25 "$OUT/runs/scale-$sys-q${SCALE_DIAG%%:*}-g${SCALE_DIAG#*:}-r1-diag.perf.txt" 2>/dev/null
+            head -n 20 "$OUT/runs/scale-$sys-q${SCALE_DIAG%%:*}-g${SCALE_DIAG#*:}-r1-diag.percpu.txt" 2>/dev/null
+        done
+    fi
     for q in $SCALE_QS; do
-        for g in $(for m in $SCALE_MULTS; do echo $((m * q)); done); do
+        for g in $(scale_rates "$q"); do
             for rep in $(seq 1 "$REPS"); do
-                scale_run c "$q" "$g" "$rep"
-                scale_run rtdaq "$q" "$g" "$rep"
+                for sys in $SCALE_SYSTEMS; do scale_run "$sys" "$q" "$g" "$rep"; done
             done
         done
     done
@@ -341,9 +400,10 @@ scaling() {
 import json, glob, os, sys, statistics as st
 rows = [json.load(open(f)) for f in glob.glob(os.path.join(sys.argv[1], "scale-*.row.json"))]
 best = {}
+systems = ["c"] + sorted({r["system"] for r in rows} - {"c"})
 for q in sorted({r["q"] for r in rows}):
     line = [f"{q} queue(s)"]
-    for system in ("c", "rtdaq"):
+    for system in systems:
         by = {}
         for r in rows:
             if r["q"] == q and r["system"] == system:
@@ -362,10 +422,22 @@ for q in sorted({r["q"] for r in rows}):
         else:
             line.append(f"{system}: none loss-free")
         line.append(f"lossy at {lossy or '-'}, invalid at {invalid or '-'}")
-    c, r = best[(q, "c")], best[(q, "rtdaq")]
-    if c[1] and r[1]:
-        line.append(f"ratio rtdaq/C (median offered) {st.median(r[1]) / st.median(c[1]):.3f}")
+    for system in systems[1:]:
+        c, r = best[(q, "c")], best[(q, system)]
+        if c[1] and r[1]:
+            line.append(f"ratio {system}/C (median offered) {st.median(r[1]) / st.median(c[1]):.3f}")
     print(" | ".join(line))
+    # Each rate: how many repeats lost (and were invalid) per system, and the CPU per
+    # datagram of both (median over the repeats, ns).
+    for g in sorted({r["target_gbps"] for r in rows if r["q"] == q}):
+        cells = []
+        for system in systems:
+            v = [r for r in rows if r["q"] == q and r["system"] == system and r["target_gbps"] == g]
+            lossy = sum(1 for x in v if x.get("valid", True) and not x["lossfree"])
+            bad = sum(1 for x in v if not x.get("valid", True))
+            ns = st.median(x["rx_cpu_s"] / x["received"] * 1e9 for x in v if x["received"])
+            cells.append(f"{system} lost in {lossy}/{len(v)} (invalid {bad}), {ns:.0f} ns CPU/datagram")
+        print(f"    {g:g} Gb/s: " + "; ".join(cells))
 EOP
 }
 

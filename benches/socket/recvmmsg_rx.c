@@ -13,6 +13,9 @@
  * Datagrams without the magic are counted as "foreign" and not sequence-checked. Sequences are
  * tracked per stream id (bytes 6-7; up to 64 streams, by id % 64), as sendmmsg_tx --sources
  * writes them. --reuseport 1 sets SO_REUSEPORT, so several receivers share one port.
+ * "kernel_drops" is what the kernel dropped for this socket (its receive buffer full, read once
+ * at the end with SO_MEMINFO's SK_MEMINFO_DROPS; -1 where the kernel lacks it), so several
+ * receivers on one port each say which of them fell behind.
  *
  * Build: cc -O2 -o recvmmsg_rx recvmmsg_rx.c
  * Usage: recvmmsg_rx --port 5000 [--addr 127.0.0.1] [--cpu 1] [--seconds 3] [--batch 64]
@@ -33,6 +36,11 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/sock_diag.h>
+
+#ifndef SO_MEMINFO
+#define SO_MEMINFO 55
+#endif
 
 #define MAX_BATCH 1024
 
@@ -146,6 +154,11 @@ int main(int argc, char **argv) {
         if (t >= t_end) break;
     }
     double el_s = t - t0;
+    long long kernel_drops = -1;
+    uint32_t mem[SK_MEMINFO_VARS] = {0};
+    socklen_t ml = sizeof mem;
+    if (!getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem, &ml) && ml > SK_MEMINFO_DROPS * sizeof mem[0])
+        kernel_drops = mem[SK_MEMINFO_DROPS];
     struct timespec cpu_ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_ts); /* this thread's CPU time, set-up included */
     uint64_t expected = 0, seq_total = 0, streams = 0;
@@ -160,12 +173,12 @@ int main(int argc, char **argv) {
            "\"seconds\":%.6f,\"packets\":%llu,\"bytes\":%llu,\"pps\":%.1f,\"gbps\":%.4f,"
            "\"calls\":%llu,\"avg_batch\":%.2f,\"streams\":%llu,\"expected\":%llu,"
            "\"seq_packets\":%llu,\"lost\":%lld,\"reordered\":%llu,\"foreign\":%llu,\"truncated\":%llu,"
-           "\"cpu_s\":%.6f}\n",
+           "\"cpu_s\":%.6f,\"kernel_drops\":%lld}\n",
            cpu, batch, bufsize, eff, el_s, (unsigned long long)packets, (unsigned long long)bytes,
            packets / el_s, bytes * 8.0 / el_s / 1e9, (unsigned long long)calls,
            calls ? (double)packets / calls : 0.0, (unsigned long long)streams,
            (unsigned long long)expected, (unsigned long long)seq_total, (long long)lost, (unsigned long long)reordered,
            (unsigned long long)foreign, (unsigned long long)truncated,
-           cpu_ts.tv_sec + cpu_ts.tv_nsec * 1e-9);
+           cpu_ts.tv_sec + cpu_ts.tv_nsec * 1e-9, kernel_drops);
     return 0;
 }

@@ -7,7 +7,10 @@
  * (spinning on CLOCK_MONOTONIC between batches). Runs for --seconds or until SIGINT/SIGTERM,
  * then prints one JSON object. --sources N (default 1) sends from N sockets (N source ports)
  * in turn, one sendmmsg call each; source k writes stream id --stream + k with its own
- * sequence numbers, so SO_REUSEPORT receivers each get whole streams.
+ * sequence numbers, so SO_REUSEPORT receivers each get whole streams. --sport B binds source k
+ * to port B + k (default 0: ephemeral ports, so SO_REUSEPORT's hash, and with it how the
+ * sources spread over the receivers, differs from run to run; with --sport two runs of the same
+ * sources spread the same way over the same number of receiving sockets).
  *
  * Every datagram starts with rtdaq's 32-byte sequence header (docs/wire-format.md §1,
  * big-endian): magic "RTDQ", version 1, flags 0, stream id (--stream), a 64-bit sequence
@@ -18,7 +21,7 @@
  * Build: cc -O2 -o sendmmsg_tx sendmmsg_tx.c
  * Usage: sendmmsg_tx --port 5000 [--dst 127.0.0.1] [--cpu 0] [--size 1472] [--seconds 10]
  *                    [--batch 64] [--rate-gbps X] [--stream 7] [--sndbuf 4194304] [--fifo 0]
- *                    [--sources 1]
+ *                    [--sources 1] [--sport 0]
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -52,7 +55,7 @@ static void put_be(unsigned char *p, uint64_t v, int n) {
 
 int main(int argc, char **argv) {
     const char *dst = "127.0.0.1";
-    int port = 5000, cpu = 0, batch = 64, fifo = 0, stream = 7, sources = 1;
+    int port = 5000, cpu = 0, batch = 64, fifo = 0, stream = 7, sources = 1, sport = 0;
     long size = 1472, sndbuf = 4 * 1024 * 1024;
     double seconds = 10.0, rate_gbps = 0.0;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -67,11 +70,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--sndbuf")) sndbuf = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--fifo")) fifo = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--sources")) sources = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--sport")) sport = atoi(argv[i + 1]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     if (batch < 1 || batch > MAX_BATCH || size < 32 || size > 65507 || sources < 1 ||
-        sources > MAX_SOURCES) {
-        fprintf(stderr, "--batch 1..%d, --size 32..65507, --sources 1..%d\n", MAX_BATCH, MAX_SOURCES);
+        sources > MAX_SOURCES || sport < 0 || sport + sources > 65536) {
+        fprintf(stderr, "--batch 1..%d, --size 32..65507, --sources 1..%d, --sport 0 or 1..65536-sources\n",
+                MAX_BATCH, MAX_SOURCES);
         return 2;
     }
 
@@ -95,6 +100,13 @@ int main(int argc, char **argv) {
     }
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
     if (inet_pton(AF_INET, dst, &sa.sin_addr) != 1) { fprintf(stderr, "bad --dst\n"); return 2; }
+    for (int k = 0; sport > 0 && k < sources; k++) {
+        struct sockaddr_in src = { .sin_family = AF_INET, .sin_port = htons((uint16_t)(sport + k)) };
+        if (bind(fds[k], (struct sockaddr *)&src, sizeof src)) {
+            fprintf(stderr, "bind source port %d: %s\n", sport + k, strerror(errno));
+            return 2;
+        }
+    }
 
     unsigned char *bufs = calloc((size_t)batch, (size_t)size);
     if (!bufs) { perror("alloc"); return 2; }
