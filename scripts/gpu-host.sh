@@ -40,7 +40,10 @@
 #          evenly SO_REUSEPORT spread the datagrams over the queues (busiest / mean), and
 #          which queues the kernel dropped for; SCALE_DIAG="4:88" first runs Q=4 at 88 Gb/s
 #          once per system with the threads' cores and classes listed mid-run and, where perf
-#          is (PATH, or gpu-carry/perf/perf), a cpu-clock profile of the receivers' cores
+#          is (PATH, or gpu-carry/perf/perf), a cpu-clock profile of the receivers' cores;
+#          SCALE_SYSTEMS="c rtdaq rtdaq-shared" adds rtdaq with one buffer region for all its
+#          queues (rtdaq: one region per queue); SCALE_RTDAQ=gpu-carry/rtdaq-sym runs another
+#          rtdaq binary (one keeping its symbol table names rtdaq's functions in the profile)
 #   boards the sealed IGX Orin / Thor DPDK header-data-split binaries (payloads in GPU memory)
 #          run as shipped, with 2 MiB hugepages reserved for the run: they must get as far as
 #          the missing NIC (exit 2 naming the PCI address), never "not implemented"
@@ -301,7 +304,7 @@ scale_run() { # sys q gbps rep [diag]
         sleep 0.3
     else
         scale_config "$q" "$base.toml" "$([ "$sys" = rtdaq-shared ] && echo shared || echo own)"
-        RUST_LOG=info $C/rtdaq run --config "$base.toml" --report-json "$base.json" > "$base.log" 2>&1 &
+        RUST_LOG=info $SCALE_RTDAQ run --config "$base.toml" --report-json "$base.json" > "$base.log" 2>&1 &
         rpids+=($!)
         for _ in $(seq 1 100); do grep -q 'queues running' "$base.log" 2>/dev/null && break; sleep 0.05; done
     fi
@@ -325,6 +328,8 @@ scale_run() { # sys q gbps rep [diag]
                 grep -v '^#' | grep -v '^$' | head -n 80 > "$base.perf.txt"
             $perf report -i "$base.perf.data" --sort cpu,comm,dso --stdio 2>/dev/null |
                 grep -v '^#' | grep -v '^$' | head -n 40 > "$base.percpu.txt"
+            $perf report -i "$base.perf.data" --sort comm,dso,sym --stdio 2>/dev/null |
+                grep -v '^#' | grep -v '^$' | grep -v kernel.kallsyms | head -n 80 > "$base.user.txt"
             rm -f "$base.perf.data"
         fi
     fi
@@ -370,6 +375,7 @@ SCALE_FLOWS=${SCALE_FLOWS:-48}             # source ports over all senders (stre
 SCALE_LADDER=${SCALE_LADDER:-}            # "Q:rate,rate ..." (Gb/s): a queue count's own ladder
 SCALE_SYSTEMS=${SCALE_SYSTEMS:-"c rtdaq"}  # c; rtdaq (a buffer region per queue); rtdaq-shared (one for all)
 SCALE_DIAG=${SCALE_DIAG:-}                # "Q:rate": one diagnostic run per system first
+SCALE_RTDAQ=${SCALE_RTDAQ:-$C/rtdaq}      # the rtdaq binary (one with symbols names them in the profile)
 scale_rates() { # q: the ladder's aggregate rates for q queues
     local e
     for e in $SCALE_LADDER; do
