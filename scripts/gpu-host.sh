@@ -28,8 +28,10 @@
 #          datagrams from up to 8 paced sendmmsg_tx processes (SCALE_SENDERS; 48 source
 #          ports in all, SCALE_FLOWS) on the cores above the receivers' (from SCALE_TX_CPU0,
 #          default Q+1, never a receiver's core; fewer where fewer cores are left) at a
-#          ladder of aggregate rates (SCALE_QS, SCALE_MULTS Gb/s per queue, SCALE_SENDERS;
-#          SCALE_LADDER="1:25,30 4:64,72" gives a queue count its own rates in Gb/s);
+#          ladder of aggregate rates (SCALE_LADDER, "Q:rate,rate ..." in Gb/s, by default
+#          the ladders of docs/benchmarks/socket.md's run 2, from below the loss point to
+#          past it or to the senders' ceiling; a queue count without one gets SCALE_MULTS
+#          Gb/s per queue);
 #          each repeat binds the senders' source ports anew (--sport), the same for C and
 #          rtdaq, so both meet the same SO_REUSEPORT spread of the 48 flows over the Q sockets;
 #          a run is loss-free when the kernel dropped nothing (/proc/net/snmp Udp InErrors)
@@ -372,7 +374,7 @@ SCALE_MULTS=${SCALE_MULTS:-"4 8 12 16 22"} # Gb/s per queue of the rate ladder
 SCALE_SENDERS=${SCALE_SENDERS:-8}          # at most this many sendmmsg_tx processes, on cores
 SCALE_TX_CPU0=${SCALE_TX_CPU0:-}           # SCALE_TX_CPU0.. (default: the cores above the receivers')
 SCALE_FLOWS=${SCALE_FLOWS:-48}             # source ports over all senders (stream ids 16..63)
-SCALE_LADDER=${SCALE_LADDER:-}            # "Q:rate,rate ..." (Gb/s): a queue count's own ladder
+SCALE_LADDER=${SCALE_LADDER:-"1:25,30,35,40,45 2:50,60,70,80 4:72,80,88,96,104 8:80,96,112 12:32,40,48"}
 SCALE_SYSTEMS=${SCALE_SYSTEMS:-"c rtdaq"}  # c; rtdaq (a buffer region per queue); rtdaq-shared (one for all)
 SCALE_DIAG=${SCALE_DIAG:-}                # "Q:rate": one diagnostic run per system first
 SCALE_RTDAQ=${SCALE_RTDAQ:-$C/rtdaq}      # the rtdaq binary (one with symbols names them in the profile)
