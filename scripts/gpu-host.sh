@@ -369,7 +369,7 @@ print(f"{tag}: offered {offered:.2f} Gb/s, sent {sent}, received {got}, kernel e
       f"busiest queue {spread:.2f}x the mean, per queue {per_queue}, kernel drops per queue {queue_drops}: {verdict}")
 EOP
 }
-SCALE_QS=${SCALE_QS:-"1 2 4 8 12"}        # queue counts
+SCALE_QS=${SCALE_QS-"1 2 4 8 12"}         # queue counts (set but empty: no ladder, SCALE_DIAG alone)
 SCALE_MULTS=${SCALE_MULTS:-"4 8 12 16 22"} # Gb/s per queue of the rate ladder
 SCALE_SENDERS=${SCALE_SENDERS:-8}          # at most this many sendmmsg_tx processes, on cores
 SCALE_TX_CPU0=${SCALE_TX_CPU0:-}           # SCALE_TX_CPU0.. (default: the cores above the receivers')
