@@ -327,12 +327,12 @@ scale_run() { # sys q gbps rep [diag]
         if [ -n "$perf" ]; then
             $perf record -q -e cpu-clock -C "1-$q" -o "$base.perf.data" -- sleep 1 >/dev/null 2>&1
             $perf report -i "$base.perf.data" --sort comm,dso,sym --stdio 2>/dev/null |
-                grep -v '^#' | grep -v '^$' | head -n 80 > "$base.perf.txt"
+                grep -v '^#' | grep -v '^$' > "$base.syms.txt"
+            head -n 80 "$base.syms.txt" > "$base.perf.txt"
+            grep -v kernel.kallsyms "$base.syms.txt" | head -n 80 > "$base.user.txt"
             $perf report -i "$base.perf.data" --sort cpu,comm,dso --stdio 2>/dev/null |
                 grep -v '^#' | grep -v '^$' | head -n 40 > "$base.percpu.txt"
-            $perf report -i "$base.perf.data" --sort comm,dso,sym --stdio 2>/dev/null |
-                grep -v '^#' | grep -v '^$' | grep -v kernel.kallsyms | head -n 80 > "$base.user.txt"
-            rm -f "$base.perf.data"
+            rm -f "$base.perf.data" "$base.syms.txt"
         fi
     fi
     wait "${pids[@]}" 2>/dev/null
@@ -349,11 +349,14 @@ if system == "c":
     got = sum(r["packets"] for r in rx); cpu = sum(r["cpu_s"] for r in rx)
     per_queue = [r["packets"] for r in rx]
     queue_drops = [r.get("kernel_drops", -1) for r in rx]
+    queue_cpu = [r["cpu_s"] for r in rx]; queue_wakes = [r["calls"] for r in rx]
 else:
     r = json.load(open(base + ".json")); got = r["rx"]["totals"]["packets"]
     cpu = sum((x.get("io_cpu_s") or 0) for x in r["rx"]["queues"])
     per_queue = [x["packets"] for x in r["rx"]["queues"]]
     queue_drops = [x["drops"].get("kernel", 0) for x in r["rx"]["queues"]]
+    queue_cpu = [x.get("io_cpu_s") or 0 for x in r["rx"]["queues"]]
+    queue_wakes = [(x.get("loop_turns_ns") or {}).get("count", 0) for x in r["rx"]["queues"]]
 # The senders must offer what was asked: a run they could not feed is invalid, not loss-free.
 valid = offered >= 0.97 * float(g)
 ok = valid and int(kerr) == 0 and got == sent and sent > 0
@@ -361,7 +364,7 @@ spread = max(per_queue) / (sum(per_queue) / len(per_queue)) if per_queue and sum
 row = dict(system=system, q=int(q), target_gbps=float(g), rep=int(rep), sent=sent, received=got,
            kernel_errors=int(kerr), offered_gbps=round(offered, 3), valid=valid, lossfree=ok,
            rx_cpu_s=round(cpu, 3), per_queue=per_queue, spread=round(spread, 3),
-           queue_drops=queue_drops)
+           queue_drops=queue_drops, queue_cpu_s=queue_cpu, queue_wakeups=queue_wakes)
 if not tag.endswith("-diag"):
     json.dump(row, open(base + ".row.json", "w"))
 verdict = "INVALID (the senders offered less than 97 % of the rate)" if not valid else ("loss-free" if ok else "LOSS")
@@ -386,15 +389,27 @@ scale_rates() { # q: the ladder's aggregate rates for q queues
     for m in $SCALE_MULTS; do echo $((m * $1)); done
 }
 scaling() {
-    local q g rep sys
+    local q g rep sys d
+    for sys in $SCALE_SYSTEMS; do
+        case $sys in c | rtdaq | rtdaq-shared) ;;
+        *) echo "SCALE_SYSTEMS: unknown system '$sys' (known: c, rtdaq, rtdaq-shared)" >&2; return 2 ;;
+        esac
+    done
+    if [ -n "$SCALE_DIAG" ] && ! [[ $SCALE_DIAG =~ ^[0-9]+:[0-9]+$ ]]; then
+        echo "SCALE_DIAG='$SCALE_DIAG': want QUEUES:GBPS, e.g. SCALE_DIAG=4:88" >&2; return 2
+    fi
+    if [ "$SCALE_FLOWS" -lt "$SCALE_SENDERS" ] || [ "$SCALE_FLOWS" -gt 48 ]; then
+        echo "SCALE_FLOWS=$SCALE_FLOWS: want SCALE_SENDERS ($SCALE_SENDERS) to 48 (stream ids 16..63, which recvmmsg_rx tells apart)" >&2; return 2
+    fi
     echo "== socket scaling: Q SO_REUSEPORT queues vs Q C recvmmsg_rx, 8000 B, up to $SCALE_SENDERS paced senders (from core ${SCALE_TX_CPU0:-Q+1}, above the receivers; $SCALE_FLOWS source ports), ${SECS} s per run, $REPS repeats interleaved"
     if [ -n "$SCALE_DIAG" ]; then
         echo "-- diagnosis at ${SCALE_DIAG%%:*} queues, ${SCALE_DIAG#*:} Gb/s (perf: $(scale_perf || true))"
         for sys in $SCALE_SYSTEMS; do
             scale_run "$sys" "${SCALE_DIAG%%:*}" "${SCALE_DIAG#*:}" 1 diag
-            cat "$OUT/runs/scale-$sys-q${SCALE_DIAG%%:*}-g${SCALE_DIAG#*:}-r1-diag.threads.txt"
-            head -n 25 "$OUT/runs/scale-$sys-q${SCALE_DIAG%%:*}-g${SCALE_DIAG#*:}-r1-diag.perf.txt" 2>/dev/null
-            head -n 20 "$OUT/runs/scale-$sys-q${SCALE_DIAG%%:*}-g${SCALE_DIAG#*:}-r1-diag.percpu.txt" 2>/dev/null
+            d=$OUT/runs/scale-$sys-q${SCALE_DIAG%%:*}-g${SCALE_DIAG#*:}-r1-diag
+            cat "$d.threads.txt"
+            head -n 25 "$d.perf.txt" 2>/dev/null
+            head -n 20 "$d.percpu.txt" 2>/dev/null
         done
     fi
     for q in $SCALE_QS; do
@@ -431,7 +446,7 @@ for q in sorted({r["q"] for r in rows}):
             line.append(f"{system}: none loss-free")
         line.append(f"lossy at {lossy or '-'}, invalid at {invalid or '-'}")
     for system in systems[1:]:
-        c, r = best[(q, "c")], best[(q, system)]
+        c, r = best.get((q, "c"), (None, [])), best[(q, system)]
         if c[1] and r[1]:
             line.append(f"ratio {system}/C (median offered) {st.median(r[1]) / st.median(c[1]):.3f}")
     print(" | ".join(line))
@@ -443,9 +458,31 @@ for q in sorted({r["q"] for r in rows}):
             v = [r for r in rows if r["q"] == q and r["system"] == system and r["target_gbps"] == g]
             lossy = sum(1 for x in v if x.get("valid", True) and not x["lossfree"])
             bad = sum(1 for x in v if not x.get("valid", True))
-            ns = st.median(x["rx_cpu_s"] / x["received"] * 1e9 for x in v if x["received"])
-            cells.append(f"{system} lost in {lossy}/{len(v)} (invalid {bad}), {ns:.0f} ns CPU/datagram")
+            ns = [x["rx_cpu_s"] / x["received"] * 1e9 for x in v if x["received"]]
+            cells.append(f"{system} lost in {lossy}/{len(v)} (invalid {bad}), "
+                         + (f"{st.median(ns):.0f} ns CPU/datagram" if ns else "nothing received"))
         print(f"    {g:g} Gb/s: " + "; ".join(cells))
+    # Each queue's CPU = a + b x datagrams + c x wake-ups (least squares over every queue of
+    # every run at this queue count): the cost per datagram apart from the wake-ups and the
+    # fixed cost (recvmmsg_rx: its calls; rtdaq: its I/O thread's loop turns).
+    for system in systems:
+        pts = [(1.0, p / 1e6, w / 1e6, c) for r in rows if r["q"] == q and r["system"] == system
+               for p, w, c in zip(r["per_queue"], r.get("queue_wakeups", []), r.get("queue_cpu_s", []))]
+        if len(pts) < 3:
+            continue
+        m = [[sum(a[i] * a[j] for a in pts) for j in range(3)] + [sum(a[i] * a[3] for a in pts)] for i in range(3)]
+        try:
+            for i in range(3):  # Gauss-Jordan on the normal equations
+                m[i] = [x / m[i][i] for x in m[i]]
+                for k in range(3):
+                    if k != i:
+                        m[k] = [x - m[k][i] * y for x, y in zip(m[k], m[i])]
+        except ZeroDivisionError:
+            continue
+        a, b, c = (row[3] for row in m)
+        wakes = sum(x[2] for x in pts) / sum(x[1] for x in pts)
+        print(f"    fit {system}: {b * 1e3:.0f} ns per datagram, {c:.2f} us per wake-up, "
+              f"{a:.3f} s fixed per queue and run, {wakes:.3f} wake-ups per datagram ({len(pts)} queue-runs)")
 EOP
 }
 

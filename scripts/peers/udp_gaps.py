@@ -9,7 +9,8 @@
       (default 60). Prints one JSON object:
         packets     datagrams received
         dropped     datagrams the kernel dropped at this socket (its buffer was full:
-                    SO_RXQ_OVFL), so a loss can be told from one before it
+                    SO_MEMINFO's drop count at the end, or the last SO_RXQ_OVFL where
+                    the kernel lacks it), so a loss can be told from one before it
         spead       of them SPEAD packets
         end         the end-of-stream packet came
         gaps        gaps between consecutive packets of the same heap, ns:
@@ -27,6 +28,7 @@ import time
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SO_RXQ_OVFL = getattr(socket, "SO_RXQ_OVFL", 40)
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
+SO_MEMINFO = 55  # Linux >= 4.20: u32 array, index 8 = SK_MEMINFO_DROPS
 
 
 def spead(pkt):
@@ -89,6 +91,10 @@ def main():
             end = True
             break
         seen.append((h[0], ts))
+    try:  # drops after the last datagram too
+        dropped = max(dropped, struct.unpack("9I", s.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 36))[8])
+    except OSError:
+        pass
     gaps = sorted(b[1] - x[1] for x, b in zip(seen, seen[1:]) if x[0] == b[0])
     pick = lambda q: gaps[int((len(gaps) - 1) * q)] if gaps else None  # noqa: E731
     print(json.dumps({"packets": packets, "dropped": dropped, "spead": n_spead, "end": end,
