@@ -16,7 +16,7 @@ VM_SOURCES=("deb $VM_MIRROR $VM_SUITE main" "deb $VM_MIRROR $VM_SUITE-updates ma
 # guest-run.sh --init systemd (its binaries are inert otherwise: /init is guest/init.sh).
 VM_GUEST_PKGS="rdma-core,ibverbs-utils,ibverbs-providers,libibverbs1,librdmacm1,rdmacm-utils,perftest,rt-tests,stress-ng,libucx0,ucx-utils,iproute2,kmod,procps,iputils-ping,util-linux,jq,systemd"
 # Kernel modules copied into the initramfs (with their dependency closure).
-VM_MODS="rdma_rxe veth sch_fq sch_etf 9p 9pnet_virtio virtio_pci virtio_console ib_uverbs rdma_ucm ib_umad crc32_generic crc32_pclmul"
+VM_MODS="rdma_rxe veth sch_fq sch_etf sch_tbf 9p 9pnet_virtio virtio_pci virtio_console ib_uverbs rdma_ucm ib_umad crc32_generic crc32_pclmul"
 # Host commands the build and the boot need, and the Debian packages that provide them.
 VM_HOST_CMDS="qemu-system-x86_64 mmdebstrap depmod modprobe cpio dpkg-deb apt-get flock timeout"
 VM_HOST_PKGS="qemu-system-x86 mmdebstrap kmod cpio"

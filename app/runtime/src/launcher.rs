@@ -6,8 +6,9 @@
 //! offsets only change when a clock is stepped). A launch time is never earlier than the
 //! one before (`etf` drops those) nor than a quarter of the lead (at least
 //! [`MIN_AHEAD_NS`]) from now. At the end it waits until the last launch time has passed
-//! (at most 1 s), then has the queue read the kernel's reports of packets the qdisc
-//! dropped one last time.
+//! (at most 1 s), then has the queue settle ([`TimedTx::settle`]): wait up to
+//! [`SETTLE_NS`] for the kernel to let go of its packets, read the reports of packets the
+//! qdisc dropped one last time, and count what the kernel still holds as lost.
 
 use crate::pacer::{now_ns, wall_clock_ns};
 use rtdaq_core::traits::{LaunchClock, TimedTx, TxBurst, TxQueue};
@@ -19,6 +20,9 @@ use std::time::Duration;
 pub const MIN_AHEAD_NS: u64 = 20_000;
 /// Longest wait at the end for the last launch time.
 const DRAIN_MAX_NS: u64 = 1_000_000_000;
+/// Longest wait after the last launch time for the kernel to let go of the queue's packets
+/// (the qdisc's timer, the device): what it holds after this is counted as lost.
+pub const SETTLE_NS: u64 = 200_000_000;
 
 /// How often the clocks' offsets are read again (a stepped clock moves them; between
 /// steps they are constant: the kernel slews all three clocks alike).
@@ -128,8 +132,9 @@ impl Launcher {
     }
 
     /// At the end: waits until the last launch time has passed (at most [`DRAIN_MAX_NS`]),
-    /// then has `q` read the kernel's reports of packets the qdisc dropped one last time.
-    pub(crate) fn finish<B: TxBurst + Send>(&self, q: &mut dyn TimedTx<Burst = B>, burst: &mut B) {
+    /// then has `q` settle (up to [`SETTLE_NS`]); returns the packets the kernel still held
+    /// then (counted by `q` as lost).
+    pub(crate) fn finish<B: TxBurst + Send>(&self, q: &mut dyn TimedTx<Burst = B>) -> u64 {
         // The qdisc reports a drop when the packet's time comes: wait for the last one.
         if self.last != 0 {
             let end = self.last.wrapping_sub(self.last_off);
@@ -138,7 +143,7 @@ impl Launcher {
                 std::thread::sleep(Duration::from_nanos(wait + MIN_AHEAD_NS));
             }
         }
-        q.send_at(burst, &[]);
+        q.settle(SETTLE_NS)
     }
 }
 
@@ -147,7 +152,7 @@ pub(crate) mod tests {
     use super::*;
 
     /// A queue that keeps what it is given: each packet's launch time and bytes, and how
-    /// often it was asked to send nothing (to read the kernel's reports).
+    /// often it was asked to settle (at the end).
     #[derive(Default)]
     pub(crate) struct Keep {
         pub kept: std::sync::Arc<std::sync::Mutex<Kept>>,
@@ -156,7 +161,7 @@ pub(crate) mod tests {
     #[derive(Default)]
     pub(crate) struct Kept {
         pub sent: Vec<(u64, Vec<u8>)>,
-        pub empty_calls: usize,
+        pub settles: usize,
     }
 
     pub(crate) struct Bufs {
@@ -200,14 +205,16 @@ pub(crate) mod tests {
         fn send_at(&mut self, b: &mut Bufs, at_ns: &[u64]) -> usize {
             let n = b.lens.len();
             let mut k = self.kept.lock().unwrap();
-            if n == 0 {
-                k.empty_calls += 1;
-            }
             for (i, &len) in b.lens.iter().enumerate() {
                 k.sent.push((at_ns[i], b.pkts[i][..len].to_vec()));
             }
             b.lens.clear();
             n
+        }
+        fn settle(&mut self, wait_ns: u64) -> u64 {
+            assert_eq!(wait_ns, SETTLE_NS);
+            self.kept.lock().unwrap().settles += 1;
+            0
         }
     }
 }

@@ -183,6 +183,12 @@ pub trait TimedTx: TxQueue {
     /// later call; one with an empty burst only collects what the kernel said). Never
     /// allocates, never blocks longer than `send` does.
     fn send_at(&mut self, burst: &mut Self::Burst, at_ns: &[u64]) -> usize;
+    /// At the end of timed sends, once the last launch time has passed: waits up to
+    /// `wait_ns` for the kernel to let go of every packet the queue handed over, reads its
+    /// drop reports one last time, and counts each packet still held then (by the qdisc or
+    /// the device: it leaves late, or never) as a `kernel` drop. Returns that count (0
+    /// without launch times armed). Cold path: may sleep up to `wait_ns`.
+    fn settle(&mut self, wait_ns: u64) -> u64;
 }
 
 /// Optional ability of a TX queue: the **NIC paces it**, at a rate the queue is given (a

@@ -638,6 +638,16 @@ pub(crate) fn sendmsg_txtime(fd: BorrowedFd<'_>, at_ns: u64) -> io::Result<usize
 #[repr(C, align(8))]
 pub(crate) struct CmsgBuf(pub(crate) [u8; 256]);
 
+/// `ioctl(fd, SIOCOUTQ)`: the bytes the socket has handed to the kernel that the kernel has
+/// not freed yet (`sk_wmem_alloc`: queued in a qdisc or the device). Never allocates.
+pub(crate) fn outq(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (= TIOCOUTQ, linux/sockios.h) writes one `int` through the pointer,
+    // which points to `n`, exclusively borrowed across the call.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut n as *mut libc::c_int) })?;
+    Ok(u32::try_from(n).unwrap_or(0))
+}
+
 /// `recvmsg(fd, {data, control}, MSG_ERRQUEUE | MSG_DONTWAIT)`: one report of the socket's
 /// error queue; returns the control bytes the kernel wrote (`EAGAIN` when none waits).
 /// Never allocates.

@@ -49,6 +49,16 @@ pub fn kick_at(fd: BorrowedFd<'_>, at_ns: u64) -> io::Result<usize> {
     crate::sys::sendmsg_txtime(fd, at_ns)
 }
 
+/// The bytes `fd` has handed to the kernel that it still holds (`SIOCOUTQ`: in a qdisc or
+/// the device, counted as the kernel allocated them, headers and bookkeeping included): 0
+/// once all of a timed sender's packets have left. Never allocates.
+///
+/// # Errors
+/// What `ioctl` says (`ENOTTY` on a socket kind without it).
+pub fn unsent_bytes(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    crate::sys::outq(fd)
+}
+
 /// Packets the qdisc dropped, by reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Dropped {
@@ -178,6 +188,21 @@ mod tests {
 
     /// A fresh socket has no reports: one `EAGAIN`, nothing counted. Arming it takes the
     /// option (any kernel since 4.19).
+    /// A UDP socket's datagrams to loopback leave at once: nothing stays unsent.
+    #[test]
+    fn sent_datagrams_leave_the_socket_accounting() {
+        use std::os::fd::AsFd;
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert_eq!(unsent_bytes(tx.as_fd()).unwrap(), 0);
+        tx.send_to(&[7; 1000], rx.local_addr().unwrap()).unwrap();
+        assert_eq!(
+            unsent_bytes(tx.as_fd()).unwrap(),
+            0,
+            "loopback frees at once"
+        );
+    }
+
     #[test]
     fn a_fresh_socket_reports_nothing() {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -102,6 +102,7 @@ pub mod error;
 pub mod ethtool_netlink;
 pub mod hugepages;
 pub mod memory;
+pub mod neigh;
 pub mod netdev;
 pub mod nic;
 pub mod phc;

@@ -13,7 +13,9 @@
 //! `TCA_KIND` (1) is the kind, NUL-terminated; `TCA_OPTIONS` (2) nests the kind's
 //! parameters, of which [`etf`](Qdisc::etf)'s are read (`TCA_ETF_PARMS`, a
 //! `tc_etf_qopt`: delta, clockid, flags), the generator's `pacing = "txtime"` needing its
-//! clock.
+//! clock. `TCA_STATS2` (7) nests `TCA_STATS_QUEUE` (3), a `gnet_stats_queue` whose first
+//! word is the queue length in packets: what a launch-time qdisc still holds when a timed
+//! sender ends ([`held`]).
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -36,7 +38,13 @@ const RTM_GETQDISC: u16 = 38;
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
 const TCA_ETF_PARMS: u16 = 1;
+const TCA_STATS2: u16 = 7;
+const TCA_STATS_QUEUE: u16 = 3;
 const TCMSG_LEN: usize = 20;
+const TC_H_ROOT: u32 = 0xFFFF_FFFF;
+/// `IFF_LOOPBACK` and `IFF_NOARP` (linux/if.h): the device resolves no link addresses.
+const IFF_LOOPBACK: u32 = 0x8;
+const IFF_NOARP: u32 = 0x80;
 
 /// One queueing discipline of a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +53,12 @@ pub struct Qdisc {
     pub kind: String,
     /// An `etf` qdisc's parameters; `None` for other kinds.
     pub etf: Option<Etf>,
+    /// Packets it holds (its queue length when the dump was made; 0 when the kernel did
+    /// not say).
+    pub qlen: u32,
+    /// It is the device's root qdisc (`tcm_parent` is `TC_H_ROOT`): every packet of the
+    /// device goes through it.
+    pub root: bool,
 }
 
 /// The parameters of an `etf` (earliest txtime first) qdisc (`tc qdisc add ... etf clockid
@@ -118,6 +132,7 @@ pub fn parse_dump(mut buf: &[u8]) -> io::Result<(Vec<(i32, Qdisc)>, bool)> {
             }
             RTM_NEWQDISC if msg.len() >= TCMSG_LEN => {
                 let ifindex = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+                let root = u32::from_ne_bytes([msg[12], msg[13], msg[14], msg[15]]) == TC_H_ROOT;
                 let a = attrs(&msg[TCMSG_LEN..]);
                 let kind = a.iter().find(|(t, _)| *t == TCA_KIND).map(|(_, p)| {
                     let p = p.split(|&b| b == 0).next().unwrap_or_default();
@@ -133,7 +148,26 @@ pub fn parse_dump(mut buf: &[u8]) -> io::Result<(Vec<(i32, Qdisc)>, bool)> {
                                 .find(|(t, _)| *t == TCA_ETF_PARMS)
                                 .and_then(|(_, p)| Etf::parse(p))
                         });
-                    out.push((ifindex, Qdisc { kind, etf }));
+                    let qlen = a
+                        .iter()
+                        .find(|(t, _)| *t == TCA_STATS2)
+                        .and_then(|(_, s)| {
+                            attrs(s)
+                                .into_iter()
+                                .find(|(t, _)| *t == TCA_STATS_QUEUE)
+                                .and_then(|(_, q)| q.get(..4))
+                                .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
+                        })
+                        .unwrap_or(0);
+                    out.push((
+                        ifindex,
+                        Qdisc {
+                            kind,
+                            etf,
+                            qlen,
+                            root,
+                        },
+                    ));
                 }
             }
             _ => {}
@@ -157,6 +191,8 @@ pub fn kinds(netdev: &str) -> Result<Vec<String>> {
 /// (`pA: etf clockid CLOCK_TAI delta 200000 ns`) for the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaunchQdisc {
+    /// The device whose qdiscs keep them.
+    pub dev: String,
     /// The clock of the launch times.
     pub clock: LaunchClock,
     /// They are kept by `etf`, which drops a packet whose time has passed (a sender must
@@ -222,6 +258,7 @@ pub fn launch_times(
             }
         );
         return Ok(LaunchQdisc {
+            dev: dev.to_owned(),
             clock,
             etf: true,
             by,
@@ -229,6 +266,7 @@ pub fn launch_times(
     }
     if qdiscs.iter().any(|q| q.kind == "fq") {
         return Ok(LaunchQdisc {
+            dev: dev.to_owned(),
             clock: LaunchClock::Monotonic,
             etf: false,
             by: format!("{dev}: fq (CLOCK_MONOTONIC)"),
@@ -250,6 +288,82 @@ pub fn drops_untimed(qdiscs: &[Qdisc]) -> bool {
         .iter()
         .filter_map(|q| q.etf)
         .any(|e| !e.skip_sock_check)
+}
+
+/// Whether `etf` would starve the kernel's address resolution for datagrams from `dev` (whose
+/// qdiscs are `qdiscs`) to `dest`: when `etf` is the device's root qdisc it drops every
+/// packet without a launch time, the kernel's ARP requests and probes too, so the next
+/// hop's link address can be neither resolved nor re-confirmed. Once its entry goes stale
+/// the datagrams wait in the neighbour queue and die there, unreported, while every send
+/// succeeds ([`crate::neigh`]). Fine when the entry is pinned (`nud permanent`), the device
+/// resolves nothing (`lo`, `IFF_NOARP`), the destination is a multicast or broadcast address, or `etf`
+/// sits under `mqprio`/`taprio` (ARP may leave by another TX queue). A route or entry that
+/// cannot be read is let be. Cold path.
+///
+/// # Errors
+/// Why, in words, naming the `ip neigh` command that pins the entry.
+pub fn arp_blocked(
+    dev: &str,
+    qdiscs: &[Qdisc],
+    dest: std::net::Ipv4Addr,
+) -> std::result::Result<(), String> {
+    let root_etf = qdiscs.iter().any(|q| q.root && q.kind == "etf");
+    if !root_etf || dest.is_multicast() || dest.is_broadcast() {
+        return Ok(());
+    }
+    let flags = std::fs::read_to_string(format!("/sys/class/net/{dev}/flags"))
+        .ok()
+        .and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok())
+        .unwrap_or(0);
+    if flags & (IFF_NOARP | IFF_LOOPBACK) != 0 {
+        return Ok(());
+    }
+    let Ok(hop) = crate::neigh::next_hop(dest) else {
+        return Ok(());
+    };
+    let entry = match crate::neigh::entry(hop) {
+        Ok(e) => e,
+        Err(_) => return Ok(()),
+    };
+    if entry.is_some_and(|e| e.pinned()) {
+        return Ok(());
+    }
+    let mac = entry.and_then(|e| e.lladdr).map_or_else(
+        || "MAC".to_owned(),
+        |m| {
+            m.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        },
+    );
+    Err(format!(
+        "the etf qdisc is the root of {dev}: it drops every packet without a launch time, the kernel's ARP requests too, so the link address of {} ({}) cannot be resolved or re-confirmed; once that entry goes stale the datagrams to {dest} wait for it and are dropped unreported. Pin it, as root: `ip neigh replace {} lladdr {mac} dev {dev} nud permanent`{}, or put etf under mqprio/taprio on a TX queue of its own",
+        hop.addr,
+        match entry {
+            Some(e) => format!("neighbour state 0x{:02x}", e.state),
+            None => "no neighbour entry".to_owned(),
+        },
+        hop.addr,
+        if mac == "MAC" { " (MAC: the next hop's link address)" } else { "" },
+    ))
+}
+
+/// The packets the launch-time qdiscs of `q`'s device hold now: the queue lengths of its
+/// `etf` qdiscs (every one: a socket's packets may sit in any TX queue's), or of its `fq`
+/// when `fq` keeps the times. A timed sender asks once its last launch time has passed and
+/// its socket still has bytes in flight: what is still held then left late or never. The
+/// count is the qdiscs', other senders' packets on the same qdiscs included. Cold path.
+///
+/// # Errors
+/// As [`kinds`].
+pub fn held(q: &LaunchQdisc) -> Result<u64> {
+    let kind = if q.etf { "etf" } else { "fq" };
+    Ok(of(&q.dev)?
+        .iter()
+        .filter(|d| d.kind == kind)
+        .map(|d| u64::from(d.qlen))
+        .sum())
 }
 
 /// The qdiscs on `netdev` with their parameters (see [`kinds`]).
@@ -303,6 +417,8 @@ mod tests {
         Qdisc {
             kind: kind.into(),
             etf,
+            qlen: 0,
+            root: true,
         }
     }
 
@@ -430,13 +546,40 @@ mod tests {
                         deadline_mode: false,
                         offload: true,
                         skip_sock_check: false,
-                    })
+                    }),
+                    qlen: 0,
+                    root: false,
                 }
             )]
         );
         // Another kind's options are not read as etf's.
         let (q, _) = parse_dump(&qdisc_msg_with(4, b"fq\0", &parms)).unwrap();
         assert_eq!(q[0].1.etf, None);
+    }
+
+    /// The queue length comes from `TCA_STATS2`/`TCA_STATS_QUEUE` (a `gnet_stats_queue`:
+    /// qlen, backlog, drops, requeues, overlimits), after the kind.
+    #[test]
+    fn queue_lengths_parse() {
+        let mut m = qdisc_msg(4, b"etf\0");
+        let mut queue = Vec::new();
+        for w in [37u32, 37 * 1500, 2, 0, 0] {
+            queue.extend_from_slice(&w.to_ne_bytes());
+        }
+        let inner = 4 + queue.len();
+        let outer = 4 + inner;
+        m.extend_from_slice(&(outer as u16).to_ne_bytes());
+        m.extend_from_slice(&TCA_STATS2.to_ne_bytes());
+        m.extend_from_slice(&(inner as u16).to_ne_bytes());
+        m.extend_from_slice(&TCA_STATS_QUEUE.to_ne_bytes());
+        m.extend_from_slice(&queue);
+        let len = m.len() as u32;
+        m[..4].copy_from_slice(&len.to_ne_bytes());
+        let (q, _) = parse_dump(&m).unwrap();
+        assert_eq!((q[0].1.kind.as_str(), q[0].1.qlen), ("etf", 37));
+        // Without the attribute: 0.
+        let (q, _) = parse_dump(&qdisc_msg(4, b"etf\0")).unwrap();
+        assert_eq!(q[0].1.qlen, 0);
     }
 
     #[test]
@@ -463,12 +606,46 @@ mod tests {
         assert!(parse_dump(&b[..30]).is_err(), "cut short");
     }
 
+    /// No root etf, a multicast destination, or a device that resolves nothing: never
+    /// blocked (the refusal itself is tested on the wire in the QEMU guest:
+    /// scripts/vm/txtime-tests.sh).
+    #[test]
+    fn etf_blocks_resolution_only_as_the_root_of_a_resolving_device() {
+        let lo = std::net::Ipv4Addr::LOCALHOST;
+        let mut child = q("etf", etf(libc::CLOCK_TAI, 200_000, false));
+        child.root = false;
+        assert_eq!(arp_blocked("pA", &[q("mqprio", None), child], lo), Ok(()));
+        let root = [q("etf", etf(libc::CLOCK_TAI, 200_000, false))];
+        assert_eq!(
+            arp_blocked("pA", &root, "239.1.2.3".parse().unwrap()),
+            Ok(())
+        );
+        // Loopback resolves nothing (IFF_LOOPBACK).
+        assert_eq!(arp_blocked("lo", &root, lo), Ok(()));
+    }
+
     /// The running kernel answers for loopback (`noqueue` unless someone set another) and
     /// names a missing device.
     #[test]
     fn the_running_kernel_answers_for_loopback() {
         let k = kinds("lo").unwrap();
         assert!(!k.is_empty(), "loopback has a qdisc entry: {k:?}");
+        // Nothing holds launch times on loopback here, so nothing is held.
+        let lo = |etf| LaunchQdisc {
+            dev: "lo".into(),
+            clock: LaunchClock::Tai,
+            etf,
+            by: String::new(),
+        };
+        assert_eq!(held(&lo(true)).unwrap(), 0);
+        assert_eq!(held(&lo(false)).unwrap(), 0);
+        assert!(matches!(
+            held(&LaunchQdisc {
+                dev: "rtdaq-no-such0".into(),
+                ..lo(true)
+            }),
+            Err(PlatformError::NoSuchNetdev { .. })
+        ));
         assert!(matches!(
             kinds("rtdaq-no-such0"),
             Err(PlatformError::NoSuchNetdev { .. })

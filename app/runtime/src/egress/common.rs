@@ -45,6 +45,9 @@ pub struct EgressCounters {
     pub txtime_invalid: AtomicU64,
     /// Packets the qdisc could not hand to the device in time (sender, launch times).
     pub txtime_missed: AtomicU64,
+    /// Packets the kernel still held at the end, after their launch times had passed and
+    /// the wait for them (sender, launch times): they left late or never.
+    pub txtime_held: AtomicU64,
     /// The qdiscs that keep the launch times, in words (set once when the sender starts).
     pub launch_times: OnceLock<String>,
     /// `errno` of the sender's first failed send (0: none).

@@ -294,8 +294,9 @@ pub struct EgressReport {
     pub launch_times: Option<String>,
     /// With `txtime`: SPEAD packets the qdisc dropped, by reason: `invalid` (the launch
     /// time had passed when the packet reached it), `missed` (it could not hand the packet
-    /// over in time). Each is a lost packet of the run: its heap is incomplete at the
-    /// receiver, though its payloads count as sent.
+    /// over in time), and `held` (the kernel still held it at the end, after its launch
+    /// time had passed and a wait: it left late or never). Each is a lost packet of the
+    /// run: its heap is incomplete at the receiver, though its payloads count as sent.
     #[serde(default)]
     pub txtime_dropped: BTreeMap<String, u64>,
     /// Gb/s of SPEAD packets over the run.
@@ -391,6 +392,7 @@ impl EgressReport {
                 BTreeMap::from([
                     ("invalid".to_string(), c.txtime_invalid.load(Relaxed)),
                     ("missed".to_string(), c.txtime_missed.load(Relaxed)),
+                    ("held".to_string(), c.txtime_held.load(Relaxed)),
                 ])
             } else {
                 BTreeMap::new()
@@ -451,7 +453,7 @@ impl std::fmt::Display for EgressReport {
             write!(f, " {why}={n}")?;
         }
         if !self.txtime_dropped.is_empty() {
-            write!(f, " · packets the qdisc dropped:")?;
+            write!(f, " · packets the qdisc dropped or held:")?;
             for (why, n) in &self.txtime_dropped {
                 write!(f, " {why}={n}")?;
             }

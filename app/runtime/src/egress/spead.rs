@@ -27,6 +27,8 @@ const BATCH: usize = 64;
 /// qdisc's reports, and the longest it waits for them at the end.
 const SETTLE_AFTER: Duration = Duration::from_millis(20);
 const SETTLE_MAX: Duration = Duration::from_secs(2);
+/// After that, the longest wait for the kernel to let go of the sockets' packets.
+const HELD_WAIT: Duration = Duration::from_millis(200);
 /// Requested socket send buffer (the kernel caps it at `net.core.wmem_max` without
 /// `CAP_NET_ADMIN`).
 const SNDBUF: i32 = 4 << 20;
@@ -48,6 +50,9 @@ struct Launch {
     lead_ns: u64,
     /// Boxed: 320 bytes of buffers a sender without launch times does without.
     errq: Box<ErrQueue>,
+    /// The qdiscs that keep the times (one per device the destinations are reached by),
+    /// asked at the end what they still hold.
+    qdiscs: Vec<LaunchQdisc>,
 }
 
 /// One destination: its connected socket and the batch of packets waiting for it.
@@ -139,14 +144,17 @@ impl SpeadSender {
                         message: format!("packets to {addr} leave by {}, whose launch times are on another clock than the destinations' before it ({}): one sender keeps one schedule; give the qdiscs the same clockid", armed.by, by.join("; ")),
                     });
                 }
+                let mut qdiscs = launch.take().map(|l| l.qdiscs).unwrap_or_default();
+                if !by.contains(&armed.by) {
+                    by.push(armed.by.clone());
+                    qdiscs.push(armed.clone());
+                }
                 launch = Some(Launch {
                     clockid,
                     lead_ns: if armed.etf { lead_ns } else { 0 },
                     errq: Box::new(ErrQueue::new()),
+                    qdiscs,
                 });
-                if !by.contains(&armed.by) {
-                    by.push(armed.by);
-                }
             }
             let batch = if eg.txtime.is_some() {
                 DatagramBatch::timed(BATCH, max_packet)
@@ -256,8 +264,9 @@ impl SpeadSender {
         if self.shared.running.fetch_sub(1, AcqRel) == 1 {
             self.send_stop();
         }
-        self.settle();
+        // The end may read the qdiscs (netlink, allocating): after the hot loop.
         rtdaq_platform::alloc_audit::disarm_current_thread();
+        self.settle();
         rtdaq_platform::rt::thread_cpu_ns().unwrap_or(0)
     }
 
@@ -458,7 +467,9 @@ impl SpeadSender {
 
     /// With launch times, waits until the last packet's time has passed (at most
     /// [`SETTLE_MAX`]) and reads what the qdisc dropped meanwhile: it reports a packet it
-    /// could not hand over in time only when that time comes.
+    /// could not hand over in time only when that time comes. Then waits up to
+    /// [`HELD_WAIT`] for the kernel to let go of every packet (the sockets' `SIOCOUTQ`);
+    /// what the launch-time qdiscs still hold then is counted (`txtime_held`).
     fn settle(&mut self) {
         if self.launch.is_none() {
             return;
@@ -466,9 +477,31 @@ impl SpeadSender {
         let (now, last) = (self.clock_ns(), self.next_send_ns as u64);
         let wait = last.saturating_sub(now) + SETTLE_AFTER.as_nanos() as u64;
         std::thread::sleep(Duration::from_nanos(wait).min(SETTLE_MAX));
+        let unsent = |dests: &[Dest]| -> u64 {
+            dests
+                .iter()
+                .map(|d| u64::from(txtime::unsent_bytes(d.fd.as_fd()).unwrap_or(0)))
+                .sum()
+        };
+        let end = std::time::Instant::now() + HELD_WAIT;
+        let mut left = unsent(&self.dests);
+        while left > 0 && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+            left = unsent(&self.dests);
+        }
         if let Some(l) = &mut self.launch {
             for dest in &self.dests {
                 qdisc_drops(l, dest, self.counters);
+            }
+            if left > 0 {
+                let held: u64 = l.qdiscs.iter().map(|q| qdisc::held(q).unwrap_or(0)).sum();
+                EgressCounters::add(&self.counters.txtime_held, held.max(1));
+                log::warn!(
+                    "{}: the kernel still held {} SPEAD packets ({left} bytes unsent) after their launch times had passed (counted as lost: they leave late or never): the qdisc ({}) did not hand them to the device; check that nothing above it throttles (tc -s qdisc show) and that its clock is the one the launch times are on; if the qdisc holds none, they wait for the next hop's link address (ip neigh show)",
+                    self.label,
+                    held.max(1),
+                    l.qdiscs.iter().map(|q| q.by.as_str()).collect::<Vec<_>>().join("; ")
+                );
             }
         }
     }
@@ -589,6 +622,7 @@ fn txtime_ready(
         lead_key,
     };
     let armed = qdisc::launch_times(&dev, &qdiscs, lead_ns, who)?;
+    qdisc::arp_blocked(&dev, &qdiscs, *addr.ip())?;
     txtime::arm(fd, armed.clock.linux_clockid()).map_err(|e| {
         format!(
             "SO_TXTIME on {}: {e} (it needs Linux 4.19 or later, and CAP_NET_ADMIN for a clock other than CLOCK_MONOTONIC); use pacing = \"software\"",

@@ -360,17 +360,18 @@ fn the_report_counts_the_packets_the_qdisc_dropped_as_lost() {
     let c = EgressCounters::default();
     c.txtime_invalid.store(2, Relaxed);
     c.txtime_missed.store(1, Relaxed);
+    c.txtime_held.store(3, Relaxed);
     c.dropped_full.store(4, Relaxed);
     let _ = c
         .launch_times
         .set("pA: etf clockid CLOCK_TAI delta 200000 ns".into());
     let r = super::EgressReport::of(&eg, &c, 0, 1.0, None);
     assert_eq!(r.pacing, "txtime");
-    assert_eq!(r.lost_packets(), 4 + 2 + 1);
+    assert_eq!(r.lost_packets(), 4 + 2 + 1 + 3);
     let line = r.to_string();
     assert!(
         line.contains("(paced: txtime, pA: etf clockid CLOCK_TAI delta 200000 ns)")
-            && line.contains("packets the qdisc dropped: invalid=2 missed=1"),
+            && line.contains("packets the qdisc dropped or held: held=3 invalid=2 missed=1"),
         "{line}"
     );
     // Without launch times there is nothing of the sort.

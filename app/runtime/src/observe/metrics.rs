@@ -406,7 +406,7 @@ impl Exporter {
             egress_packets: counter("rtdaq_egress_packets_total", "SPEAD packets (descriptors and the end of stream included) or UCX messages (the end of stream included) an egress sink sent, per sink.", &["sink"]),
             egress_bytes: counter("rtdaq_egress_bytes_total", "Bytes of those packets (UDP payload bytes) or messages (header and data), per sink.", &["sink"]),
             egress_reconnects: counter("rtdaq_egress_reconnects_total", "Connections an egress sink made again to a destination whose receiver went away (UCX), per sink.", &["sink"]),
-            egress_dropped: counter("rtdaq_egress_dropped_total", "Payloads (GPU products) an egress sink did not send, by reason (egress_full, egress_error, peer_gone, egress_incomplete, egress_foreign), and its SPEAD packets the qdisc dropped (txtime_invalid, txtime_missed: packets, not payloads): lost to the deployment.", &["sink", "reason"]),
+            egress_dropped: counter("rtdaq_egress_dropped_total", "Payloads (GPU products) an egress sink did not send, by reason (egress_full, egress_error, peer_gone, egress_incomplete, egress_foreign), and its SPEAD packets the qdisc dropped (txtime_invalid, txtime_missed, and txtime_held: the kernel still held them at the end; packets, not payloads): lost to the deployment.", &["sink", "reason"]),
             ring_payloads: counter("rtdaq_dada_ring_payloads_total", "Received payloads a queue wrote into its PSRDADA ring, per ring.", &["ring"]),
             ring_bytes: counter("rtdaq_dada_ring_bytes_total", "Bytes a queue wrote into its PSRDADA ring's data blocks, per ring.", &["ring"]),
             time_sync_lost: counter("rtdaq_time_sync_lost_total", "Times the clock stopped being synchronised during the run ([time]: ptp4l's port left SLAVE, the offset went beyond max_offset_ns, or ptp4l stopped answering).", &["ptp4l"]),
@@ -589,6 +589,7 @@ impl Exporter {
                 // SPEAD packets, not payloads: the qdisc dropped them after the send.
                 ("txtime_invalid", v(&e.txtime_invalid)),
                 ("txtime_missed", v(&e.txtime_missed)),
+                ("txtime_held", v(&e.txtime_held)),
             ] {
                 set_counter(&c.egress_dropped, &[name, reason], n);
             }

@@ -53,4 +53,8 @@ pub struct TxStats {
     pub txtime_invalid: u64,
     /// With launch times: frames the qdisc could not hand to the device in time.
     pub txtime_missed: u64,
+    /// With launch times: frames the kernel still held when the sender ended, after the
+    /// last launch time had passed and the wait for them (counted as `kernel` drops: they
+    /// left late or never).
+    pub txtime_held: u64,
 }

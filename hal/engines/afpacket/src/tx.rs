@@ -450,10 +450,39 @@ impl<const N: usize> TimedTx for AfpacketTx<'_, N> {
         self.counters.record_rx_burst(n as u64, bytes);
         n
     }
+
+    /// See [`TimedTx::settle`]: the TX ring says exactly which frames the kernel still
+    /// holds (a frame's slot comes back when its packet is freed), so the count is the
+    /// ring's frames in flight after the wait. Cold path.
+    fn settle(&mut self, wait_ns: u64) -> u64 {
+        if self.launch.is_none() {
+            return 0;
+        }
+        let held = if self.flush(Duration::from_nanos(wait_ns)) {
+            0
+        } else {
+            self.ring.in_flight() as u64
+        };
+        if held > 0 {
+            self.counters.record_drops(DropReason::Kernel, held);
+            self.stats.txtime_held += held;
+        }
+        self.collect_reports();
+        held
+    }
 }
 
 impl<const N: usize> Drop for AfpacketTx<'_, N> {
     fn drop(&mut self) {
+        if self.stats.txtime_held > 0 {
+            log::warn!(
+                "{} ({}): the kernel still held {} frames after their launch times had passed (counted as kernel drops: they leave late or never): the qdisc did not hand them to the device; check that nothing above it throttles (tc -s qdisc show dev {}) and that its clock is the one the launch times are on",
+                self.key,
+                self.netdev,
+                self.stats.txtime_held,
+                self.netdev
+            );
+        }
         let left = if self.ring.in_flight() > 0 {
             let d = self.drain;
             if self.flush(d) {

@@ -501,6 +501,13 @@ impl<'a, const N: usize> TimedTx for SocketTx<'a, N> {
             TxKind::Tcp(t) => t.send(burst),
         }
     }
+
+    fn settle(&mut self, wait_ns: u64) -> u64 {
+        match &mut self.kind {
+            TxKind::Udp(u) => u.settle(wait_ns),
+            TxKind::Tcp(_) => 0,
+        }
+    }
 }
 
 impl<const N: usize> std::fmt::Debug for SocketRx<'_, N> {

@@ -70,6 +70,10 @@ pub struct TxStats {
     pub txtime_invalid: u64,
     /// UDP with launch times: datagrams the `etf` qdisc could not hand over in time.
     pub txtime_missed: u64,
+    /// With launch times: datagrams the kernel still held when the sender ended, after the
+    /// last launch time had passed and the wait for them (counted as `kernel` drops: they
+    /// left late or never).
+    pub txtime_held: u64,
     /// TCP: records the kernel took only partly; the rest was copied aside and finished later.
     pub partial_copies: u64,
     /// TCP: connections this queue took over.

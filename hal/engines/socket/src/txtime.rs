@@ -49,6 +49,8 @@ pub(crate) fn arm(socks: &[Socket], dest: SocketAddrV4, lead_ns: u64) -> Result<
         .ok_or_else(|| config(format!("\"txtime\": no network device here holds the address datagrams to {dest} leave from")))?;
     let qdiscs = qdisc::of(&dev).map_err(|e| config(format!("\"txtime\": {e}")))?;
     let armed = qdisc::launch_times(&dev, &qdiscs, lead_ns, qdisc::GENERATOR).map_err(config)?;
+    qdisc::arp_blocked(&dev, &qdiscs, *dest.ip())
+        .map_err(|e| config(format!("\"txtime\": {e}")))?;
     for s in socks {
         txtime::arm(s.as_fd(), armed.clock.linux_clockid()).map_err(|e| {
             os(

@@ -43,7 +43,9 @@ use crate::sys::{PollSet, SendBatch, Socket};
 use crate::tx_burst::TxBatch;
 use rtdaq_config::model::GenPacing;
 use rtdaq_core::traits::LaunchClock;
-use rtdaq_netsys::txtime::{Dropped, ErrQueue};
+use rtdaq_netsys::txtime::{self, Dropped, ErrQueue};
+use rtdaq_platform::qdisc::{self, LaunchQdisc};
+use std::os::fd::AsFd;
 
 /// Most datagrams in one GSO message (`UDP_MAX_SEGMENTS` of older kernels).
 pub const GSO_MAX_SEGMENTS: usize = 64;
@@ -75,9 +77,13 @@ pub(crate) struct UdpTx<'a, const N: usize> {
     /// `generator.pacing = "txtime"`: the launch-time clock, and the error queue reader
     /// that learns of the datagrams the qdisc dropped ([`crate::txtime`]).
     launch: Option<LaunchClock>,
+    /// The qdiscs that keep the launch times (asked at the end what they still hold).
+    qdisc: Option<LaunchQdisc>,
     errq: Option<ErrQueue>,
     /// The qdisc's drops reported so far (already counted as `kernel` drops).
     txdrops: Dropped,
+    /// Bytes the kernel still held at [`settle`](Self::settle) (`SIOCOUTQ`, all lanes).
+    unsent_at_end: u64,
 }
 
 /// A lane socket of a multicast interface: out of `multicast_interface`, with its TTL and
@@ -205,7 +211,7 @@ impl<'a, const N: usize> UdpTx<'a, N> {
                         let _ = s.set_int(libc::SOL_SOCKET, libc::SO_RCVBUF, ERRQ_RCVBUF);
                     }
                 }
-                Some(armed.clock)
+                Some(armed)
             }
             Some(GenPacing::Software) => {
                 crate::txtime::check_untimed(dest, "generator.pacing")?;
@@ -249,9 +255,11 @@ impl<'a, const N: usize> UdpTx<'a, N> {
             sndbuf,
             stats: TxStats::default(),
             key: format!("interfaces[{i}].tx_queues[{j}]"),
-            errq: launch.map(|_| ErrQueue::new()),
-            launch,
+            errq: launch.as_ref().map(|_| ErrQueue::new()),
+            launch: launch.as_ref().map(|l| l.clock),
+            qdisc: launch,
             txdrops: Dropped::default(),
+            unsent_at_end: 0,
         })
     }
 
@@ -324,12 +332,23 @@ impl<'a, const N: usize> UdpTx<'a, N> {
     /// [`TimedTx`](rtdaq_core::traits::TimedTx)); first the qdisc's drop reports are read
     /// and counted. Without launch times armed: `send`. Never allocates, never logs.
     pub(crate) fn send_at(&mut self, burst: &mut TxBatch<'a, N>, at_ns: &[u64]) -> usize {
-        let Some(errq) = self.errq.as_mut() else {
+        if self.errq.is_none() {
             return self.send_timed(burst, None);
+        }
+        self.collect_reports();
+        let times = (at_ns.len() >= burst.len()).then_some(at_ns);
+        self.send_timed(burst, times)
+    }
+
+    /// Reads the qdisc's drop reports waiting on the sockets' error queues and counts the
+    /// new ones as `kernel` drops. Never blocks, never allocates.
+    fn collect_reports(&mut self) {
+        let Some(errq) = self.errq.as_mut() else {
+            return;
         };
         let before = self.txdrops;
         for s in self.socks.iter() {
-            errq.drain(std::os::fd::AsFd::as_fd(s), &mut self.txdrops);
+            errq.drain(s.as_fd(), &mut self.txdrops);
         }
         let (inv, missed) = (
             self.txdrops.invalid - before.invalid,
@@ -340,8 +359,40 @@ impl<'a, const N: usize> UdpTx<'a, N> {
             self.stats.txtime_invalid = self.txdrops.invalid;
             self.stats.txtime_missed = self.txdrops.missed;
         }
-        let times = (at_ns.len() >= burst.len()).then_some(at_ns);
-        self.send_timed(burst, times)
+    }
+
+    /// See [`TimedTx::settle`](rtdaq_core::traits::TimedTx::settle): the sockets' unsent
+    /// bytes (`SIOCOUTQ`) tell whether the kernel still holds any of their datagrams; if it
+    /// does after `wait_ns`, the launch-time qdiscs' queue lengths say how many (at least
+    /// one). Cold path.
+    pub(crate) fn settle(&mut self, wait_ns: u64) -> u64 {
+        let Some(q) = self.qdisc.as_ref() else {
+            return 0;
+        };
+        let unsent = |socks: &[Socket]| -> u64 {
+            socks
+                .iter()
+                .map(|s| u64::from(txtime::unsent_bytes(s.as_fd()).unwrap_or(0)))
+                .sum()
+        };
+        let end = Instant::now() + Duration::from_nanos(wait_ns);
+        let mut left = unsent(&self.socks);
+        while left > 0 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+            left = unsent(&self.socks);
+        }
+        let held = if left == 0 {
+            0
+        } else {
+            qdisc::held(q).unwrap_or(0).max(1)
+        };
+        self.unsent_at_end = left;
+        if held > 0 {
+            self.counters.record_drops(DropReason::Kernel, held);
+            self.stats.txtime_held += held;
+        }
+        self.collect_reports();
+        held
     }
 
     /// `send`, each packet with its launch time when `at_ns` is given.
@@ -526,6 +577,18 @@ impl<const N: usize> Drop for UdpTx<'_, N> {
                 self.dest,
                 self.txdrops.invalid,
                 self.txdrops.missed
+            );
+        }
+        if self.stats.txtime_held > 0 {
+            log::warn!(
+                "{} ({} -> {}): the kernel still held {} datagrams ({} bytes unsent) after their launch times had passed (counted as kernel drops: they leave late or never): the qdisc ({}) did not hand them to the device; check that nothing above it throttles (tc -s qdisc show dev {}) and that its clock is the one the launch times are on; if the qdisc holds none, they wait for the next hop's link address (ip neigh show)",
+                self.key,
+                self.locals[0],
+                self.dest,
+                self.stats.txtime_held,
+                self.unsent_at_end,
+                self.qdisc.as_ref().map_or("", |q| q.by.as_str()),
+                self.qdisc.as_ref().map_or("", |q| q.dev.as_str()),
             );
         }
         if self.stats.errors > 0 {
