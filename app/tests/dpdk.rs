@@ -422,13 +422,37 @@ fn testpmd_txonly_into_dpdk_af_packet_rx() {
 #[ignore = "needs root, DPDK and scripts/build-engines.sh; scripts/test.sh runs it"]
 fn dpdk_tx_into_afpacket_rx_lossless() {
     let _dirs = RuntimeDirs;
-    let p = pair("dpdk-tx");
+    // The NIC's rate limit asked for: net_af_packet has none, so the software pacer keeps
+    // the rate alone, and the report says why (issue #33).
+    dpdk_tx_into_afpacket(
+        "pacing = \"nic\"",
+        "software (the NIC refused a per-queue rate limit: Operation not supported",
+        "",
+        "tx",
+    );
+    // Launch times asked for: net_af_packet has no RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP,
+    // so the queue is not armed, the log says why, the software pacer keeps the times and
+    // the report says so; the run is the same loss-free run.
+    dpdk_tx_into_afpacket(
+        "pacing = \"txtime\"",
+        "software (the device cannot send at a launch time; the log says why)",
+        "does not offer launch times (RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP",
+        "txt",
+    );
+}
+
+/// The generator of vdev-dpdk-ring.toml on net_af_packet over a veth end at 20 000 frames/s
+/// with `pacing`, into the AF_PACKET engine on the other end: every frame arrives; the
+/// sender's report says `said` (a prefix) and its log `logged`.
+fn dpdk_tx_into_afpacket(pacing: &str, said: &str, logged: &str, tag: &str) {
+    let p = pair(&format!("dpdk-{tag}"));
+    let (tx_tag, rx_tag) = (format!("{tag}-tx"), format!("{tag}-rx"));
     // The generator of vdev-dpdk-ring.toml on net_af_packet0 over A's veth end, no RX queue,
     // addressed to B (the AF_PACKET receiver's flow rule matches UDP port 5000).
     let text = edit(
         "vdev-dpdk-ring.toml",
         ring_config(),
-        &af_packet_vdev(p.ifname(Side::A), "", "tx-tx"),
+        &af_packet_vdev(p.ifname(Side::A), "", &tx_tag),
     );
     let text = cut(
         &text,
@@ -448,33 +472,31 @@ fn dpdk_tx_into_afpacket_rx_lossless() {
                 format!("udp://{}:4000", p.ip(Side::A)),
             ),
             ("02:72:74:00:5b:02", mac(p.mac(Side::B))),
-            // The NIC's rate limit asked for: net_af_packet has none, so the software
-            // pacer keeps the rate alone, and the report says why (issue #33).
-            (
-                "rate_gbps = 0.3",
-                "rate_pps = 20000\npacing = \"nic\"".into(),
-            ),
+            ("rate_gbps = 0.3", format!("rate_pps = 20000\n{pacing}")),
             ("default_action = 0", "default_action = \"drop\"".into()),
         ],
     );
-    let tx = write("tx-tx", &text);
-    let rx = swapped("veth-afpacket-rx.toml", &p, "tx-rx");
+    let tx = write(&tx_tag, &text);
+    let rx = swapped("veth-afpacket-rx.toml", &p, &rx_tag);
 
     let secs = 2.0;
-    let receiver = start(&p, Side::B, "afpacket", &rx, secs + 3.0, "tx-rx");
-    let sender = start(&p, Side::A, "dpdk", &tx, secs, "tx-tx");
-    let (tout, t) = finish(sender, "tx-tx");
-    let (rout, r) = finish(receiver, "tx-rx");
+    let receiver = start(&p, Side::B, "afpacket", &rx, secs + 3.0, &rx_tag);
+    let sender = start(&p, Side::A, "dpdk", &tx, secs, &tx_tag);
+    let (tout, t) = finish(sender, &tx_tag);
+    let (rout, r) = finish(receiver, &rx_tag);
     assert_eq!(tout.status.code(), Some(0), "sender: {}", show(&tout));
     assert_eq!(rout.status.code(), Some(0), "receiver: {}", show(&rout));
     assert_eq!(t["engine"], "dpdk");
     assert_eq!(r["engine"], "afpacket");
     let pacing = t["tx"]["queues"][0]["pacing"].as_str().unwrap_or_default();
     assert!(
-        pacing.starts_with(
-            "software (the NIC refused a per-queue rate limit: Operation not supported"
-        ),
+        pacing.starts_with(said),
         "pacing {pacing:?}: {}",
+        show(&tout)
+    );
+    assert!(
+        String::from_utf8_lossy(&tout.stderr).contains(logged),
+        "the log names why: {}",
         show(&tout)
     );
     let sent = u(&t, "/tx/totals/packets");

@@ -1,5 +1,5 @@
 //! `[generator] pacing = "txtime"`: where launch times can be kept (the socket engine's UDP
-//! queues and the afpacket engine's; a rate, or a replay at its recorded times) and the lead that goes with them.
+//! queues, the afpacket engine's, the dpdk engine's where the PMD can; a rate, or a replay at its recorded times) and the lead that goes with them.
 
 use rtdaq_config::model::{GenPacing, DEFAULT_TXTIME_LEAD_US};
 use std::path::Path;
@@ -56,6 +56,17 @@ fn txtime_on_the_socket_engine_with_a_rate_loads_with_its_lead() {
     let c = rtdaq_config::load_str(&config(
         "veth-afpacket-tx.toml",
         &[("rate_gbps = 0.5", "rate_gbps = 0.5\npacing = \"txtime\"")],
+    ))
+    .unwrap();
+    assert!(matches!(
+        c.generator.unwrap().pacing,
+        GenPacing::Txtime { .. }
+    ));
+    // The DPDK engine's: the NIC keeps them where the PMD can, else the software pacer
+    // (decided at open, said in the report: never a failed run).
+    let c = rtdaq_config::load_str(&config(
+        "vdev-dpdk-ring.toml",
+        &[("rate_gbps = 0.3", "rate_gbps = 0.3\npacing = \"txtime\"")],
     ))
     .unwrap();
     assert!(matches!(

@@ -51,6 +51,9 @@ impl Pacing {
     /// `pacing = "nic"`, but the device refused the rate limit (its `errno` in the detail):
     /// the software pacer alone.
     pub const NIC_REFUSED: u8 = 3;
+    /// `pacing = "txtime"`, but the engine could not arm the queue for launch times (the
+    /// device has none; the engine's log says why): the software pacer.
+    pub const TXTIME_REFUSED: u8 = 4;
 
     /// The code of a generator with launch times on `clock`, or (`None`) the software
     /// pacer: `0x80 | clockid`, or 1.
@@ -70,6 +73,9 @@ impl Pacing {
                 "software (the NIC refused a per-queue rate limit: {})",
                 std::io::Error::from_raw_os_error(detail as i32)
             )),
+            Self::TXTIME_REFUSED => Some(
+                "software (the device cannot send at a launch time; the log says why)".to_owned(),
+            ),
             c => Some(
                 rtdaq_core::traits::LaunchClock::from_linux_clockid(i32::from(c & 0x7f))
                     .map_or_else(|| "txtime".to_owned(), |k| format!("txtime {}", k.as_str())),
@@ -125,6 +131,10 @@ mod tests {
             "txtime CLOCK_TAI"
         );
         assert_eq!(Pacing::words(Pacing::NIC, 235).unwrap(), "nic 235 Mb/s");
+        assert_eq!(
+            Pacing::words(Pacing::TXTIME_REFUSED, 0).unwrap(),
+            "software (the device cannot send at a launch time; the log says why)"
+        );
         let refused = Pacing::words(Pacing::NIC_REFUSED, 95).unwrap();
         assert!(
             refused.starts_with(

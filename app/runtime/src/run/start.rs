@@ -330,14 +330,13 @@ where
         };
         let plan = gen_plan::<E>(config, r.interface, r.queue, g, macs, &mut replay, start_ns)?;
         let launch = E::timed_tx(&mut queue).and_then(|q| q.launch_clock());
-        if plan.launch_lead_ns.is_some() && launch.is_none() {
-            return Err(RuntimeError::Thread {
-                queue: queue_name(config, r.interface, "tx", r.queue),
-                message: format!("generator.pacing = \"txtime\": the {} engine did not arm this queue for launch times; use pacing = \"software\"", E::NAME),
-            });
-        }
         let (code, detail) = match g.pacing {
             GenPacing::Nic => nic_pacing::<E>(config, g, r.interface, &mut queue),
+            // The engine could not arm the queue (a DPDK PMD without launch times; it
+            // logged why): the software pacer keeps the times, and the report says so.
+            GenPacing::Txtime { .. } if launch.is_none() => {
+                (crate::queue::stats::Pacing::TXTIME_REFUSED, 0)
+            }
             _ => (crate::queue::stats::Pacing::code(launch), 0),
         };
         let ts = &res.tx_stats[k];

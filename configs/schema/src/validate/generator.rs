@@ -257,9 +257,12 @@ fn pacing(
             };
             // A replay at its recorded times has times to keep whatever the rate.
             let recorded = g.replay.is_some() && g.replay_timing.as_deref() != Some("rate");
-            let timed_engine = matches!(raw.engine.kind, EngineKind::Socket | EngineKind::Afpacket);
+            let timed_engine = matches!(
+                raw.engine.kind,
+                EngineKind::Socket | EngineKind::Afpacket | EngineKind::Dpdk
+            );
             let why = if !timed_engine || roce(raw) {
-                Some(format!("the {} engine's TX queues cannot send at a launch time (the socket engine's UDP queues and the afpacket engine's can: SO_TXTIME)", raw.engine.kind.as_str()))
+                Some(format!("the {} engine's TX queues cannot send at a launch time (the socket engine's UDP queues and the afpacket engine's can: SO_TXTIME; the dpdk engine's where the PMD can: RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP)", raw.engine.kind.as_str()))
             } else if transport.is_some_and(|t| t != Transport::Udp) {
                 Some("TCP has no launch times; the generator's interface must be UDP".to_owned())
             } else if matches!(rate, Some(GeneratorRate::Unpaced)) && !recorded {

@@ -18,10 +18,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rtdaq_config::model::{Address, Engine as EngineConfig, RegionId, RegionKind};
+use rtdaq_config::model::{Address, Engine as EngineConfig, GenPacing, RegionId, RegionKind};
 use rtdaq_config::Config;
 use rtdaq_core::flow::DefaultAction;
-use rtdaq_core::traits::{Engine, EngineArgs, QueueResources, RateLimitTx, RxQueue, TxQueue};
+use rtdaq_core::traits::{
+    Engine, EngineArgs, QueueResources, RateLimitTx, RxQueue, TimedTx, TxQueue,
+};
 use rtdaq_core::{QueueCounters, QueueId};
 use rtdaq_dpdk_sys::{Eal, Mempool, Port, PortConfig};
 
@@ -102,6 +104,40 @@ fn counters_for<'a>(
                 "the runtime handed the engine no counters for this queue (EngineArgs must list every queue of the config)",
             )
         })
+}
+
+/// The TX queue of interface `i` the generator sends on with launch times
+/// (`generator.pacing = "txtime"`), if any.
+fn timed_queue(cfg: &Config, i: usize) -> Option<usize> {
+    cfg.generator
+        .as_ref()
+        .filter(|g| g.interface.0 == i && matches!(g.pacing, GenPacing::Txtime { .. }))
+        .map(|g| usize::from(g.tx_queue.0))
+}
+
+/// Arms TX queue `j` of interface `i` for launch times (the `launch` module), or logs why
+/// it cannot be: the runtime then paces in software and the report says so. Cold path.
+fn arm_launch(
+    i: usize,
+    j: usize,
+    q: &rtdaq_dpdk_sys::TxQueue,
+    info: &rtdaq_dpdk_sys::PortInfo,
+) -> Option<crate::launch::TxLaunch> {
+    match crate::launch::arm(q, info) {
+        Ok(l) => {
+            log::info!(
+                "interfaces[{i}].tx_queues[{j}]: launch times kept by the NIC (RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP), CLOCK_TAI moved onto the device's clock at {:.6} units per ns",
+                l.clock.rate()
+            );
+            Some(l)
+        }
+        Err(why) => {
+            log::warn!(
+                "interfaces[{i}].tx_queues[{j}]: generator.pacing = \"txtime\", but {why}; the software pacer keeps the times"
+            );
+            None
+        }
+    }
 }
 
 fn first_region(regions: &[RegionId], key: &str) -> Result<usize> {
@@ -245,6 +281,7 @@ impl DpdkEngine<'static> {
                 tx_desc: p.tx_desc,
                 promiscuous: true,
                 rss,
+                tx_timestamps: timed_queue(cfg, i).is_some(),
             };
             let (port, rxq, txq) = Port::open_with(eal, &name, &pc, &rxc).map_err(port_err)?;
             log_port(i, &name, &port);
@@ -298,7 +335,6 @@ impl DpdkEngine<'static> {
                 let c = &iface.tx_queues[j];
                 let room = cfg.memory_regions[r].buf_size;
                 tx.push(DpdkTx::new(TxSetup {
-                    q,
                     pool: Arc::clone(&pools[&r]),
                     counters,
                     interface: i,
@@ -307,6 +343,10 @@ impl DpdkEngine<'static> {
                     stall: opts.tx_stall,
                     max_frame: (iface.mtu + L2_OVERHEAD).min(room) as usize,
                     port: name.clone(),
+                    launch: (timed_queue(cfg, i) == Some(j))
+                        .then(|| arm_launch(i, j, &q, &pinfo))
+                        .flatten(),
+                    q,
                 }));
             }
             ports.push(port);
@@ -550,6 +590,10 @@ impl Engine<'static> for DpdkEngine<'static> {
     }
 
     fn rate_limit_tx(tx: &mut Self::Tx) -> Option<&mut dyn RateLimitTx<Burst = DpdkTxBurst>> {
+        Some(tx)
+    }
+
+    fn timed_tx(tx: &mut Self::Tx) -> Option<&mut dyn TimedTx<Burst = DpdkTxBurst>> {
         Some(tx)
     }
 

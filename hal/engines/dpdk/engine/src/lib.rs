@@ -115,6 +115,7 @@ mod eal;
 mod engine;
 mod error;
 mod flow;
+mod launch;
 mod memory;
 mod port_setup;
 mod rx;

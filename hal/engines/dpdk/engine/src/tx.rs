@@ -16,11 +16,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rtdaq_core::traits::{RateLimitTx, TxBurst};
+use rtdaq_core::traits::{LaunchClock, RateLimitTx, TimedTx, TxBurst};
 use rtdaq_core::{DropReason, QueueCounters, QueueId};
 use rtdaq_dpdk_sys::{MbufBurst, Mempool, TxQueue as PortTxQueue};
 
 use crate::burst::DpdkTxBurst;
+use crate::launch::TxLaunch;
 
 /// Ethernet header bytes: the shortest frame `send` accepts.
 const ETH_HLEN: usize = 14;
@@ -48,6 +49,8 @@ pub(crate) struct TxSetup<'a> {
     pub(crate) stall: Duration,
     pub(crate) max_frame: usize,
     pub(crate) port: String,
+    /// Armed for launch times (`generator.pacing = "txtime"` on a PMD that has them).
+    pub(crate) launch: Option<TxLaunch>,
 }
 
 /// One TX queue of the DPDK engine. `Send`; owned by its I/O thread.
@@ -63,6 +66,7 @@ pub struct DpdkTx<'a> {
     max_frame: usize,
     stats: TxStats,
     port: String,
+    launch: Option<TxLaunch>,
 }
 
 impl<'a> DpdkTx<'a> {
@@ -80,6 +84,7 @@ impl<'a> DpdkTx<'a> {
             max_frame: s.max_frame,
             stats: TxStats::default(),
             port: s.port,
+            launch: s.launch,
         }
     }
 
@@ -198,6 +203,36 @@ impl<'a> DpdkTx<'a> {
             std::hint::spin_loop();
         }
         accepted
+    }
+}
+
+impl TimedTx for DpdkTx<'_> {
+    /// `CLOCK_TAI` when the queue was armed at open (the `launch` module): the queue moves
+    /// each time onto the device's clock.
+    fn launch_clock(&self) -> Option<LaunchClock> {
+        self.launch.as_ref().map(|_| LaunchClock::Tai)
+    }
+
+    /// [`send`](rtdaq_core::traits::TxQueue::send) with frame `i` leaving at `at_ns[i]`
+    /// (`CLOCK_TAI`): each mbuf's tx-timestamp field is set to that time on the device's
+    /// clock. Unarmed: `send`. Never allocates.
+    fn send_at(&mut self, burst: &mut DpdkTxBurst, at_ns: &[u64]) -> usize {
+        if let Some(l) = self.launch.as_mut() {
+            if at_ns.len() >= burst.len() {
+                l.refresh(&self.q, TxLaunch::now_tai());
+                for (m, &t) in burst.mbufs_mut().iter_mut().zip(at_ns) {
+                    l.ts.set(m, l.clock.at(t));
+                }
+            }
+        }
+        self.send_burst(burst)
+    }
+
+    /// The NIC keeps its frames in its descriptor ring, which DPDK does not count: nothing
+    /// is waited for and 0 is returned (a frame the NIC sends late is the NIC's; the
+    /// receiver counts what never came).
+    fn settle(&mut self, _wait_ns: u64) -> u64 {
+        0
     }
 }
 

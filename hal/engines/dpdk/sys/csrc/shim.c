@@ -8,6 +8,7 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
 #include <rte_mbuf_pool_ops.h>
 #include <rte_memzone.h>
 #include <rte_mempool.h>
@@ -111,6 +112,8 @@ _Static_assert(RTDAQ_RSS_NONFRAG_IPV4_UDP == RTE_ETH_RSS_NONFRAG_IPV4_UDP, "RSS 
 _Static_assert(RTDAQ_RX_OFFLOAD_SCATTER == RTE_ETH_RX_OFFLOAD_SCATTER, "SCATTER");
 _Static_assert(RTDAQ_RX_OFFLOAD_BUFFER_SPLIT == RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT, "BUFFER_SPLIT");
 _Static_assert(RTDAQ_RETA_GROUP_SIZE == RTE_ETH_RETA_GROUP_SIZE, "RETA group");
+_Static_assert(RTDAQ_TX_OFFLOAD_SEND_ON_TIMESTAMP == RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP,
+	"SEND_ON_TIMESTAMP");
 
 int rtdaq_link_get(uint16_t port, uint32_t *speed_mbps, int *full_duplex, int *up, int *autoneg)
 {
@@ -291,4 +294,18 @@ int rtdaq_mempool_umem_fit(struct rte_mempool *mp, struct rtdaq_umem_fit *out)
 unsigned int rtdaq_page_size(void)
 {
 	return (unsigned int)getpagesize();
+}
+
+void rtdaq_mbuf_set_txtime(struct rte_mbuf *m, int offset, uint64_t flag, uint64_t t)
+{
+	*RTE_MBUF_DYNFIELD(m, offset, uint64_t *) = t;
+	m->ol_flags |= flag;
+}
+
+int rtdaq_mbuf_txtime(const struct rte_mbuf *m, int offset, uint64_t flag, uint64_t *t)
+{
+	if ((m->ol_flags & flag) == 0)
+		return 0;
+	*t = *RTE_MBUF_DYNFIELD(m, offset, const uint64_t *);
+	return 1;
 }

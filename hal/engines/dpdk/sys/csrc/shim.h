@@ -65,6 +65,7 @@ struct rte_device *rtdaq_port_device(uint16_t port);
 #define RTDAQ_RSS_NONFRAG_IPV4_UDP (1ULL << 5)
 #define RTDAQ_RX_OFFLOAD_SCATTER (1ULL << 13)
 #define RTDAQ_RX_OFFLOAD_BUFFER_SPLIT (1ULL << 20)
+#define RTDAQ_TX_OFFLOAD_SEND_ON_TIMESTAMP (1ULL << 21)
 #define RTDAQ_RETA_GROUP_SIZE 64
 
 /* --- mbuf pools with layout flags, and the AF_XDP UMEM check --- */
@@ -100,5 +101,11 @@ int rtdaq_mempool_umem_fit(struct rte_mempool *mp, struct rtdaq_umem_fit *out);
 /* getpagesize(): the page size net_af_xdp aligns its UMEM to. */
 unsigned int rtdaq_page_size(void);
 #define RTDAQ_MEMPOOL_F_NO_SPREAD 0x0001u
+/* Launch times (RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP): the mbuf's tx-timestamp dynamic field
+ * (at byte `offset`, registered by rte_mbuf_dyn_tx_timestamp_register) set to `t` (the
+ * device's clock) and its `flag` raised in ol_flags. */
+void rtdaq_mbuf_set_txtime(struct rte_mbuf *m, int offset, uint64_t flag, uint64_t t);
+/* The mbuf's launch time when `flag` is raised: 1 with it in *t, else 0. */
+int rtdaq_mbuf_txtime(const struct rte_mbuf *m, int offset, uint64_t flag, uint64_t *t);
 
 #endif

@@ -5,6 +5,7 @@
 #include <rte_flow.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
 #include <rte_mempool.h>
 
 #include "shim.h"

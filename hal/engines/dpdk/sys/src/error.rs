@@ -111,6 +111,16 @@ pub enum DpdkError {
         /// What to check.
         fix: &'static str,
     },
+    /// A dynamic mbuf field or flag could not be registered.
+    #[error("registering the mbuf's {what} failed: {msg} (errno {errno}) — no room is left for another dynamic mbuf field or flag in this process")]
+    Dynfield {
+        /// The field.
+        what: &'static str,
+        /// Positive errno.
+        errno: i32,
+        /// `rte_strerror` text.
+        msg: String,
+    },
     /// `rte_thread_register` failed: the thread goes on without an lcore id.
     #[error("rte_thread_register failed: {msg} ({errno_name}) — every lcore id below RTE_MAX_LCORE is taken (EAL lcores and registered threads); the thread goes on without per-lcore mempool caches")]
     ThreadRegister {

@@ -5,7 +5,9 @@
 mod common;
 
 use rtdaq_core::wire::{emit_udp_frame, parse_frame, UdpFrameSpec};
-use rtdaq_dpdk_sys::{DpdkError, Eal, MbufBurst, Mempool, MempoolConfig, Port, PortConfig};
+use rtdaq_dpdk_sys::{
+    DpdkError, Eal, MbufBurst, Mempool, MempoolConfig, Port, PortConfig, TxTimestamps,
+};
 
 fn pool(name: &str) -> std::sync::Arc<Mempool> {
     let cfg = MempoolConfig {
@@ -157,14 +159,28 @@ fn net_null_tx_rx_and_stats() {
 fn net_ring_loops_udp_frames_back_intact() {
     let eal = common::eal();
     let pool = pool("ring_pool");
+    // Launch times asked for: net_ring has no such offload, so the port opens without it
+    // and has no clock to read.
     let cfg = PortConfig {
         rx_desc: 256,
         tx_desc: 256,
+        tx_timestamps: true,
         ..PortConfig::default()
     };
     let (port, mut rx, mut tx) = Port::open(eal, "net_ring0", &cfg, &pool).unwrap();
     assert_eq!(port.info().unwrap().driver, "net_ring");
+    assert!(!port.info().unwrap().send_on_timestamp());
     let (mut rxq, mut txq) = (rx.remove(0), tx.remove(0));
+    match txq.read_clock() {
+        Err(DpdkError::Port { op, errno, .. }) => {
+            assert_eq!((op, errno), ("rte_eth_read_clock", 95), "ENOTSUP");
+        }
+        other => panic!("net_ring has no clock: {other:?}"),
+    }
+    // The tx-timestamp field registers; each frame carries its launch time, and the ring
+    // hands the same mbufs back, field and flag included.
+    let ts = TxTimestamps::register().unwrap();
+    assert_eq!(TxTimestamps::register().unwrap(), ts, "registered once");
 
     // Build 64 UDP frames with rtdaq-core's emitter, each with its own payload.
     const N: usize = 64;
@@ -188,6 +204,8 @@ fn net_ring_loops_udp_frames_back_intact() {
         let len = emit_udp_frame(&mut frame, &spec).unwrap();
         assert_eq!(len, frame.len());
         m.write(&frame).unwrap();
+        assert_eq!(ts.get(m), None, "a fresh mbuf has no launch time");
+        ts.set(m, 1_000_000_007 * (i as u64 + 1));
         expected.push(frame);
     }
     assert_eq!(txq.tx_from(&mut burst), N, "the ring accepts all {N}");
@@ -200,6 +218,7 @@ fn net_ring_loops_udp_frames_back_intact() {
         let n = rxq.rx_into(&mut burst);
         for m in burst.iter() {
             assert_eq!(m.data(), &expected[got][..], "frame {got} came back intact");
+            assert_eq!(ts.get(m), Some(1_000_000_007 * (got as u64 + 1)));
             let info = parse_frame(m.data()).unwrap();
             assert_eq!(info.udp.unwrap().dst_port, 6000 + got as u16);
             got += 1;

@@ -25,6 +25,10 @@ pub struct PortConfig {
     /// Receive-side scaling over the RX queues (used when `rx_queues > 1`; `None` keeps
     /// the PMD's default, no RSS).
     pub rss: Option<RssConfig>,
+    /// Ask for launch times on the TX queues (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`) when
+    /// the PMD offers them ([`PortInfo::send_on_timestamp`]); ignored where it does not
+    /// (the caller checks first and says so).
+    pub tx_timestamps: bool,
 }
 
 /// Receive-side scaling of a port: `RTE_ETH_MQ_RX_RSS` with these hash fields (restricted
@@ -95,6 +99,7 @@ impl Default for PortConfig {
             tx_desc: 1024,
             promiscuous: true,
             rss: None,
+            tx_timestamps: false,
         }
     }
 }
@@ -141,9 +146,21 @@ pub struct PortInfo {
     pub rx_queue_offload_capa: u64,
     /// Most segments of a buffer split (`rx_seg_capa.max_nseg`).
     pub max_rx_segments: u16,
+    /// Port-level TX offloads (`tx_offload_capa`).
+    pub tx_offload_capa: u64,
 }
 
 impl PortInfo {
+    /// `RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`: the NIC sends each mbuf at the time in its
+    /// tx-timestamp dynamic field.
+    pub const TX_OFFLOAD_SEND_ON_TIMESTAMP: u64 = raw::RTDAQ_TX_OFFLOAD_SEND_ON_TIMESTAMP as u64;
+
+    /// Whether the PMD can send at a time (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`: mlx5 on
+    /// ConnectX-6 Dx and later, among others; no virtual PMD).
+    pub fn send_on_timestamp(&self) -> bool {
+        self.tx_offload_capa & Self::TX_OFFLOAD_SEND_ON_TIMESTAMP != 0
+    }
+
     /// `RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT`.
     pub const RX_OFFLOAD_BUFFER_SPLIT: u64 = raw::RTDAQ_RX_OFFLOAD_BUFFER_SPLIT as u64;
     /// `RTE_ETH_RX_OFFLOAD_SCATTER`.
@@ -391,6 +408,9 @@ impl Port {
             conf.rxmode.offloads |= PortInfo::RX_OFFLOAD_BUFFER_SPLIT
                 | (info.rx_offload_capa & PortInfo::RX_OFFLOAD_SCATTER);
         }
+        if cfg.tx_timestamps && info.send_on_timestamp() {
+            conf.txmode.offloads |= PortInfo::TX_OFFLOAD_SEND_ON_TIMESTAMP;
+        }
         // SAFETY: id is a valid port not opened elsewhere in the process (claimed above);
         // conf is an rte_eth_conf that DPDK only reads; its key pointer (if any) points
         // into `key`, alive for the call.
@@ -561,6 +581,7 @@ impl Port {
                 rx_offload_capa: info.rx_offload_capa,
                 rx_queue_offload_capa: info.rx_queue_offload_capa,
                 max_rx_segments: info.rx_seg_capa.max_nseg,
+                tx_offload_capa: info.tx_offload_capa,
             },
             info,
         ))
@@ -764,6 +785,27 @@ impl TxQueue {
         self.queue
     }
 
+    /// The device's clock now (`rte_eth_read_clock`: in the PMD's own unit, ns on mlx5 in
+    /// real-time mode, else ticks of its free-running counter); launch times are on it.
+    /// Cold path.
+    ///
+    /// # Errors
+    /// [`DpdkError::Port`] with the PMD's errno (`ENOTSUP` where it has no clock to read).
+    pub fn read_clock(&self) -> Result<u64> {
+        let mut t = 0u64;
+        // SAFETY: a valid port kept alive by self.port; t is a valid out pointer.
+        let rc = unsafe { raw::rte_eth_read_clock(self.port.id, &mut t) };
+        result::neg_errno(rc).map_err(|e| {
+            port_err(
+                "rte_eth_read_clock",
+                self.port.id,
+                e,
+                "the PMD cannot read its clock; launch times need one",
+            )
+        })?;
+        Ok(t)
+    }
+
     /// Has the NIC pace this queue at `mbps` megabits per second
     /// (`rte_eth_set_queue_rate_limit`; the PMD decides what it counts of a frame). Cold
     /// path.
@@ -914,6 +956,7 @@ mod tests {
             rx_offload_capa: if port || queue { b } else { 0 },
             rx_queue_offload_capa: if queue { b } else { 0 },
             max_rx_segments: nseg,
+            tx_offload_capa: 0,
         }
     }
 

@@ -1,0 +1,178 @@
+//! Launch times on a DPDK TX queue (`generator.pacing = "txtime"`, issue #33): the NIC
+//! sends each frame at a time (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`) held in the mbuf's
+//! tx-timestamp dynamic field ([`TxTimestamps`]), on the device's own clock
+//! (`rte_eth_read_clock`).
+//!
+//! The runtime gives launch times on `CLOCK_TAI` (the clock `ptp4l`/`phc2sys` keep the
+//! NIC's PTP clock and the system on); [`DevClock`] moves them onto the device's clock, a
+//! line through two reads of both clocks: the offset from the latest, the rate from the
+//! first and the latest (the unit differs by PMD: ns on mlx5 in real-time mode, ticks of a
+//! free-running counter elsewhere). It reads both again every second ([`REREAD_NS`]).
+//!
+//! A queue is armed at open when the config asks for launch times on it, the PMD offers the
+//! offload, its clock can be read and the field can be registered; otherwise the queue
+//! stays unarmed ([`TimedTx::launch_clock`] is `None`), the open logs why, and the runtime
+//! falls back to the software pacer and says so in the report. No virtual PMD has the
+//! offload, so the armed path runs only on such a NIC; the field, the clock line and the
+//! refusal are tested here (docs/time.md).
+
+use rtdaq_core::traits::LaunchClock;
+use rtdaq_dpdk_sys::{PortInfo, TxQueue as PortTxQueue, TxTimestamps};
+
+/// How often the clocks are read again.
+pub(crate) const REREAD_NS: u64 = 1_000_000_000;
+/// Time between the two reads of the first calibration.
+const FIRST_GAP_NS: u64 = 10_000_000;
+
+/// `CLOCK_TAI` now (ns).
+fn tai_ns() -> u64 {
+    rtdaq_netsys::clock::now_ns(LaunchClock::Tai.linux_clockid())
+}
+
+/// The device's clock as a line of `CLOCK_TAI`: `dev = dev0 + (tai - tai0) × rate`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct DevClock {
+    /// The first read of both clocks (the rate's baseline).
+    first: (u64, u64),
+    /// The latest read (the offset).
+    last: (u64, u64),
+    /// Device units per ns of `CLOCK_TAI`.
+    rate: f64,
+}
+
+impl DevClock {
+    /// A line through two reads `(tai, dev)`, `a` before `b`.
+    pub(crate) fn through(a: (u64, u64), b: (u64, u64)) -> Self {
+        let dt = b.0.saturating_sub(a.0).max(1) as f64;
+        let dd = b.1.wrapping_sub(a.1) as f64;
+        DevClock {
+            first: a,
+            last: b,
+            rate: dd / dt,
+        }
+    }
+
+    /// A new read `(tai, dev)`: the offset from it, the rate over the whole baseline.
+    pub(crate) fn update(&mut self, r: (u64, u64)) {
+        *self = DevClock {
+            first: self.first,
+            ..DevClock::through(self.first, r)
+        };
+        self.last = r;
+    }
+
+    /// The device's clock at `tai` (ns of `CLOCK_TAI`). Never allocates.
+    #[inline]
+    pub(crate) fn at(&self, tai: u64) -> u64 {
+        let d = tai.wrapping_sub(self.last.0) as i64 as f64 * self.rate;
+        (self.last.1 as i64).wrapping_add(d as i64) as u64
+    }
+
+    /// When it was last read (ns of `CLOCK_TAI`).
+    pub(crate) fn read_at(&self) -> u64 {
+        self.last.0
+    }
+
+    /// Device units per ns.
+    pub(crate) fn rate(&self) -> f64 {
+        self.rate
+    }
+}
+
+/// One read of both clocks: `CLOCK_TAI` at the middle of the device read.
+fn read_pair(q: &PortTxQueue) -> Result<(u64, u64), String> {
+    let a = tai_ns();
+    let d = q.read_clock().map_err(|e| e.to_string())?;
+    let b = tai_ns();
+    Ok((a + (b - a) / 2, d))
+}
+
+/// A queue armed for launch times: the mbuf field and the device's clock.
+#[derive(Debug)]
+pub(crate) struct TxLaunch {
+    pub(crate) ts: TxTimestamps,
+    pub(crate) clock: DevClock,
+}
+
+impl TxLaunch {
+    /// Reads both clocks again when [`REREAD_NS`] has passed since the last read, at
+    /// `now_tai`. Never allocates; a failed read keeps the old line.
+    #[inline]
+    pub(crate) fn refresh(&mut self, q: &PortTxQueue, now_tai: u64) {
+        if now_tai.saturating_sub(self.clock.read_at()) >= REREAD_NS {
+            if let Ok(r) = read_pair(q) {
+                self.clock.update(r);
+            }
+        }
+    }
+
+    /// `CLOCK_TAI` now.
+    #[inline]
+    pub(crate) fn now_tai() -> u64 {
+        tai_ns()
+    }
+}
+
+/// Arms `q` (of a port whose PMD is described by `info`) for launch times, or says why
+/// not, in words. Cold path: reads the clocks twice, [`FIRST_GAP_NS`] apart.
+pub(crate) fn arm(q: &PortTxQueue, info: &PortInfo) -> Result<TxLaunch, String> {
+    if !info.send_on_timestamp() {
+        return Err(format!(
+            "the PMD {} does not offer launch times (RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP; tx_offload_capa {:#x}): mlx5 on ConnectX-6 Dx or later has them",
+            info.driver, info.tx_offload_capa
+        ));
+    }
+    let a = read_pair(q)?;
+    std::thread::sleep(std::time::Duration::from_nanos(FIRST_GAP_NS));
+    let b = read_pair(q)?;
+    let ts = TxTimestamps::register().map_err(|e| e.to_string())?;
+    Ok(TxLaunch {
+        ts,
+        clock: DevClock::through(a, b),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device clock in ns 37 s ahead (TAI offset in a PHC kept on TAI... and a free
+    /// counter at 1.5625 ticks per ns): launch times land on the device's line.
+    #[test]
+    fn launch_times_move_onto_the_device_clock() {
+        let ns = DevClock::through((1_000, 5_000), (11_000, 15_000));
+        assert_eq!(ns.rate(), 1.0);
+        assert_eq!(ns.at(20_000), 24_000);
+        assert_eq!(ns.at(10_000), 14_000, "before the last read too");
+        let mut ticks = DevClock::through((0, 0), (1_000_000, 1_562_500));
+        assert_eq!(ticks.at(2_000_000), 3_125_000);
+        // A later read moves the offset and refines the rate over the whole baseline.
+        ticks.update((10_000_000, 15_625_100));
+        assert!((ticks.rate() - 1.56251).abs() < 1e-9, "{}", ticks.rate());
+        assert_eq!(ticks.at(10_000_000), 15_625_100);
+        assert_eq!(ticks.read_at(), 10_000_000);
+    }
+
+    /// The offload is read from the PMD's TX capabilities (bit 21).
+    #[test]
+    fn the_offload_is_read_from_the_capabilities() {
+        let info = PortInfo {
+            driver: "net_ring".into(),
+            max_rx_queues: 1,
+            max_tx_queues: 1,
+            rss_offloads: 0,
+            reta_size: 0,
+            hash_key_size: 0,
+            rx_offload_capa: 0,
+            rx_queue_offload_capa: 0,
+            max_rx_segments: 0,
+            tx_offload_capa: 0,
+        };
+        assert!(!info.send_on_timestamp());
+        let with = PortInfo {
+            tx_offload_capa: PortInfo::TX_OFFLOAD_SEND_ON_TIMESTAMP,
+            ..info.clone()
+        };
+        assert!(with.send_on_timestamp());
+    }
+}

@@ -1,0 +1,57 @@
+//! Launch times on a DPDK TX queue (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`): the mbuf's
+//! tx-timestamp dynamic field, registered once per process
+//! (`rte_mbuf_dyn_tx_timestamp_register`), holds the time on the device's clock
+//! ([`TxQueue::read_clock`](crate::TxQueue::read_clock)) at which the NIC sends it, and its
+//! flag in `ol_flags` says it is set. The PMD reads both in `rte_eth_tx_burst` when the
+//! port was configured with the offload ([`PortConfig::tx_timestamps`](crate::PortConfig)).
+
+use crate::error::{DpdkError, Result};
+use crate::sys::mbuf::Mbuf;
+use crate::sys::{raw, result};
+
+/// The registered tx-timestamp field: where it lies in an mbuf and its `ol_flags` bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxTimestamps {
+    offset: i32,
+    flag: u64,
+}
+
+impl TxTimestamps {
+    /// Registers the field and its flag (or finds them registered). Needs the EAL. Cold
+    /// path.
+    ///
+    /// # Errors
+    /// [`DpdkError::Dynfield`] with DPDK's errno (`ENOSPC`/`ENOENT`: no room left for
+    /// another dynamic field or flag).
+    pub fn register() -> Result<Self> {
+        let (mut offset, mut flag) = (0i32, 0u64);
+        // SAFETY: both are valid out pointers for the call; the registry is process-wide
+        // and thread-safe (DPDK takes its lock).
+        let rc = unsafe { raw::rte_mbuf_dyn_tx_timestamp_register(&mut offset, &mut flag) };
+        if rc < 0 {
+            let errno = result::errno();
+            return Err(DpdkError::Dynfield {
+                what: "tx timestamp (rte_mbuf_dyn_tx_timestamp_register)",
+                errno,
+                msg: result::strerror(errno),
+            });
+        }
+        Ok(TxTimestamps { offset, flag })
+    }
+
+    /// Sets `m` to leave at `t` (the device's clock). Never allocates.
+    #[inline]
+    pub fn set(&self, m: &mut Mbuf, t: u64) {
+        // SAFETY: m is a valid owned mbuf; the field lies at the registered offset inside
+        // every mbuf (dynamic fields are part of struct rte_mbuf) and holds a u64.
+        unsafe { raw::rtdaq_mbuf_set_txtime(m.as_ptr(), self.offset, self.flag, t) }
+    }
+
+    /// The launch time of `m`, when it has one.
+    pub fn get(&self, m: &Mbuf) -> Option<u64> {
+        let mut t = 0u64;
+        // SAFETY: as in `set`; t is a valid out pointer.
+        let has = unsafe { raw::rtdaq_mbuf_txtime(m.as_ptr(), self.offset, self.flag, &mut t) };
+        (has != 0).then_some(t)
+    }
+}
