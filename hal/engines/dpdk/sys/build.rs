@@ -106,6 +106,7 @@ fn main() {
         "rte_eth_set_queue_rate_limit",
         "rte_eth_read_clock",
         "rte_mbuf_dyn_tx_timestamp_register",
+        "rte_mbuf_dyn_rx_timestamp_register",
         "rte_eth_macaddr_get",
         "rte_eth_promiscuous_enable",
         "rte_eth_dev_get_port_by_name",

@@ -140,6 +140,31 @@ fn arm_launch(
     }
 }
 
+/// Hardware receive stamps for RX queue `j` of interface `i` where the PMD gives them
+/// (logged); `None` elsewhere (stamps taken at the poll). Cold path.
+fn rx_stamps(
+    i: usize,
+    j: usize,
+    q: &rtdaq_dpdk_sys::RxQueue,
+    info: &rtdaq_dpdk_sys::PortInfo,
+) -> Option<crate::launch::RxStamps> {
+    if !info.rx_timestamp() {
+        return None;
+    }
+    match crate::launch::RxStamps::arm(q, info) {
+        Ok(s) => {
+            log::info!("interfaces[{i}].rx_queues[{j}]: receive times from the NIC (RTE_ETH_RX_OFFLOAD_TIMESTAMP), moved onto CLOCK_REALTIME");
+            Some(s)
+        }
+        Err(why) => {
+            log::warn!(
+                "interfaces[{i}].rx_queues[{j}]: {why}; receive times are taken at the poll"
+            );
+            None
+        }
+    }
+}
+
 fn first_region(regions: &[RegionId], key: &str) -> Result<usize> {
     regions.first().map(|r| r.0).ok_or_else(|| {
         DpdkEngineError::config(
@@ -281,6 +306,8 @@ impl DpdkEngine<'static> {
                 tx_desc: p.tx_desc,
                 promiscuous: true,
                 rss,
+                // The NIC's receive stamps wherever the PMD gives them.
+                rx_timestamps: true,
                 tx_timestamps: timed_queue(cfg, i).is_some(),
             };
             let (port, rxq, txq) = Port::open_with(eal, &name, &pc, &rxc).map_err(port_err)?;
@@ -307,7 +334,6 @@ impl DpdkEngine<'static> {
                         .is_some_and(|&r| cfg.memory_regions[r].kind == RegionKind::Device)
                 };
                 rx.push(DpdkRx::new(RxSetup {
-                    q,
                     segments: if qc.split.is_some() { 2 } else { 1 },
                     pool: qc.pool,
                     counters,
@@ -329,6 +355,8 @@ impl DpdkEngine<'static> {
                         head: gpu(0),
                         data: gpu(1),
                     },
+                    stamps: rx_stamps(i, j, &q, &pinfo),
+                    q,
                 }));
             }
             for (((j, counters), q), r) in p.tx.into_iter().zip(txq).zip(p.tx_regions) {

@@ -1,4 +1,5 @@
-//! Launch times on a DPDK TX queue (`generator.pacing = "txtime"`, issue #33): the NIC
+//! The device's clock (issue #33): launch times on a DPDK TX queue (`generator.pacing =
+//! "txtime"`) and hardware receive stamps. Launch times: the NIC
 //! sends each frame at a time (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`) held in the mbuf's
 //! tx-timestamp dynamic field ([`TxTimestamps`]), on the device's own clock
 //! (`rte_eth_read_clock`).
@@ -9,6 +10,10 @@
 //! first and the latest (the unit differs by PMD: ns on mlx5 in real-time mode, ticks of a
 //! free-running counter elsewhere). It reads both again every second ([`REREAD_NS`]).
 //!
+//! Hardware receive stamps use the same line the other way ([`RxStamps`]): a PMD with
+//! `RTE_ETH_RX_OFFLOAD_TIMESTAMP` writes each frame's arrival on the device's clock into
+//! the mbuf's rx-timestamp field, which goes back onto `CLOCK_REALTIME`.
+//!
 //! A queue is armed at open when the config asks for launch times on it, the PMD offers the
 //! offload, its clock can be read and the field can be registered; otherwise the queue
 //! stays unarmed ([`TimedTx::launch_clock`] is `None`), the open logs why, and the runtime
@@ -17,7 +22,7 @@
 //! refusal are tested here (docs/time.md).
 
 use rtdaq_core::traits::LaunchClock;
-use rtdaq_dpdk_sys::{PortInfo, TxQueue as PortTxQueue, TxTimestamps};
+use rtdaq_dpdk_sys::{PortInfo, RxQueue as PortRxQueue, TxQueue as PortTxQueue, TxTimestamps};
 
 /// How often the clocks are read again.
 pub(crate) const REREAD_NS: u64 = 1_000_000_000;
@@ -27,6 +32,11 @@ const FIRST_GAP_NS: u64 = 10_000_000;
 /// `CLOCK_TAI` now (ns).
 fn tai_ns() -> u64 {
     rtdaq_netsys::clock::now_ns(LaunchClock::Tai.linux_clockid())
+}
+
+/// `CLOCK_REALTIME` now (ns): the clock of receive stamps.
+fn realtime_ns() -> u64 {
+    rtdaq_netsys::clock::now_ns(LaunchClock::Realtime.linux_clockid())
 }
 
 /// The device's clock as a line of `CLOCK_TAI`: `dev = dev0 + (tai - tai0) × rate`.
@@ -61,11 +71,20 @@ impl DevClock {
         self.last = r;
     }
 
-    /// The device's clock at `tai` (ns of `CLOCK_TAI`). Never allocates.
+    /// The device's clock at `tai` (ns of the system clock the line was read against).
+    /// Never allocates.
     #[inline]
     pub(crate) fn at(&self, tai: u64) -> u64 {
         let d = tai.wrapping_sub(self.last.0) as i64 as f64 * self.rate;
-        (self.last.1 as i64).wrapping_add(d as i64) as u64
+        (self.last.1 as i64).wrapping_add(d.round() as i64) as u64
+    }
+
+    /// The system clock at device time `dev` (the inverse of [`at`](Self::at)). Never
+    /// allocates.
+    #[inline]
+    pub(crate) fn sys_at(&self, dev: u64) -> u64 {
+        let d = dev.wrapping_sub(self.last.1) as i64 as f64 / self.rate;
+        (self.last.0 as i64).wrapping_add(d.round() as i64) as u64
     }
 
     /// When it was last read (ns of `CLOCK_TAI`).
@@ -79,12 +98,68 @@ impl DevClock {
     }
 }
 
-/// One read of both clocks: `CLOCK_TAI` at the middle of the device read.
-fn read_pair(q: &PortTxQueue) -> Result<(u64, u64), String> {
-    let a = tai_ns();
-    let d = q.read_clock().map_err(|e| e.to_string())?;
-    let b = tai_ns();
+/// One read of both clocks: the system clock `sys` at the middle of the device read.
+fn read_pair(
+    sys: fn() -> u64,
+    dev: impl Fn() -> rtdaq_dpdk_sys::Result<u64>,
+) -> Result<(u64, u64), String> {
+    let a = sys();
+    let d = dev().map_err(|e| e.to_string())?;
+    let b = sys();
     Ok((a + (b - a) / 2, d))
+}
+
+/// A line through two reads of `sys` and the device's clock, [`FIRST_GAP_NS`] apart.
+fn calibrate(
+    sys: fn() -> u64,
+    dev: impl Fn() -> rtdaq_dpdk_sys::Result<u64>,
+) -> Result<DevClock, String> {
+    let a = read_pair(sys, &dev)?;
+    std::thread::sleep(std::time::Duration::from_nanos(FIRST_GAP_NS));
+    let b = read_pair(sys, &dev)?;
+    Ok(DevClock::through(a, b))
+}
+
+/// An RX queue's hardware receive stamps (`RTE_ETH_RX_OFFLOAD_TIMESTAMP`): the mbuf field
+/// and the device's clock against `CLOCK_REALTIME`.
+#[derive(Debug)]
+pub(crate) struct RxStamps {
+    ts: TxTimestamps,
+    clock: DevClock,
+}
+
+impl RxStamps {
+    /// Arms `q` (of a port whose PMD is described by `info`) when the PMD stamps frames
+    /// and its clock can be read; else why not, in words. Cold path.
+    pub(crate) fn arm(q: &PortRxQueue, info: &PortInfo) -> Result<Self, String> {
+        if !info.rx_timestamp() {
+            return Err(format!(
+                "the PMD {} does not stamp received frames (RTE_ETH_RX_OFFLOAD_TIMESTAMP)",
+                info.driver
+            ));
+        }
+        let clock = calibrate(realtime_ns, || q.read_clock())?;
+        let ts = TxTimestamps::register_rx().map_err(|e| e.to_string())?;
+        Ok(RxStamps { ts, clock })
+    }
+
+    /// Reads both clocks again when [`REREAD_NS`] has passed since the last read, at
+    /// `now` (`CLOCK_REALTIME`). Never allocates; a failed read keeps the old line.
+    #[inline]
+    pub(crate) fn refresh(&mut self, q: &PortRxQueue, now: u64) {
+        if now.saturating_sub(self.clock.read_at()) >= REREAD_NS {
+            if let Ok(r) = read_pair(realtime_ns, || q.read_clock()) {
+                self.clock.update(r);
+            }
+        }
+    }
+
+    /// The receive time of `m` on `CLOCK_REALTIME` (ns), when the NIC stamped it. Never
+    /// allocates.
+    #[inline]
+    pub(crate) fn stamp(&self, m: &rtdaq_dpdk_sys::Mbuf) -> Option<u64> {
+        self.ts.get(m).map(|d| self.clock.sys_at(d))
+    }
 }
 
 /// A queue armed for launch times: the mbuf field and the device's clock.
@@ -100,7 +175,7 @@ impl TxLaunch {
     #[inline]
     pub(crate) fn refresh(&mut self, q: &PortTxQueue, now_tai: u64) {
         if now_tai.saturating_sub(self.clock.read_at()) >= REREAD_NS {
-            if let Ok(r) = read_pair(q) {
+            if let Ok(r) = read_pair(tai_ns, || q.read_clock()) {
                 self.clock.update(r);
             }
         }
@@ -122,14 +197,9 @@ pub(crate) fn arm(q: &PortTxQueue, info: &PortInfo) -> Result<TxLaunch, String> 
             info.driver, info.tx_offload_capa
         ));
     }
-    let a = read_pair(q)?;
-    std::thread::sleep(std::time::Duration::from_nanos(FIRST_GAP_NS));
-    let b = read_pair(q)?;
+    let clock = calibrate(tai_ns, || q.read_clock())?;
     let ts = TxTimestamps::register().map_err(|e| e.to_string())?;
-    Ok(TxLaunch {
-        ts,
-        clock: DevClock::through(a, b),
-    })
+    Ok(TxLaunch { ts, clock })
 }
 
 #[cfg(test)]
@@ -151,6 +221,10 @@ mod tests {
         assert!((ticks.rate() - 1.56251).abs() < 1e-9, "{}", ticks.rate());
         assert_eq!(ticks.at(10_000_000), 15_625_100);
         assert_eq!(ticks.read_at(), 10_000_000);
+        // A receive stamp goes back onto the system clock.
+        assert_eq!(ns.sys_at(24_000), 20_000);
+        assert_eq!(ticks.sys_at(ticks.at(12_345_678)), 12_345_678);
+        assert_eq!(ticks.sys_at(15_625_100), 10_000_000);
     }
 
     /// The offload is read from the PMD's TX capabilities (bit 21).

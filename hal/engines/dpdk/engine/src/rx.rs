@@ -31,6 +31,7 @@ use rtdaq_core::{ConnId, DropReason, FlowId, PacketMeta, QueueCounters, QueueId}
 use rtdaq_dpdk_sys::{Mbuf, MbufBurst, Mempool, RxQueue as PortRxQueue};
 
 use crate::burst::{DpdkRxBurst, InGpu};
+use crate::launch::RxStamps;
 
 /// Flow table of one interface (the config's maximum number of rules).
 pub(crate) type Flows = FlowTable<{ rtdaq_config::MAX_FLOWS_PER_INTERFACE }>;
@@ -84,6 +85,8 @@ pub(crate) struct RxSetup<'a> {
     /// Which segments lie in GPU memory (never read here: a queue whose segment 0 is GPU
     /// memory has no flow table, a config rule).
     pub(crate) device: InGpu,
+    /// The NIC's receive stamps, where the PMD gives them (the `launch` module).
+    pub(crate) stamps: Option<RxStamps>,
 }
 
 /// One RX queue of the DPDK engine. `Send`; owned by its I/O thread.
@@ -108,6 +111,7 @@ pub struct DpdkRx<'a> {
     port: String,
     _flow_rules: Arc<[rtdaq_dpdk_sys::FlowRule]>,
     device: InGpu,
+    stamps: Option<RxStamps>,
 }
 
 impl<'a> DpdkRx<'a> {
@@ -130,6 +134,7 @@ impl<'a> DpdkRx<'a> {
             stats: RxStats::default(),
             port: s.port,
             _flow_rules: s.flow_rules,
+            stamps: s.stamps,
             // A frame in GPU memory cannot be classified: no table (the config refuses
             // flows and default_action = "drop" on such an interface).
             flows: if s.device.head { None } else { s.flows },
@@ -215,7 +220,13 @@ impl<'a> DpdkRx<'a> {
             return 0;
         }
         let now = realtime_ns();
-        if self.flows.is_none() && self.segs[..n].iter().all(|&s| s <= self.segments) {
+        if let Some(st) = self.stamps.as_mut() {
+            st.refresh(&self.q, now);
+        }
+        if self.flows.is_none()
+            && self.stamps.is_none()
+            && self.segs[..n].iter().all(|&s| s <= self.segments)
+        {
             // Nothing to classify and nothing truncated: every frame goes up, in one move.
             let meta = PacketMeta {
                 queue: self.queue,
@@ -262,12 +273,17 @@ impl<'a> DpdkRx<'a> {
             };
             match verdict {
                 Ok(flow) => {
+                    let (rx_timestamp_ns, ts_source) =
+                        match self.stamps.as_ref().and_then(|st| st.stamp(&m)) {
+                            Some(t) => (t, rtdaq_core::TimestampSource::Hardware),
+                            None => (now, rtdaq_core::TimestampSource::Poll),
+                        };
                     let meta = PacketMeta {
                         len: len as u32,
                         flow,
                         queue: self.queue,
-                        rx_timestamp_ns: now,
-                        ts_source: rtdaq_core::TimestampSource::Poll,
+                        rx_timestamp_ns,
+                        ts_source,
                         conn: ConnId(0),
                         ..PacketMeta::default()
                     };

@@ -114,6 +114,7 @@ _Static_assert(RTDAQ_RX_OFFLOAD_BUFFER_SPLIT == RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT,
 _Static_assert(RTDAQ_RETA_GROUP_SIZE == RTE_ETH_RETA_GROUP_SIZE, "RETA group");
 _Static_assert(RTDAQ_TX_OFFLOAD_SEND_ON_TIMESTAMP == RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP,
 	"SEND_ON_TIMESTAMP");
+_Static_assert(RTDAQ_RX_OFFLOAD_TIMESTAMP == RTE_ETH_RX_OFFLOAD_TIMESTAMP, "RX TIMESTAMP");
 
 int rtdaq_link_get(uint16_t port, uint32_t *speed_mbps, int *full_duplex, int *up, int *autoneg)
 {

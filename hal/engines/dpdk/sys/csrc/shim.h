@@ -66,6 +66,7 @@ struct rte_device *rtdaq_port_device(uint16_t port);
 #define RTDAQ_RX_OFFLOAD_SCATTER (1ULL << 13)
 #define RTDAQ_RX_OFFLOAD_BUFFER_SPLIT (1ULL << 20)
 #define RTDAQ_TX_OFFLOAD_SEND_ON_TIMESTAMP (1ULL << 21)
+#define RTDAQ_RX_OFFLOAD_TIMESTAMP (1ULL << 14)
 #define RTDAQ_RETA_GROUP_SIZE 64
 
 /* --- mbuf pools with layout flags, and the AF_XDP UMEM check --- */
@@ -105,7 +106,9 @@ unsigned int rtdaq_page_size(void);
  * (at byte `offset`, registered by rte_mbuf_dyn_tx_timestamp_register) set to `t` (the
  * device's clock) and its `flag` raised in ol_flags. */
 void rtdaq_mbuf_set_txtime(struct rte_mbuf *m, int offset, uint64_t flag, uint64_t t);
-/* The mbuf's launch time when `flag` is raised: 1 with it in *t, else 0. */
+/* The mbuf's time in the dynamic field at `offset` when `flag` is raised: 1 with it in *t,
+ * else 0 (the launch time of a frame to send; a received frame's hardware stamp, field and
+ * flag of rte_mbuf_dyn_rx_timestamp_register). */
 int rtdaq_mbuf_txtime(const struct rte_mbuf *m, int offset, uint64_t flag, uint64_t *t);
 
 #endif

@@ -181,6 +181,11 @@ fn net_ring_loops_udp_frames_back_intact() {
     // hands the same mbufs back, field and flag included.
     let ts = TxTimestamps::register().unwrap();
     assert_eq!(TxTimestamps::register().unwrap(), ts, "registered once");
+    // The receive-stamp field is another; net_ring stamps nothing, nor has it a clock.
+    let rx_ts = TxTimestamps::register_rx().unwrap();
+    assert_ne!(rx_ts, ts);
+    assert!(!port.info().unwrap().rx_timestamp());
+    assert!(rxq.read_clock().is_err());
 
     // Build 64 UDP frames with rtdaq-core's emitter, each with its own payload.
     const N: usize = 64;
@@ -219,6 +224,7 @@ fn net_ring_loops_udp_frames_back_intact() {
         for m in burst.iter() {
             assert_eq!(m.data(), &expected[got][..], "frame {got} came back intact");
             assert_eq!(ts.get(m), Some(1_000_000_007 * (got as u64 + 1)));
+            assert_eq!(rx_ts.get(m), None, "no receive stamp");
             let info = parse_frame(m.data()).unwrap();
             assert_eq!(info.udp.unwrap().dst_port, 6000 + got as u16);
             got += 1;

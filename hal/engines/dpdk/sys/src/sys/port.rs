@@ -25,6 +25,9 @@ pub struct PortConfig {
     /// Receive-side scaling over the RX queues (used when `rx_queues > 1`; `None` keeps
     /// the PMD's default, no RSS).
     pub rss: Option<RssConfig>,
+    /// Ask for hardware receive stamps (`RTE_ETH_RX_OFFLOAD_TIMESTAMP`) when the PMD offers
+    /// them ([`PortInfo::rx_timestamp`]); ignored where it does not.
+    pub rx_timestamps: bool,
     /// Ask for launch times on the TX queues (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`) when
     /// the PMD offers them ([`PortInfo::send_on_timestamp`]); ignored where it does not
     /// (the caller checks first and says so).
@@ -99,6 +102,7 @@ impl Default for PortConfig {
             tx_desc: 1024,
             promiscuous: true,
             rss: None,
+            rx_timestamps: false,
             tx_timestamps: false,
         }
     }
@@ -154,6 +158,16 @@ impl PortInfo {
     /// `RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`: the NIC sends each mbuf at the time in its
     /// tx-timestamp dynamic field.
     pub const TX_OFFLOAD_SEND_ON_TIMESTAMP: u64 = raw::RTDAQ_TX_OFFLOAD_SEND_ON_TIMESTAMP as u64;
+
+    /// `RTE_ETH_RX_OFFLOAD_TIMESTAMP`: the NIC stamps each received frame (its clock, in
+    /// the mbuf's rx-timestamp dynamic field).
+    pub const RX_OFFLOAD_TIMESTAMP: u64 = raw::RTDAQ_RX_OFFLOAD_TIMESTAMP as u64;
+
+    /// Whether the PMD stamps received frames (`RTE_ETH_RX_OFFLOAD_TIMESTAMP`: mlx5, ice,
+    /// i40e and others; no virtual PMD here).
+    pub fn rx_timestamp(&self) -> bool {
+        self.rx_offload_capa & Self::RX_OFFLOAD_TIMESTAMP != 0
+    }
 
     /// Whether the PMD can send at a time (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`: mlx5 on
     /// ConnectX-6 Dx and later, among others; no virtual PMD).
@@ -248,6 +262,22 @@ pub(crate) fn port_err(op: &'static str, port: u16, errno: i32, fix: &'static st
         msg: result::strerror(errno),
         fix,
     }
+}
+
+/// `rte_eth_read_clock` of `port`.
+fn device_clock(port: &PortInner) -> Result<u64> {
+    let mut t = 0u64;
+    // SAFETY: a valid port kept alive by the caller's handle; t is a valid out pointer.
+    let rc = unsafe { raw::rte_eth_read_clock(port.id, &mut t) };
+    result::neg_errno(rc).map_err(|e| {
+        port_err(
+            "rte_eth_read_clock",
+            port.id,
+            e,
+            "the PMD cannot read its clock; launch times and hardware stamps need one",
+        )
+    })?;
+    Ok(t)
 }
 
 #[derive(Debug)]
@@ -407,6 +437,9 @@ impl Port {
         if split_at_port {
             conf.rxmode.offloads |= PortInfo::RX_OFFLOAD_BUFFER_SPLIT
                 | (info.rx_offload_capa & PortInfo::RX_OFFLOAD_SCATTER);
+        }
+        if cfg.rx_timestamps && info.rx_timestamp() {
+            conf.rxmode.offloads |= PortInfo::RX_OFFLOAD_TIMESTAMP;
         }
         if cfg.tx_timestamps && info.send_on_timestamp() {
             conf.txmode.offloads |= PortInfo::TX_OFFLOAD_SEND_ON_TIMESTAMP;
@@ -690,6 +723,15 @@ pub struct RxQueue {
 }
 
 impl RxQueue {
+    /// The device's clock now (`rte_eth_read_clock`), the clock of its hardware receive
+    /// stamps. Cold path.
+    ///
+    /// # Errors
+    /// [`DpdkError::Port`] with the PMD's errno (`ENOTSUP` where it has no clock to read).
+    pub fn read_clock(&self) -> Result<u64> {
+        device_clock(&self.port)
+    }
+
     /// Port id.
     pub fn port_id(&self) -> u16 {
         self.port.id
@@ -792,18 +834,7 @@ impl TxQueue {
     /// # Errors
     /// [`DpdkError::Port`] with the PMD's errno (`ENOTSUP` where it has no clock to read).
     pub fn read_clock(&self) -> Result<u64> {
-        let mut t = 0u64;
-        // SAFETY: a valid port kept alive by self.port; t is a valid out pointer.
-        let rc = unsafe { raw::rte_eth_read_clock(self.port.id, &mut t) };
-        result::neg_errno(rc).map_err(|e| {
-            port_err(
-                "rte_eth_read_clock",
-                self.port.id,
-                e,
-                "the PMD cannot read its clock; launch times need one",
-            )
-        })?;
-        Ok(t)
+        device_clock(&self.port)
     }
 
     /// Has the NIC pace this queue at `mbps` megabits per second

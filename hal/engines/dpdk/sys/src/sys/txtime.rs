@@ -1,15 +1,19 @@
-//! Launch times on a DPDK TX queue (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`): the mbuf's
-//! tx-timestamp dynamic field, registered once per process
-//! (`rte_mbuf_dyn_tx_timestamp_register`), holds the time on the device's clock
-//! ([`TxQueue::read_clock`](crate::TxQueue::read_clock)) at which the NIC sends it, and its
-//! flag in `ol_flags` says it is set. The PMD reads both in `rte_eth_tx_burst` when the
-//! port was configured with the offload ([`PortConfig::tx_timestamps`](crate::PortConfig)).
+//! Times in an mbuf on the device's clock ([`TxQueue::read_clock`](crate::TxQueue::read_clock)):
+//! - launch times on a TX queue (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`): the tx-timestamp
+//!   dynamic field, registered once per process (`rte_mbuf_dyn_tx_timestamp_register`),
+//!   holds the time at which the NIC sends the frame, and its flag in `ol_flags` says it is
+//!   set; the PMD reads both in `rte_eth_tx_burst` when the port was configured with the
+//!   offload ([`PortConfig::tx_timestamps`](crate::PortConfig));
+//! - hardware receive stamps (`RTE_ETH_RX_OFFLOAD_TIMESTAMP`): the rx-timestamp field and
+//!   flag (`rte_mbuf_dyn_rx_timestamp_register`), which the PMD fills for each frame when
+//!   the port was configured with the offload ([`PortConfig::rx_timestamps`](crate::PortConfig)).
 
 use crate::error::{DpdkError, Result};
 use crate::sys::mbuf::Mbuf;
 use crate::sys::{raw, result};
 
-/// The registered tx-timestamp field: where it lies in an mbuf and its `ol_flags` bit.
+/// A registered timestamp field (tx or rx): where it lies in an mbuf and its `ol_flags`
+/// bit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TxTimestamps {
     offset: i32,
@@ -39,6 +43,26 @@ impl TxTimestamps {
         Ok(TxTimestamps { offset, flag })
     }
 
+    /// The rx-timestamp field and flag (registered, or found registered by the PMD). Reads
+    /// only: [`get`](Self::get) of a received frame. Cold path.
+    ///
+    /// # Errors
+    /// As [`register`](Self::register).
+    pub fn register_rx() -> Result<Self> {
+        let (mut offset, mut flag) = (0i32, 0u64);
+        // SAFETY: as in `register`.
+        let rc = unsafe { raw::rte_mbuf_dyn_rx_timestamp_register(&mut offset, &mut flag) };
+        if rc < 0 {
+            let errno = result::errno();
+            return Err(DpdkError::Dynfield {
+                what: "rx timestamp (rte_mbuf_dyn_rx_timestamp_register)",
+                errno,
+                msg: result::strerror(errno),
+            });
+        }
+        Ok(TxTimestamps { offset, flag })
+    }
+
     /// Sets `m` to leave at `t` (the device's clock). Never allocates.
     #[inline]
     pub fn set(&self, m: &mut Mbuf, t: u64) {
@@ -47,7 +71,9 @@ impl TxTimestamps {
         unsafe { raw::rtdaq_mbuf_set_txtime(m.as_ptr(), self.offset, self.flag, t) }
     }
 
-    /// The launch time of `m`, when it has one.
+    /// The time of `m` (its launch time; a received frame's stamp), when it has one. Never
+    /// allocates.
+    #[inline]
     pub fn get(&self, m: &Mbuf) -> Option<u64> {
         let mut t = 0u64;
         // SAFETY: as in `set`; t is a valid out pointer.
