@@ -49,7 +49,7 @@
 # -C RX_CPU for BENCH_PERF_SECONDS (3) at BENCH_PERF_FREQ (4999) Hz, perf report by thread,
 # library and symbol into perf-SIZE.txt), BENCH_BASELINE_BIN (another rtdaq-dpdk binary, e.g.
 # an earlier commit's, sampled as "rtdaq-base" right after rtdaq in every repeat of the null
-# part: a same-run baseline of a change), BENCH_VETH_RECEIVERS ("dpdk-afpacket afpacket dpdk-afxdp afxdp"),
+# and pcap parts: a same-run baseline of a change), BENCH_VETH_RECEIVERS ("dpdk-afpacket afpacket dpdk-afxdp afxdp"),
 # BENCH_TX_CPU (0, veth sender), BENCH_TESTPMD_MODES ("rxonly csum"),
 # BENCH_RX_CPU (1), BENCH_MAIN_CPU (0), BENCH_OUT (target/bench-dpdk/<timestamp>),
 # BENCH_AFXDP_ARGS (",start_queue=0,queue_count=1": dpdk-afxdp's net_af_xdp devargs after iface=),
@@ -118,13 +118,16 @@ pc = [r for r in rows if r["part"] == "pcap"]
 if pc:
     print()
     print("## pcap: full validation vs testpmd csum, count vs rxonly (net_pcap infinite_rx, one core)")
-    print("min / median / max over repeats; ratio = rtdaq / its testpmd baseline, paired by repeat\n")
+    print("min / median / max over repeats; ratio = rtdaq / its testpmd baseline (rtdaq-base: the")
+    print("BENCH_BASELINE_BIN binary / rtdaq, sampled right after it), paired by repeat\n")
     print("| frame B | receiver | Mpps (wall) | Mpps per CPU s | ns CPU / packet | baseline | ratio (wall) | ratio (per CPU s) |")
     print("|---:|---|---:|---:|---:|---|---:|---:|")
-    base = {"rtdaq-full": "testpmd-csum", "rtdaq-count": "testpmd-rxonly"}
+    base = {"rtdaq-full": "testpmd-csum", "rtdaq-count": "testpmd-rxonly",
+            "rtdaq-base-full": "rtdaq-full", "rtdaq-base-count": "rtdaq-count"}
     for size in sorted({r["size"] for r in pc}):
         by = {w: {r["rep"]: r for r in pc if r["who"] == w and r["size"] == size}
-              for w in ("rtdaq-full", "testpmd-csum", "rtdaq-count", "testpmd-rxonly")}
+              for w in ("rtdaq-full", "rtdaq-base-full", "testpmd-csum", "rtdaq-count",
+                        "rtdaq-base-count", "testpmd-rxonly")}
         wall = lambda r: r["packets"] / r["secs"] / 1e6
         cpu = lambda r: r["packets"] / r["cpu_s"] / 1e6 if r["cpu_s"] else None
         for w, rs in by.items():
@@ -370,6 +373,10 @@ if has_part pcap; then
       for v in full count; do
         log "pcap rep=$rep size=$size rtdaq validate=$v"
         sample_rtdaq "$size" "$rep" "rtdaq-$v" "$BIN" "$vdev" "$v"
+        if [ -n "$BASE_BIN" ]; then
+          log "pcap rep=$rep size=$size rtdaq-base validate=$v ($BASE_BIN)"
+          sample_rtdaq "$size" "$rep" "rtdaq-base-$v" "$BASE_BIN" "$vdev" "$v"
+        fi
       done
       for mode in csum rxonly; do
         log "pcap rep=$rep size=$size testpmd $mode"

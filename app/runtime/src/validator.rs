@@ -378,6 +378,9 @@ pub struct Validator {
     last_piece: HeapPiece,
     /// Bursts since the stream table was last published.
     bursts: u32,
+    /// The last stream looked up and its slot (`slot`: [`NO_SLOT`] before the first): a
+    /// stream's payloads come in runs, so most lookups end here without the hash.
+    last_stream: (u32, u32),
 }
 
 impl Default for Validator {
@@ -427,6 +430,7 @@ impl Validator {
             last_seq: None,
             last_piece: HeapPiece::None,
             bursts: 0,
+            last_stream: (0, NO_SLOT),
         }
     }
 
@@ -440,6 +444,17 @@ impl Validator {
     /// table is full. The index is at least twice the slots, so the probe always ends.
     #[inline]
     fn slot(&mut self, id: u32) -> Option<usize> {
+        if self.last_stream.0 == id && self.last_stream.1 != NO_SLOT {
+            return Some(self.last_stream.1 as usize);
+        }
+        let i = self.lookup(id)?;
+        self.last_stream = (id, i as u32);
+        Some(i)
+    }
+
+    /// [`slot`](Self::slot) through the index.
+    #[inline]
+    fn lookup(&mut self, id: u32) -> Option<usize> {
         let mask = self.index.len() - 1;
         // Fold and mix the key so VDIF's `station << 10 | thread` spreads over the index.
         let mut h = ((id ^ (id >> 10)).wrapping_mul(0x9E37_79B9) as usize) & mask;

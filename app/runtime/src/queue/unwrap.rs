@@ -70,6 +70,10 @@ impl Unwrap {
 /// as malformed). Never allocates.
 pub(crate) fn app_payload(frame: &[u8]) -> &[u8] {
     use rtdaq_core::wire::FrameInfo;
+    // Untagged IPv4/UDP without options, the commonest frame: no full parse.
+    if let Some(p) = rtdaq_core::wire::plain_udp_payload(frame) {
+        return p;
+    }
     match rtdaq_core::wire::parse_frame(frame) {
         Ok(FrameInfo { udp: Some(u), .. }) => {
             let off = usize::from(u.payload_offset);

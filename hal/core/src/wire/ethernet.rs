@@ -40,6 +40,7 @@ impl EthernetHeader {
     pub const LEN: usize = 14;
 
     /// Parses the first 14 bytes of `buf`. Fewer bytes: [`ParseError::Truncated`].
+    #[inline]
     pub fn parse(buf: &[u8]) -> Result<Self, ParseError> {
         Ok(Self {
             dst: get_array(buf, 0)?,

@@ -92,17 +92,20 @@ impl Ipv4Header {
     /// - version ≠ 4, IHL < 5, or `total_len` < IHL·4: [`ParseError::Malformed`].
     ///
     /// The checksum is not verified.
+    #[inline]
     pub fn parse(buf: &[u8]) -> Result<Self, ParseError> {
         Self::parse_in(buf, buf.len())
     }
 
     /// [`parse`](Self::parse) of the first bytes of a packet whose rest is not readable
     /// (header-data split): `total_len` is not checked against `buf`.
+    #[inline]
     pub fn parse_head(buf: &[u8]) -> Result<Self, ParseError> {
         Self::parse_in(buf, usize::MAX)
     }
 
     /// `avail`: the bytes the packet has (for the `total_len` check).
+    #[inline]
     fn parse_in(buf: &[u8], avail: usize) -> Result<Self, ParseError> {
         if buf.len() < Self::MIN_LEN {
             return Err(ParseError::Truncated);

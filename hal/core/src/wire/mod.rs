@@ -35,8 +35,8 @@ pub use ethernet::{
     ETHERTYPE_VLAN,
 };
 pub use frame::{
-    emit_udp_frame, parse_frame, parse_frame_head, parse_frame_with, EcpriInfo, FrameInfo,
-    Ipv4Info, ParseOptions, UdpChecksumMode, UdpFrameSpec, UdpInfo,
+    emit_udp_frame, parse_frame, parse_frame_head, parse_frame_with, plain_udp_payload, EcpriInfo,
+    FrameInfo, Ipv4Info, ParseOptions, UdpChecksumMode, UdpFrameSpec, UdpInfo,
 };
 pub use ipv4::{Ipv4Header, PROTO_UDP};
 pub use seqhdr::{check_pattern, fill_pattern, SeqHeader};

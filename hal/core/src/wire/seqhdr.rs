@@ -63,6 +63,7 @@ impl SeqHeader {
     /// Fewer than 32 bytes: [`ParseError::Truncated`]; wrong magic or version:
     /// [`ParseError::Malformed`]. The payload is not required to be present (see
     /// [`parse_with_payload`](Self::parse_with_payload)).
+    #[inline]
     pub fn parse(buf: &[u8]) -> Result<Self, ParseError> {
         if buf.len() < Self::LEN {
             return Err(ParseError::Truncated);
@@ -81,6 +82,7 @@ impl SeqHeader {
 
     /// [`parse`](Self::parse) and return the `payload_len` bytes after the header
     /// ([`ParseError::Truncated`] when `buf` ends before them).
+    #[inline]
     pub fn parse_with_payload(buf: &[u8]) -> Result<(Self, &[u8]), ParseError> {
         let h = Self::parse(buf)?;
         let end = usize::try_from(h.payload_len)

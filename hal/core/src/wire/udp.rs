@@ -40,6 +40,7 @@ impl UdpHeader {
     /// - length field < 8, or larger than `ip_payload`: [`ParseError::Malformed`].
     ///
     /// The checksum is not verified (see [`verify_checksum`]).
+    #[inline]
     pub fn parse(ip_payload: &[u8]) -> Result<Self, ParseError> {
         Self::parse_in(ip_payload, ip_payload.len())
     }
@@ -47,6 +48,7 @@ impl UdpHeader {
     /// [`parse`](Self::parse) of the first bytes of an IPv4 payload of `ip_payload_len`
     /// bytes whose rest is not readable (header-data split): the length field is checked
     /// against `ip_payload_len`.
+    #[inline]
     pub fn parse_in(ip_payload: &[u8], ip_payload_len: usize) -> Result<Self, ParseError> {
         if ip_payload.len() < Self::LEN {
             return Err(ParseError::Truncated);

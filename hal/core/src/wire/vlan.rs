@@ -72,6 +72,7 @@ impl VlanTag {
     ///
     /// Fewer bytes: [`ParseError::Truncated`]; a TPID other than `0x8100`/`0x88A8`:
     /// [`ParseError::Unsupported`].
+    #[inline]
     pub fn parse(buf: &[u8]) -> Result<Self, ParseError> {
         let tpid = get_u16(buf, 0)?;
         let tci = get_u16(buf, 2)?;
@@ -120,6 +121,7 @@ impl L2Header {
     ///
     /// A frame shorter than 14 bytes, or one that ends inside a tag:
     /// [`ParseError::Truncated`].
+    #[inline]
     pub fn parse(buf: &[u8]) -> Result<Self, ParseError> {
         let eth = EthernetHeader::parse(buf)?;
         let mut h = Self {
