@@ -297,8 +297,9 @@ pub fn drops_untimed(qdiscs: &[Qdisc]) -> bool {
 /// the datagrams wait in the neighbour queue and die there, unreported, while every send
 /// succeeds ([`crate::neigh`]). Fine when the entry is pinned (`nud permanent`), the device
 /// resolves nothing (`lo`, `IFF_NOARP`), the destination is a multicast or broadcast address, or `etf`
-/// sits under `mqprio`/`taprio` (ARP may leave by another TX queue). A route or entry that
-/// cannot be read is let be. Cold path.
+/// sits under `mqprio`/`taprio` (ARP may leave by another TX queue), or the route to `dest`
+/// does not leave by `dev` (a local destination goes by `lo`). A route or entry that cannot
+/// be read is let be. Cold path.
 ///
 /// # Errors
 /// Why, in words, naming the `ip neigh` command that pins the entry.
@@ -321,6 +322,12 @@ pub fn arp_blocked(
     let Ok(hop) = crate::neigh::next_hop(dest) else {
         return Ok(());
     };
+    // Packets that do not leave by `dev` (a destination on this host goes by `lo`) meet
+    // neither its etf nor its resolution.
+    let ifindex = nix::net::if_::if_nametoindex(dev).map_or(-1, |i| i as i32);
+    if hop.ifindex != ifindex {
+        return Ok(());
+    }
     let entry = match crate::neigh::entry(hop) {
         Ok(e) => e,
         Err(_) => return Ok(()),

@@ -458,7 +458,10 @@ impl<const N: usize> TimedTx for AfpacketTx<'_, N> {
         if self.launch.is_none() {
             return 0;
         }
-        let held = if self.flush(Duration::from_nanos(wait_ns)) {
+        let drained = self.flush(Duration::from_nanos(wait_ns));
+        // The qdisc's reports first: a frame it dropped is counted there, not as held.
+        self.collect_reports();
+        let held = if drained {
             0
         } else {
             self.ring.in_flight() as u64
@@ -467,7 +470,6 @@ impl<const N: usize> TimedTx for AfpacketTx<'_, N> {
             self.counters.record_drops(DropReason::Kernel, held);
             self.stats.txtime_held += held;
         }
-        self.collect_reports();
         held
     }
 }

@@ -366,9 +366,9 @@ impl<'a, const N: usize> UdpTx<'a, N> {
     /// does after `wait_ns`, the launch-time qdiscs' queue lengths say how many (at least
     /// one). Cold path.
     pub(crate) fn settle(&mut self, wait_ns: u64) -> u64 {
-        let Some(q) = self.qdisc.as_ref() else {
+        if self.qdisc.is_none() {
             return 0;
-        };
+        }
         let unsent = |socks: &[Socket]| -> u64 {
             socks
                 .iter()
@@ -381,17 +381,21 @@ impl<'a, const N: usize> UdpTx<'a, N> {
             std::thread::sleep(Duration::from_millis(1));
             left = unsent(&self.socks);
         }
+        // The qdisc's reports first: a packet it dropped is counted there, not as held.
+        self.collect_reports();
         let held = if left == 0 {
             0
         } else {
-            qdisc::held(q).unwrap_or(0).max(1)
+            self.qdisc
+                .as_ref()
+                .map_or(0, |q| qdisc::held(q).unwrap_or(0))
+                .max(1)
         };
         self.unsent_at_end = left;
         if held > 0 {
             self.counters.record_drops(DropReason::Kernel, held);
             self.stats.txtime_held += held;
         }
-        self.collect_reports();
         held
     }
 
