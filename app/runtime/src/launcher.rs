@@ -132,9 +132,9 @@ impl Launcher {
     }
 
     /// At the end: waits until the last launch time has passed (at most [`DRAIN_MAX_NS`]),
-    /// then has `q` settle (up to [`SETTLE_NS`]); returns the packets the kernel still held
-    /// then (counted by `q` as lost).
-    pub(crate) fn finish<B: TxBurst + Send>(&self, q: &mut dyn TimedTx<Burst = B>) -> u64 {
+    /// then has `q` settle (up to [`SETTLE_NS`]): it counts what the kernel still holds as
+    /// lost.
+    pub(crate) fn finish<B: TxBurst + Send>(&self, q: &mut dyn TimedTx<Burst = B>) {
         // The qdisc reports a drop when the packet's time comes: wait for the last one.
         if self.last != 0 {
             let end = self.last.wrapping_sub(self.last_off);
@@ -143,7 +143,7 @@ impl Launcher {
                 std::thread::sleep(Duration::from_nanos(wait + MIN_AHEAD_NS));
             }
         }
-        q.settle(SETTLE_NS)
+        q.settle(SETTLE_NS);
     }
 }
 

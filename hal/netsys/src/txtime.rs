@@ -59,6 +59,24 @@ pub fn unsent_bytes(fd: BorrowedFd<'_>) -> io::Result<u32> {
     crate::sys::outq(fd)
 }
 
+/// Waits up to `wait` for the kernel to let go of every byte `fds` handed it (their
+/// [`unsent_bytes`], read every millisecond); returns the bytes still unsent then (0: all
+/// left). A timed sender asks once its last launch time has passed. Cold path: sleeps.
+pub fn wait_unsent(fds: &[BorrowedFd<'_>], wait: std::time::Duration) -> u64 {
+    let unsent = || -> u64 {
+        fds.iter()
+            .map(|&fd| u64::from(unsent_bytes(fd).unwrap_or(0)))
+            .sum()
+    };
+    let end = std::time::Instant::now() + wait;
+    let mut left = unsent();
+    while left > 0 && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        left = unsent();
+    }
+    left
+}
+
 /// Packets the qdisc dropped, by reason.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Dropped {
@@ -201,6 +219,8 @@ mod tests {
             0,
             "loopback frees at once"
         );
+        let wait = std::time::Duration::from_millis(50);
+        assert_eq!(wait_unsent(&[tx.as_fd(), rx.as_fd()], wait), 0);
     }
 
     #[test]

@@ -109,6 +109,7 @@ pub mod phc;
 pub mod ptp;
 pub mod qdisc;
 pub mod rt;
+mod rtnetlink;
 mod sys;
 mod sysfs;
 pub mod topology;

@@ -4,9 +4,8 @@
 //! `SO_TXTIME` departure time; without it the kernel sends them at once, unpaced, and says
 //! nothing, so the start checks here first.
 //!
-//! Written here rather than with a netlink crate, like [`ethtool_netlink`](crate::ethtool_netlink):
-//! one dump request (`RTM_GETQDISC`) and a flat walk of its answers; `nix`'s safe socket
-//! wrappers, no `unsafe`. Cold path.
+//! One dump request (`RTM_GETQDISC`, the rtnetlink exchange shared with
+//! [`neigh`](crate::neigh)) and a flat walk of its answers; no `unsafe`. Cold path.
 //!
 //! Layout (linux/rtnetlink.h, linux/pkt_sched.h): each answer is a 16-byte `nlmsghdr`, a
 //! 20-byte `tcmsg` (family, pads, ifindex at 4, handle, parent, info), then attributes;
@@ -18,21 +17,12 @@
 //! sender ends ([`held`]).
 
 use std::io;
-use std::os::fd::AsRawFd;
-
-use nix::sys::socket::{
-    bind, recv, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol,
-    SockType,
-};
 
 use crate::error::{PlatformError, Result};
 use crate::ethtool_netlink::attrs;
+use crate::rtnetlink::{exchange, request, split, NLM_F_DUMP};
 use rtdaq_core::traits::LaunchClock;
 
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_DUMP: u16 = 0x300;
 const RTM_NEWQDISC: u16 = 36;
 const RTM_GETQDISC: u16 = 38;
 const TCA_KIND: u16 = 1;
@@ -93,88 +83,60 @@ impl Etf {
     }
 }
 
-/// The `RTM_GETQDISC` dump request.
-fn request() -> Vec<u8> {
-    let len = 16 + TCMSG_LEN;
-    let mut m = Vec::with_capacity(len);
-    m.extend_from_slice(&(len as u32).to_ne_bytes());
-    m.extend_from_slice(&RTM_GETQDISC.to_ne_bytes());
-    m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    m.extend_from_slice(&1u32.to_ne_bytes());
-    m.extend_from_slice(&0u32.to_ne_bytes());
-    m.resize(len, 0); // tcmsg: AF_UNSPEC, every device
-    m
-}
-
 /// What one receive of the dump holds: `(ifindex, qdisc)` of each qdisc, and whether the
 /// dump ended (`NLMSG_DONE`); the kernel's error as an error.
-pub fn parse_dump(mut buf: &[u8]) -> io::Result<(Vec<(i32, Qdisc)>, bool)> {
-    let mut out = Vec::new();
-    while buf.len() >= 16 {
-        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        let ty = u16::from_ne_bytes([buf[4], buf[5]]);
-        if len < 16 || len > buf.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "malformed netlink message",
-            ));
-        }
-        let msg = &buf[16..len];
-        match ty {
-            NLMSG_DONE => return Ok((out, true)),
-            NLMSG_ERROR => {
-                let code = msg
-                    .get(..4)
-                    .map_or(0, |c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
-                if code != 0 {
-                    return Err(io::Error::from_raw_os_error(-code));
-                }
-            }
-            RTM_NEWQDISC if msg.len() >= TCMSG_LEN => {
-                let ifindex = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
-                let root = u32::from_ne_bytes([msg[12], msg[13], msg[14], msg[15]]) == TC_H_ROOT;
-                let a = attrs(&msg[TCMSG_LEN..]);
-                let kind = a.iter().find(|(t, _)| *t == TCA_KIND).map(|(_, p)| {
-                    let p = p.split(|&b| b == 0).next().unwrap_or_default();
-                    String::from_utf8_lossy(p).into_owned()
-                });
-                if let Some(kind) = kind {
-                    let etf = (kind == "etf")
-                        .then(|| a.iter().find(|(t, _)| *t == TCA_OPTIONS))
-                        .flatten()
-                        .and_then(|(_, o)| {
-                            attrs(o)
-                                .into_iter()
-                                .find(|(t, _)| *t == TCA_ETF_PARMS)
-                                .and_then(|(_, p)| Etf::parse(p))
-                        });
-                    let qlen = a
-                        .iter()
-                        .find(|(t, _)| *t == TCA_STATS2)
-                        .and_then(|(_, s)| {
-                            attrs(s)
-                                .into_iter()
-                                .find(|(t, _)| *t == TCA_STATS_QUEUE)
-                                .and_then(|(_, q)| q.get(..4))
-                                .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
-                        })
-                        .unwrap_or(0);
-                    out.push((
-                        ifindex,
-                        Qdisc {
-                            kind,
-                            etf,
-                            qlen,
-                            root,
-                        },
-                    ));
-                }
-            }
-            _ => {}
-        }
-        buf = &buf[len.next_multiple_of(4).min(buf.len())..];
+pub fn parse_dump(buf: &[u8]) -> io::Result<(Vec<(i32, Qdisc)>, bool)> {
+    let (msgs, done) = split(buf)?;
+    Ok((
+        msgs.iter()
+            .filter_map(|(t, m)| parse_qdisc(*t, m))
+            .collect(),
+        done,
+    ))
+}
+
+/// One `RTM_NEWQDISC` answer (`msg`: its body, after the `nlmsghdr`): its device index and
+/// qdisc; `None` for another message or one without a kind.
+fn parse_qdisc(ty: u16, msg: &[u8]) -> Option<(i32, Qdisc)> {
+    if ty != RTM_NEWQDISC || msg.len() < TCMSG_LEN {
+        return None;
     }
-    Ok((out, false))
+    let ifindex = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+    let root = u32::from_ne_bytes([msg[12], msg[13], msg[14], msg[15]]) == TC_H_ROOT;
+    let a = attrs(&msg[TCMSG_LEN..]);
+    let kind = a.iter().find(|(t, _)| *t == TCA_KIND).map(|(_, p)| {
+        let p = p.split(|&b| b == 0).next().unwrap_or_default();
+        String::from_utf8_lossy(p).into_owned()
+    })?;
+    let etf = (kind == "etf")
+        .then(|| a.iter().find(|(t, _)| *t == TCA_OPTIONS))
+        .flatten()
+        .and_then(|(_, o)| {
+            attrs(o)
+                .into_iter()
+                .find(|(t, _)| *t == TCA_ETF_PARMS)
+                .and_then(|(_, p)| Etf::parse(p))
+        });
+    let qlen = a
+        .iter()
+        .find(|(t, _)| *t == TCA_STATS2)
+        .and_then(|(_, s)| {
+            attrs(s)
+                .into_iter()
+                .find(|(t, _)| *t == TCA_STATS_QUEUE)
+                .and_then(|(_, q)| q.get(..4))
+                .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
+        })
+        .unwrap_or(0);
+    Some((
+        ifindex,
+        Qdisc {
+            kind,
+            etf,
+            qlen,
+            root,
+        },
+    ))
 }
 
 /// The kinds of the qdiscs on `netdev` (the root one and any per-queue children, in the
@@ -394,31 +356,20 @@ pub fn of(netdev: &str) -> Result<Vec<Qdisc>> {
         .collect())
 }
 
-/// Every qdisc of this network namespace: `(ifindex, qdisc)`.
+/// Every qdisc of this network namespace: `(ifindex, qdisc)` (an `RTM_GETQDISC` dump of
+/// every device: a zeroed `tcmsg`, `AF_UNSPEC`).
 fn dump() -> io::Result<Vec<(i32, Qdisc)>> {
-    let fd = socket(
-        AddressFamily::Netlink,
-        SockType::Raw,
-        SockFlag::SOCK_CLOEXEC,
-        SockProtocol::NetlinkRoute,
-    )?;
-    bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0))?;
-    send(fd.as_raw_fd(), &request(), MsgFlags::empty())?;
-    let mut buf = vec![0u8; 64 << 10];
-    let mut all = Vec::new();
-    loop {
-        let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
-        let (mut some, done) = parse_dump(&buf[..n])?;
-        all.append(&mut some);
-        if done || n == 0 {
-            return Ok(all);
-        }
-    }
+    let req = request(RTM_GETQDISC, NLM_F_DUMP, &[0; TCMSG_LEN], &[]);
+    Ok(exchange(&req)?
+        .iter()
+        .filter_map(|(t, m)| parse_qdisc(*t, m))
+        .collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rtnetlink::{NLMSG_DONE, NLMSG_ERROR};
 
     fn q(kind: &str, etf: Option<Etf>) -> Qdisc {
         Qdisc {

@@ -477,18 +477,8 @@ impl SpeadSender {
         let (now, last) = (self.clock_ns(), self.next_send_ns as u64);
         let wait = last.saturating_sub(now) + SETTLE_AFTER.as_nanos() as u64;
         std::thread::sleep(Duration::from_nanos(wait).min(SETTLE_MAX));
-        let unsent = |dests: &[Dest]| -> u64 {
-            dests
-                .iter()
-                .map(|d| u64::from(txtime::unsent_bytes(d.fd.as_fd()).unwrap_or(0)))
-                .sum()
-        };
-        let end = std::time::Instant::now() + HELD_WAIT;
-        let mut left = unsent(&self.dests);
-        while left > 0 && std::time::Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(1));
-            left = unsent(&self.dests);
-        }
+        let fds: Vec<_> = self.dests.iter().map(|d| d.fd.as_fd()).collect();
+        let left = txtime::wait_unsent(&fds, HELD_WAIT);
         if let Some(l) = &mut self.launch {
             for dest in &self.dests {
                 qdisc_drops(l, dest, self.counters);

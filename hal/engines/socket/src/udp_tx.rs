@@ -369,18 +369,8 @@ impl<'a, const N: usize> UdpTx<'a, N> {
         if self.qdisc.is_none() {
             return 0;
         }
-        let unsent = |socks: &[Socket]| -> u64 {
-            socks
-                .iter()
-                .map(|s| u64::from(txtime::unsent_bytes(s.as_fd()).unwrap_or(0)))
-                .sum()
-        };
-        let end = Instant::now() + Duration::from_nanos(wait_ns);
-        let mut left = unsent(&self.socks);
-        while left > 0 && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(1));
-            left = unsent(&self.socks);
-        }
+        let fds: Vec<_> = self.socks.iter().map(|s| s.as_fd()).collect();
+        let left = txtime::wait_unsent(&fds, Duration::from_nanos(wait_ns));
         // The qdisc's reports first: a packet it dropped is counted there, not as held.
         self.collect_reports();
         let held = if left == 0 {

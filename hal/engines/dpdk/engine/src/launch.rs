@@ -1,7 +1,7 @@
 //! The device's clock (issue #33): launch times on a DPDK TX queue (`generator.pacing =
 //! "txtime"`) and hardware receive stamps. Launch times: the NIC
 //! sends each frame at a time (`RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP`) held in the mbuf's
-//! tx-timestamp dynamic field ([`TxTimestamps`]), on the device's own clock
+//! tx-timestamp dynamic field ([`TimestampField`]), on the device's own clock
 //! (`rte_eth_read_clock`).
 //!
 //! The runtime gives launch times on `CLOCK_TAI` (the clock `ptp4l`/`phc2sys` keep the
@@ -22,7 +22,7 @@
 //! refusal are tested here (docs/time.md).
 
 use rtdaq_core::traits::LaunchClock;
-use rtdaq_dpdk_sys::{PortInfo, RxQueue as PortRxQueue, TxQueue as PortTxQueue, TxTimestamps};
+use rtdaq_dpdk_sys::{PortInfo, RxQueue as PortRxQueue, TimestampField, TxQueue as PortTxQueue};
 
 /// How often the clocks are read again.
 pub(crate) const REREAD_NS: u64 = 1_000_000_000;
@@ -124,7 +124,7 @@ fn calibrate(
 /// and the device's clock against `CLOCK_REALTIME`.
 #[derive(Debug)]
 pub(crate) struct RxStamps {
-    ts: TxTimestamps,
+    ts: TimestampField,
     clock: DevClock,
 }
 
@@ -139,7 +139,7 @@ impl RxStamps {
             ));
         }
         let clock = calibrate(realtime_ns, || q.read_clock())?;
-        let ts = TxTimestamps::register_rx().map_err(|e| e.to_string())?;
+        let ts = TimestampField::register_rx().map_err(|e| e.to_string())?;
         Ok(RxStamps { ts, clock })
     }
 
@@ -165,7 +165,7 @@ impl RxStamps {
 /// A queue armed for launch times: the mbuf field and the device's clock.
 #[derive(Debug)]
 pub(crate) struct TxLaunch {
-    pub(crate) ts: TxTimestamps,
+    pub(crate) ts: TimestampField,
     pub(crate) clock: DevClock,
 }
 
@@ -198,7 +198,7 @@ pub(crate) fn arm(q: &PortTxQueue, info: &PortInfo) -> Result<TxLaunch, String> 
         ));
     }
     let clock = calibrate(tai_ns, || q.read_clock())?;
-    let ts = TxTimestamps::register().map_err(|e| e.to_string())?;
+    let ts = TimestampField::register().map_err(|e| e.to_string())?;
     Ok(TxLaunch { ts, clock })
 }
 

@@ -86,7 +86,7 @@ pub use sys::port::{
 };
 pub use sys::port_info::LinkState;
 pub use sys::raw;
-pub use sys::txtime::TxTimestamps;
+pub use sys::txtime::TimestampField;
 
 /// The PMD plugin directory found at build time (`<libdir>/dpdk/pmds-<ABI>`; empty if none).
 pub const PMD_DIR: &str = env!("RTDAQ_DPDK_PMD_DIR");

@@ -6,7 +6,7 @@ mod common;
 
 use rtdaq_core::wire::{emit_udp_frame, parse_frame, UdpFrameSpec};
 use rtdaq_dpdk_sys::{
-    DpdkError, Eal, MbufBurst, Mempool, MempoolConfig, Port, PortConfig, TxTimestamps,
+    DpdkError, Eal, MbufBurst, Mempool, MempoolConfig, Port, PortConfig, TimestampField,
 };
 
 fn pool(name: &str) -> std::sync::Arc<Mempool> {
@@ -179,10 +179,10 @@ fn net_ring_loops_udp_frames_back_intact() {
     }
     // The tx-timestamp field registers; each frame carries its launch time, and the ring
     // hands the same mbufs back, field and flag included.
-    let ts = TxTimestamps::register().unwrap();
-    assert_eq!(TxTimestamps::register().unwrap(), ts, "registered once");
+    let ts = TimestampField::register().unwrap();
+    assert_eq!(TimestampField::register().unwrap(), ts, "registered once");
     // The receive-stamp field is another; net_ring stamps nothing, nor has it a clock.
-    let rx_ts = TxTimestamps::register_rx().unwrap();
+    let rx_ts = TimestampField::register_rx().unwrap();
     assert_ne!(rx_ts, ts);
     assert!(!port.info().unwrap().rx_timestamp());
     assert!(rxq.read_clock().is_err());

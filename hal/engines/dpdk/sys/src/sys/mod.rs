@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | raw | [`raw`] | bindgen output over the DPDK headers plus the C shim's `rtdaq_*` functions |
 //! | result | `result` | thin functions returning [`Result`](crate::Result); the **only** place that reads `rte_errno` |
-//! | safe | `eal`, `mempool`, `port`, `mbuf` | RAII types: [`Eal`](crate::Eal), [`Mempool`](crate::Mempool), [`Port`](crate::Port), [`RxQueue`](crate::RxQueue)/[`TxQueue`](crate::TxQueue), [`Mbuf`](crate::Mbuf), [`MbufBurst`](crate::MbufBurst), [`TxTimestamps`](crate::TxTimestamps) |
+//! | safe | `eal`, `mempool`, `port`, `mbuf` | RAII types: [`Eal`](crate::Eal), [`Mempool`](crate::Mempool), [`Port`](crate::Port), [`RxQueue`](crate::RxQueue)/[`TxQueue`](crate::TxQueue), [`Mbuf`](crate::Mbuf), [`MbufBurst`](crate::MbufBurst), [`TimestampField`](crate::TimestampField) |
 #![allow(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

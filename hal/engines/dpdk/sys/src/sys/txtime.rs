@@ -15,12 +15,12 @@ use crate::sys::{raw, result};
 /// A registered timestamp field (tx or rx): where it lies in an mbuf and its `ol_flags`
 /// bit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TxTimestamps {
+pub struct TimestampField {
     offset: i32,
     flag: u64,
 }
 
-impl TxTimestamps {
+impl TimestampField {
     /// Registers the field and its flag (or finds them registered). Needs the EAL. Cold
     /// path.
     ///
@@ -28,19 +28,10 @@ impl TxTimestamps {
     /// [`DpdkError::Dynfield`] with DPDK's errno (`ENOSPC`/`ENOENT`: no room left for
     /// another dynamic field or flag).
     pub fn register() -> Result<Self> {
-        let (mut offset, mut flag) = (0i32, 0u64);
-        // SAFETY: both are valid out pointers for the call; the registry is process-wide
-        // and thread-safe (DPDK takes its lock).
-        let rc = unsafe { raw::rte_mbuf_dyn_tx_timestamp_register(&mut offset, &mut flag) };
-        if rc < 0 {
-            let errno = result::errno();
-            return Err(DpdkError::Dynfield {
-                what: "tx timestamp (rte_mbuf_dyn_tx_timestamp_register)",
-                errno,
-                msg: result::strerror(errno),
-            });
-        }
-        Ok(TxTimestamps { offset, flag })
+        Self::registered(
+            raw::rte_mbuf_dyn_tx_timestamp_register,
+            "tx timestamp (rte_mbuf_dyn_tx_timestamp_register)",
+        )
     }
 
     /// The rx-timestamp field and flag (registered, or found registered by the PMD). Reads
@@ -49,18 +40,30 @@ impl TxTimestamps {
     /// # Errors
     /// As [`register`](Self::register).
     pub fn register_rx() -> Result<Self> {
+        Self::registered(
+            raw::rte_mbuf_dyn_rx_timestamp_register,
+            "rx timestamp (rte_mbuf_dyn_rx_timestamp_register)",
+        )
+    }
+
+    /// The field and flag `register` (one of DPDK's two registrations) gives.
+    fn registered(
+        register: unsafe extern "C" fn(*mut std::os::raw::c_int, *mut u64) -> std::os::raw::c_int,
+        what: &'static str,
+    ) -> Result<Self> {
         let (mut offset, mut flag) = (0i32, 0u64);
-        // SAFETY: as in `register`.
-        let rc = unsafe { raw::rte_mbuf_dyn_rx_timestamp_register(&mut offset, &mut flag) };
+        // SAFETY: both are valid out pointers for the call; the registry is process-wide
+        // and thread-safe (DPDK takes its lock).
+        let rc = unsafe { register(&mut offset, &mut flag) };
         if rc < 0 {
             let errno = result::errno();
             return Err(DpdkError::Dynfield {
-                what: "rx timestamp (rte_mbuf_dyn_rx_timestamp_register)",
+                what,
                 errno,
                 msg: result::strerror(errno),
             });
         }
-        Ok(TxTimestamps { offset, flag })
+        Ok(TimestampField { offset, flag })
     }
 
     /// Sets `m` to leave at `t` (the device's clock). Never allocates.
